@@ -1,0 +1,60 @@
+import { z } from 'zod';
+import { canonicalBytes } from '../crypto/canonical-json.js';
+import type { NewEvent, RecordedEvent } from '../store/port.js';
+
+/** Metadata carried by every event (ARCHITECTURE.md §3). `at` is the event's time: projections use it, never the clock. */
+export const EventMetadata = z.strictObject({
+  event_id: z.uuid(),
+  correlation_id: z.string().min(1).max(200),
+  actor: z.string().min(1).max(200),
+  at: z.iso.datetime({ offset: false, precision: 3 }),
+});
+export type EventMetadata = z.infer<typeof EventMetadata>;
+
+export interface EventDefinition<T extends string = string, S extends z.ZodType = z.ZodType> {
+  /** Past-tense name, e.g. `CredentialRegistered`. */
+  readonly name: T;
+  readonly version: number;
+  /** Stored type: `<name>.v<version>`. */
+  readonly type: `${T}.v${number}`;
+  readonly schema: S;
+}
+
+export function defineEvent<T extends string, S extends z.ZodType>(name: T, version: number, schema: S): EventDefinition<T, S> {
+  return { name, version, type: `${name}.v${version}`, schema };
+}
+
+/** Validates an event payload and serializes it as canonical JSON bytes, ready for the store. */
+export function encodeEvent<S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, metadata: EventMetadata): NewEvent {
+  const payload = definition.schema.parse(data);
+  const meta = EventMetadata.parse(metadata);
+  return { id: meta.event_id, type: definition.type, data: canonicalBytes(payload), metadata: canonicalBytes(meta) };
+}
+
+export interface DecodedEvent<T extends string = string, D = unknown> {
+  readonly type: T;
+  readonly data: D;
+  readonly metadata: EventMetadata;
+  readonly stream: string;
+  readonly revision: number;
+  readonly position: bigint;
+}
+
+function parseJson(bytes: Uint8Array): unknown {
+  return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
+}
+
+export function decodeMetadata(event: Pick<RecordedEvent, 'metadata'>): EventMetadata {
+  return EventMetadata.parse(parseJson(event.metadata));
+}
+
+export function decodeWith<T extends string, S extends z.ZodType>(definition: EventDefinition<T, S>, event: RecordedEvent): DecodedEvent<`${T}.v${number}`, z.output<S>> {
+  return {
+    type: definition.type,
+    data: definition.schema.parse(parseJson(event.data)),
+    metadata: decodeMetadata(event),
+    stream: event.stream,
+    revision: event.revision,
+    position: event.position,
+  };
+}

@@ -1,0 +1,85 @@
+/**
+ * The event store port. Every adapter (PostgreSQL, EventStoreDB) implements it and passes
+ * test/contract/event-store.contract.ts. Revisions are 0-based; positions are global and
+ * strictly increasing in commit order.
+ */
+
+/** What a writer expects of the stream before its append. A number is the revision of the stream's last event. */
+export type ExpectedRevision = 'any' | 'no_stream' | 'exists' | number;
+
+/** An event about to be appended. `data` and `metadata` are stored and returned byte for byte. */
+export interface NewEvent {
+  readonly id: string;
+  readonly type: string;
+  readonly data: Uint8Array;
+  readonly metadata: Uint8Array;
+}
+
+export interface RecordedEvent extends NewEvent {
+  readonly stream: string;
+  readonly revision: number;
+  readonly position: bigint;
+}
+
+export interface AppendResult {
+  /** Revision of the stream's last event after the append. */
+  readonly nextExpectedRevision: number;
+  /** Global position of the last event of the batch. */
+  readonly position: bigint;
+}
+
+export interface ReadAllOptions {
+  /** Only events whose stream starts with one of these prefixes. */
+  readonly streamPrefixes?: readonly string[];
+  readonly limit?: number;
+}
+
+export interface Subscription extends AsyncIterable<RecordedEvent> {
+  close(): Promise<void>;
+}
+
+export interface EventStore {
+  readonly kind: 'postgres' | 'eventstoredb';
+  /** Whether global positions are dense (no holes between consecutive events). */
+  readonly densePositions: boolean;
+  append(stream: string, events: readonly NewEvent[], expected: ExpectedRevision): Promise<AppendResult>;
+  /** Events of one stream in revision order, from `fromRevision` (inclusive). Empty for a missing stream. */
+  readStream(stream: string, fromRevision?: number): Promise<RecordedEvent[]>;
+  /** Events with a position strictly greater than `after`, in position order. */
+  readAll(after: bigint, options?: ReadAllOptions): Promise<RecordedEvent[]>;
+  /** Catch-up from `after`, then live. Ends when closed. */
+  subscribe(after: bigint, options?: Omit<ReadAllOptions, 'limit'>): Subscription;
+  /** Position of the newest event, or -1n when the store is empty. */
+  headPosition(): Promise<bigint>;
+  close(): Promise<void>;
+}
+
+export type StoreErrorCode = 'WRONG_EXPECTED_REVISION' | 'EVENT_ID_CONFLICT' | 'STORE_UNAVAILABLE';
+
+/** The one error shape every adapter raises for a refused append, whatever the backend said. */
+export class StoreError extends Error {
+  override readonly name = 'StoreError';
+  constructor(
+    readonly code: StoreErrorCode,
+    message: string,
+    readonly details: { stream?: string; expected?: ExpectedRevision; actual?: number | 'no_stream' } = {},
+  ) {
+    super(message);
+  }
+}
+
+export function wrongExpectedRevision(stream: string, expected: ExpectedRevision, actual: number | 'no_stream'): StoreError {
+  return new StoreError(
+    'WRONG_EXPECTED_REVISION',
+    `stream ${stream}: expected ${String(expected)}, found ${String(actual)}`,
+    { stream, expected, actual },
+  );
+}
+
+/** Decides whether a stream whose last revision is `actual` (-1 when absent) satisfies `expected`. */
+export function satisfies(expected: ExpectedRevision, actual: number): boolean {
+  if (expected === 'any') return true;
+  if (expected === 'no_stream') return actual === -1;
+  if (expected === 'exists') return actual >= 0;
+  return expected === actual;
+}

@@ -1,0 +1,67 @@
+/**
+ * DDL of the PostgreSQL event store. Appends go through one function so an append is a single
+ * round trip; the function takes a transaction-scoped advisory lock, which serializes appends,
+ * so the global position is dense and follows commit order: a reader that saw position p has
+ * seen every event below p, because the lock is released only after commit.
+ */
+export const APPEND_LOCK_KEY = 7_294_061_112;
+
+export const eventStoreSchemaSql = `
+create schema if not exists pgward;
+
+create table if not exists pgward.events (
+  position    bigint primary key,
+  stream      text not null,
+  revision    integer not null,
+  event_id    uuid not null unique,
+  type        text not null,
+  data        bytea not null,
+  metadata    bytea not null,
+  recorded_at timestamptz not null default now(),
+  unique (stream, revision)
+);
+
+create or replace function pgward.append_events(
+  p_stream text, p_expected text, p_ids uuid[], p_types text[], p_data bytea[], p_metadata bytea[]
+) returns table (outcome text, actual integer, last_position bigint)
+language plpgsql as $$
+declare
+  v_count integer := cardinality(p_ids);
+  v_actual integer;
+  v_position bigint;
+  v_existing integer;
+  v_same_stream boolean;
+  v_same_order boolean;
+begin
+  perform pg_advisory_xact_lock(${APPEND_LOCK_KEY});
+
+  select count(*), coalesce(bool_and(e.stream = p_stream), false), array_agg(e.event_id order by e.revision) = p_ids
+    into v_existing, v_same_stream, v_same_order
+    from pgward.events e where e.event_id = any(p_ids);
+  if v_existing > 0 then
+    if v_existing = v_count and v_same_stream and v_same_order then
+      return query
+        select 'duplicate'::text, max(e.revision), max(e.position) from pgward.events e where e.event_id = any(p_ids);
+    else
+      return query select 'id_conflict'::text, -1, -1::bigint;
+    end if;
+    return;
+  end if;
+
+  select coalesce(max(e.revision), -1) into v_actual from pgward.events e where e.stream = p_stream;
+  if not (p_expected = 'any'
+          or (p_expected = 'no_stream' and v_actual = -1)
+          or (p_expected = 'exists' and v_actual >= 0)
+          or (p_expected ~ '^[0-9]+$' and p_expected::integer = v_actual)) then
+    return query select 'wrong_expected'::text, v_actual, -1::bigint;
+    return;
+  end if;
+
+  select coalesce(max(e.position), -1) into v_position from pgward.events e;
+  insert into pgward.events (position, stream, revision, event_id, type, data, metadata)
+    select v_position + i, p_stream, v_actual + i, p_ids[i], p_types[i], p_data[i], p_metadata[i]
+      from generate_subscripts(p_ids, 1) as i;
+  perform pg_notify('pgward_events', (v_position + v_count)::text);
+  return query select 'ok'::text, v_actual + v_count, v_position + v_count;
+end $$;
+`;

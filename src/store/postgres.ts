@@ -1,0 +1,172 @@
+import type pg from 'pg';
+import { migrate } from '../pg/migrate.js';
+import { createPool } from '../pg/pool.js';
+import { eventStoreSchemaSql } from './postgres-schema.js';
+import {
+  StoreError,
+  satisfies,
+  wrongExpectedRevision,
+  type AppendResult,
+  type EventStore,
+  type ExpectedRevision,
+  type NewEvent,
+  type ReadAllOptions,
+  type RecordedEvent,
+  type Subscription,
+} from './port.js';
+import { wakeableSubscription } from './subscription.js';
+import { NotificationListener } from '../pg/listener.js';
+
+const DEFAULT_BATCH = 1000;
+/** Subscribers poll this often even without a notification, in case one was lost with a connection. */
+const FALLBACK_POLL_MS = 1000;
+
+interface EventRow {
+  position: bigint;
+  stream: string;
+  revision: number;
+  event_id: string;
+  type: string;
+  data: Buffer;
+  metadata: Buffer;
+}
+
+function toRecorded(row: EventRow): RecordedEvent {
+  return {
+    id: row.event_id,
+    type: row.type,
+    data: row.data,
+    metadata: row.metadata,
+    stream: row.stream,
+    revision: row.revision,
+    position: row.position,
+  };
+}
+
+function likePrefix(prefix: string): string {
+  return `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+export interface PostgresEventStore extends EventStore {
+  /** Runs `work` in one database transaction: every append inside commits or none does. */
+  transaction<T>(work: (tx: Pick<EventStore, 'append'>) => Promise<T>): Promise<T>;
+}
+
+async function appendWith(
+  client: pg.Pool | pg.PoolClient,
+  stream: string,
+  events: readonly NewEvent[],
+  expected: ExpectedRevision,
+): Promise<AppendResult> {
+  if (events.length === 0) {
+    const { rows } = await client.query<{ revision: number | null }>(
+      'select max(revision) as revision from pgward.events where stream = $1',
+      [stream],
+    );
+    const actual = rows[0]?.revision ?? -1;
+    if (!satisfies(expected, actual)) throw wrongExpectedRevision(stream, expected, actual === -1 ? 'no_stream' : actual);
+    return { nextExpectedRevision: actual, position: -1n };
+  }
+  const { rows } = await client.query<{ outcome: string; actual: number; last_position: bigint }>(
+    'select * from pgward.append_events($1, $2, $3::uuid[], $4::text[], $5::bytea[], $6::bytea[])',
+    [
+      stream,
+      String(expected),
+      events.map((e) => e.id),
+      events.map((e) => e.type),
+      events.map((e) => Buffer.from(e.data)),
+      events.map((e) => Buffer.from(e.metadata)),
+    ],
+  );
+  const row = rows[0];
+  if (!row) throw new StoreError('STORE_UNAVAILABLE', 'append returned no result');
+  switch (row.outcome) {
+    case 'ok':
+    case 'duplicate':
+      return { nextExpectedRevision: row.actual, position: row.last_position };
+    case 'wrong_expected':
+      throw wrongExpectedRevision(stream, expected, row.actual === -1 ? 'no_stream' : row.actual);
+    default:
+      throw new StoreError('EVENT_ID_CONFLICT', `stream ${stream}: some event ids of this batch were already appended elsewhere or in another order`, { stream });
+  }
+}
+
+export async function createPostgresEventStore(connectionString: string, options: { poolSize?: number } = {}): Promise<PostgresEventStore> {
+  const pool = createPool(connectionString, { max: options.poolSize ?? 10, applicationName: 'pgward-store' });
+  try {
+    await migrate(pool, eventStoreSchemaSql);
+  } catch (error) {
+    await pool.end();
+    throw new StoreError('STORE_UNAVAILABLE', `event store schema: ${(error as Error).message}`);
+  }
+  const listener = new NotificationListener(connectionString, 'pgward_events');
+
+  async function readAll(after: bigint, readOptions: ReadAllOptions = {}): Promise<RecordedEvent[]> {
+    const limit = readOptions.limit ?? DEFAULT_BATCH;
+    const prefixes = readOptions.streamPrefixes;
+    const { rows } = prefixes
+      ? await pool.query<EventRow>(
+          `select position, stream, revision, event_id, type, data, metadata from pgward.events
+            where position > $1 and stream like any($2::text[]) order by position limit $3`,
+          [after, prefixes.map(likePrefix), limit],
+        )
+      : await pool.query<EventRow>(
+          `select position, stream, revision, event_id, type, data, metadata from pgward.events
+            where position > $1 order by position limit $2`,
+          [after, limit],
+        );
+    return rows.map(toRecorded);
+  }
+
+  return {
+    kind: 'postgres',
+    densePositions: true,
+
+    append: (stream, events, expected) => appendWith(pool, stream, events, expected),
+
+    async transaction<T>(work: (tx: Pick<EventStore, 'append'>) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      try {
+        await client.query('begin');
+        const result = await work({ append: (stream, events, expected) => appendWith(client, stream, events, expected) });
+        await client.query('commit');
+        return result;
+      } catch (error) {
+        await client.query('rollback').catch(() => undefined);
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+
+    async readStream(stream, fromRevision = 0) {
+      const { rows } = await pool.query<EventRow>(
+        `select position, stream, revision, event_id, type, data, metadata from pgward.events
+          where stream = $1 and revision >= $2 order by revision`,
+        [stream, fromRevision],
+      );
+      return rows.map(toRecorded);
+    },
+
+    readAll,
+
+    subscribe(after, subscribeOptions = {}): Subscription {
+      return wakeableSubscription({
+        after,
+        read: (position) => readAll(position, { ...subscribeOptions, limit: DEFAULT_BATCH }),
+        onWake: (wake) => listener.onNotify(wake),
+        fallbackPollMs: FALLBACK_POLL_MS,
+      });
+    },
+
+    async headPosition() {
+      const { rows } = await pool.query<{ position: bigint | null }>('select max(position) as position from pgward.events');
+      return rows[0]?.position ?? -1n;
+    },
+
+    async close() {
+      await listener.close();
+      await pool.end();
+    },
+  };
+}

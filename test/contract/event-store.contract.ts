@@ -1,0 +1,232 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StoreError, type EventStore, type NewEvent, type RecordedEvent } from '../../src/store/port.js';
+import type { PostgresEventStore } from '../../src/store/postgres.js';
+
+export interface ContractOptions {
+  skipReason?: string;
+  /** The adapter offers `transaction()` (PostgreSQL): enables the late-commit case. */
+  supportsTransactions?: boolean;
+}
+
+function event(type = 'Tested.v1', data: Uint8Array = Buffer.from(`{"n":${Math.random()}}`)): NewEvent {
+  return { id: randomUUID(), type, data, metadata: Buffer.from('{"actor":"contract"}') };
+}
+
+async function refusal(promise: Promise<unknown>): Promise<StoreError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(StoreError);
+  return error as StoreError;
+}
+
+async function take(iterator: AsyncIterator<RecordedEvent>, count: number, timeoutMs = 10_000): Promise<RecordedEvent[]> {
+  const out: RecordedEvent[] = [];
+  const deadline = Date.now() + timeoutMs;
+  while (out.length < count) {
+    const next = await Promise.race([
+      iterator.next(),
+      new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), Math.max(0, deadline - Date.now()))),
+    ]);
+    if (next === 'timeout') throw new Error(`subscription delivered ${out.length} of ${count} events in ${timeoutMs} ms`);
+    if (next.done) break;
+    out.push(next.value);
+  }
+  return out;
+}
+
+/** The one suite every EventStore adapter must pass (ARCHITECTURE.md §4). */
+export function eventStoreContract(name: string, make: () => Promise<EventStore>, options: ContractOptions = {}): void {
+  const title = options.skipReason ? `event store contract: ${name} (skipped: ${options.skipReason})` : `event store contract: ${name}`;
+  describe.skipIf(Boolean(options.skipReason))(title, () => {
+    let store: EventStore;
+    const run = `c${randomBytes(4).toString('hex')}`;
+    let streamCounter = 0;
+    const newStream = (): string => `${run}-s${++streamCounter}`;
+
+    beforeAll(async () => {
+      store = await make();
+    });
+    afterAll(async () => {
+      await store?.close();
+    });
+
+    describe('expected revision', () => {
+      it('no_stream creates a stream; a second no_stream is refused with the actual revision', async () => {
+        const stream = newStream();
+        const first = await store.append(stream, [event(), event()], 'no_stream');
+        expect(first.nextExpectedRevision).toBe(1);
+        const error = await refusal(store.append(stream, [event()], 'no_stream'));
+        expect(error.code).toBe('WRONG_EXPECTED_REVISION');
+        expect(error.details).toEqual({ stream, expected: 'no_stream', actual: 1 });
+      });
+
+      it('exists is refused on a missing stream and accepted on an existing one', async () => {
+        const stream = newStream();
+        const error = await refusal(store.append(stream, [event()], 'exists'));
+        expect(error.details).toEqual({ stream, expected: 'exists', actual: 'no_stream' });
+        expect(await store.readStream(stream)).toEqual([]);
+        await store.append(stream, [event()], 'any');
+        expect((await store.append(stream, [event()], 'exists')).nextExpectedRevision).toBe(1);
+      });
+
+      it('an exact revision must equal the last revision; stale and future ones are refused', async () => {
+        const stream = newStream();
+        await store.append(stream, [event()], 'no_stream');
+        expect((await store.append(stream, [event()], 0)).nextExpectedRevision).toBe(1);
+        const stale = await refusal(store.append(stream, [event()], 0));
+        expect(stale.details).toEqual({ stream, expected: 0, actual: 1 });
+        const future = await refusal(store.append(stream, [event()], 5));
+        expect(future.details).toEqual({ stream, expected: 5, actual: 1 });
+        const missing = await refusal(store.append(newStream(), [event()], 0));
+        expect(missing.details.actual).toBe('no_stream');
+      });
+
+      it('any appends whatever the stream holds', async () => {
+        const stream = newStream();
+        expect((await store.append(stream, [event()], 'any')).nextExpectedRevision).toBe(0);
+        expect((await store.append(stream, [event(), event()], 'any')).nextExpectedRevision).toBe(2);
+        expect((await store.readStream(stream)).map((e) => e.revision)).toEqual([0, 1, 2]);
+      });
+    });
+
+    describe('idempotence and atomicity', () => {
+      it('retrying the same events returns the first result and appends nothing', async () => {
+        const stream = newStream();
+        const batch = [event(), event()];
+        const first = await store.append(stream, batch, 'no_stream');
+        const retry = await store.append(stream, batch, 'no_stream');
+        expect(retry).toEqual(first);
+        const again = await store.append(stream, batch, 'any');
+        expect(again).toEqual(first);
+        expect((await store.readStream(stream)).map((e) => e.id)).toEqual(batch.map((e) => e.id));
+      });
+
+      it('a refused batch appends none of its events', async () => {
+        const stream = newStream();
+        await store.append(stream, [event()], 'no_stream');
+        await refusal(store.append(stream, [event(), event(), event()], 7));
+        expect(await store.readStream(stream)).toHaveLength(1);
+      });
+
+      it('a batch gets consecutive revisions and increasing positions', async () => {
+        const stream = newStream();
+        const result = await store.append(stream, [event(), event(), event()], 'no_stream');
+        const read = await store.readStream(stream);
+        expect(read.map((e) => e.revision)).toEqual([0, 1, 2]);
+        expect(read[2]?.position).toBe(result.position);
+        expect(read[0]!.position < read[1]!.position && read[1]!.position < read[2]!.position).toBe(true);
+      });
+    });
+
+    it('returns payload and metadata bytes exactly as written', async () => {
+      const stream = newStream();
+      const payloads = [
+        Buffer.from('{"b": 1,  "a":[1.50, "\\u00e9"]}\n'),
+        Buffer.from('{"emoji":"🔐","nul":"\\u0000"}'),
+        randomBytes(4096),
+        Buffer.alloc(0),
+      ];
+      const written = payloads.map((data) => ({ ...event('Bytes.v1', data), metadata: randomBytes(64) }));
+      await store.append(stream, written, 'no_stream');
+      const read = await store.readStream(stream);
+      expect(read.map((e) => Buffer.from(e.data).toString('hex'))).toEqual(written.map((e) => Buffer.from(e.data).toString('hex')));
+      expect(read.map((e) => Buffer.from(e.metadata).toString('hex'))).toEqual(written.map((e) => Buffer.from(e.metadata).toString('hex')));
+      expect(read.map((e) => [e.id, e.type])).toEqual(written.map((e) => [e.id, e.type]));
+    });
+
+    it('readStream starts at a revision; readAll filters by stream prefix', async () => {
+      const stream = newStream();
+      await store.append(stream, [event(), event(), event()], 'no_stream');
+      expect((await store.readStream(stream, 1)).map((e) => e.revision)).toEqual([1, 2]);
+      const prefix = `${run}-only-`;
+      await store.append(`${prefix}a`, [event()], 'no_stream');
+      await store.append(`${prefix}b`, [event()], 'no_stream');
+      const filtered = await store.readAll(-1n, { streamPrefixes: [prefix] });
+      expect(filtered.map((e) => e.stream)).toEqual([`${prefix}a`, `${prefix}b`]);
+      expect(await store.readAll(filtered[1]!.position, { streamPrefixes: [prefix] })).toEqual([]);
+    });
+
+    it('8 concurrent writers: positions strictly increase in read order, and are dense where the adapter promises it', async () => {
+      const prefix = `${run}-conc-`;
+      const writers = Array.from({ length: 8 }, (_, w) =>
+        (async () => {
+          for (let i = 0; i < 25; i++) await store.append(`${prefix}${w % 3}`, [event(), event()], 'any');
+        })(),
+      );
+      await Promise.all(writers);
+      const all = await store.readAll(-1n, { streamPrefixes: [prefix], limit: 10_000 });
+      expect(all).toHaveLength(400);
+      for (let i = 1; i < all.length; i++) expect(all[i]!.position > all[i - 1]!.position).toBe(true);
+      if (store.densePositions) {
+        const everything = await store.readAll(all[0]!.position - 1n, { limit: 100_000 });
+        const positions = everything.map((e) => e.position);
+        positions.forEach((p, i) => expect(p).toBe(all[0]!.position + BigInt(i)));
+      }
+      for (let s = 0; s < 3; s++) {
+        const revisions = (await store.readStream(`${prefix}${s}`)).map((e) => e.revision);
+        expect(revisions).toEqual(revisions.map((_, i) => i));
+      }
+    });
+
+    it('catch-up, then live, then resume from a checkpoint after a restart', async () => {
+      const prefix = `${run}-sub-`;
+      await store.append(`${prefix}x`, [event(), event(), event()], 'no_stream');
+      const subscription = store.subscribe(-1n, { streamPrefixes: [prefix] });
+      const iterator = subscription[Symbol.asyncIterator]();
+      const caughtUp = await take(iterator, 3);
+      expect(caughtUp.map((e) => e.revision)).toEqual([0, 1, 2]);
+      const live = [event(), event()];
+      await store.append(`${prefix}y`, live, 'no_stream');
+      const liveRead = await take(iterator, 2);
+      expect(liveRead.map((e) => e.id)).toEqual(live.map((e) => e.id));
+      await subscription.close();
+
+      const checkpoint = caughtUp[2]!.position;
+      await store.close();
+      store = await make();
+      const later = event();
+      await store.append(`${prefix}z`, [later], 'no_stream');
+      const resumed = store.subscribe(checkpoint, { streamPrefixes: [prefix] });
+      const resumedRead = await take(resumed[Symbol.asyncIterator](), 3);
+      expect(resumedRead.map((e) => e.id)).toEqual([...live.map((e) => e.id), later.id]);
+      await resumed.close();
+    });
+
+    it.skipIf(!options.supportsTransactions)('late commit: an event whose transaction commits last is never skipped by a checkpointed reader', async () => {
+      const pgStore = store as PostgresEventStore;
+      const prefix = `${run}-late-`;
+      const before = await store.headPosition();
+      let releaseT1!: () => void;
+      const t1Holding = new Promise<void>((resolve) => (releaseT1 = resolve));
+      let t1Appended!: () => void;
+      const t1HasAppended = new Promise<void>((resolve) => (t1Appended = resolve));
+      const t1Event = event();
+      const t1 = pgStore.transaction(async (tx) => {
+        await tx.append(`${prefix}t1`, [t1Event], 'no_stream');
+        t1Appended();
+        await t1Holding;
+      });
+      await t1HasAppended;
+      const t2Event = event();
+      let t2Done = false;
+      const t2 = store.append(`${prefix}t2`, [t2Event], 'no_stream').then((r) => {
+        t2Done = true;
+        return r;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const visibleWhileT1Open = await store.readAll(before, { streamPrefixes: [prefix] });
+      expect(visibleWhileT1Open).toEqual([]);
+      expect(t2Done).toBe(false);
+      releaseT1();
+      await t1;
+      const t2Result = await t2;
+      const all = await store.readAll(before, { streamPrefixes: [prefix] });
+      expect(all.map((e) => e.id)).toEqual([t1Event.id, t2Event.id]);
+      expect(all[1]!.position).toBe(t2Result.position);
+      expect(all[0]!.position < t2Result.position).toBe(true);
+    });
+  });
+}

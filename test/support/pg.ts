@@ -1,0 +1,36 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+
+export interface TestDatabase {
+  readonly url: string;
+  readonly name: string;
+  drop(): Promise<void>;
+}
+
+function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: inject('pgUrl') });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** A new, empty database on the test server, so test files never see each other's rows. */
+export async function freshDatabase(label: string): Promise<TestDatabase> {
+  const name = `pgward_t_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase()}_${randomBytes(4).toString('hex')}`;
+  await admin((client) => client.query(`create database ${pg.escapeIdentifier(name)}`));
+  return {
+    name,
+    url: withDatabase(inject('pgUrl'), name),
+    drop: () => admin((client) => client.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`)).then(() => undefined),
+  };
+}
