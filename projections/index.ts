@@ -1,0 +1,10 @@
+import type { Projection } from './projection.js';
+import { organizationsProjection } from './organizations.js';
+import { projectsProjection } from './projects.js';
+
+/** Every projection the projector role runs. */
+export const projections: readonly Projection[] = [organizationsProjection, projectsProjection];
+
+export function projectionNamed(name: string): Projection | undefined {
+  return projections.find((p) => p.name === name);
+}

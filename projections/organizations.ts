@@ -1,0 +1,43 @@
+import { decodeWith } from '../src/events/envelope.js';
+import { OrganizationCreated, OrganizationPlanChanged } from '../src/events/organizations.js';
+import type { RecordedEvent } from '../src/store/port.js';
+import { rowProjection } from './row-projection.js';
+
+export interface OrganizationRow extends Record<string, unknown> {
+  org_id: string;
+  name: string;
+  plan: string;
+  features: string[];
+  created_at: string;
+  updated_at: string;
+}
+
+export function evolveOrganization(row: OrganizationRow | undefined, event: RecordedEvent): OrganizationRow | null {
+  switch (event.type) {
+    case OrganizationCreated.type: {
+      const { data, metadata } = decodeWith(OrganizationCreated, event);
+      return { org_id: data.org_id, name: data.name, plan: data.plan, features: data.features, created_at: metadata.at, updated_at: metadata.at };
+    }
+    case OrganizationPlanChanged.type: {
+      if (!row) return null;
+      const { data, metadata } = decodeWith(OrganizationPlanChanged, event);
+      return { ...row, plan: data.plan, features: data.features, updated_at: metadata.at };
+    }
+    default:
+      return row ?? null;
+  }
+}
+
+export const organizationsProjection = rowProjection<OrganizationRow>({
+  name: 'organizations',
+  streamPrefixes: ['org-'],
+  table: {
+    name: 'organizations',
+    key: 'org_id',
+    columnNames: ['org_id', 'name', 'plan', 'features', 'created_at', 'updated_at'],
+    columns: 'org_id text primary key, name text not null, plan text not null, features jsonb not null, created_at timestamptz not null, updated_at timestamptz not null',
+    orderBy: 'org_id',
+  },
+  keyOf: (event) => (event.type === OrganizationCreated.type || event.type === OrganizationPlanChanged.type ? event.stream.slice('org-'.length) : undefined),
+  evolve: evolveOrganization,
+});

@@ -1,0 +1,169 @@
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { migrate } from '../src/pg/migrate.js';
+import type { EventStore } from '../src/store/port.js';
+import { batches } from '../src/store/batches.js';
+import { projectionTx, tableDdl, type Projection } from './projection.js';
+
+export const LIVE_SCHEMA = 'rm';
+
+const checkpointsDdl = `
+create schema if not exists pgward;
+create table if not exists pgward.projection_checkpoints (
+  name text primary key,
+  position bigint not null,
+  updated_at timestamptz not null default now()
+);`;
+
+export function projectionLockKey(name: string): bigint {
+  return createHash('sha256').update(`pgward-projection:${name}`).digest().readBigInt64BE(0);
+}
+
+export async function ensureReadModel(pool: pg.Pool, projection: Projection, schema = LIVE_SCHEMA): Promise<void> {
+  const ddl = projection.tables.map((table) => tableDdl(schema, table)).join('\n');
+  await migrate(pool, `${checkpointsDdl}\ncreate schema if not exists "${schema}";\n${ddl}`);
+}
+
+export async function readCheckpoint(db: pg.Pool | pg.ClientBase, name: string): Promise<bigint> {
+  const { rows } = await db.query<{ position: bigint }>('select position from pgward.projection_checkpoints where name = $1', [name]);
+  return rows[0]?.position ?? -1n;
+}
+
+export class CheckpointMoved extends Error {
+  override readonly name = 'CheckpointMoved';
+}
+
+/**
+ * Applies a batch and moves the checkpoint from `from` to `to` in one transaction. The checkpoint
+ * update is fenced on `from`: if anything else moved it (a rebuild reset, a second runner), nothing
+ * of the batch is written.
+ */
+export async function applyBatch(
+  pool: pg.Pool,
+  projection: Projection,
+  schema: string,
+  events: Parameters<Projection['apply']>[1],
+  from: bigint,
+  to: bigint,
+): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('begin');
+    await projection.apply(projectionTx(client, schema), events);
+    const moved =
+      from === -1n
+        ? await client.query(
+            `insert into pgward.projection_checkpoints as c (name, position) values ($1, $2)
+             on conflict (name) do update set position = $2, updated_at = now() where c.position = -1`,
+            [projection.name, to],
+          )
+        : await client.query('update pgward.projection_checkpoints set position = $3, updated_at = now() where name = $1 and position = $2', [
+            projection.name,
+            from,
+            to,
+          ]);
+    if (moved.rowCount !== 1) throw new CheckpointMoved(`projection ${projection.name}: checkpoint moved away from ${from}`);
+    await client.query('commit');
+  } catch (error) {
+    await client.query('rollback').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+export interface RunnerHooks {
+  onBatch?(projection: string, count: number, position: bigint): void;
+  onError?(projection: string, error: unknown): void;
+}
+
+export interface RunningProjection {
+  /** Resolves once this runner holds the projection's lock and has started reading. */
+  readonly active: Promise<void>;
+  stop(): Promise<void>;
+}
+
+const RETRY_MS = 500;
+/** A reset (see maintenance.ts) notifies here, so an idle runner re-reads its checkpoint at once. */
+export const RESET_CHANNEL = 'pgward_projection_reset';
+
+/**
+ * Runs one projection until stopped: takes the projection's advisory lock (a second runner waits
+ * for it), then follows the store from the checkpoint, batch by batch. The subscription ends
+ * when a reset is announced, and following starts again from the stored checkpoint.
+ */
+export function runProjection(options: {
+  store: EventStore;
+  pool: pg.Pool;
+  projection: Projection;
+  schema?: string;
+  batchSize?: number;
+  hooks?: RunnerHooks;
+}): RunningProjection {
+  const { store, pool, projection, hooks = {} } = options;
+  const schema = options.schema ?? LIVE_SCHEMA;
+  const batchSize = options.batchSize ?? 1000;
+  let stopped = false;
+  let lockClient: pg.PoolClient | undefined;
+  let subscription: ReturnType<EventStore['subscribe']> | undefined;
+  let markActive!: () => void;
+  const active = new Promise<void>((resolve) => (markActive = resolve));
+
+  async function follow(): Promise<void> {
+    let position = await readCheckpoint(pool, projection.name);
+    subscription = store.subscribe(position, { streamPrefixes: projection.streamPrefixes });
+    markActive();
+    for await (const batch of batches(subscription, batchSize)) {
+      if (stopped) return;
+      const to = batch[batch.length - 1]!.position;
+      await applyBatch(pool, projection, schema, batch, position, to);
+      position = to;
+      hooks.onBatch?.(projection.name, batch.length, position);
+    }
+  }
+
+  let released = false;
+  const releaseLock = (): void => {
+    if (!lockClient || released) return;
+    released = true;
+    // Ending the session releases the advisory lock, also when the lock wait is still pending.
+    lockClient.release(true);
+  };
+
+  const done = (async () => {
+    await ensureReadModel(pool, projection, schema);
+    if (stopped) return;
+    lockClient = await pool.connect();
+    lockClient.on('error', () => undefined);
+    try {
+      await lockClient.query('select pg_advisory_lock($1)', [projectionLockKey(projection.name)]);
+      lockClient.on('notification', (message) => {
+        if (message.payload === projection.name) void subscription?.close();
+      });
+      await lockClient.query(`listen ${RESET_CHANNEL}`);
+      while (!stopped) {
+        try {
+          await follow();
+        } catch (error) {
+          if (stopped) break;
+          if (error instanceof CheckpointMoved) continue;
+          hooks.onError?.(projection.name, error);
+          await subscription?.close();
+          await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+        }
+      }
+    } finally {
+      releaseLock();
+    }
+  })();
+
+  return {
+    active,
+    async stop() {
+      stopped = true;
+      await subscription?.close();
+      releaseLock();
+      await done.catch(() => undefined);
+    },
+  };
+}

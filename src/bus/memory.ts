@@ -1,0 +1,200 @@
+/**
+ * The in-process decision bus of the embedded default (`pgward serve`): an in-memory log with
+ * the semantics of the NATS adapter. Each durable consumer has a cursor into the log and a map of
+ * its delivered, unacknowledged messages; a failed message counts against maxInFlight until it is
+ * acknowledged, as with JetStream's max_ack_pending.
+ */
+import type { BusMessage, ConsumeOptions, Consumer, DecisionBus, Delivery } from './port.js';
+
+const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
+const DEFAULT_MAX_IN_FLIGHT = 1;
+const DEFAULT_RETRY_DELAY_MS = 1_000;
+/** Messages every durable has acknowledged are dropped from the log in batches of this size. */
+const COMPACT_BATCH = 1_024;
+
+export interface MemoryBusOptions {
+  /** Publishing an id again within this window stores nothing. */
+  readonly duplicateWindowMs?: number;
+}
+
+interface Unacked {
+  attempt: number;
+  running: boolean;
+  /** When a failed message may be offered again (performance.now() time). */
+  readyAt: number;
+}
+
+interface Durable {
+  /** Log offset of the first message never delivered. */
+  next: number;
+  /** Delivered and not yet acknowledged, by log offset. */
+  readonly unacked: Map<number, Unacked>;
+}
+
+interface LiveConsumer {
+  pump(): void;
+  stop(): Promise<void>;
+}
+
+type Handler = (delivery: Delivery) => Promise<void>;
+
+export class MemoryBusClosedError extends Error {
+  override readonly name = 'MemoryBusClosedError';
+  constructor() {
+    super('the in-process decision bus is closed');
+  }
+}
+
+/**
+ * A durable created after older messages were compacted away starts at the oldest message still
+ * held, which is every message some other durable has not acknowledged yet.
+ */
+export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
+  const duplicateWindowMs = options.duplicateWindowMs ?? DEFAULT_DUPLICATE_WINDOW_MS;
+  const log: BusMessage[] = [];
+  let base = 0;
+  const dedupUntil = new Map<string, number>();
+  const durables = new Map<string, Durable>();
+  const consumers = new Set<LiveConsumer>();
+  let closed = false;
+
+  function wakeAll(): void {
+    for (const consumer of consumers) consumer.pump();
+  }
+
+  function compact(): void {
+    let floor = base + log.length;
+    for (const durable of durables.values()) {
+      floor = Math.min(floor, durable.next);
+      for (const offset of durable.unacked.keys()) floor = Math.min(floor, offset);
+    }
+    if (floor - base >= COMPACT_BATCH) {
+      log.splice(0, floor - base);
+      base = floor;
+    }
+  }
+
+  function startConsumer(durable: Durable, maxInFlight: number, retryDelayMs: number, handler: Handler): LiveConsumer {
+    const running = new Set<Promise<void>>();
+    let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
+
+    function take(now: number): number | undefined {
+      let ready: number | undefined;
+      for (const [offset, entry] of durable.unacked) {
+        if (!entry.running && entry.readyAt <= now && (ready === undefined || offset < ready)) ready = offset;
+      }
+      if (ready !== undefined || durable.unacked.size >= maxInFlight || durable.next >= base + log.length) {
+        return ready;
+      }
+      durable.unacked.set(durable.next, { attempt: 0, running: false, readyAt: now });
+      return durable.next++;
+    }
+
+    function deliver(offset: number, entry: Unacked, message: BusMessage): void {
+      entry.running = true;
+      entry.attempt += 1;
+      const delivery: Delivery = { id: message.id, data: message.data.slice(), attempt: entry.attempt };
+      // The handler starts on a microtask so a publish from inside it cannot re-enter pump().
+      const work: Promise<void> = Promise.resolve()
+        .then(() => handler(delivery))
+        .then(
+          () => {
+            durable.unacked.delete(offset);
+            compact();
+          },
+          () => {
+            entry.running = false;
+            entry.readyAt = performance.now() + retryDelayMs;
+          },
+        )
+        .then(() => {
+          running.delete(work);
+          wakeAll();
+        });
+      running.add(work);
+    }
+
+    function armRetryTimer(now: number): void {
+      clearTimeout(timer);
+      let earliest = Infinity;
+      for (const entry of durable.unacked.values()) {
+        if (!entry.running && entry.readyAt > now) earliest = Math.min(earliest, entry.readyAt);
+      }
+      timer = earliest === Infinity ? undefined : setTimeout(pump, earliest - now);
+    }
+
+    function pump(): void {
+      if (stopped) return;
+      const now = performance.now();
+      while (running.size < maxInFlight) {
+        const offset = take(now);
+        if (offset === undefined) break;
+        const entry = durable.unacked.get(offset);
+        const message = log[offset - base];
+        if (entry === undefined || message === undefined) break;
+        deliver(offset, entry, message);
+      }
+      armRetryTimer(now);
+    }
+
+    const live: LiveConsumer = {
+      pump,
+      async stop() {
+        stopped = true;
+        clearTimeout(timer);
+        consumers.delete(live);
+        await Promise.all(running);
+      },
+    };
+    return live;
+  }
+
+  return {
+    kind: 'memory',
+
+    async publish(message: BusMessage): Promise<void> {
+      if (closed) throw new MemoryBusClosedError();
+      const now = performance.now();
+      for (const [id, until] of dedupUntil) {
+        if (until > now) break;
+        dedupUntil.delete(id);
+      }
+      if (dedupUntil.has(message.id)) return;
+      dedupUntil.set(message.id, now + duplicateWindowMs);
+      log.push({ id: message.id, data: message.data.slice() });
+      wakeAll();
+    },
+
+    async consume(options: ConsumeOptions, handler: Handler): Promise<Consumer> {
+      if (closed) throw new MemoryBusClosedError();
+      const { maxInFlight, retryDelayMs } = consumeSettings(options);
+      let durable = durables.get(options.durable);
+      if (durable === undefined) {
+        durable = { next: base, unacked: new Map() };
+        durables.set(options.durable, durable);
+      }
+      const consumer = startConsumer(durable, maxInFlight, retryDelayMs, handler);
+      consumers.add(consumer);
+      consumer.pump();
+      return { stop: () => consumer.stop() };
+    },
+
+    async close(): Promise<void> {
+      closed = true;
+      await Promise.all([...consumers].map((consumer) => consumer.stop()));
+    },
+  };
+}
+
+function consumeSettings(options: ConsumeOptions): { maxInFlight: number; retryDelayMs: number } {
+  const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+  const retryDelayMs = options.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS;
+  if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
+    throw new RangeError(`maxInFlight must be an integer >= 1, got ${maxInFlight}`);
+  }
+  if (!Number.isFinite(retryDelayMs) || retryDelayMs < 0) {
+    throw new RangeError(`retryDelayMs must be a finite number >= 0, got ${retryDelayMs}`);
+  }
+  return { maxInFlight, retryDelayMs };
+}

@@ -1,0 +1,115 @@
+import { parseArgs } from 'node:util';
+import { projectionNamed, projections } from '../projections/index.js';
+import { projectionStatus, rebuildAndVerify, resetProjection } from '../projections/maintenance.js';
+import type { Projection } from '../projections/projection.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { createLogger } from './logger.js';
+import { openEventStore, serve } from './main.js';
+import { createPool } from './pg/pool.js';
+import { openStateDatabase } from './state.js';
+
+const HELP = `pgward — a Postgres gateway for AI agents
+
+Usage: pgward <command> [options]
+
+Commands:
+  serve                                  run every role in one process (api, proxy, ingest, projector)
+  projections list                       each projection's checkpoint, the store head and the lag
+  projections rebuild [NAME] --verify    replay NAME (or all) from position 0 into a scratch schema and
+                                         compare digests with the live read model; exit 1 on a difference
+  projections rebuild NAME               empty NAME's read model; the running projector replays it
+  help                                   this text
+
+Configuration is read from the environment: see README.md.`;
+
+class UsageError extends Error {}
+
+function json(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'bigint' ? v.toString() : v), 2);
+}
+
+async function withState<T>(config: Config, work: (ctx: { store: Awaited<ReturnType<typeof openEventStore>>; pool: ReturnType<typeof createPool> }) => Promise<T>): Promise<T> {
+  const state = await openStateDatabase(config, { reuseRunning: true });
+  const pool = createPool(state.url, { max: 4, applicationName: 'pgward-cli' });
+  const store = await openEventStore(config, state.url);
+  try {
+    return await work({ store, pool });
+  } finally {
+    await store.close();
+    await pool.end();
+    await state.close();
+  }
+}
+
+function selectProjections(name: string | undefined): readonly Projection[] {
+  if (!name) return projections;
+  const projection = projectionNamed(name);
+  if (!projection) throw new UsageError(`unknown projection ${name}; known: ${projections.map((p) => p.name).join(', ')}`);
+  return [projection];
+}
+
+async function runServe(config: Config): Promise<number> {
+  const logger = createLogger(config.PGWARD_LOG_LEVEL);
+  const running = await serve(config, logger);
+  console.log(`pgward listening: HTTP ${running.httpUrl} (GET /healthz, GET /metrics)`);
+  await new Promise<void>((resolve) => {
+    const shutdown = (): void => resolve();
+    process.once('SIGINT', shutdown);
+    process.once('SIGTERM', shutdown);
+  });
+  logger.info('stopping');
+  await running.stop();
+  return 0;
+}
+
+async function runProjections(config: Config, args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { verify: { type: 'boolean', default: false } } });
+  const [action, name] = positionals;
+  if (action === 'list') {
+    const statuses = await withState(config, ({ store, pool }) => projectionStatus(store, pool, projections));
+    console.log(json(statuses));
+    return 0;
+  }
+  if (action === 'rebuild') {
+    const selected = selectProjections(name);
+    if (!values.verify) {
+      if (!name) throw new UsageError('projections rebuild without --verify needs a projection NAME');
+      await withState(config, ({ pool }) => resetProjection(pool, selected[0]!));
+      console.log(json({ name, reset: true }));
+      return 0;
+    }
+    const results = await withState(config, async ({ store, pool }) => {
+      const out = [];
+      for (const projection of selected) out.push(await rebuildAndVerify(store, pool, projection));
+      return out;
+    });
+    console.log(json(results));
+    return results.every((r) => r.identical) ? 0 : 1;
+  }
+  throw new UsageError(`unknown projections action ${action ?? '(none)'}; expected list or rebuild`);
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    if (!command || command === 'help' || command === '--help' || command === '-h') {
+      console.log(HELP);
+      return command ? 0 : 2;
+    }
+    const config = loadConfig();
+    if (command === 'serve') return await runServe(config);
+    if (command === 'projections') return await runProjections(config, rest);
+    throw new UsageError(`unknown command ${command}`);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      console.error(`pgward: ${error.message}`);
+      return 2;
+    }
+    if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      console.error(`pgward: ${(error as Error).message}\n\n${HELP}`);
+      return 2;
+    }
+    console.error(`pgward: ${(error as Error).message}`);
+    return 1;
+  }
+}

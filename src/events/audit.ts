@@ -1,0 +1,168 @@
+import { z } from 'zod';
+import { defineEvent } from './envelope.js';
+import {
+  ApprovalId,
+  base64Bytes,
+  CredentialId,
+  Int64String,
+  KeyId,
+  ProjectId,
+  Region,
+  SessionId,
+  StatementKind,
+  TableName,
+  text,
+  Timestamp,
+} from './fields.js';
+
+/** The audit event kinds of spec §6. */
+export const AuditEventKind = z.enum([
+  'query',
+  'blocked',
+  'budget_exhausted',
+  'auth_failed',
+  'credential_expired',
+  'canary_tripped',
+  'rejected',
+  'approval_expired',
+  'masked',
+  'truncated',
+  'approval_requested',
+  'approved',
+  'migration_flagged',
+]);
+export type AuditEventKind = z.infer<typeof AuditEventKind>;
+
+export const AuditSource = z.enum(['wire', 'mcp', 'rest', 'control']);
+export type AuditSource = z.infer<typeof AuditSource>;
+
+export const AuditDecision = z.enum(['allow', 'block', 'mask', 'truncate']);
+export type AuditDecision = z.infer<typeof AuditDecision>;
+
+export const CacheStatus = z.enum(['hit', 'stale', 'miss', 'bypass', 'none']);
+export type CacheStatus = z.infer<typeof CacheStatus>;
+
+const decisionGroups: Readonly<Record<AuditEventKind, AuditDecision | null>> = {
+  query: 'allow',
+  blocked: 'block',
+  budget_exhausted: 'block',
+  auth_failed: 'block',
+  credential_expired: 'block',
+  canary_tripped: 'block',
+  rejected: 'block',
+  approval_expired: 'block',
+  masked: 'mask',
+  truncated: 'truncate',
+  approval_requested: null,
+  approved: null,
+  migration_flagged: null,
+};
+
+/** The coarse outcome of spec §2.14; null for progress rows, which decide nothing. */
+export function decisionGroup(event: AuditEventKind): AuditDecision | null {
+  return decisionGroups[event];
+}
+
+const approvalKinds: ReadonlySet<AuditEventKind> = new Set(['approval_requested', 'approved', 'rejected', 'approval_expired']);
+
+/** Audit entries keep at most this many characters (UTF-16 code units) of statement text. */
+export const AUDIT_SQL_MAX = 4096;
+
+/** Names the emitting proxy instance; with its boot epoch and sequence it derives the event id. */
+const ProxyId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, { message: 'expected a proxy id' });
+const BootEpoch = z.int().min(0);
+
+/**
+ * One audit entry of any kind. `proxy_id`, `boot_epoch` and `seq` are set together by the proxy
+ * that decided (always for `wire` and `mcp`) and null on entries the control plane writes.
+ */
+export const StatementDecided = defineEvent(
+  'StatementDecided',
+  1,
+  z
+    .strictObject({
+      event: AuditEventKind,
+      project_id: ProjectId,
+      credential_id: CredentialId.nullable(),
+      session_id: SessionId.or(z.literal('')),
+      source: AuditSource,
+      region: Region,
+      client_ip: z.union([z.ipv4(), z.ipv6(), z.literal('')]),
+      /** When the statement executed. */
+      ts: Timestamp,
+      sql: text(AUDIT_SQL_MAX),
+      normalized_sql: text(AUDIT_SQL_MAX),
+      query_hash: z.string().regex(/^([0-9a-f]{16,64})?$/, { message: 'expected a lowercase hex hash or empty' }),
+      statement_kind: StatementKind.or(z.literal('')),
+      /** Machine-readable rule that produced the decision, '' when none. */
+      decision_rule: z.string().regex(/^[a-z0-9_.:-]{0,128}$/, { message: 'expected a machine-readable rule name' }),
+      reason: text(2_000),
+      cache_status: CacheStatus,
+      rows_returned: Int64String,
+      bytes_out: Int64String,
+      /** null when the statement did not run or its latency was not finite. */
+      latency_us: z.int().min(0).nullable(),
+      tables_read: z.array(TableName).max(1_000),
+      tables_written: z.array(TableName).max(1_000),
+      tables_blocked: z.array(TableName).max(1_000),
+      /** false means the three table lists may be incomplete. */
+      parsed: z.boolean(),
+      proxy_id: ProxyId.nullable(),
+      boot_epoch: BootEpoch.nullable(),
+      seq: Int64String.nullable(),
+      approval_id: ApprovalId.nullable(),
+    })
+    .refine((e) => new Set([e.proxy_id === null, e.boot_epoch === null, e.seq === null]).size === 1, {
+      message: 'proxy_id, boot_epoch and seq are set together',
+      path: ['proxy_id'],
+    })
+    .refine((e) => e.proxy_id !== null || (e.source !== 'wire' && e.source !== 'mcp'), {
+      message: 'entries from wire and mcp carry their proxy_id, boot_epoch and seq',
+      path: ['proxy_id'],
+    })
+    .refine((e) => e.approval_id !== null || !approvalKinds.has(e.event), {
+      message: 'approval events carry their approval_id',
+      path: ['approval_id'],
+    }),
+);
+export type StatementDecided = z.infer<typeof StatementDecided.schema>;
+
+/**
+ * Entries were lost between a proxy and the trail. The seqs are those of the sequence that
+ * revealed the gap: the proxy's when `proxy_id` is known, else the bus's.
+ */
+export const AuditGapRecorded = defineEvent(
+  'AuditGapRecorded',
+  1,
+  z
+    .strictObject({
+      project_id: ProjectId,
+      proxy_id: ProxyId.nullable(),
+      boot_epoch: BootEpoch.nullable(),
+      from_seq: Int64String,
+      to_seq: Int64String,
+      /** Entries lost; null when the count could not be known. */
+      count: Int64String.nullable(),
+      reason: z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, { message: 'expected a machine-readable reason' }),
+      ts: Timestamp,
+    })
+    .refine((g) => (g.proxy_id === null) === (g.boot_epoch === null), { message: 'proxy_id and boot_epoch are set together', path: ['boot_epoch'] })
+    .refine((g) => BigInt(g.from_seq) <= BigInt(g.to_seq), { message: 'from_seq exceeds to_seq', path: ['from_seq'] }),
+);
+export type AuditGapRecorded = z.infer<typeof AuditGapRecorded.schema>;
+
+/** A checkpoint of a project's audit chain was signed (Ed25519 over the Merkle root of entries 1..size). */
+export const AuditCheckpointSigned = defineEvent(
+  'AuditCheckpointSigned',
+  1,
+  z.strictObject({
+    project_id: ProjectId,
+    size: Int64String,
+    root: base64Bytes(32),
+    chain_start_seq: Int64String,
+    key_id: KeyId,
+    signature: base64Bytes(64),
+    signed_at: Timestamp,
+  }),
+);
+export type AuditCheckpointSigned = z.infer<typeof AuditCheckpointSigned.schema>;

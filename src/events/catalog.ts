@@ -1,0 +1,81 @@
+import type { z } from 'zod';
+import type { RecordedEvent } from '../store/port.js';
+import * as anomalies from './anomalies.js';
+import * as approvals from './approvals.js';
+import * as audit from './audit.js';
+import * as credentials from './credentials.js';
+import * as databases from './databases.js';
+import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
+import * as honeytokens from './honeytokens.js';
+import * as organizations from './organizations.js';
+import * as policies from './policies.js';
+import * as projects from './projects.js';
+
+/** Every event definition the system reads or writes. */
+export const catalog = [
+  organizations.OrganizationCreated,
+  organizations.OrganizationPlanChanged,
+  organizations.ApiKeyCreated,
+  organizations.ApiKeyRevoked,
+  projects.ProjectCreated,
+  projects.ProjectUpdated,
+  projects.ProjectDeleted,
+  databases.DatabaseRegistered,
+  databases.DatabaseUpdated,
+  databases.DatabaseRemoved,
+  databases.ReplicaAdded,
+  databases.ReplicaRemoved,
+  policies.PolicyProfileCreated,
+  policies.PolicyProfileUpdated,
+  policies.PolicyProfileDeleted,
+  credentials.CredentialRegistered,
+  credentials.CredentialRotated,
+  credentials.CredentialDisabled,
+  credentials.CredentialEnabled,
+  credentials.CredentialRevoked,
+  credentials.CredentialExpired,
+  credentials.CredentialUsed,
+  approvals.ApprovalRequested,
+  approvals.ApprovalApproved,
+  approvals.ApprovalRejected,
+  approvals.ApprovalExpired,
+  approvals.ApprovalExecuted,
+  approvals.ApprovalFailed,
+  audit.StatementDecided,
+  audit.AuditGapRecorded,
+  audit.AuditCheckpointSigned,
+  anomalies.AnomalyRaised,
+  anomalies.AnomalyAcknowledged,
+  anomalies.AnomalyResolved,
+  honeytokens.HoneytokenCreated,
+  honeytokens.HoneytokenDeleted,
+] as const;
+
+export type CatalogDefinition = (typeof catalog)[number];
+
+type Decoded<D extends CatalogDefinition> = D extends CatalogDefinition ? DecodedEvent<D['type'], z.output<D['schema']>> : never;
+
+/** Any decoded event, discriminated on `type`. */
+export type CatalogEvent = Decoded<CatalogDefinition>;
+
+/** A stored event whose type the catalog does not know: never skipped silently. */
+export class UnknownEventType extends Error {
+  override readonly name = 'UnknownEventType';
+  constructor(readonly type: string) {
+    super(`unknown event type ${JSON.stringify(type)}`);
+  }
+}
+
+const byType: ReadonlyMap<string, CatalogDefinition> = new Map(catalog.map((definition) => [definition.type, definition]));
+
+/** The definition of a stored type `Name.vN`, or undefined when the catalog does not know it. */
+export function eventDefinition(type: string): CatalogDefinition | undefined {
+  return byType.get(type);
+}
+
+/** Decodes and validates any known event; throws UnknownEventType for any other type. */
+export function decodeEvent(recorded: RecordedEvent): CatalogEvent {
+  const definition = byType.get(recorded.type);
+  if (definition === undefined) throw new UnknownEventType(recorded.type);
+  return decodeWith(definition as EventDefinition, recorded) as CatalogEvent;
+}

@@ -1,0 +1,56 @@
+import { z } from 'zod';
+import { defineEvent } from './envelope.js';
+import { changes, HoneytokenId, Int64String, PolicyId, ProjectId, QualifiedColumn, QualifiedTable, StatementKind, text } from './fields.js';
+
+export const MaskMode = z.enum(['redact', 'hash', 'partial', 'null']);
+export type MaskMode = z.infer<typeof MaskMode>;
+
+export const AuditMode = z.enum(['best_effort', 'strict']);
+export type AuditMode = z.infer<typeof AuditMode>;
+
+/** Which statements are held for a human decision, and for how long. */
+export const ApprovalRule = z.strictObject({
+  held_kinds: z.array(StatementKind).max(32),
+  /** Also hold a statement whose estimated rows exceed this; null means no row threshold. */
+  row_threshold: z.int().min(0).nullable(),
+  expiry_seconds: z.int().min(1).max(604_800),
+});
+export type ApprovalRule = z.infer<typeof ApprovalRule>;
+
+const policyFields = {
+  name: text(128, 1),
+  read_only: z.boolean(),
+  allowed_tables: z.array(QualifiedTable).max(10_000),
+  masked_columns: z.record(QualifiedColumn, MaskMode),
+  /** Result rows beyond this are cut off (event `truncated`); null means no cap. */
+  max_rows: z.int().min(1).nullable(),
+  /** 0 means no limit. */
+  queries_per_day: z.int().min(0),
+  /** "0" means no limit. */
+  bytes_per_month: Int64String,
+  approval: ApprovalRule,
+  honeytokens: z.array(HoneytokenId).max(1_000),
+  audit_mode: AuditMode,
+  /** Whether statements may read pg_catalog and information_schema. */
+  allow_catalog: z.boolean(),
+};
+
+/** A policy profile was created; it is version 1. */
+export const PolicyProfileCreated = defineEvent(
+  'PolicyProfileCreated',
+  1,
+  z.strictObject({ policy_id: PolicyId, project_id: ProjectId, ...policyFields }),
+);
+export type PolicyProfileCreated = z.infer<typeof PolicyProfileCreated.schema>;
+
+/** A policy profile changed; `version` is the profile's version after this change, so decisions cached under an older one are stale. */
+export const PolicyProfileUpdated = defineEvent(
+  'PolicyProfileUpdated',
+  1,
+  z.strictObject({ policy_id: PolicyId, changes: changes(policyFields), version: z.int().min(2) }),
+);
+export type PolicyProfileUpdated = z.infer<typeof PolicyProfileUpdated.schema>;
+
+/** A policy profile was deleted. */
+export const PolicyProfileDeleted = defineEvent('PolicyProfileDeleted', 1, z.strictObject({ policy_id: PolicyId }));
+export type PolicyProfileDeleted = z.infer<typeof PolicyProfileDeleted.schema>;

@@ -1,0 +1,111 @@
+import type { AddressInfo } from 'node:net';
+import { projections } from '../projections/index.js';
+import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
+import { createMemoryBus } from './bus/memory.js';
+import type { DecisionBus } from './bus/port.js';
+import type { Config } from './config.js';
+import { buildApp, type PartState } from './http/app.js';
+import type { Logger } from './logger.js';
+import { createMetrics, instrumentStore } from './metrics.js';
+import { createPool } from './pg/pool.js';
+import { openStateDatabase } from './state.js';
+import type { EventStore } from './store/port.js';
+import { createPostgresEventStore } from './store/postgres.js';
+
+export interface Running {
+  readonly httpUrl: string;
+  stop(): Promise<void>;
+}
+
+// The EventStoreDB and NATS clients are loaded only when configured: the embedded default needs neither.
+export async function openEventStore(config: Config, stateUrl: string): Promise<EventStore> {
+  if (!config.EVENTSTORE_URL) return createPostgresEventStore(stateUrl);
+  const { createEventStoreDbStore } = await import('./store/eventstoredb.js');
+  return createEventStoreDbStore(config.EVENTSTORE_URL);
+}
+
+export async function openBus(config: Config): Promise<DecisionBus> {
+  if (!config.NATS_URL) return createMemoryBus();
+  const { connectNatsBus } = await import('./bus/nats.js');
+  return connectNatsBus({ url: config.NATS_URL });
+}
+
+async function check(work: () => Promise<unknown>, detail?: string): Promise<PartState> {
+  try {
+    await work();
+    return { ok: true, ...(detail ? { detail } : {}) };
+  } catch (error) {
+    return { ok: false, detail: (error as Error).message };
+  }
+}
+
+/** The composition root of `pgward serve`: every role in one process (the embedded default). */
+export async function serve(config: Config, logger: Logger): Promise<Running> {
+  const cleanup: (() => Promise<unknown>)[] = [];
+  const stopAll = async (): Promise<void> => {
+    for (const step of cleanup.reverse()) await step().catch((error: unknown) => logger.error({ err: error }, 'shutdown step failed'));
+  };
+  try {
+    const metrics = createMetrics('serve');
+    const state = await openStateDatabase(config, { reuseRunning: false, onLog: (line) => logger.debug({ postgres: line.trim() }, 'embedded postgres') });
+    cleanup.push(() => state.close());
+    logger.info({ state: state.source }, 'state database ready');
+
+    const pool = createPool(state.url, { max: 10, applicationName: 'pgward-serve' });
+    cleanup.push(() => pool.end());
+    const store = instrumentStore(await openEventStore(config, state.url), metrics);
+    cleanup.push(() => store.close());
+    const bus = await openBus(config);
+    cleanup.push(() => bus.close());
+
+    const runners: RunningProjection[] = projections.map((projection) =>
+      runProjection({
+        store,
+        pool,
+        projection,
+        hooks: {
+          onBatch: (name, _count, position) => metrics.projectionPosition.set({ projection: name }, Number(position)),
+          onError: (name, error) => {
+            metrics.projectionErrors.inc({ projection: name });
+            logger.error({ err: error, projection: name }, 'projection batch failed; retrying');
+          },
+        },
+      }),
+    );
+    cleanup.push(() => Promise.all(runners.map((runner) => runner.stop())));
+
+    let activeRunners = 0;
+    for (const runner of runners) void runner.active.then(() => activeRunners++);
+    metrics.setLagSource(async () => {
+      const head = await store.headPosition();
+      const lags: Record<string, number> = {};
+      for (const projection of projections) {
+        const position = await readCheckpoint(pool, projection.name);
+        lags[projection.name] = Number(head > position ? head - position : 0n);
+      }
+      return lags;
+    });
+
+    const app = buildApp({
+      logger,
+      metrics: metrics.registry,
+      health: async () => ({
+        read_models: await check(() => pool.query('select 1'), state.source),
+        event_store: await check(() => store.headPosition(), store.kind),
+        bus: { ok: true, detail: bus.kind },
+        projector:
+          activeRunners === runners.length
+            ? { ok: true, detail: `${runners.length} projections running` }
+            : { ok: false, detail: `${activeRunners} of ${runners.length} projections running` },
+      }),
+    });
+    await app.listen({ host: config.PGWARD_LISTEN_HOST, port: config.PGWARD_HTTP_PORT });
+    cleanup.push(() => app.close());
+    const address = app.server.address() as AddressInfo;
+    const httpUrl = `http://${config.PGWARD_LISTEN_HOST}:${address.port}`;
+    return { httpUrl, stop: stopAll };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}

@@ -1,0 +1,102 @@
+import { randomBytes } from 'node:crypto';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { createMemoryBus } from '../../src/bus/memory.js';
+import { connectNatsBus, NatsBusError } from '../../src/bus/nats.js';
+import { decisionBusContract, waitUntil } from './decision-bus.contract.js';
+
+decisionBusContract('memory', async () => createMemoryBus());
+
+const natsUrl = process.env.NATS_URL ?? '';
+const runId = randomBytes(4).toString('hex');
+let busesMade = 0;
+const streams: string[] = [];
+
+decisionBusContract(
+  'nats',
+  async () => {
+    busesMade += 1;
+    const stream = `PGWARD_CONTRACT_${runId}_${busesMade}`;
+    const bus = await connectNatsBus({ url: natsUrl, stream, subject: `pgward.contract.${runId}.${busesMade}` });
+    streams.push(stream);
+    return bus;
+  },
+  natsUrl === '' ? 'NATS_URL is not set' : undefined,
+);
+
+afterAll(async () => {
+  if (streams.length === 0) return;
+  const nc = await connect({ servers: natsUrl });
+  try {
+    const jsm = await jetstreamManager(nc);
+    await Promise.all(streams.map((stream) => jsm.streams.delete(stream)));
+  } finally {
+    await nc.close();
+  }
+});
+
+describe('memory bus', () => {
+  it('leaves no retry timer behind after close', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const bus = createMemoryBus();
+      await bus.publish({ id: 'fails', data: new Uint8Array([1]) });
+      let failures = 0;
+      await bus.consume({ durable: 'timers', retryDelayMs: 60_000 }, async () => {
+        failures += 1;
+        throw new Error('handler failed');
+      });
+      await new Promise((resolve) => setImmediate(resolve));
+
+      expect(failures).toBe(1);
+      expect(vi.getTimerCount()).toBe(1);
+      await bus.close();
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe('memory bus log compaction', () => {
+  it('resumes a durable correctly after acknowledged messages were dropped from the log', async () => {
+    const bus = createMemoryBus();
+    const encoder = new TextEncoder();
+    const ids = Array.from({ length: 2_500 }, (_, i) => `c-${i}`);
+    for (const id of ids) await bus.publish({ id, data: encoder.encode(id) });
+
+    const firstRun: string[] = [];
+    const first = await bus.consume({ durable: 'compact', maxInFlight: 8 }, async (d) => {
+      firstRun.push(d.id);
+    });
+    await waitUntil('2,500 deliveries', () => firstRun.length === ids.length);
+    await first.stop();
+    await bus.publish({ id: 'late-1', data: encoder.encode('late-1') });
+    await bus.publish({ id: 'late-2', data: encoder.encode('late-2') });
+
+    const secondRun: { id: string; text: string }[] = [];
+    await bus.consume({ durable: 'compact' }, async (d) => {
+      secondRun.push({ id: d.id, text: new TextDecoder().decode(d.data) });
+    });
+    await waitUntil('the late messages', () => secondRun.length === 2);
+    await bus.close();
+
+    expect(firstRun).toEqual(ids);
+    expect(secondRun).toEqual([
+      { id: 'late-1', text: 'late-1' },
+      { id: 'late-2', text: 'late-2' },
+    ]);
+  });
+});
+
+describe('connectNatsBus', () => {
+  it('names the URL, without its password, when it cannot connect', async () => {
+    const error: unknown = await connectNatsBus({ url: 'nats://agent:s3cret@127.0.0.1:1' }).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(NatsBusError);
+    expect(error).toMatchObject({ code: 'CONNECT_FAILED' });
+    expect(String(error)).toMatch(/cannot connect to NATS at nats:\/\/\*\*\*@127\.0\.0\.1:1\b/);
+    expect(String(error)).not.toContain('s3cret');
+  });
+});
