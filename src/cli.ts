@@ -1,10 +1,13 @@
 import { parseArgs } from 'node:util';
+import { z, ZodError } from 'zod';
+import { createOrganization } from '../commands/organizations/create-organization.js';
+import { Plan } from './events/organizations.js';
 import { projectionNamed, projections } from '../projections/index.js';
 import { projectionStatus, rebuildAndVerify, resetProjection } from '../projections/maintenance.js';
 import type { Projection } from '../projections/projection.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { createLogger } from './logger.js';
-import { openEventStore, serve } from './main.js';
+import { openEventStore, Role, serve } from './main.js';
 import { createPool } from './pg/pool.js';
 import { openStateDatabase } from './state.js';
 
@@ -13,11 +16,14 @@ const HELP = `pgward — a Postgres gateway for AI agents
 Usage: pgward <command> [options]
 
 Commands:
-  serve                                  run every role in one process (api, proxy, ingest, projector)
+  serve [--role api|projector ...]       run pgward; every role in one process by default (the embedded
+                                         default); each role serves /healthz and /metrics
   projections list                       each projection's checkpoint, the store head and the lag
   projections rebuild [NAME] --verify    replay NAME (or all) from position 0 into a scratch schema and
                                          compare digests with the live read model; exit 1 on a difference
   projections rebuild NAME               empty NAME's read model; the running projector replays it
+  admin create-org --name NAME [--plan free|pro|scale|enterprise]
+                                         create an organization; prints {"org_id","api_key"} (owner key, shown once)
   help                                   this text
 
 Configuration is read from the environment: see README.md.`;
@@ -48,9 +54,12 @@ function selectProjections(name: string | undefined): readonly Projection[] {
   return [projection];
 }
 
-async function runServe(config: Config): Promise<number> {
+async function runServe(config: Config, args: string[]): Promise<number> {
+  const { values } = parseArgs({ args, options: { role: { type: 'string', multiple: true } } });
+  const roles = z.array(Role).safeParse(values.role ?? Role.options);
+  if (!roles.success) throw new UsageError(`--role must be one of ${Role.options.join(', ')}`);
   const logger = createLogger(config.PGWARD_LOG_LEVEL);
-  const running = await serve(config, logger);
+  const running = await serve(config, logger, new Set(roles.data));
   console.log(`pgward listening: HTTP ${running.httpUrl} (GET /healthz, GET /metrics)`);
   await new Promise<void>((resolve) => {
     const shutdown = (): void => resolve();
@@ -89,6 +98,19 @@ async function runProjections(config: Config, args: string[]): Promise<number> {
   throw new UsageError(`unknown projections action ${action ?? '(none)'}; expected list or rebuild`);
 }
 
+async function runAdmin(config: Config, args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { name: { type: 'string' }, plan: { type: 'string', default: 'free' } } });
+  if (positionals[0] !== 'create-org') throw new UsageError(`unknown admin action ${positionals[0] ?? '(none)'}; expected create-org`);
+  if (!values.name) throw new UsageError('admin create-org needs --name NAME');
+  const plan = Plan.safeParse(values.plan);
+  if (!plan.success) throw new UsageError(`--plan must be one of ${Plan.options.join(', ')}`);
+  const created = await withState(config, ({ store }) =>
+    createOrganization(store, { name: values.name!, plan: plan.data }, { correlationId: `cli-${process.pid}`, actor: 'cli:admin' }),
+  );
+  console.log(JSON.stringify(created));
+  return 0;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
@@ -97,12 +119,17 @@ export async function main(argv: string[]): Promise<number> {
       return command ? 0 : 2;
     }
     const config = loadConfig();
-    if (command === 'serve') return await runServe(config);
+    if (command === 'serve') return await runServe(config, rest);
     if (command === 'projections') return await runProjections(config, rest);
+    if (command === 'admin') return await runAdmin(config, rest);
     throw new UsageError(`unknown command ${command}`);
   } catch (error) {
     if (error instanceof ConfigError) {
       console.error(`pgward: ${error.message}`);
+      return 2;
+    }
+    if (error instanceof ZodError) {
+      console.error(`pgward: invalid input: ${error.issues.map((issue) => `${issue.path.join('.') || 'value'} ${issue.message}`).join('; ')}`);
       return 2;
     }
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {

@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { z } from 'zod';
 import { projections } from '../projections/index.js';
 import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
@@ -39,14 +40,20 @@ async function check(work: () => Promise<unknown>, detail?: string): Promise<Par
   }
 }
 
-/** The composition root of `pgward serve`: every role in one process (the embedded default). */
-export async function serve(config: Config, logger: Logger): Promise<Running> {
+export const Role = z.enum(['api', 'projector']);
+export type Role = z.infer<typeof Role>;
+
+/**
+ * The composition root of `pgward serve`: the given roles in one process (all of them by default,
+ * the embedded default). Every role serves /healthz and /metrics.
+ */
+export async function serve(config: Config, logger: Logger, roles: ReadonlySet<Role> = new Set(Role.options)): Promise<Running> {
   const cleanup: (() => Promise<unknown>)[] = [];
   const stopAll = async (): Promise<void> => {
     for (const step of cleanup.reverse()) await step().catch((error: unknown) => logger.error({ err: error }, 'shutdown step failed'));
   };
   try {
-    const metrics = createMetrics('serve');
+    const metrics = createMetrics(roles.size === Role.options.length ? 'serve' : [...roles].join('+'));
     const state = await openStateDatabase(config, { reuseRunning: false, onLog: (line) => logger.debug({ postgres: line.trim() }, 'embedded postgres') });
     cleanup.push(() => state.close());
     logger.info({ state: state.source }, 'state database ready');
@@ -58,7 +65,7 @@ export async function serve(config: Config, logger: Logger): Promise<Running> {
     const bus = await openBus(config);
     cleanup.push(() => bus.close());
 
-    const runners: RunningProjection[] = projections.map((projection) =>
+    const runners: RunningProjection[] = (roles.has('projector') ? projections : []).map((projection) =>
       runProjection({
         store,
         pool,
@@ -93,10 +100,14 @@ export async function serve(config: Config, logger: Logger): Promise<Running> {
         read_models: await check(() => pool.query('select 1'), state.source),
         event_store: await check(() => store.headPosition(), store.kind),
         bus: { ok: true, detail: bus.kind },
-        projector:
-          activeRunners === runners.length
-            ? { ok: true, detail: `${runners.length} projections running` }
-            : { ok: false, detail: `${activeRunners} of ${runners.length} projections running` },
+        ...(roles.has('projector')
+          ? {
+              projector:
+                activeRunners === runners.length
+                  ? { ok: true, detail: `${runners.length} projections running` }
+                  : { ok: false, detail: `${activeRunners} of ${runners.length} projections running` },
+            }
+          : {}),
       }),
     });
     await app.listen({ host: config.PGWARD_LISTEN_HOST, port: config.PGWARD_HTTP_PORT });

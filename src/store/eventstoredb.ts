@@ -156,28 +156,28 @@ export function createEventStoreDbStore(connectionString: string): EventStore {
   const lastEvents = (stream: string, count: number): Promise<RecordedEvent[]> =>
     readEvents(stream, { direction: BACKWARDS, fromRevision: END, maxCount: count }).then((events) => events.reverse());
 
-  const resultOf = (event: RecordedEvent): AppendResult => ({ nextExpectedRevision: event.revision, position: event.position });
+  const resultOf = (event: RecordedEvent, duplicate: boolean): AppendResult => ({ nextExpectedRevision: event.revision, position: event.position, duplicate });
 
   async function appendEvents(stream: string, events: readonly NewEvent[], expected: ExpectedRevision): Promise<AppendResult> {
     if (events.length === 0) {
       const actual = (await lastEvents(stream, 1))[0]?.revision ?? -1;
       if (!satisfies(expected, actual)) throw wrongExpectedRevision(stream, expected, actual === -1 ? 'no_stream' : actual);
-      return { nextExpectedRevision: actual, position: -1n };
+      return { nextExpectedRevision: actual, position: -1n, duplicate: false };
     }
     // The server deduplicates event ids reliably only against an exact expected revision (or
-    // no_stream); with any/exists it is best effort, so a retry is recognised from the stream's tail.
-    if (expected === 'any' || expected === 'exists') {
-      const tail = await lastEvents(stream, events.length);
-      const last = tail.at(-1);
-      const sameIds = tail.length === events.length && tail.every((e, i) => sameId(e.id, events[i]?.id));
-      if (last && sameIds) return resultOf(last);
-    }
+    // no_stream), with any/exists only best effort, and it never says that it did; so a retry is
+    // recognised from the stream's tail first. A replay the server absorbs while other events
+    // follow it is acknowledged like a fresh append (with a position on servers >= 22.6).
+    const tail = await lastEvents(stream, events.length);
+    const last = tail.at(-1);
+    const sameIds = tail.length === events.length && tail.every((e, i) => sameId(e.id, events[i]?.id));
+    if (last && sameIds) return resultOf(last, true);
     const result = await client.appendToStream(stream, events.map(toEventData), { expectedRevision: toClientRevision(expected) });
-    if (result.position) return { nextExpectedRevision: Number(result.nextExpectedRevision), position: result.position.commit };
+    if (result.position) return { nextExpectedRevision: Number(result.nextExpectedRevision), position: result.position.commit, duplicate: false };
     // An idempotent replay is acknowledged without a position: read it from the batch's last event.
-    const [last] = await readEvents(stream, { fromRevision: result.nextExpectedRevision, maxCount: 1 });
-    if (!last) throw new Error(`stream ${stream}: acknowledged revision ${result.nextExpectedRevision} cannot be read`);
-    return resultOf(last);
+    const [replayed] = await readEvents(stream, { fromRevision: result.nextExpectedRevision, maxCount: 1 });
+    if (!replayed) throw new Error(`stream ${stream}: acknowledged revision ${result.nextExpectedRevision} cannot be read`);
+    return resultOf(replayed, true);
   }
 
   return {

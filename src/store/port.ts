@@ -26,6 +26,8 @@ export interface AppendResult {
   readonly nextExpectedRevision: number;
   /** Global position of the last event of the batch. */
   readonly position: bigint;
+  /** Every event id of the batch was already in the stream: this was a retry and nothing was appended. */
+  readonly duplicate: boolean;
 }
 
 export interface ReadAllOptions {

@@ -65,7 +65,7 @@ async function appendWith(
     );
     const actual = rows[0]?.revision ?? -1;
     if (!satisfies(expected, actual)) throw wrongExpectedRevision(stream, expected, actual === -1 ? 'no_stream' : actual);
-    return { nextExpectedRevision: actual, position: -1n };
+    return { nextExpectedRevision: actual, position: -1n, duplicate: false };
   }
   const { rows } = await client.query<{ outcome: string; actual: number; last_position: bigint }>(
     'select * from pgward.append_events($1, $2, $3::uuid[], $4::text[], $5::bytea[], $6::bytea[])',
@@ -83,7 +83,7 @@ async function appendWith(
   switch (row.outcome) {
     case 'ok':
     case 'duplicate':
-      return { nextExpectedRevision: row.actual, position: row.last_position };
+      return { nextExpectedRevision: row.actual, position: row.last_position, duplicate: row.outcome === 'duplicate' };
     case 'wrong_expected':
       throw wrongExpectedRevision(stream, expected, row.actual === -1 ? 'no_stream' : row.actual);
     default:

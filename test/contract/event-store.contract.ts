@@ -97,10 +97,11 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
         const stream = newStream();
         const batch = [event(), event()];
         const first = await store.append(stream, batch, 'no_stream');
+        expect(first.duplicate).toBe(false);
         const retry = await store.append(stream, batch, 'no_stream');
-        expect(retry).toEqual(first);
+        expect(retry).toEqual({ ...first, duplicate: true });
         const again = await store.append(stream, batch, 'any');
-        expect(again).toEqual(first);
+        expect(again).toEqual({ ...first, duplicate: true });
         expect((await store.readStream(stream)).map((e) => e.id)).toEqual(batch.map((e) => e.id));
       });
 

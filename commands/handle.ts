@@ -1,0 +1,103 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { z } from 'zod';
+import { decodeEvent, type CatalogEvent } from '../src/events/catalog.js';
+import { encodeEvent, type EventDefinition, type EventMetadata } from '../src/events/envelope.js';
+import { StoreError, type EventStore, type NewEvent } from '../src/store/port.js';
+import { DomainError } from './domain-error.js';
+
+/** An event a decide function wants appended: its definition and payload. */
+export interface Emit<S extends z.ZodType = z.ZodType> {
+  readonly definition: EventDefinition<string, S>;
+  readonly data: z.input<S>;
+}
+
+export function emit<S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>): Emit {
+  return { definition, data } as Emit;
+}
+
+export interface Aggregate<State, Command> {
+  readonly initial: State;
+  evolve(state: State, event: CatalogEvent): State;
+  /** Pure: the events the command produces, or a DomainError. */
+  decide(state: State, command: Command, now: string): Emit[] | DomainError;
+}
+
+export interface CommandContext {
+  /** The request's correlation id (X-Request-Id). */
+  readonly correlationId: string;
+  readonly actor: string;
+  /** Makes the event ids deterministic, so a retried command appends nothing new. */
+  readonly idempotencyKey?: string;
+  readonly now?: () => Date;
+}
+
+export interface Handled<State> {
+  readonly state: State;
+  readonly events: readonly CatalogEvent[];
+  readonly revision: number;
+}
+
+/** A UUID (v4 layout) derived from the idempotency key and the event's index in the command. */
+function derivedEventId(key: string, index: number): string {
+  const hex = createHash('sha256').update(`${key}\u0000${index}`).digest('hex');
+  const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+const MAX_ATTEMPTS = 12;
+
+/**
+ * Load → fold → decide → append with the revision read. A concurrent writer's conflict reloads
+ * and decides again; the result is built from the events just decided (read-your-writes).
+ */
+export async function handle<State, Command>(
+  store: Pick<EventStore, 'readStream' | 'append'>,
+  stream: string,
+  aggregate: Aggregate<State, Command>,
+  command: Command,
+  context: CommandContext,
+): Promise<Handled<State>> {
+  for (let attempt = 1; ; attempt++) {
+    const history = await store.readStream(stream);
+    let state = history.map(decodeEvent).reduce(aggregate.evolve, aggregate.initial);
+    const revision = history.length - 1;
+    const at = (context.now?.() ?? new Date()).toISOString();
+    const decided = aggregate.decide(state, command, at);
+    if (decided instanceof DomainError) throw decided;
+    const encoded: NewEvent[] = decided.map((e, index) => {
+      const metadata: EventMetadata = {
+        event_id: context.idempotencyKey ? derivedEventId(`${stream}\u0000${context.idempotencyKey}`, index) : randomUUID(),
+        correlation_id: context.correlationId,
+        actor: context.actor,
+        at,
+      };
+      return encodeEvent(e.definition, e.data, metadata);
+    });
+    try {
+      const result = await store.append(stream, encoded, revision === -1 ? 'no_stream' : revision);
+      if (result.duplicate) {
+        // A retry of a command that already happened: answer with what was stored, not with this attempt's decision.
+        const ids = new Set(encoded.map((e) => e.id));
+        const current = await store.readStream(stream);
+        return {
+          state: current.map(decodeEvent).reduce(aggregate.evolve, aggregate.initial),
+          events: current.filter((e) => ids.has(e.id)).map(decodeEvent),
+          revision: current.length - 1,
+        };
+      }
+      const first = result.nextExpectedRevision - encoded.length + 1;
+      const events = encoded.map((e, i) =>
+        decodeEvent({ ...e, stream, revision: first + i, position: result.position - BigInt(encoded.length - 1 - i) }),
+      );
+      state = events.reduce(aggregate.evolve, state);
+      return { state, events, revision: result.nextExpectedRevision };
+    } catch (error) {
+      if (error instanceof StoreError && error.code === 'WRONG_EXPECTED_REVISION' && attempt < MAX_ATTEMPTS) {
+        // Jittered backoff, so writers contending for one stream spread out instead of colliding again.
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 2 * attempt));
+        continue;
+      }
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,60 @@
+import type { CatalogEvent } from '../../src/events/catalog.js';
+import { ApiKeyCreated, OrganizationCreated, OrganizationPlanChanged, ApiKeyRevoked, type ApiKeyRole, type Plan } from '../../src/events/organizations.js';
+import { DomainError } from '../domain-error.js';
+import { emit, type Aggregate } from '../handle.js';
+
+export interface OrganizationState {
+  readonly exists: boolean;
+  readonly plan?: Plan;
+  readonly apiKeys: ReadonlyMap<string, { readonly role: ApiKeyRole; readonly revoked: boolean }>;
+}
+
+export type OrganizationCommand =
+  | { readonly kind: 'create'; readonly orgId: string; readonly name: string; readonly plan: Plan; readonly features: string[]; readonly ownerKey: NewApiKey }
+  | { readonly kind: 'create-api-key'; readonly orgId: string; readonly key: NewApiKey };
+
+export interface NewApiKey {
+  readonly keyId: string;
+  readonly name: string;
+  readonly role: ApiKeyRole;
+  readonly prefix: string;
+  readonly tokenHash: string;
+}
+
+function apiKeyCreated(orgId: string, key: NewApiKey) {
+  return emit(ApiKeyCreated, { org_id: orgId, key_id: key.keyId, name: key.name, role: key.role, prefix: key.prefix, token_hash: key.tokenHash });
+}
+
+export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
+  initial: { exists: false, apiKeys: new Map() },
+
+  evolve(state, event: CatalogEvent) {
+    switch (event.type) {
+      case OrganizationCreated.type:
+      case OrganizationPlanChanged.type:
+        return { ...state, exists: true, plan: event.data.plan };
+      case ApiKeyCreated.type:
+        return { ...state, apiKeys: new Map(state.apiKeys).set(event.data.key_id, { role: event.data.role, revoked: false }) };
+      case ApiKeyRevoked.type: {
+        const key = state.apiKeys.get(event.data.key_id);
+        return key ? { ...state, apiKeys: new Map(state.apiKeys).set(event.data.key_id, { ...key, revoked: true }) } : state;
+      }
+      default:
+        return state;
+    }
+  },
+
+  decide(state, command) {
+    switch (command.kind) {
+      case 'create':
+        if (state.exists) return new DomainError('RESOURCE_EXISTS', `organization ${command.orgId} already exists`);
+        return [
+          emit(OrganizationCreated, { org_id: command.orgId, name: command.name, plan: command.plan, features: command.features }),
+          apiKeyCreated(command.orgId, command.ownerKey),
+        ];
+      case 'create-api-key':
+        if (!state.exists) return new DomainError('NOT_FOUND', `organization ${command.orgId} not found`);
+        return [apiKeyCreated(command.orgId, command.key)];
+    }
+  },
+};

@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+function refusal(env: NodeJS.ProcessEnv): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('configuration', () => {
+  it('has the documented defaults', () => {
+    expect(loadConfig({})).toEqual({
+      PGWARD_DATA_DIR: './.pgward',
+      PGWARD_HTTP_PORT: 8080,
+      PGWARD_PROXY_PORT: 6432,
+      PGWARD_EMBEDDED_PG_PORT: 54329,
+      PGWARD_LISTEN_HOST: '127.0.0.1',
+      PGWARD_LOG_LEVEL: 'info',
+    });
+  });
+
+  it('names the variable and what it expects', () => {
+    expect(refusal({ PGWARD_HTTP_PORT: 'abc' }).message).toBe('invalid configuration: PGWARD_HTTP_PORT expected a port number');
+    expect(refusal({ PGWARD_PROXY_PORT: '0' }).variable).toBe('PGWARD_PROXY_PORT');
+    expect(refusal({ PGWARD_EMBEDDED_PG_PORT: '65536' }).message).toBe('invalid configuration: PGWARD_EMBEDDED_PG_PORT expected a port number from 1 to 65535');
+    expect(refusal({ NATS_URL: 'http://127.0.0.1:4222' }).message).toBe('invalid configuration: NATS_URL expected a nats:// URL');
+    expect(refusal({ EVENTSTORE_URL: 'postgres://x' }).variable).toBe('EVENTSTORE_URL');
+    expect(refusal({ PGWARD_LOG_LEVEL: 'loud' }).variable).toBe('PGWARD_LOG_LEVEL');
+  });
+
+  it('never echoes a value, which may hold a password', () => {
+    expect(refusal({ PGWARD_STATE_URL: 'mysql://user:hunter2@host/db' }).message).not.toContain('hunter2');
+  });
+
+  it('accepts the production settings and treats empty strings as unset', () => {
+    const config = loadConfig({ PGWARD_STATE_URL: 'postgresql://u:p@db:5432/pgward', EVENTSTORE_URL: 'esdb://es:2113?tls=false', NATS_URL: 'nats://nats:4222', PGWARD_HTTP_PORT: '' });
+    expect(config.PGWARD_STATE_URL).toBe('postgresql://u:p@db:5432/pgward');
+    expect(config.EVENTSTORE_URL).toBe('esdb://es:2113?tls=false');
+    expect(config.PGWARD_HTTP_PORT).toBe(8080);
+  });
+});
