@@ -1,5 +1,5 @@
 /** Why a command was refused. Codes are the problem codes of spec §7 that HTTP answers with. */
-export type DomainErrorCode = 'INVALID_INPUT' | 'NOT_FOUND' | 'RESOURCE_EXISTS' | 'INVALID_STATE' | 'CONFLICT' | 'PLAN_LIMIT_REACHED' | 'FORBIDDEN';
+export type DomainErrorCode = 'INVALID_INPUT' | 'NOT_FOUND' | 'RESOURCE_EXISTS' | 'INVALID_STATE' | 'CONFLICT' | 'PLAN_LIMIT_REACHED' | 'FORBIDDEN' | 'PRECONDITION_FAILED';
 
 export class DomainError extends Error {
   override readonly name = 'DomainError';

@@ -2,7 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { z } from 'zod';
 import { decodeEvent, type CatalogEvent } from '../src/events/catalog.js';
 import { encodeEvent, type EventDefinition, type EventMetadata } from '../src/events/envelope.js';
-import { StoreError, type EventStore, type NewEvent } from '../src/store/port.js';
+import { StoreError, type EventStore, type NewEvent, type RecordedEvent } from '../src/store/port.js';
 import { DomainError } from './domain-error.js';
 
 /** An event a decide function wants appended: its definition and payload. */
@@ -33,7 +33,10 @@ export interface CommandContext {
 
 export interface Handled<State> {
   readonly state: State;
+  /** The command's events as stored, decoded (on a retry: the ones the first attempt stored). */
   readonly events: readonly CatalogEvent[];
+  /** The same events as recorded, for building a response with a projection's own evolve (read-your-writes). */
+  readonly recorded: readonly RecordedEvent[];
   readonly revision: number;
 }
 
@@ -79,18 +82,19 @@ export async function handle<State, Command>(
         // A retry of a command that already happened: answer with what was stored, not with this attempt's decision.
         const ids = new Set(encoded.map((e) => e.id));
         const current = await store.readStream(stream);
+        const recorded = current.filter((e) => ids.has(e.id));
         return {
           state: current.map(decodeEvent).reduce(aggregate.evolve, aggregate.initial),
-          events: current.filter((e) => ids.has(e.id)).map(decodeEvent),
+          events: recorded.map(decodeEvent),
+          recorded,
           revision: current.length - 1,
         };
       }
       const first = result.nextExpectedRevision - encoded.length + 1;
-      const events = encoded.map((e, i) =>
-        decodeEvent({ ...e, stream, revision: first + i, position: result.position - BigInt(encoded.length - 1 - i) }),
-      );
+      const recorded = encoded.map((e, i) => ({ ...e, stream, revision: first + i, position: result.position - BigInt(encoded.length - 1 - i) }));
+      const events = recorded.map(decodeEvent);
       state = events.reduce(aggregate.evolve, state);
-      return { state, events, revision: result.nextExpectedRevision };
+      return { state, events, recorded, revision: result.nextExpectedRevision };
     } catch (error) {
       if (error instanceof StoreError && error.code === 'WRONG_EXPECTED_REVISION' && attempt < MAX_ATTEMPTS) {
         // Jittered backoff, so writers contending for one stream spread out instead of colliding again.

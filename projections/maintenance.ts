@@ -114,3 +114,31 @@ export async function resetProjection(pool: pg.Pool, projection: Projection): Pr
     client.release();
   }
 }
+
+/**
+ * Waits until the projection has applied every event of its streams that exists now (bounded):
+ * a read-your-writes barrier for lookups that cannot fall back to a stream, such as an API key by hash.
+ */
+export async function awaitCaughtUp(store: EventStore, pool: pg.Pool, projection: Projection, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  const target = (await store.readAll(-1n, { streamPrefixes: projection.streamPrefixes, limit: 1 })).length === 0 ? -1n : await store.headPosition();
+  for (;;) {
+    const position = await readCheckpoint(pool, projection.name);
+    const pending = await store.readAll(position, { streamPrefixes: projection.streamPrefixes, limit: 1 });
+    if (pending.length === 0 || pending[0]!.position > target) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Waits (bounded) until every projection that reads `stream` has applied the event at `position`; false on timeout. */
+export async function awaitApplied(pool: pg.Pool, projections: readonly Projection[], stream: string, position: bigint, timeoutMs: number): Promise<boolean> {
+  const readers = projections.filter((p) => p.streamPrefixes.some((prefix) => stream.startsWith(prefix)));
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const positions = await Promise.all(readers.map((p) => readCheckpoint(pool, p.name)));
+    if (positions.every((p) => p >= position)) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}

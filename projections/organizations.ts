@@ -3,14 +3,14 @@ import { OrganizationCreated, OrganizationPlanChanged } from '../src/events/orga
 import type { RecordedEvent } from '../src/store/port.js';
 import { rowProjection } from './row-projection.js';
 
-export interface OrganizationRow extends Record<string, unknown> {
+export type OrganizationRow = {
   org_id: string;
   name: string;
   plan: string;
   features: string[];
   created_at: string;
   updated_at: string;
-}
+};
 
 export function evolveOrganization(row: OrganizationRow | undefined, event: RecordedEvent): OrganizationRow | null {
   switch (event.type) {

@@ -3,7 +3,7 @@ import { ProjectCreated, ProjectDeleted, ProjectUpdated } from '../src/events/pr
 import type { RecordedEvent } from '../src/store/port.js';
 import { rowProjection } from './row-projection.js';
 
-export interface ProjectRow extends Record<string, unknown> {
+export type ProjectRow = {
   project_id: string;
   org_id: string;
   name: string;
@@ -12,9 +12,11 @@ export interface ProjectRow extends Record<string, unknown> {
   self_hosted: boolean;
   tags: string[];
   status: 'active' | 'deleted';
+  /** Stream revision of the last project-level event: the ETag. */
+  revision: number;
   created_at: string;
   updated_at: string;
-}
+};
 
 const handled: ReadonlySet<string> = new Set([ProjectCreated.type, ProjectUpdated.type, ProjectDeleted.type]);
 
@@ -22,16 +24,16 @@ export function evolveProject(row: ProjectRow | undefined, event: RecordedEvent)
   switch (event.type) {
     case ProjectCreated.type: {
       const { data, metadata } = decodeWith(ProjectCreated, event);
-      return { ...data, status: 'active', created_at: metadata.at, updated_at: metadata.at };
+      return { ...data, status: 'active', revision: event.revision, created_at: metadata.at, updated_at: metadata.at };
     }
     case ProjectUpdated.type: {
       if (!row) return null;
       const { data, metadata } = decodeWith(ProjectUpdated, event);
-      return { ...row, ...data.changes, updated_at: metadata.at };
+      return { ...row, ...data.changes, revision: event.revision, updated_at: metadata.at };
     }
     case ProjectDeleted.type: {
       if (!row) return null;
-      return { ...row, status: 'deleted', updated_at: decodeWith(ProjectDeleted, event).metadata.at };
+      return { ...row, status: 'deleted', revision: event.revision, updated_at: decodeWith(ProjectDeleted, event).metadata.at };
     }
     default:
       return row ?? null;
@@ -44,9 +46,10 @@ export const projectsProjection = rowProjection<ProjectRow>({
   table: {
     name: 'projects',
     key: 'project_id',
-    columnNames: ['project_id', 'org_id', 'name', 'description', 'cloud', 'self_hosted', 'tags', 'status', 'created_at', 'updated_at'],
+    columnNames: ['project_id', 'org_id', 'name', 'description', 'cloud', 'self_hosted', 'tags', 'status', 'revision', 'created_at', 'updated_at'],
     columns: `project_id text primary key, org_id text not null, name text not null, description text not null, cloud text not null,
-      self_hosted boolean not null, tags jsonb not null, status text not null, created_at timestamptz not null, updated_at timestamptz not null`,
+      self_hosted boolean not null, tags jsonb not null, status text not null, revision integer not null,
+      created_at timestamptz not null, updated_at timestamptz not null`,
     orderBy: 'project_id',
     indexes: ['org_id, project_id'],
   },

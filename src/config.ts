@@ -14,6 +14,13 @@ export const ConfigSchema = z.object({
   PGWARD_EMBEDDED_PG_PORT: port.default(54329),
   PGWARD_LISTEN_HOST: z.string().min(1, 'expected a host address').default('127.0.0.1'),
   PGWARD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  PGWARD_PUBLIC_HOST: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, 'expected a host name').default('localhost'),
+  PGWARD_MASTER_KEY: z.string().min(1, 'expected a base64 32-byte key or kid:key,... list').optional(),
+  PGWARD_JWKS_URL: z.url({ protocol: /^https?$/, message: 'expected an http(s) URL of a JWKS' }).optional(),
+  PGWARD_JWT_ISSUER: z.string().min(1, 'expected the issuer JWTs carry').optional(),
+  PGWARD_JWT_AUDIENCE: z.string().min(1, 'expected the audience JWTs carry').optional(),
+  PGWARD_RATE_LIMIT_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(6000),
+  PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(12000),
 });
 export type Config = z.infer<typeof ConfigSchema>;
 
@@ -32,7 +39,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const keys = Object.keys(ConfigSchema.shape) as (keyof Config)[];
   const input = Object.fromEntries(keys.map((key) => [key, env[key] === '' ? undefined : env[key]]));
   const parsed = ConfigSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
+  if (parsed.success) {
+    const jwt = [parsed.data.PGWARD_JWKS_URL, parsed.data.PGWARD_JWT_ISSUER, parsed.data.PGWARD_JWT_AUDIENCE];
+    if (jwt.some(Boolean) && !jwt.every(Boolean)) throw new ConfigError('PGWARD_JWKS_URL', 'must be set together with PGWARD_JWT_ISSUER and PGWARD_JWT_AUDIENCE');
+    return parsed.data;
+  }
   const issue = parsed.error.issues[0]!;
   // The value itself is not echoed: a URL variable may carry a password.
   throw new ConfigError(String(issue.path[0]), issue.message);

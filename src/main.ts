@@ -5,6 +5,7 @@ import { readCheckpoint, runProjection, type RunningProjection } from '../projec
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
 import type { Config } from './config.js';
+import { controlPlane } from './control-plane.js';
 import { buildApp, type PartState } from './http/app.js';
 import type { Logger } from './logger.js';
 import { createMetrics, instrumentStore } from './metrics.js';
@@ -93,7 +94,8 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       return lags;
     });
 
-    const app = buildApp({
+    const app = await buildApp({
+      ...(roles.has('api') ? { controlPlane: await controlPlane(config, state, store, pool, logger) } : {}),
       logger,
       metrics: metrics.registry,
       health: async () => ({

@@ -11,7 +11,8 @@ export interface OrganizationState {
 
 export type OrganizationCommand =
   | { readonly kind: 'create'; readonly orgId: string; readonly name: string; readonly plan: Plan; readonly features: string[]; readonly ownerKey: NewApiKey }
-  | { readonly kind: 'create-api-key'; readonly orgId: string; readonly key: NewApiKey };
+  | { readonly kind: 'create-api-key'; readonly orgId: string; readonly key: NewApiKey }
+  | { readonly kind: 'revoke-api-key'; readonly orgId: string; readonly keyId: string };
 
 export interface NewApiKey {
   readonly keyId: string;
@@ -55,6 +56,14 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
       case 'create-api-key':
         if (!state.exists) return new DomainError('NOT_FOUND', `organization ${command.orgId} not found`);
         return [apiKeyCreated(command.orgId, command.key)];
+      case 'revoke-api-key': {
+        const key = state.apiKeys.get(command.keyId);
+        if (!state.exists || !key) return new DomainError('NOT_FOUND', `API key ${command.keyId} not found`);
+        if (key.revoked) return new DomainError('INVALID_STATE', `API key ${command.keyId} is already revoked`);
+        const liveOwners = [...state.apiKeys.values()].filter((k) => k.role === 'owner' && !k.revoked).length;
+        if (key.role === 'owner' && liveOwners === 1) return new DomainError('CONFLICT', 'this is the organization’s last owner key; create another owner key first');
+        return [emit(ApiKeyRevoked, { org_id: command.orgId, key_id: command.keyId })];
+      }
     }
   },
 };

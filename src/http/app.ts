@@ -1,33 +1,82 @@
+import fastifySwagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
+import { installConventions, requestId } from './conventions.js';
+import { installAuth, type Authenticators } from './plugins/auth.js';
+import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
+import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
+import { apiKeyRoutes } from './routes/api-keys.js';
+import { databaseRoutes } from './routes/databases.js';
+import { discoveryRoutes } from './routes/discovery.js';
+import { projectRoutes } from './routes/projects.js';
+import type { ApiDeps } from './routes/support.js';
 
 export type PartState = { ok: true; detail?: string } | { ok: false; detail: string };
+
+export interface ControlPlane {
+  deps: ApiDeps;
+  authenticators: Authenticators;
+  rateLimits: RateLimits;
+  sealer: BodySealer;
+}
 
 export interface AppOptions {
   logger: FastifyBaseLogger;
   metrics: Registry;
   /** State of each part (event store, read models, bus, projector), checked on every /healthz. */
   health: () => Promise<Record<string, PartState>>;
+  /** The REST API at /v1; absent in roles that serve only health and metrics. */
+  controlPlane?: ControlPlane;
 }
 
-/** The HTTP surface. Routes are registered here; the composition root decides what backs them. */
-export function buildApp(options: AppOptions): FastifyInstance {
+export const BODY_LIMIT_BYTES = 2 * 1024 * 1024;
+
+/** The HTTP surface. The composition root decides what backs it. */
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: options.logger,
     // Probes and scrapes would drown the request log.
     logController: new LogController({ disableRequestLogging: (request) => request.url === '/healthz' || request.url === '/metrics' }),
-    bodyLimit: 2 * 1024 * 1024,
+    bodyLimit: BODY_LIMIT_BYTES,
+    genReqId: requestId,
   });
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  installConventions(app);
 
-  app.get('/healthz', async (_request, reply) => {
+  app.get('/healthz', { schema: { hide: true } }, async (_request, reply) => {
     const parts = await options.health();
     const ok = Object.values(parts).every((part) => part.ok);
     return reply.code(ok ? 200 : 503).send({ status: ok ? 'ok' : 'degraded', parts });
   });
 
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {
     return reply.type(options.metrics.contentType).send(await options.metrics.metrics());
   });
 
+  const plane = options.controlPlane;
+  if (plane) {
+    await app.register(fastifySwagger, {
+      openapi: {
+        openapi: '3.1.0',
+        info: { title: 'pgward control API', version: '1.0.0', description: 'Administers projects, databases, policy profiles and agent credentials. Errors are RFC 9457 problem details.' },
+        servers: [{ url: '/' }],
+        components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An organization API key (pgw_org_...) or a JWT from the identity provider' } } },
+        security: [{ bearer: [] }],
+      },
+      transform: jsonSchemaTransform,
+      transformObject: jsonSchemaTransformObject,
+    });
+    installRateLimit(app, plane.rateLimits);
+    installAuth(app, plane.authenticators);
+    await installIdempotency(app, plane.deps.pool, (request) => (request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.kind === 'jwt' ? request.caller.subject : ''}`), plane.sealer);
+    const api = app.withTypeProvider<ZodTypeProvider>();
+    discoveryRoutes(api);
+    projectRoutes(api, plane.deps);
+    databaseRoutes(api, plane.deps);
+    apiKeyRoutes(api, plane.deps);
+    app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
+  }
   return app;
 }

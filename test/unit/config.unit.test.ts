@@ -20,6 +20,9 @@ describe('configuration', () => {
       PGWARD_EMBEDDED_PG_PORT: 54329,
       PGWARD_LISTEN_HOST: '127.0.0.1',
       PGWARD_LOG_LEVEL: 'info',
+      PGWARD_PUBLIC_HOST: 'localhost',
+      PGWARD_RATE_LIMIT_PER_MINUTE: 6000,
+      PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 12000,
     });
   });
 
@@ -30,6 +33,11 @@ describe('configuration', () => {
     expect(refusal({ NATS_URL: 'http://127.0.0.1:4222' }).message).toBe('invalid configuration: NATS_URL expected a nats:// URL');
     expect(refusal({ EVENTSTORE_URL: 'postgres://x' }).variable).toBe('EVENTSTORE_URL');
     expect(refusal({ PGWARD_LOG_LEVEL: 'loud' }).variable).toBe('PGWARD_LOG_LEVEL');
+  });
+
+  it('requires the three JWT variables together', () => {
+    expect(refusal({ PGWARD_JWKS_URL: 'https://id.example/jwks' }).message).toBe('invalid configuration: PGWARD_JWKS_URL must be set together with PGWARD_JWT_ISSUER and PGWARD_JWT_AUDIENCE');
+    expect(loadConfig({ PGWARD_JWKS_URL: 'https://id.example/jwks', PGWARD_JWT_ISSUER: 'https://id.example', PGWARD_JWT_AUDIENCE: 'pgward' }).PGWARD_JWT_AUDIENCE).toBe('pgward');
   });
 
   it('never echoes a value, which may hold a password', () => {

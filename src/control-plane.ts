@@ -1,0 +1,80 @@
+import { resolve } from 'node:path';
+import type pg from 'pg';
+import { apiKeysProjection } from '../projections/api-keys.js';
+import { projections } from '../projections/index.js';
+import { awaitApplied, awaitCaughtUp } from '../projections/maintenance.js';
+import { findActiveApiKeyByHash } from '../queries/api-keys.js';
+import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
+import type { Config } from './config.js';
+import { loadOrCreateKeyringFile, openSecret, parseKeyring, sealBlob, type Keyring } from './crypto/seal.js';
+import { sha256Hex } from './crypto/tokens.js';
+import type { ControlPlane } from './http/app.js';
+import type { Authenticators, Caller, Role } from './http/plugins/auth.js';
+import { Problem } from './http/problem.js';
+import type { Logger } from './logger.js';
+import type { StateDatabase } from './state.js';
+import type { EventStore } from './store/port.js';
+
+/** How long a write waits for its read models before answering anyway. */
+const SETTLE_MS = 2_000;
+
+/** How long an API-key lookup waits for the key projection before answering 401 (read-your-writes for new keys). */
+const KEY_FRESHNESS_MS = 2_000;
+
+/**
+ * The keyring that seals upstream passwords and stored responses: PGWARD_MASTER_KEY, or for the
+ * embedded default a key generated once into the data directory. A shared state database without
+ * PGWARD_MASTER_KEY is refused: processes would each make their own key.
+ */
+export async function loadKeyring(config: Config, state: StateDatabase): Promise<Keyring> {
+  if (config.PGWARD_MASTER_KEY) return parseKeyring(config.PGWARD_MASTER_KEY);
+  if (state.source === 'PGWARD_STATE_URL') throw new Error('PGWARD_MASTER_KEY is required when PGWARD_STATE_URL is set');
+  return loadOrCreateKeyringFile(resolve(config.PGWARD_DATA_DIR, 'master.key'));
+}
+
+function authenticators(config: Config, store: EventStore, pool: pg.Pool): Authenticators {
+  const lookup = async (hash: string): Promise<Caller | undefined> => {
+    const row = await findActiveApiKeyByHash(pool, hash);
+    return row ? { kind: 'api_key', keyId: row.key_id, orgId: row.org_id, role: row.role as Role } : undefined;
+  };
+  const jwt =
+    config.PGWARD_JWKS_URL && config.PGWARD_JWT_ISSUER && config.PGWARD_JWT_AUDIENCE
+      ? createJwtVerifier({ jwksUrl: config.PGWARD_JWKS_URL, issuer: config.PGWARD_JWT_ISSUER, audience: config.PGWARD_JWT_AUDIENCE })
+      : undefined;
+  return {
+    async apiKey(token) {
+      const hash = sha256Hex(token);
+      const found = await lookup(hash);
+      if (found) return found;
+      return (await awaitCaughtUp(store, pool, apiKeysProjection, KEY_FRESHNESS_MS)) ? lookup(hash) : undefined;
+    },
+    ...(jwt
+      ? {
+          async jwt(token: string) {
+            try {
+              return await jwt.verify(token);
+            } catch (error) {
+              if (error instanceof JwtRejected && error.reason === 'JWKS_UNAVAILABLE') {
+                throw new Problem('SERVICE_UNAVAILABLE', 'the identity provider’s keys cannot be fetched; retry shortly', { headers: { 'retry-after': '5' } });
+              }
+              if (error instanceof JwtRejected) throw new Problem('UNAUTHORIZED', `the JWT was rejected: ${error.message}`, { headers: { 'www-authenticate': 'Bearer realm="pgward", error="invalid_token"' } });
+              throw error;
+            }
+          },
+        }
+      : {}),
+  };
+}
+
+export async function controlPlane(config: Config, state: StateDatabase, store: EventStore, pool: pg.Pool, logger: Logger): Promise<ControlPlane> {
+  const keyring = await loadKeyring(config, state);
+  const settle = async (stream: string, position: bigint): Promise<void> => {
+    if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');
+  };
+  return {
+    deps: { store, pool, keyring, publicHost: config.PGWARD_PUBLIC_HOST, proxyPort: config.PGWARD_PROXY_PORT, now: () => new Date(), settle },
+    authenticators: authenticators(config, store, pool),
+    rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },
+    sealer: { seal: (body, aad) => JSON.stringify(sealBlob(body, keyring, aad)), open: (stored, aad) => openSecret(JSON.parse(stored), keyring, aad) },
+  };
+}

@@ -1,0 +1,71 @@
+import { z } from 'zod';
+
+/** The problem codes of spec §7 that pgward answers with, and their HTTP status. */
+export const problemCatalog = {
+  INVALID_INPUT: { status: 400, title: 'The body or a parameter failed validation; the same request will fail again.' },
+  UNAUTHORIZED: { status: 401, title: 'No credential, or an expired, revoked or malformed one.' },
+  FORBIDDEN: { status: 403, title: 'The caller’s role lacks the permission.' },
+  PLAN_LIMIT_REACHED: { status: 403, title: 'The organization’s plan excludes the feature or a quota is spent; retrying does not help.' },
+  NOT_FOUND: { status: 404, title: 'The resource does not exist or is not visible to the caller.' },
+  METHOD_NOT_ALLOWED: { status: 405, title: 'The path exists, but not for this method; `Allow` lists the accepted ones.' },
+  RESOURCE_EXISTS: { status: 409, title: 'The name or value is taken.' },
+  INVALID_STATE: { status: 409, title: 'The resource’s state forbids the operation.' },
+  IDEMPOTENCY_KEY_REUSED: { status: 409, title: 'The Idempotency-Key was used with a different request.' },
+  CONFLICT: { status: 409, title: 'The request conflicts with the current state.' },
+  PRECONDITION_FAILED: { status: 412, title: 'If-Match does not match the current representation; nothing was modified.' },
+  PAYLOAD_TOO_LARGE: { status: 413, title: 'The body exceeds 2 MB.' },
+  UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'The body is not JSON, or was sent without Content-Type.' },
+  RATE_LIMITED: { status: 429, title: 'The quota for this credential or address is spent; wait Retry-After seconds.' },
+  INTERNAL_ERROR: { status: 500, title: 'The server failed; retrying may help.' },
+  BAD_GATEWAY: { status: 502, title: 'The upstream answered badly.' },
+  SERVICE_UNAVAILABLE: { status: 503, title: 'Temporarily unable; wait Retry-After seconds.' },
+  TIMEOUT: { status: 504, title: 'The upstream took too long.' },
+} as const;
+
+export type ProblemCode = keyof typeof problemCatalog;
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+/** A failure the HTTP layer answers as application/problem+json. */
+export class Problem extends Error {
+  override readonly name = 'Problem';
+  readonly status: number;
+  constructor(
+    readonly code: ProblemCode,
+    readonly detail: string,
+    readonly options: { errors?: FieldError[]; headers?: Record<string, string> } = {},
+  ) {
+    super(detail);
+    this.status = problemCatalog[code].status;
+  }
+}
+
+export function problemType(code: ProblemCode): string {
+  return `/v1/problems/${code}`;
+}
+
+export const ProblemBody = z
+  .object({
+    type: z.string().describe('URI of the code’s catalog entry'),
+    code: z.string().describe('Identity of the condition; branch on it. The set is open.'),
+    status: z.int(),
+    detail: z.string().describe('Free text; may change; never match on it'),
+    request_id: z.string().describe('Repeats the X-Request-Id response header'),
+    errors: z.array(z.object({ field: z.string().describe('Dotted path into the request body or parameter name'), message: z.string() })).optional(),
+  })
+  .meta({ id: 'Problem' });
+export type ProblemBody = z.infer<typeof ProblemBody>;
+
+export function problemBody(problem: Problem, requestId: string): ProblemBody {
+  return {
+    type: problemType(problem.code),
+    code: problem.code,
+    status: problem.status,
+    detail: problem.detail,
+    request_id: requestId,
+    ...(problem.options.errors ? { errors: problem.options.errors } : {}),
+  };
+}

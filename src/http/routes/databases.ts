@@ -1,0 +1,272 @@
+import pg from 'pg';
+import { z } from 'zod';
+import { project } from '../../../commands/projects/project.js';
+import { evolveDatabase, evolveReplica, type DatabaseRow, type ReplicaRow } from '../../../projections/databases.js';
+import { findDatabase, listDatabases, listReplicas, type DatabaseView } from '../../../queries/databases.js';
+import { openSecret, sealSecret } from '../../crypto/seal.js';
+import { SslMode } from '../../events/databases.js';
+import { newId } from '../../ids.js';
+import { decodePageToken, PageQuery, paginate } from '../pagination.js';
+import { Problem } from '../problem.js';
+import { CreateDatabaseRequest, Database, databaseRegistration, fold, toDatabase, UpdateDatabaseRequest, visibleProject } from './projects.js';
+import { execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+
+const ProjectParams = z.object({ project_id: IdParam('project id') });
+const DatabaseParams = ProjectParams.extend({ database_id: IdParam('database id') });
+const ReplicaParams = DatabaseParams.extend({ replica_id: IdParam('replica id') });
+
+const CreateReplicaRequest = z
+  .strictObject({
+    host: z.string().regex(/^[^\s\0]{1,255}$/, { message: 'must be 1-255 characters without whitespace or NUL' }),
+    port: z.int().min(1).max(65_535),
+    ssl_mode: SslMode.default('prefer'),
+  })
+  .meta({ id: 'CreateReplicaRequest' });
+
+const Replica = z
+  .object({ id: z.string(), database_id: z.string(), host: z.string(), port: z.int(), ssl_mode: SslMode, created_at: Timestamp })
+  .meta({ id: 'Replica' });
+
+function toReplica(row: ReplicaRow): z.infer<typeof Replica> {
+  return { id: row.replica_id, database_id: row.database_id, host: row.host, port: row.port, ssl_mode: row.ssl_mode as z.infer<typeof SslMode>, created_at: iso(row.created_at) };
+}
+
+/** The database as stored, from the project's stream: authoritative, and right after a write too. */
+async function databaseFromStream(deps: ApiDeps, projectId: string, databaseId: string): Promise<DatabaseRow | undefined> {
+  const events = await deps.store.readStream(`project-${projectId}`);
+  const row = events.reduce<DatabaseRow | undefined>((current, event) => {
+    const data = JSON.parse(Buffer.from(event.data).toString('utf8')) as { database_id?: string };
+    return data.database_id === databaseId ? (evolveDatabase(current, event) ?? undefined) : current;
+  }, undefined);
+  return row?.status === 'active' ? row : undefined;
+}
+
+async function visibleDatabase(deps: ApiDeps, orgId: string, projectId: string, databaseId: string): Promise<DatabaseView> {
+  await visibleProject(deps, orgId, projectId);
+  const row = (await findDatabase(deps.pool, projectId, databaseId)) ?? (await databaseFromStream(deps, projectId, databaseId));
+  if (!row) throw new Problem('NOT_FOUND', `database ${databaseId} not found in project ${projectId}`);
+  return row;
+}
+
+const TEST_TIMEOUT_MS = 5_000;
+
+export function databaseRoutes(app: Api, deps: ApiDeps): void {
+  app.get(
+    '/v1/projects/:project_id/databases',
+    {
+      schema: {
+        operationId: 'listDatabases',
+        summary: 'List a project’s databases',
+        tags: ['databases'],
+        params: ProjectParams,
+        querystring: PageQuery,
+        response: { 200: z.object({ databases: z.array(Database), next_page_token: z.string() }), ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request) => {
+      const caller = requireRole(request, 'viewer');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const { page_size: size, page_token: token } = request.query;
+      const page = paginate(await listDatabases(deps.pool, projectId, decodePageToken(token), size + 1), size, (row) => row.database_id);
+      return { databases: page.items.map(toDatabase), next_page_token: page.next_page_token };
+    },
+  );
+
+  app.post(
+    '/v1/projects/:project_id/databases',
+    {
+      config: { idempotent: true },
+      schema: {
+        operationId: 'createDatabase',
+        summary: 'Register another upstream database in a project',
+        description: 'The password is write-only: it is sealed with AES-256-GCM and never returned.',
+        tags: ['databases'],
+        params: ProjectParams,
+        body: CreateDatabaseRequest,
+        response: { 201: Database, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'IDEMPOTENCY_KEY_REUSED', 'CONFLICT', 'UNSUPPORTED_MEDIA_TYPE') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'member');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const result = await execute(deps, request, `project-${projectId}`, project, { kind: 'add-database', database: databaseRegistration(request.body, projectId, deps) });
+      const row = fold(evolveDatabase, result.recorded);
+      etag(reply, row.revision);
+      void reply.header('location', `/v1/projects/${projectId}/databases/${row.database_id}`);
+      return reply.code(201).send(toDatabase(row));
+    },
+  );
+
+  app.get(
+    '/v1/projects/:project_id/databases/:database_id',
+    {
+      schema: {
+        operationId: 'getDatabase',
+        summary: 'Get a database',
+        tags: ['databases'],
+        params: DatabaseParams,
+        response: { 200: Database, ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'viewer');
+      const row = await visibleDatabase(deps, caller.orgId, request.params.project_id, request.params.database_id);
+      etag(reply, row.revision);
+      return toDatabase(row);
+    },
+  );
+
+  app.patch(
+    '/v1/projects/:project_id/databases/:database_id',
+    {
+      schema: {
+        operationId: 'updateDatabase',
+        summary: 'Change a database’s settings or password',
+        tags: ['databases'],
+        params: DatabaseParams,
+        body: UpdateDatabaseRequest,
+        response: { 200: Database, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED', 'UNSUPPORTED_MEDIA_TYPE') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'member');
+      const { project_id: projectId, database_id: databaseId } = request.params;
+      await visibleDatabase(deps, caller.orgId, projectId, databaseId);
+      const { password, ...settings } = request.body;
+      const changes = { ...settings, ...(password === undefined ? {} : { password: sealSecret(password, deps.keyring, databaseId) }) };
+      await execute(deps, request, `project-${projectId}`, project, { kind: 'update-database', databaseId, changes, ifRevision: ifMatch(request) });
+      const row = await databaseFromStream(deps, projectId, databaseId);
+      if (!row) throw new Problem('NOT_FOUND', `database ${databaseId} not found in project ${projectId}`);
+      etag(reply, row.revision);
+      return toDatabase(row);
+    },
+  );
+
+  app.delete(
+    '/v1/projects/:project_id/databases/:database_id',
+    {
+      schema: {
+        operationId: 'deleteDatabase',
+        summary: 'Remove a database from a project',
+        tags: ['databases'],
+        params: DatabaseParams,
+        response: { 204: z.null().describe('Removed'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED', 'CONFLICT') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'admin');
+      const { project_id: projectId, database_id: databaseId } = request.params;
+      await visibleDatabase(deps, caller.orgId, projectId, databaseId);
+      await execute(deps, request, `project-${projectId}`, project, { kind: 'remove-database', databaseId, ifRevision: ifMatch(request) });
+      return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    '/v1/projects/:project_id/databases/:database_id/test',
+    {
+      schema: {
+        operationId: 'testDatabase',
+        summary: 'Connect to the upstream database and report its server version',
+        tags: ['databases'],
+        params: DatabaseParams,
+        response: { 200: z.object({ ok: z.boolean(), server_version: z.string().nullable(), error: z.string().nullable(), latency_ms: z.int() }), ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request) => {
+      const caller = requireRole(request, 'member');
+      const { project_id: projectId, database_id: databaseId } = request.params;
+      await visibleDatabase(deps, caller.orgId, projectId, databaseId);
+      const stored = await databaseFromStream(deps, projectId, databaseId);
+      if (!stored) throw new Problem('NOT_FOUND', `database ${databaseId} not found in project ${projectId}`);
+      const started = Date.now();
+      const client = new pg.Client({
+        host: stored.host,
+        port: stored.port,
+        database: stored.name,
+        user: stored.username,
+        password: openSecret(stored.password_sealed, deps.keyring, databaseId),
+        ssl: stored.ssl_mode === 'disable' || stored.ssl_mode === 'allow' || stored.ssl_mode === 'prefer' ? false : { rejectUnauthorized: stored.ssl_mode === 'verify-full' || stored.ssl_mode === 'verify-ca' },
+        connectionTimeoutMillis: TEST_TIMEOUT_MS,
+        application_name: 'pgward-test',
+      });
+      client.on('error', () => undefined);
+      try {
+        await client.connect();
+        const { rows } = await client.query<{ server_version: string }>('show server_version');
+        return { ok: true, server_version: rows[0]?.server_version ?? null, error: null, latency_ms: Date.now() - started };
+      } catch (error) {
+        return { ok: false, server_version: null, error: (error as Error).message, latency_ms: Date.now() - started };
+      } finally {
+        await client.end().catch(() => undefined);
+      }
+    },
+  );
+
+  app.get(
+    '/v1/projects/:project_id/databases/:database_id/replicas',
+    {
+      schema: {
+        operationId: 'listReplicas',
+        summary: 'List a database’s read replicas',
+        tags: ['replicas'],
+        params: DatabaseParams,
+        querystring: PageQuery,
+        response: { 200: z.object({ replicas: z.array(Replica), next_page_token: z.string() }), ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request) => {
+      const caller = requireRole(request, 'viewer');
+      const { project_id: projectId, database_id: databaseId } = request.params;
+      await visibleDatabase(deps, caller.orgId, projectId, databaseId);
+      const { page_size: size, page_token: token } = request.query;
+      const page = paginate(await listReplicas(deps.pool, databaseId, decodePageToken(token), size + 1), size, (row) => row.replica_id);
+      return { replicas: page.items.map(toReplica), next_page_token: page.next_page_token };
+    },
+  );
+
+  app.post(
+    '/v1/projects/:project_id/databases/:database_id/replicas',
+    {
+      config: { idempotent: true },
+      schema: {
+        operationId: 'createReplica',
+        summary: 'Add a read replica to a database',
+        tags: ['replicas'],
+        params: DatabaseParams,
+        body: CreateReplicaRequest,
+        response: { 201: Replica, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'IDEMPOTENCY_KEY_REUSED', 'CONFLICT', 'UNSUPPORTED_MEDIA_TYPE') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'member');
+      const { project_id: projectId, database_id: databaseId } = request.params;
+      await visibleDatabase(deps, caller.orgId, projectId, databaseId);
+      const replica = { replica_id: newId('rep_'), database_id: databaseId, ...request.body };
+      const result = await execute(deps, request, `project-${projectId}`, project, { kind: 'add-replica', replica });
+      const row = fold(evolveReplica, result.recorded);
+      void reply.header('location', `/v1/projects/${projectId}/databases/${databaseId}/replicas/${row.replica_id}`);
+      return reply.code(201).send(toReplica(row));
+    },
+  );
+
+  app.delete(
+    '/v1/projects/:project_id/databases/:database_id/replicas/:replica_id',
+    {
+      schema: {
+        operationId: 'deleteReplica',
+        summary: 'Remove a read replica',
+        tags: ['replicas'],
+        params: ReplicaParams,
+        response: { 204: z.null().describe('Removed'), ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'admin');
+      const { project_id: projectId, database_id: databaseId, replica_id: replicaId } = request.params;
+      await visibleDatabase(deps, caller.orgId, projectId, databaseId);
+      await execute(deps, request, `project-${projectId}`, project, { kind: 'remove-replica', databaseId, replicaId });
+      return reply.code(204).send(null);
+    },
+  );
+}

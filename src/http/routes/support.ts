@@ -1,0 +1,79 @@
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import type pg from 'pg';
+import { z } from 'zod';
+import { handle, type Aggregate, type CommandContext, type Handled } from '../../../commands/handle.js';
+import type { Keyring } from '../../crypto/seal.js';
+import type { EventStore } from '../../store/port.js';
+import { callerOf, type Caller, type Role } from '../plugins/auth.js';
+import { idempotencyKeyOf } from '../plugins/idempotency.js';
+import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
+
+export type Api = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, ZodTypeProvider>;
+
+/** What the routes need: the write side, the read models, and the deployment's public addresses. */
+export interface ApiDeps {
+  readonly store: EventStore & { transaction?: unknown };
+  readonly pool: pg.Pool;
+  readonly keyring: Keyring;
+  /** Host agents use to reach the proxy and the hosted MCP endpoint ({project_host}). */
+  readonly publicHost: string;
+  readonly proxyPort: number;
+  readonly now: () => Date;
+  /** Waits (bounded) until every read model fed by `stream` has applied `position`, so a write is visible to the next read. */
+  readonly settle: (stream: string, position: bigint) => Promise<void>;
+}
+
+const rank: Record<Role, number> = { viewer: 0, member: 1, admin: 2, owner: 3 };
+
+/** Refuses with 403 FORBIDDEN unless the caller's role is at least `minimum` (docs/permissions.md). */
+export function requireRole(request: FastifyRequest, minimum: Role): Caller {
+  const caller = callerOf(request);
+  if (rank[caller.role] < rank[minimum]) throw new Problem('FORBIDDEN', `this operation needs the ${minimum} role or higher; the caller is ${caller.role}`);
+  return caller;
+}
+
+export function actorOf(caller: Caller): string {
+  return caller.kind === 'api_key' ? `api_key:${caller.keyId}` : `user:${caller.subject}`;
+}
+
+export function commandContext(request: FastifyRequest, deps: ApiDeps): CommandContext {
+  const caller = callerOf(request);
+  const idempotencyKey = request.routeOptions.config.idempotent ? idempotencyKeyOf(request) : undefined;
+  return { correlationId: request.id, actor: actorOf(caller), ...(idempotencyKey ? { idempotencyKey } : {}), now: deps.now };
+}
+
+/** The revision an `If-Match` header names, or undefined when absent; `*` matches anything. */
+export function ifMatch(request: FastifyRequest): number | undefined {
+  const header = request.headers['if-match'];
+  if (header === undefined || header === '*') return undefined;
+  const match = typeof header === 'string' ? /^(?:W\/)?"(\d+)"$/.exec(header.trim()) : null;
+  if (!match) throw new Problem('PRECONDITION_FAILED', 'If-Match must be an ETag this API returned, such as "3"');
+  return Number(match[1]);
+}
+
+export function etag(reply: FastifyReply, revision: number): void {
+  void reply.header('etag', `"${revision}"`);
+}
+
+export const IdParam = (name: string) => z.string().regex(/^[a-zA-Z0-9_.-]+$/, { message: 'must match ^[a-zA-Z0-9_.-]+$' }).max(128).describe(`The ${name}`);
+
+/** Error responses an operation documents, each a problem+json body. */
+export function errorResponses(...codes: ProblemCode[]): Record<number, typeof ProblemBody> {
+  const statuses = new Set<number>([400, 401, 429, 500, ...codes.map((code) => problemCatalog[code].status)]);
+  return Object.fromEntries([...statuses].sort().map((status) => [status, ProblemBody]));
+}
+
+export const Timestamp = z.string().describe('ISO 8601 date-time');
+
+export function iso(value: Date | string): string {
+  return (value instanceof Date ? value : new Date(value)).toISOString();
+}
+
+/** Runs a command for a request and returns once the read models show its events (read-your-writes across requests). */
+export async function execute<State, Command>(deps: ApiDeps, request: FastifyRequest, stream: string, aggregate: Aggregate<State, Command>, command: Command): Promise<Handled<State>> {
+  const result = await handle(deps.store, stream, aggregate, command, commandContext(request, deps));
+  const last = result.recorded.at(-1);
+  if (last) await deps.settle(stream, last.position);
+  return result;
+}

@@ -1,0 +1,63 @@
+import { randomBytes } from 'node:crypto';
+import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
+import type pg from 'pg';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import { createOrganization } from '../../commands/organizations/create-organization.js';
+import { projections } from '../../projections/index.js';
+import { runProjection, type RunningProjection } from '../../projections/runner.js';
+import { loadConfig } from '../../src/config.js';
+import { controlPlane } from '../../src/control-plane.js';
+import type { Plan } from '../../src/events/organizations.js';
+import { buildApp } from '../../src/http/app.js';
+import { createPool } from '../../src/pg/pool.js';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
+import { freshDatabase, type TestDatabase } from './pg.js';
+
+export interface TestApi {
+  app: FastifyInstance;
+  store: PostgresEventStore;
+  pool: pg.Pool;
+  database: TestDatabase;
+  /** Creates an organization through the real command and returns its owner key. */
+  org(plan?: Plan, features?: string[]): Promise<{ orgId: string; apiKey: string }>;
+  /** app.inject with `Authorization: Bearer <key>` and a JSON body. */
+  call(key: string, options: InjectOptions): Promise<LightMyRequestResponse>;
+  stop(): Promise<void>;
+}
+
+/** The real control plane (composition, plugins, routes, projections) over a fresh database. */
+export async function startApi(label: string, env: NodeJS.ProcessEnv = {}): Promise<TestApi> {
+  const database = await freshDatabase(label);
+  const store = await createPostgresEventStore(database.url);
+  const pool = createPool(database.url);
+  const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
+  const runners: RunningProjection[] = projections.map((projection) => runProjection({ store, pool, projection }));
+  await Promise.all(runners.map((r) => r.active));
+  const app = await buildApp({
+    logger: pino({ level: 'silent' }),
+    metrics: new Registry(),
+    health: async () => ({}),
+    controlPlane: await controlPlane(config, { url: database.url, source: 'PGWARD_STATE_URL', close: async () => undefined }, store, pool, pino({ level: 'silent' })),
+  });
+  return {
+    app,
+    store,
+    pool,
+    database,
+    async org(plan = 'pro', features) {
+      const created = await createOrganization(store, { name: 'Test org', plan, ...(features ? { features } : {}) }, { correlationId: 'test', actor: 'test' });
+      return { orgId: created.org_id, apiKey: created.api_key };
+    },
+    call(key, options) {
+      return app.inject({ ...options, headers: { authorization: `Bearer ${key}`, ...(options.headers ?? {}) } });
+    },
+    async stop() {
+      await app.close();
+      await Promise.all(runners.map((r) => r.stop()));
+      await store.close();
+      await pool.end();
+      await database.drop();
+    },
+  };
+}
