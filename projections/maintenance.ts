@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { inTransaction } from '../src/pg/transaction.js';
 import type { EventStore } from '../src/store/port.js';
 import { qualified, type Projection } from './projection.js';
 import { applyBatch, ensureReadModel, LIVE_SCHEMA, readCheckpoint, RESET_CHANNEL } from './runner.js';
@@ -99,20 +100,12 @@ export async function rebuildAndVerify(store: EventStore, pool: pg.Pool, project
 /** Empties the live read model and resets its checkpoint; the running projector then replays from position 0. */
 export async function resetProjection(pool: pg.Pool, projection: Projection): Promise<void> {
   await ensureReadModel(pool, projection, LIVE_SCHEMA);
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
+  await inTransaction(pool, async (client) => {
     for (const table of projection.tables) await client.query(`truncate ${qualified(LIVE_SCHEMA, table.name)}`);
     // Reset to -1 rather than delete: the running projector's fenced update then fails and it re-reads the checkpoint.
     await client.query('update pgward.projection_checkpoints set position = -1, updated_at = now() where name = $1', [projection.name]);
     await client.query('select pg_notify($1, $2)', [RESET_CHANNEL, projection.name]);
-    await client.query('commit');
-  } catch (error) {
-    await client.query('rollback').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /**

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { migrate } from '../src/pg/migrate.js';
+import { inTransaction } from '../src/pg/transaction.js';
 import type { EventStore } from '../src/store/port.js';
 import { batches } from '../src/store/batches.js';
 import { projectionTx, tableDdl, type Projection } from './projection.js';
@@ -46,9 +47,7 @@ export async function applyBatch(
   from: bigint,
   to: bigint,
 ): Promise<void> {
-  const client = await pool.connect();
-  try {
-    await client.query('begin');
+  await inTransaction(pool, async (client) => {
     await projection.apply(projectionTx(client, schema), events);
     const moved =
       from === -1n
@@ -63,13 +62,7 @@ export async function applyBatch(
             to,
           ]);
     if (moved.rowCount !== 1) throw new CheckpointMoved(`projection ${projection.name}: checkpoint moved away from ${from}`);
-    await client.query('commit');
-  } catch (error) {
-    await client.query('rollback').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 export interface RunnerHooks {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { parseKeyring } from './crypto/seal.js';
 
 const port = z.coerce.number({ message: 'expected a port number' }).int('expected a port number').min(1, 'expected a port number from 1 to 65535').max(65535, 'expected a port number from 1 to 65535');
 const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, message: 'expected a postgresql:// URL' });
@@ -15,7 +16,16 @@ export const ConfigSchema = z.object({
   PGWARD_LISTEN_HOST: z.string().min(1, 'expected a host address').default('127.0.0.1'),
   PGWARD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PGWARD_PUBLIC_HOST: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, 'expected a host name').default('localhost'),
-  PGWARD_MASTER_KEY: z.string().min(1, 'expected a base64 32-byte key or kid:key,... list').optional(),
+  PGWARD_MASTER_KEY: z
+    .string()
+    .superRefine((spec, ctx) => {
+      try {
+        parseKeyring(spec);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: `expected a base64 32-byte key or kid:base64key entries, current first (${(error as Error).message})` });
+      }
+    })
+    .optional(),
   PGWARD_JWKS_URL: z.url({ protocol: /^https?$/, message: 'expected an http(s) URL of a JWKS' }).optional(),
   PGWARD_JWT_ISSUER: z.string().min(1, 'expected the issuer JWTs carry').optional(),
   PGWARD_JWT_AUDIENCE: z.string().min(1, 'expected the audience JWTs carry').optional(),

@@ -11,8 +11,11 @@ import type { Logger } from './logger.js';
 import { createMetrics, instrumentStore } from './metrics.js';
 import { createPool } from './pg/pool.js';
 import { openStateDatabase } from './state.js';
+import { startSweeps } from './sweeps.js';
 import type { EventStore } from './store/port.js';
 import { createPostgresEventStore } from './store/postgres.js';
+
+const SWEEP_INTERVAL_MS = 5_000;
 
 export interface Running {
   readonly httpUrl: string;
@@ -93,6 +96,11 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       }
       return lags;
     });
+
+    if (roles.has('api')) {
+      const sweeps = startSweeps({ store, pool, logger, intervalMs: SWEEP_INTERVAL_MS });
+      cleanup.push(() => sweeps.stop());
+    }
 
     const app = await buildApp({
       ...(roles.has('api') ? { controlPlane: await controlPlane(config, state, store, pool, logger) } : {}),

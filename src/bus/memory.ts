@@ -4,11 +4,9 @@
  * its delivered, unacknowledged messages; a failed message counts against maxInFlight until it is
  * acknowledged, as with JetStream's max_ack_pending.
  */
-import type { BusMessage, ConsumeOptions, Consumer, DecisionBus, Delivery } from './port.js';
+import { consumeSettings, type BusMessage, type ConsumeOptions, type Consumer, type DecisionBus, type Delivery } from './port.js';
 
 const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
-const DEFAULT_MAX_IN_FLIGHT = 1;
-const DEFAULT_RETRY_DELAY_MS = 1_000;
 /** Messages every durable has acknowledged are dropped from the log in batches of this size. */
 const COMPACT_BATCH = 1_024;
 
@@ -187,14 +185,3 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
   };
 }
 
-function consumeSettings(options: ConsumeOptions): { maxInFlight: number; retryDelayMs: number } {
-  const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
-  const retryDelayMs = options.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS;
-  if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
-    throw new RangeError(`maxInFlight must be an integer >= 1, got ${maxInFlight}`);
-  }
-  if (!Number.isFinite(retryDelayMs) || retryDelayMs < 0) {
-    throw new RangeError(`retryDelayMs must be a finite number >= 0, got ${retryDelayMs}`);
-  }
-  return { maxInFlight, retryDelayMs };
-}

@@ -17,14 +17,12 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
-import type { ConsumeOptions, Consumer, DecisionBus } from './port.js';
+import { consumeSettings, type ConsumeOptions, type Consumer, type DecisionBus } from './port.js';
 
 const DEFAULT_STREAM = 'PGWARD_DECISIONS';
 const DEFAULT_SUBJECT = 'pgward.decisions';
 const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 const DEFAULT_ACK_WAIT_MS = 30_000;
-const DEFAULT_MAX_IN_FLIGHT = 1;
-const DEFAULT_RETRY_DELAY_MS = 1_000;
 
 export interface NatsBusOptions {
   /** e.g. nats://127.0.0.1:4222 */
@@ -209,17 +207,6 @@ function messageId(msg: JsMsg): string {
   return msg.headers?.get(PubHeaders.MsgIdHdr) || `nats-seq-${msg.seq}`;
 }
 
-function consumeSettings(options: ConsumeOptions): { maxInFlight: number; retryDelayMs: number } {
-  const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
-  const retryDelayMs = options.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS;
-  if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
-    throw new RangeError(`maxInFlight must be an integer >= 1, got ${maxInFlight}`);
-  }
-  if (!Number.isFinite(retryDelayMs) || retryDelayMs < 0) {
-    throw new RangeError(`retryDelayMs must be a finite number >= 0, got ${retryDelayMs}`);
-  }
-  return { maxInFlight, retryDelayMs };
-}
 
 /** An ack or nak that cannot be sent (the connection is gone) leaves the message to be redelivered after ack_wait. */
 function settle(send: () => void): void {

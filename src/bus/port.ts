@@ -27,6 +27,22 @@ export interface ConsumeOptions {
   readonly retryDelayMs?: number;
 }
 
+export const DEFAULT_MAX_IN_FLIGHT = 1;
+export const DEFAULT_RETRY_DELAY_MS = 1000;
+
+/** The options every adapter applies, defaults filled in; out-of-range values are refused. */
+export function consumeSettings(options: ConsumeOptions): { maxInFlight: number; retryDelayMs: number } {
+  const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+  const retryDelayMs = options.retryDelayMs ?? DEFAULT_RETRY_DELAY_MS;
+  if (!Number.isInteger(maxInFlight) || maxInFlight < 1) {
+    throw new RangeError(`maxInFlight must be an integer >= 1, got ${maxInFlight}`);
+  }
+  if (!Number.isFinite(retryDelayMs) || retryDelayMs < 0) {
+    throw new RangeError(`retryDelayMs must be a finite number >= 0, got ${retryDelayMs}`);
+  }
+  return { maxInFlight, retryDelayMs };
+}
+
 export interface Consumer {
   /** Stops taking messages; waits for handlers in flight. Unacknowledged messages stay on the bus. */
   stop(): Promise<void>;

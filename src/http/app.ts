@@ -6,8 +6,10 @@ import { installConventions, requestId } from './conventions.js';
 import { installAuth, type Authenticators } from './plugins/auth.js';
 import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
+import { agentRoutes } from './routes/agents.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { databaseRoutes } from './routes/databases.js';
+import { policyRoutes } from './routes/policies.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { projectRoutes } from './routes/projects.js';
 import type { ApiDeps } from './routes/support.js';
@@ -75,7 +77,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     discoveryRoutes(api);
     projectRoutes(api, plane.deps);
     databaseRoutes(api, plane.deps);
+    policyRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
+    agentRoutes(api, plane.deps);
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
   }
   return app;

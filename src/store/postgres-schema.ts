@@ -24,7 +24,9 @@ create table if not exists pgward.events (
 create or replace function pgward.append_events(
   p_stream text, p_expected text, p_ids uuid[], p_types text[], p_data bytea[], p_metadata bytea[]
 ) returns table (outcome text, actual integer, last_position bigint)
-language plpgsql as $$
+-- Every lookup here is meant to use an index. Plans cached while the table was small and never
+-- analyzed would otherwise scan it whole on each append (measured: 20-30 ms per append at 100k events).
+language plpgsql set enable_seqscan = off as $$
 declare
   v_count integer := cardinality(p_ids);
   v_actual integer;

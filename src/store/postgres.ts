@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { migrate } from '../pg/migrate.js';
+import { inTransaction } from '../pg/transaction.js';
 import { createPool } from '../pg/pool.js';
 import { eventStoreSchemaSql } from './postgres-schema.js';
 import {
@@ -124,20 +125,8 @@ export async function createPostgresEventStore(connectionString: string, options
 
     append: (stream, events, expected) => appendWith(pool, stream, events, expected),
 
-    async transaction<T>(work: (tx: Pick<EventStore, 'append'>) => Promise<T>): Promise<T> {
-      const client = await pool.connect();
-      try {
-        await client.query('begin');
-        const result = await work({ append: (stream, events, expected) => appendWith(client, stream, events, expected) });
-        await client.query('commit');
-        return result;
-      } catch (error) {
-        await client.query('rollback').catch(() => undefined);
-        throw error;
-      } finally {
-        client.release();
-      }
-    },
+    transaction: <T>(work: (tx: Pick<EventStore, 'append'>) => Promise<T>): Promise<T> =>
+      inTransaction(pool, (client) => work({ append: (stream, events, expected) => appendWith(client, stream, events, expected) })),
 
     async readStream(stream, fromRevision = 0) {
       const { rows } = await pool.query<EventRow>(

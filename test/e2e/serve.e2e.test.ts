@@ -5,6 +5,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { projections } from '../../projections/index.js';
 import { freePort } from '../support/free-port.js';
 
 const bin = resolve('bin/pgward.js');
@@ -70,7 +71,7 @@ describe('pgward serve, the embedded default', () => {
         read_models: { ok: true, detail: 'embedded (started)' },
         event_store: { ok: true, detail: 'postgres' },
         bus: { ok: true, detail: 'memory' },
-        projector: { ok: true, detail: '2 projections running' },
+        projector: { ok: true, detail: `${projections.length} projections running` },
       },
     });
     expect(first.output()).toContain(`pgward listening: HTTP http://127.0.0.1:${httpPort}`);
@@ -96,10 +97,7 @@ describe('pgward serve, the embedded default', () => {
       const verify = cli(['projections', 'rebuild', '--verify']);
       expect(verify.status).toBe(0);
       const results = JSON.parse(verify.stdout) as { name: string; identical: boolean; live: Record<string, { rows: number }> }[];
-      expect(results.map((r) => [r.name, r.identical])).toEqual([
-        ['organizations', true],
-        ['projects', true],
-      ]);
+      expect(results.map((r) => [r.name, r.identical])).toEqual(projections.map((p) => [p.name, true]));
       expect(results[0]!.live.organizations!.rows).toBe(1);
     } finally {
       second.child.kill('SIGINT');

@@ -1,0 +1,135 @@
+import type { z } from 'zod';
+import type { CatalogEvent } from '../../src/events/catalog.js';
+import {
+  CredentialDisabled,
+  CredentialEnabled,
+  CredentialExpired,
+  CredentialRegistered,
+  CredentialRevoked,
+  CredentialRotated,
+  CredentialUsed,
+} from '../../src/events/credentials.js';
+import { DomainError } from '../domain-error.js';
+import { emit, type Aggregate, type Emit } from '../handle.js';
+
+export type CredentialStatus = 'active' | 'disabled' | 'revoked';
+
+/**
+ * One agent credential per stream (`credential-<id>`). `revision` counts every event of the
+ * stream, CredentialUsed included, so it equals the read model's revision: the ETag.
+ */
+export interface CredentialState {
+  readonly exists: boolean;
+  readonly credentialId?: string;
+  readonly status: CredentialStatus;
+  readonly expiresAt: string | null;
+  /** A CredentialExpired event is on the stream. */
+  readonly expiryRecorded: boolean;
+  readonly secretVersion: number;
+  readonly revision: number;
+}
+
+type Registration = z.input<typeof CredentialRegistered.schema>;
+export type Secrets = Pick<Registration, 'scram' | 'token_hash' | 'token_prefix'>;
+
+export type CredentialCommand =
+  | { readonly kind: 'register'; readonly credential: Registration }
+  | { readonly kind: 'set-status'; readonly status: 'active' | 'disabled'; readonly ifRevision?: number }
+  | { readonly kind: 'rotate'; readonly secrets: Secrets; readonly ifRevision?: number }
+  | { readonly kind: 'revoke'; readonly ifRevision?: number }
+  | { readonly kind: 'expire' };
+
+function evolve(state: CredentialState, event: CatalogEvent): CredentialState {
+  const next = { ...state, revision: event.revision };
+  switch (event.type) {
+    case CredentialRegistered.type:
+      return { ...next, exists: true, credentialId: event.data.credential_id, status: 'active', expiresAt: event.data.expires_at, secretVersion: 1 };
+    case CredentialRotated.type:
+      return { ...next, secretVersion: event.data.secret_version };
+    case CredentialDisabled.type:
+      return { ...next, status: 'disabled' };
+    case CredentialEnabled.type:
+      return { ...next, status: 'active' };
+    case CredentialRevoked.type:
+      return { ...next, status: 'revoked' };
+    case CredentialExpired.type:
+      return { ...next, expiryRecorded: true };
+    case CredentialUsed.type:
+      return next;
+    default:
+      return state;
+  }
+}
+
+/** Fail-closed expiry: unusable from the instant expires_at passes, whether or not a sweep recorded it. */
+export function isExpired(expiresAt: string | null, now: string): boolean {
+  return expiresAt !== null && Date.parse(expiresAt) <= Date.parse(now);
+}
+
+function precondition(state: CredentialState, expected: number | undefined): DomainError | undefined {
+  if (expected !== undefined && expected !== state.revision) {
+    return new DomainError('PRECONDITION_FAILED', `the credential is at revision ${state.revision}, not ${expected}: fetch it again and retry with its ETag`);
+  }
+  return undefined;
+}
+
+function refusedWhenRevoked(state: CredentialState, what: string): DomainError | undefined {
+  return state.status === 'revoked' ? new DomainError('INVALID_STATE', `the credential is revoked, which is permanent: it cannot be ${what}; register a new one`) : undefined;
+}
+
+function refusedWhenExpired(state: CredentialState, what: string, now: string): DomainError | undefined {
+  return isExpired(state.expiresAt, now) ? new DomainError('INVALID_STATE', `the credential expired at ${state.expiresAt}: it cannot be ${what}; register a new one`) : undefined;
+}
+
+/** The kill-switch. Asking for the state the credential is already in decides nothing: 200, no event. */
+function setStatus(state: CredentialState, target: 'active' | 'disabled', now: string): Emit[] | DomainError {
+  const refused = refusedWhenRevoked(state, 're-enabled or disabled') ?? (target === 'active' ? refusedWhenExpired(state, 're-enabled', now) : undefined);
+  if (refused) return refused;
+  if (state.status === target) return [];
+  const credentialId = state.credentialId!;
+  return target === 'disabled' ? [emit(CredentialDisabled, { credential_id: credentialId, reason: '' })] : [emit(CredentialEnabled, { credential_id: credentialId })];
+}
+
+function rotate(state: CredentialState, secrets: Secrets, now: string): Emit[] | DomainError {
+  const refused = refusedWhenRevoked(state, 'rotated') ?? refusedWhenExpired(state, 'rotated', now);
+  if (refused) return refused;
+  if (state.status === 'disabled') {
+    return new DomainError('INVALID_STATE', 'the credential is disabled: rotation is defined from active only (spec §3.1); enable it first, then rotate');
+  }
+  return [emit(CredentialRotated, { credential_id: state.credentialId!, ...secrets, secret_version: state.secretVersion + 1 })];
+}
+
+/** Records a passed expiry once; a revoked credential needs no record, and an unexpired one cannot get one. */
+function expire(state: CredentialState, now: string): Emit[] | DomainError {
+  if (state.expiryRecorded || state.status === 'revoked') return [];
+  if (!isExpired(state.expiresAt, now)) return new DomainError('INVALID_STATE', 'the credential has not expired');
+  return [emit(CredentialExpired, { credential_id: state.credentialId!, expired_at: state.expiresAt! })];
+}
+
+function decide(state: CredentialState, command: CredentialCommand, now: string): Emit[] | DomainError {
+  if (command.kind === 'register') {
+    if (state.exists) return new DomainError('RESOURCE_EXISTS', `credential ${command.credential.credential_id} already exists`);
+    if (isExpired(command.credential.expires_at, now)) return new DomainError('INVALID_INPUT', 'expires_at must be in the future');
+    return [emit(CredentialRegistered, command.credential)];
+  }
+  if (!state.exists) return new DomainError('NOT_FOUND', 'credential not found');
+  switch (command.kind) {
+    case 'set-status':
+      return precondition(state, command.ifRevision) ?? setStatus(state, command.status, now);
+    case 'rotate':
+      return precondition(state, command.ifRevision) ?? rotate(state, command.secrets, now);
+    case 'revoke':
+      return (
+        precondition(state, command.ifRevision) ??
+        refusedWhenRevoked(state, 'revoked again') ?? [emit(CredentialRevoked, { credential_id: state.credentialId!, reason: '' })]
+      );
+    case 'expire':
+      return expire(state, now);
+  }
+}
+
+export const credential: Aggregate<CredentialState, CredentialCommand> = {
+  initial: { exists: false, status: 'active', expiresAt: null, expiryRecorded: false, secretVersion: 0, revision: -1 },
+  evolve,
+  decide,
+};

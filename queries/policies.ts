@@ -1,0 +1,15 @@
+import type pg from 'pg';
+import type { PolicyRow } from '../projections/policies.js';
+
+export async function findPolicy(db: pg.Pool, projectId: string, policyId: string): Promise<PolicyRow | undefined> {
+  const { rows } = await db.query<{ row: PolicyRow }>(`select to_jsonb(p) as row from rm.policies p where project_id = $1 and policy_id = $2 and status = 'active'`, [projectId, policyId]);
+  return rows[0]?.row;
+}
+
+export async function listPolicies(db: pg.Pool, projectId: string, after: string | undefined, limit: number): Promise<PolicyRow[]> {
+  const { rows } = await db.query<{ row: PolicyRow }>(
+    `select to_jsonb(p) as row from rm.policies p where project_id = $1 and status = 'active' and ($2::text is null or policy_id > $2) order by policy_id limit $3`,
+    [projectId, after ?? null, limit],
+  );
+  return rows.map((r) => r.row);
+}

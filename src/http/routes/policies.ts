@@ -1,0 +1,226 @@
+import { z } from 'zod';
+import { policy } from '../../../commands/policies/policy.js';
+import { evolvePolicy, type PolicyRow } from '../../../projections/policies.js';
+import { countLiveCredentialsUsingPolicy } from '../../../queries/credentials.js';
+import { findPolicy, listPolicies } from '../../../queries/policies.js';
+import { HoneytokenId, QualifiedColumn, StatementKind, text } from '../../events/fields.js';
+import { AuditMode, MaskMode } from '../../events/policies.js';
+import { newId } from '../../ids.js';
+import { decodePageToken, PageQuery, paginate } from '../pagination.js';
+import { Problem } from '../problem.js';
+import { fold, visibleProject } from './projects.js';
+import { errorResponses, etag, execute, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+
+const identifier = '[^.\\s\\0]{1,63}';
+const AllowedTable = z
+  .string()
+  .regex(new RegExp(`^${identifier}\\.(${identifier}|\\*)$`), { message: 'must be schema.table or schema.*' })
+  .describe('A schema-qualified table, or every table of a schema as schema.*');
+
+const Approval = z.strictObject({
+  held_kinds: z.array(StatementKind).max(32).default([]).describe('Statement kinds held for a human decision, e.g. update, delete, ddl'),
+  row_threshold: z.int().min(0).nullable().default(null).describe('Also hold statements estimated to touch more rows; null for none'),
+  expiry_seconds: z.int().min(1).max(604_800).default(3600).describe('An undecided request lapses after this'),
+});
+
+const policyShape = {
+  name: text(128, 1),
+  read_only: z.boolean().describe('Only statements proven read-only run'),
+  allowed_tables: z.array(AllowedTable).max(10_000).describe('Empty allows no table'),
+  masked_columns: z.record(QualifiedColumn, MaskMode).describe('schema.table.column → mask'),
+  max_rows: z.int().min(1).nullable().describe('Results are capped at this many rows; null for no cap'),
+  queries_per_day: z.int().min(0).describe('Per credential; 0 means no limit'),
+  bytes_per_month: z.int().min(0).describe('Bytes returned per credential per month; 0 means no limit'),
+  approval: Approval,
+  honeytokens: z.array(HoneytokenId).max(1_000),
+  audit_mode: AuditMode.describe('strict refuses a statement whose audit record cannot be handed over'),
+  allow_catalog: z.boolean().describe('Whether pg_catalog and information_schema may be read'),
+};
+
+const CreatePolicyRequest = z
+  .strictObject({
+    name: policyShape.name,
+    read_only: policyShape.read_only.default(true),
+    allowed_tables: policyShape.allowed_tables.default([]),
+    masked_columns: policyShape.masked_columns.default({}),
+    max_rows: policyShape.max_rows.default(null),
+    queries_per_day: policyShape.queries_per_day.default(0),
+    bytes_per_month: policyShape.bytes_per_month.default(0),
+    approval: Approval.default({ held_kinds: [], row_threshold: null, expiry_seconds: 3600 }),
+    honeytokens: policyShape.honeytokens.default([]),
+    audit_mode: policyShape.audit_mode.default('best_effort'),
+    allow_catalog: policyShape.allow_catalog.default(false),
+  })
+  .meta({ id: 'CreatePolicyProfileRequest' });
+
+const UpdatePolicyRequest = z
+  .strictObject(policyShape)
+  .partial()
+  .refine((body) => Object.keys(body).length > 0, { message: 'name at least one field to change' })
+  .meta({ id: 'UpdatePolicyProfileRequest' });
+
+const PolicyProfile = z
+  .object({
+    id: z.string(),
+    project_id: z.string(),
+    ...policyShape,
+    approval: z.object({ held_kinds: z.array(z.string()), row_threshold: z.int().nullable(), expiry_seconds: z.int() }),
+    version: z.int().describe('Increments with every change'),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: 'PolicyProfile' });
+
+function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
+  return {
+    id: row.policy_id,
+    project_id: row.project_id,
+    name: row.name,
+    read_only: row.read_only,
+    allowed_tables: row.allowed_tables,
+    masked_columns: row.masked_columns,
+    max_rows: row.max_rows,
+    queries_per_day: row.queries_per_day,
+    bytes_per_month: Number(row.bytes_per_month),
+    approval: row.approval,
+    honeytokens: row.honeytokens,
+    audit_mode: row.audit_mode as z.infer<typeof AuditMode>,
+    allow_catalog: row.allow_catalog,
+    version: row.version,
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+  };
+}
+
+/** Events carry 64-bit counts as decimal strings. */
+function toEventFields<T extends { bytes_per_month?: number }>(body: T): Omit<T, 'bytes_per_month'> & { bytes_per_month?: string } {
+  const { bytes_per_month: bytes, ...rest } = body;
+  return { ...rest, ...(bytes === undefined ? {} : { bytes_per_month: String(bytes) }) };
+}
+
+async function policyFromStream(deps: ApiDeps, policyId: string): Promise<PolicyRow | undefined> {
+  const events = await deps.store.readStream(`policy-${policyId}`);
+  return events.reduce<PolicyRow | undefined>((row, event) => evolvePolicy(row, event) ?? undefined, undefined);
+}
+
+/** The caller's live policy in the project (from the stream when the read model has not caught up), else 404. */
+export async function visiblePolicy(deps: ApiDeps, orgId: string, projectId: string, policyId: string): Promise<PolicyRow> {
+  await visibleProject(deps, orgId, projectId);
+  const row = (await findPolicy(deps.pool, projectId, policyId)) ?? (await policyFromStream(deps, policyId));
+  if (!row || row.project_id !== projectId || row.status !== 'active') throw new Problem('NOT_FOUND', `policy ${policyId} not found in project ${projectId}`);
+  return row;
+}
+
+const ProjectParams = z.object({ project_id: IdParam('project id') });
+const PolicyParams = ProjectParams.extend({ policy_id: IdParam('policy id') });
+
+export function policyRoutes(app: Api, deps: ApiDeps): void {
+  app.get(
+    '/v1/projects/:project_id/policies',
+    {
+      schema: {
+        operationId: 'listPolicyProfiles',
+        summary: 'List a project’s policy profiles',
+        tags: ['policies'],
+        params: ProjectParams,
+        querystring: PageQuery,
+        response: { 200: z.object({ policies: z.array(PolicyProfile), next_page_token: z.string() }), ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request) => {
+      const caller = requireRole(request, 'viewer');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const { page_size: size, page_token: token } = request.query;
+      const page = paginate(await listPolicies(deps.pool, projectId, decodePageToken(token), size + 1), size, (row) => row.policy_id);
+      return { policies: page.items.map(toPolicy), next_page_token: page.next_page_token };
+    },
+  );
+
+  app.post(
+    '/v1/projects/:project_id/policies',
+    {
+      config: { idempotent: true },
+      schema: {
+        operationId: 'createPolicyProfile',
+        summary: 'Create a policy profile',
+        description: 'One profile governs an agent on the wire and on MCP alike: read-only, table allowlist, column masks, row cap, budgets, approvals, honeytokens.',
+        tags: ['policies'],
+        params: ProjectParams,
+        body: CreatePolicyRequest,
+        response: { 201: PolicyProfile, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'IDEMPOTENCY_KEY_REUSED', 'CONFLICT', 'UNSUPPORTED_MEDIA_TYPE') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'member');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const policyId = newId('pol_');
+      const fields = toEventFields(request.body) as Required<ReturnType<typeof toEventFields<typeof request.body>>>;
+      const result = await execute(deps, request, `policy-${policyId}`, policy, { kind: 'create', policy: { policy_id: policyId, project_id: projectId, ...fields } });
+      const row = fold(evolvePolicy, result.recorded);
+      etag(reply, row.revision);
+      void reply.header('location', `/v1/projects/${projectId}/policies/${policyId}`);
+      return reply.code(201).send(toPolicy(row));
+    },
+  );
+
+  app.get(
+    '/v1/projects/:project_id/policies/:policy_id',
+    {
+      schema: {
+        operationId: 'getPolicyProfile',
+        summary: 'Get a policy profile',
+        tags: ['policies'],
+        params: PolicyParams,
+        response: { 200: PolicyProfile, ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'viewer');
+      const row = await visiblePolicy(deps, caller.orgId, request.params.project_id, request.params.policy_id);
+      etag(reply, row.revision);
+      return toPolicy(row);
+    },
+  );
+
+  app.patch(
+    '/v1/projects/:project_id/policies/:policy_id',
+    {
+      schema: {
+        operationId: 'updatePolicyProfile',
+        summary: 'Change a policy profile; live sessions pick up the new version',
+        tags: ['policies'],
+        params: PolicyParams,
+        body: UpdatePolicyRequest,
+        response: { 200: PolicyProfile, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED', 'UNSUPPORTED_MEDIA_TYPE') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'member');
+      const current = await visiblePolicy(deps, caller.orgId, request.params.project_id, request.params.policy_id);
+      const result = await execute(deps, request, `policy-${current.policy_id}`, policy, { kind: 'update', changes: toEventFields(request.body), ifRevision: ifMatch(request) });
+      const row = fold(evolvePolicy, result.recorded, current);
+      etag(reply, row.revision);
+      return toPolicy(row);
+    },
+  );
+
+  app.delete(
+    '/v1/projects/:project_id/policies/:policy_id',
+    {
+      schema: {
+        operationId: 'deletePolicyProfile',
+        summary: 'Delete a policy profile that no live credential uses',
+        tags: ['policies'],
+        params: PolicyParams,
+        response: { 204: z.null().describe('Deleted'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED', 'CONFLICT') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'admin');
+      const current = await visiblePolicy(deps, caller.orgId, request.params.project_id, request.params.policy_id);
+      const inUse = await countLiveCredentialsUsingPolicy(deps.pool, current.policy_id);
+      await execute(deps, request, `policy-${current.policy_id}`, policy, { kind: 'delete', inUse, ifRevision: ifMatch(request) });
+      return reply.code(204).send(null);
+    },
+  );
+}

@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { startEmbeddedPostgres } from '../../src/pg/embedded.js';
+import { freePort } from '../support/free-port.js';
+
+export interface BenchServer {
+  /** Which server this is, for the report. */
+  readonly label: string;
+  /** URL of a throwaway database on it. */
+  readonly url: string;
+}
+
+async function admin(url: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+async function withThrowawayDatabase<T>(serverUrl: string, label: string, work: (server: BenchServer) => Promise<T>): Promise<T> {
+  const name = `pgward_bench_${randomBytes(4).toString('hex')}`;
+  await admin(serverUrl, `create database ${name}`);
+  try {
+    const url = new URL(serverUrl);
+    url.pathname = `/${name}`;
+    return await work({ label: `${label}, database ${name}`, url: url.toString() });
+  } finally {
+    await admin(serverUrl, `drop database if exists ${name} with (force)`);
+  }
+}
+
+/**
+ * Runs `work` against a throwaway database on the server of PGWARD_BENCH_PG_URL or PGWARD_TEST_PG_URL,
+ * else on an embedded PostgreSQL in a temp dir; drops the database and stops the server afterwards, also on error.
+ */
+export async function withBenchServer<T>(work: (server: BenchServer) => Promise<T>): Promise<T> {
+  const variable = ['PGWARD_BENCH_PG_URL', 'PGWARD_TEST_PG_URL'].find((name) => process.env[name]);
+  if (variable) {
+    const given = process.env[variable]!;
+    return withThrowawayDatabase(given, `${variable} (${new URL(given).host})`, work);
+  }
+  const dir = await mkdtemp(join(tmpdir(), 'pgward-bench-'));
+  try {
+    const embedded = await startEmbeddedPostgres({ dir, port: await freePort() });
+    try {
+      return await withThrowawayDatabase(embedded.url, `embedded PostgreSQL in ${dir} (127.0.0.1:${embedded.port})`, work);
+    } finally {
+      await embedded.stop();
+    }
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
