@@ -35,7 +35,7 @@ export type ReplicaRow = {
   created_at: string;
 };
 
-function databaseIdOf(event: RecordedEvent): string | undefined {
+export function databaseIdOf(event: RecordedEvent): string | undefined {
   switch (event.type) {
     case DatabaseRegistered.type:
       return decodeWith(DatabaseRegistered, event).data.database_id;

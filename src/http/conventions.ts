@@ -92,6 +92,11 @@ export function installConventions(app: FastifyInstance): void {
 
   app.setErrorHandler((error, request, reply) => sendProblem(reply, toProblem(error, request)));
 
+  // Clients often send Content-Type: application/json on a DELETE or POST without a body; that is no body, not bad JSON.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => (body === '' ? done(null, undefined) : parseJson(request, String(body), done)));
+
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!;
     const allowed = [...new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))].filter((m) => m !== 'HEAD').sort();

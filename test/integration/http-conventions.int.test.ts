@@ -254,3 +254,15 @@ describe('OpenAPI and discovery', () => {
     expect(['registration', 'rotation', 'kill_switch', 'revocation'].map((k) => (body[k] as { method: string }).method)).toEqual(['POST', 'POST', 'PATCH', 'DELETE']);
   });
 });
+
+describe('bodies', () => {
+  it('treats an empty body sent with Content-Type: application/json as no body, and bad JSON as 400', async () => {
+    const created = await api.call(owner.apiKey, { method: 'POST', url: '/v1/projects', payload: projectBody(owner.orgId, 'Empty body') });
+    const id = (created.json() as { project: { id: string } }).project.id;
+    const deleted = await api.call(owner.apiKey, { method: 'DELETE', url: `/v1/projects/${id}`, headers: { 'content-type': 'application/json' } });
+    expect(deleted.statusCode).toBe(204);
+    const bad = await api.call(owner.apiKey, { method: 'POST', url: '/v1/projects', headers: { 'content-type': 'application/json' }, payload: '{"name": ' });
+    expect(bad.statusCode).toBe(400);
+    expect(problem(bad).code).toBe('INVALID_INPUT');
+  });
+});

@@ -4,9 +4,7 @@ import { z } from 'zod';
 import { credential, isExpired, type Secrets } from '../../../commands/credentials/credential.js';
 import { evolveCredential, type CredentialRow } from '../../../projections/credentials.js';
 import { evolveDatabase, type DatabaseRow } from '../../../projections/databases.js';
-import { evolveOrganization, type OrganizationRow } from '../../../projections/organizations.js';
 import { findCredential, listCredentials, type CredentialView } from '../../../queries/credentials.js';
-import { findOrganization } from '../../../queries/organizations.js';
 import { createScramVerifier } from '../../crypto/scram.js';
 import { displayPrefix, newSecret, sha256Hex } from '../../crypto/tokens.js';
 import { PrincipalType } from '../../events/credentials.js';
@@ -17,10 +15,10 @@ import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { agentCredentialDiscovery } from './discovery.js';
 import { visiblePolicy } from './policies.js';
-import { fold, visibleProject } from './projects.js';
-import { execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { fold, visibleProject, visibleOrganization } from './projects.js';
+import { execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, foldStream } from './support.js';
 
-export const AGENT_TOKEN_PREFIX = 'pgw_agt_';
+const AGENT_TOKEN_PREFIX = 'pgw_agt_';
 
 const ProjectParams = z.object({ project_id: IdParam('project id') });
 const AgentParams = ProjectParams.extend({ agent_id: IdParam('agent credential id') });
@@ -101,18 +99,11 @@ function secretsBody(deps: ApiDeps, row: CredentialRow, database: DatabaseRow, i
   };
 }
 
-async function organizationOf(deps: ApiDeps, orgId: string): Promise<OrganizationRow | undefined> {
-  const row = await findOrganization(deps.pool, orgId);
-  if (row) return row;
-  const events = await deps.store.readStream(`org-${orgId}`);
-  return events.reduce<OrganizationRow | undefined>((current, event) => evolveOrganization(current, event) ?? undefined, undefined);
-}
-
 /** The caller, once its role suffices and its organization has the `agent-gateway` feature (spec §4.2, §9). */
 async function agentCaller(deps: ApiDeps, request: FastifyRequest, minimum: Role): Promise<Caller> {
   const caller = requireRole(request, minimum);
   const feature = agentCredentialDiscovery.feature_flag;
-  if (!(await organizationOf(deps, caller.orgId))?.features.includes(feature)) {
+  if (!(await visibleOrganization(deps, caller.orgId))?.features.includes(feature)) {
     throw new Problem('PLAN_LIMIT_REACHED', `agent credentials need the ${feature} feature, which the organization’s plan does not include`);
   }
   return caller;
@@ -145,9 +136,8 @@ function notFound(projectId: string, agentId: string): Problem {
   return new Problem('NOT_FOUND', `agent credential ${agentId} not found in project ${projectId}`);
 }
 
-async function credentialFromStream(deps: ApiDeps, agentId: string): Promise<CredentialRow | undefined> {
-  const events = await deps.store.readStream(`credential-${agentId}`);
-  return events.reduce<CredentialRow | undefined>((row, event) => evolveCredential(row, event) ?? undefined, undefined);
+function credentialFromStream(deps: ApiDeps, agentId: string): Promise<CredentialRow | undefined> {
+  return foldStream(deps, `credential-${agentId}`, evolveCredential);
 }
 
 /** For reads: the read model, or the stream when it has not caught up yet. Another organization's credential reads like a missing one. */
@@ -315,6 +305,7 @@ export function agentRoutes(app: Api, deps: ApiDeps): void {
       const issued = issueSecrets();
       const result = await execute(deps, request, `credential-${agentId}`, credential, { kind: 'rotate', secrets: issued.stored, ifRevision: ifMatch(request) });
       const row = fold(evolveCredential, result.recorded, before);
+      // A retry whose events were stored already (same Idempotency-Key, hence same event ids) gets those events, not these secrets.
       if (row.token_hash !== issued.stored.token_hash) throw new Problem('CONFLICT', 'this rotation was already served; its secrets were shown then and cannot be shown again');
       etag(reply, row.revision);
       return secretsBody(deps, row, database, issued);

@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { z } from 'zod';
 import { project } from '../../../commands/projects/project.js';
-import { evolveDatabase, evolveReplica, type DatabaseRow, type ReplicaRow } from '../../../projections/databases.js';
+import { databaseIdOf, evolveDatabase, evolveReplica, type DatabaseRow, type ReplicaRow } from '../../../projections/databases.js';
 import { findDatabase, listDatabases, listReplicas, type DatabaseView } from '../../../queries/databases.js';
 import { openSecret, sealSecret } from '../../crypto/seal.js';
 import { SslMode } from '../../events/databases.js';
@@ -9,7 +9,7 @@ import { newId } from '../../ids.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { CreateDatabaseRequest, Database, databaseRegistration, fold, toDatabase, UpdateDatabaseRequest, visibleProject } from './projects.js';
-import { execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, foldStream } from './support.js';
 
 const ProjectParams = z.object({ project_id: IdParam('project id') });
 const DatabaseParams = ProjectParams.extend({ database_id: IdParam('database id') });
@@ -33,11 +33,7 @@ function toReplica(row: ReplicaRow): z.infer<typeof Replica> {
 
 /** The database as stored, from the project's stream: authoritative, and right after a write too. */
 async function databaseFromStream(deps: ApiDeps, projectId: string, databaseId: string): Promise<DatabaseRow | undefined> {
-  const events = await deps.store.readStream(`project-${projectId}`);
-  const row = events.reduce<DatabaseRow | undefined>((current, event) => {
-    const data = JSON.parse(Buffer.from(event.data).toString('utf8')) as { database_id?: string };
-    return data.database_id === databaseId ? (evolveDatabase(current, event) ?? undefined) : current;
-  }, undefined);
+  const row = await foldStream(deps, `project-${projectId}`, evolveDatabase, (event) => databaseIdOf(event) === databaseId);
   return row?.status === 'active' ? row : undefined;
 }
 

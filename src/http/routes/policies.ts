@@ -9,7 +9,7 @@ import { newId } from '../../ids.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { fold, visibleProject } from './projects.js';
-import { errorResponses, etag, execute, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { errorResponses, etag, execute, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, readModelOrStream } from './support.js';
 
 const identifier = '[^.\\s\\0]{1,63}';
 const AllowedTable = z
@@ -98,15 +98,11 @@ function toEventFields<T extends { bytes_per_month?: number }>(body: T): Omit<T,
   return { ...rest, ...(bytes === undefined ? {} : { bytes_per_month: String(bytes) }) };
 }
 
-async function policyFromStream(deps: ApiDeps, policyId: string): Promise<PolicyRow | undefined> {
-  const events = await deps.store.readStream(`policy-${policyId}`);
-  return events.reduce<PolicyRow | undefined>((row, event) => evolvePolicy(row, event) ?? undefined, undefined);
-}
 
 /** The caller's live policy in the project (from the stream when the read model has not caught up), else 404. */
 export async function visiblePolicy(deps: ApiDeps, orgId: string, projectId: string, policyId: string): Promise<PolicyRow> {
   await visibleProject(deps, orgId, projectId);
-  const row = (await findPolicy(deps.pool, projectId, policyId)) ?? (await policyFromStream(deps, policyId));
+  const row = await readModelOrStream(deps, () => findPolicy(deps.pool, projectId, policyId), `policy-${policyId}`, evolvePolicy);
   if (!row || row.project_id !== projectId || row.status !== 'active') throw new Problem('NOT_FOUND', `policy ${policyId} not found in project ${projectId}`);
   return row;
 }

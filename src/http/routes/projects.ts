@@ -4,6 +4,7 @@ import { evolveDatabase, type DatabaseRow } from '../../../projections/databases
 import { evolveProject, type ProjectRow } from '../../../projections/projects.js';
 import { findProject, listProjects } from '../../../queries/projects.js';
 import { findOrganization } from '../../../queries/organizations.js';
+import { evolveOrganization, type OrganizationRow } from '../../../projections/organizations.js';
 import { sealSecret } from '../../crypto/seal.js';
 import { CacheConfig, DatabaseRole, defaultCacheConfig, PoolConfig, SslMode } from '../../events/databases.js';
 import { text } from '../../events/fields.js';
@@ -13,7 +14,7 @@ import { plans } from '../../plans.js';
 import type { RecordedEvent } from '../../store/port.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
-import { execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, readModelOrStream } from './support.js';
 
 const noNul = (max: number, min = 0) => text(max, min);
 
@@ -157,20 +158,21 @@ export function databaseRegistration(input: z.infer<typeof CreateDatabaseRequest
   return { database_id: databaseId, project_id: projectId, ...settings, password: sealSecret(password, deps.keyring, databaseId) };
 }
 
+/** The caller's organization (its plan and features), current right after it was created. */
+export function visibleOrganization(deps: ApiDeps, orgId: string): Promise<OrganizationRow | undefined> {
+  return readModelOrStream(deps, () => findOrganization(deps.pool, orgId), `org-${orgId}`, evolveOrganization);
+}
+
 /**
  * The caller's project. A read-model miss is checked against the project's own stream, so a
  * project created a moment ago is usable at once, before the projection has caught up.
  */
 export async function visibleProject(deps: ApiDeps, orgId: string, projectId: string): Promise<ProjectRow> {
-  const row = (await findProject(deps.pool, orgId, projectId)) ?? (await projectFromStream(deps, projectId));
+  const row = await readModelOrStream(deps, () => findProject(deps.pool, orgId, projectId), `project-${projectId}`, evolveProject);
   if (!row || row.org_id !== orgId || row.status !== 'active') throw new Problem('NOT_FOUND', `project ${projectId} not found`);
   return row;
 }
 
-async function projectFromStream(deps: ApiDeps, projectId: string): Promise<ProjectRow | undefined> {
-  const events = await deps.store.readStream(`project-${projectId}`);
-  return events.reduce<ProjectRow | undefined>((row, event) => evolveProject(row, event) ?? undefined, undefined);
-}
 
 const ProjectParams = z.object({ project_id: IdParam('project id') });
 
@@ -191,7 +193,7 @@ export function projectRoutes(app: Api, deps: ApiDeps): void {
     async (request, reply) => {
       const caller = requireRole(request, 'member');
       const body = request.body;
-      const org = body.org_id === caller.orgId ? await findOrganization(deps.pool, caller.orgId) : undefined;
+      const org = body.org_id === caller.orgId ? await visibleOrganization(deps, caller.orgId) : undefined;
       if (!org) throw new Problem('NOT_FOUND', `organization ${body.org_id} not found`);
       if (body.self_hosted && !plans[org.plan as keyof typeof plans].selfHostedAllowed) {
         throw new Problem('PLAN_LIMIT_REACHED', `self-hosted projects need the scale or enterprise plan; organization ${org.org_id} is on ${org.plan}`);

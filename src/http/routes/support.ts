@@ -4,7 +4,7 @@ import type pg from 'pg';
 import { z } from 'zod';
 import { handle, type Aggregate, type CommandContext, type Handled } from '../../../commands/handle.js';
 import type { Keyring } from '../../crypto/seal.js';
-import type { EventStore } from '../../store/port.js';
+import type { EventStore, RecordedEvent } from '../../store/port.js';
 import { callerOf, type Caller, type Role } from '../plugins/auth.js';
 import { idempotencyKeyOf } from '../plugins/idempotency.js';
 import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
@@ -76,4 +76,20 @@ export async function execute<State, Command>(deps: ApiDeps, request: FastifyReq
   const last = result.recorded.at(-1);
   if (last) await deps.settle(stream, last.position);
   return result;
+}
+
+type Evolve<R> = (row: R | undefined, event: RecordedEvent) => R | null;
+
+/**
+ * Folds a stream with a read model's own evolve: the authoritative row, current right after a
+ * write. `concerns` picks the events of one row when a stream holds several (a project's databases).
+ */
+export async function foldStream<R>(deps: Pick<ApiDeps, 'store'>, stream: string, evolve: Evolve<R>, concerns: (event: RecordedEvent) => boolean = () => true): Promise<R | undefined> {
+  const events = await deps.store.readStream(stream);
+  return events.filter(concerns).reduce<R | undefined>((row, event) => evolve(row, event) ?? undefined, undefined);
+}
+
+/** The read model's row, or the stream's when the projection has not caught up yet (read-your-writes). */
+export async function readModelOrStream<R>(deps: Pick<ApiDeps, 'store'>, find: () => Promise<R | undefined>, stream: string, evolve: Evolve<R>): Promise<R | undefined> {
+  return (await find()) ?? (await foldStream(deps, stream, evolve));
 }
