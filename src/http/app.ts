@@ -3,6 +3,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
 import { installConventions, requestId } from './conventions.js';
+import { pruneUnusedSchemas } from './openapi.js';
 import { installAuth, type Authenticators } from './plugins/auth.js';
 import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
@@ -62,7 +63,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await app.register(fastifySwagger, {
       openapi: {
         openapi: '3.1.0',
-        info: { title: 'pgward control API', version: '1.0.0', description: 'Administers projects, databases, policy profiles and agent credentials. Errors are RFC 9457 problem details.' },
+        info: { title: 'pgward control API', version: '1.0.0', license: { name: 'UNLICENSED', identifier: 'LicenseRef-pgward' }, description: 'Administers projects, databases, policy profiles and agent credentials. Errors are RFC 9457 problem details.' },
         servers: [{ url: '/' }],
         components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'An organization API key (pgw_org_...) or a JWT from the identity provider' } } },
         security: [{ bearer: [] }],
@@ -80,7 +81,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
     agentRoutes(api, plane.deps);
-    app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => app.swagger());
+    app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));
   }
   return app;
 }

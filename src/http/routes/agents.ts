@@ -30,11 +30,11 @@ const CreateAgentCredentialRequest = z
     principal_type: PrincipalType.default('agent'),
     expires_at: z.iso.datetime({ offset: true }).nullable().default(null).describe('Must be in the future; null or absent means it never expires'),
   })
-  .meta({ id: 'CreateAgentCredentialRequest' });
+  .meta({ title: 'CreateAgentCredentialRequest' });
 
 const UpdateAgentCredentialRequest = z
   .strictObject({ status: z.enum(['active', 'disabled']).describe('`disabled` throws the kill-switch; `active` re-enables') })
-  .meta({ id: 'UpdateAgentCredentialRequest' });
+  .meta({ title: 'UpdateAgentCredentialRequest' });
 
 const AgentCredential = z
   .object({

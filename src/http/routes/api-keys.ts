@@ -37,7 +37,7 @@ export function apiKeyRoutes(app: Api, deps: ApiDeps): void {
         description: 'The key is returned once, in `api_key`; only its hash is stored. Only an owner may create an owner key.',
         tags: ['api-keys'],
         params: OrgParams,
-        body: z.strictObject({ name: text(128, 1), role: ApiKeyRole.default('member') }).meta({ id: 'CreateApiKeyRequest' }),
+        body: z.strictObject({ name: text(128, 1), role: ApiKeyRole.default('member') }).meta({ title: 'CreateApiKeyRequest' }),
         response: { 201: z.object({ key: ApiKey, api_key: z.string().describe('The secret, shown once') }), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'IDEMPOTENCY_KEY_REUSED', 'CONFLICT', 'UNSUPPORTED_MEDIA_TYPE') },
       },
     },

@@ -21,7 +21,7 @@ const CreateReplicaRequest = z
     port: z.int().min(1).max(65_535),
     ssl_mode: SslMode.default('prefer'),
   })
-  .meta({ id: 'CreateReplicaRequest' });
+  .meta({ title: 'CreateReplicaRequest' });
 
 const Replica = z
   .object({ id: z.string(), database_id: z.string(), host: z.string(), port: z.int(), ssl_mode: SslMode, created_at: Timestamp })

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ProblemBody } from '../problem.js';
 import type { Api } from './support.js';
 
 const Operation = z.object({ operation_id: z.string(), method: z.string(), path: z.string() });
@@ -36,6 +37,8 @@ export function discoveryRoutes(app: Api): void {
             revocation: Operation,
             openapi: z.string(),
           }),
+          429: ProblemBody,
+          500: ProblemBody,
         },
       },
     },

@@ -51,13 +51,13 @@ const CreatePolicyRequest = z
     audit_mode: policyShape.audit_mode.default('best_effort'),
     allow_catalog: policyShape.allow_catalog.default(false),
   })
-  .meta({ id: 'CreatePolicyProfileRequest' });
+  .meta({ title: 'CreatePolicyProfileRequest' });
 
 const UpdatePolicyRequest = z
   .strictObject(policyShape)
   .partial()
   .refine((body) => Object.keys(body).length > 0, { message: 'name at least one field to change' })
-  .meta({ id: 'UpdatePolicyProfileRequest' });
+  .meta({ title: 'UpdatePolicyProfileRequest' });
 
 const PolicyProfile = z
   .object({

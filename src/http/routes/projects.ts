@@ -49,14 +49,14 @@ export const CreateDatabaseRequest = z
     auto_read_routing: databaseSettings.auto_read_routing.default(false),
     query_timeout_ms: databaseSettings.query_timeout_ms.default(0),
   })
-  .meta({ id: 'CreateDatabaseRequest' });
+  .meta({ title: 'CreateDatabaseRequest' });
 
 /** Any subset of the fields, without defaults: what is absent stays as it is. */
 export const UpdateDatabaseRequest = z
   .strictObject({ ...databaseConnection, ...databaseSettings })
   .partial()
   .refine((body) => Object.keys(body).length > 0, { message: 'name at least one field to change' })
-  .meta({ id: 'UpdateDatabaseRequest' });
+  .meta({ title: 'UpdateDatabaseRequest' });
 
 export const Database = z
   .object({
@@ -89,7 +89,7 @@ const CreateProjectRequest = z
     self_hosted: z.boolean().default(false).describe('Requires the scale or enterprise plan'),
     tags: z.array(noNul(50, 1)).max(10).default([]),
   })
-  .meta({ id: 'CreateProjectRequest' });
+  .meta({ title: 'CreateProjectRequest' });
 
 const Project = z
   .object({
@@ -108,7 +108,7 @@ const Project = z
 const UpdateProjectRequest = z
   .strictObject({ name: noNul(100, 1).optional(), description: noNul(500).optional(), tags: z.array(noNul(50, 1)).max(10).optional() })
   .refine((body) => Object.keys(body).length > 0, { message: 'name at least one of: name, description, tags' })
-  .meta({ id: 'UpdateProjectRequest' });
+  .meta({ title: 'UpdateProjectRequest' });
 
 export function toProject(row: ProjectRow): z.infer<typeof Project> {
   return {
