@@ -13,3 +13,9 @@ export async function listPolicies(db: pg.Pool, projectId: string, after: string
   );
   return rows.map((r) => r.row);
 }
+
+/** Whether another live profile of the project already has this name. */
+export async function policyNameTaken(db: pg.Pool, projectId: string, name: string, except?: string): Promise<boolean> {
+  const { rowCount } = await db.query(`select 1 from rm.policies where project_id = $1 and name = $2 and status = 'active' and policy_id is distinct from $3`, [projectId, name, except ?? null]);
+  return (rowCount ?? 0) > 0;
+}

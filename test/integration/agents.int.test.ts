@@ -83,8 +83,11 @@ async function createProject(org: { orgId: string; apiKey: string }): Promise<st
   return (response.json() as { project: { id: string } }).project.id;
 }
 
+let policyCounter = 0;
+
 async function createPolicy(org: { apiKey: string }, project: string): Promise<string> {
-  const response = await api.call(org.apiKey, { method: 'POST', url: `/v1/projects/${project}/policies`, payload: { name: 'read orders', read_only: true, allowed_tables: ['public.orders'] } });
+  const name = `read orders ${++policyCounter}`;
+  const response = await api.call(org.apiKey, { method: 'POST', url: `/v1/projects/${project}/policies`, payload: { name, read_only: true, allowed_tables: ['public.orders'] } });
   expect(response.statusCode).toBe(201);
   return (response.json() as { id: string }).id;
 }

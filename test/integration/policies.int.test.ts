@@ -74,6 +74,13 @@ describe('policy profiles', () => {
     expect((await api.store.readStream(`policy-${id}`)).map((e) => e.type)).toEqual(['PolicyProfileCreated.v1', 'PolicyProfileUpdated.v1']);
   });
 
+  it('refuses a second profile with the same name in the project (409 RESOURCE_EXISTS)', async () => {
+    expect((await api.call(owner.apiKey, { method: 'POST', url: url(), payload: { name: 'unique' } })).statusCode).toBe(201);
+    const taken = await api.call(owner.apiKey, { method: 'POST', url: url(), payload: { name: 'unique' } });
+    expect(taken.statusCode).toBe(409);
+    expect((taken.json() as { code: string }).code).toBe('RESOURCE_EXISTS');
+  });
+
   it('deletes an unused profile; it then reads as missing', async () => {
     const created = await api.call(owner.apiKey, { method: 'POST', url: url(), payload: { name: 'temporary' } });
     const id = (created.json() as { id: string }).id;

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { policy } from '../../../commands/policies/policy.js';
 import { evolvePolicy, type PolicyRow } from '../../../projections/policies.js';
 import { countLiveCredentialsUsingPolicy } from '../../../queries/credentials.js';
-import { findPolicy, listPolicies } from '../../../queries/policies.js';
+import { findPolicy, listPolicies, policyNameTaken } from '../../../queries/policies.js';
 import { HoneytokenId, QualifiedColumn, StatementKind, text } from '../../events/fields.js';
 import { AuditMode, MaskMode } from '../../events/policies.js';
 import { newId } from '../../ids.js';
@@ -99,6 +99,12 @@ function toEventFields<T extends { bytes_per_month?: number }>(body: T): Omit<T,
 }
 
 
+async function assertNameFree(deps: ApiDeps, projectId: string, name: string | undefined, except?: string): Promise<void> {
+  if (name !== undefined && (await policyNameTaken(deps.pool, projectId, name, except))) {
+    throw new Problem('RESOURCE_EXISTS', `the project already has a policy profile named ${JSON.stringify(name)}; pick another name`);
+  }
+}
+
 /** The caller's live policy in the project (from the stream when the read model has not caught up), else 404. */
 export async function visiblePolicy(deps: ApiDeps, orgId: string, projectId: string, policyId: string): Promise<PolicyRow> {
   await visibleProject(deps, orgId, projectId);
@@ -143,12 +149,13 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
         tags: ['policies'],
         params: ProjectParams,
         body: CreatePolicyRequest,
-        response: { 201: PolicyProfile, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'IDEMPOTENCY_KEY_REUSED', 'CONFLICT', 'UNSUPPORTED_MEDIA_TYPE') },
+        response: { 201: PolicyProfile, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'RESOURCE_EXISTS', 'IDEMPOTENCY_KEY_REUSED', 'CONFLICT', 'UNSUPPORTED_MEDIA_TYPE') },
       },
     },
     async (request, reply) => {
       const caller = requireRole(request, 'member');
       const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      await assertNameFree(deps, projectId, request.body.name);
       const policyId = newId('pol_');
       const fields = toEventFields(request.body) as Required<ReturnType<typeof toEventFields<typeof request.body>>>;
       const result = await execute(deps, request, `policy-${policyId}`, policy, { kind: 'create', policy: { policy_id: policyId, project_id: projectId, ...fields } });
@@ -187,12 +194,13 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
         tags: ['policies'],
         params: PolicyParams,
         body: UpdatePolicyRequest,
-        response: { 200: PolicyProfile, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED', 'UNSUPPORTED_MEDIA_TYPE') },
+        response: { 200: PolicyProfile, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'RESOURCE_EXISTS', 'PRECONDITION_FAILED', 'UNSUPPORTED_MEDIA_TYPE') },
       },
     },
     async (request, reply) => {
       const caller = requireRole(request, 'member');
       const current = await visiblePolicy(deps, caller.orgId, request.params.project_id, request.params.policy_id);
+      await assertNameFree(deps, current.project_id, request.body.name, current.policy_id);
       const result = await execute(deps, request, `policy-${current.policy_id}`, policy, { kind: 'update', changes: toEventFields(request.body), ifRevision: ifMatch(request) });
       const row = fold(evolvePolicy, result.recorded, current);
       etag(reply, row.revision);

@@ -1,0 +1,69 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openSecret, parseKeyring } from '../../src/crypto/seal.js';
+import { startApi, type TestApi } from '../support/api.js';
+
+let api: TestApi;
+let owner: { orgId: string; apiKey: string };
+const pgUrl = new URL(process.env.PGWARD_TEST_PG_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres');
+
+beforeAll(async () => {
+  api = await startApi('databases');
+  owner = await api.org('pro');
+});
+afterAll(async () => {
+  await api?.stop();
+});
+
+async function project(password: string, port = Number(pgUrl.port || 5432)) {
+  const response = await api.call(owner.apiKey, {
+    method: 'POST',
+    url: '/v1/projects',
+    payload: { name: 'db test', org_id: owner.orgId, database: { host: pgUrl.hostname, port, name: api.database.name, username: decodeURIComponent(pgUrl.username || 'postgres'), password, ssl_mode: 'disable' } },
+  });
+  expect(response.statusCode).toBe(201);
+  return response.json() as { project: { id: string }; database: Record<string, unknown> & { id: string } };
+}
+
+describe('databases', () => {
+  it('stores the password sealed under the master key, bound to the database id, and never returns it', async () => {
+    const created = await project('never-shown-pw');
+    expect(JSON.stringify(created)).not.toContain('never-shown-pw');
+    expect(created.database).toMatchObject({ ssl_mode: 'disable', role: 'primary', pool_config: { mode: 'transaction', max_connections: 10 }, cache_config: { enabled: true, ttl_seconds: 60, max_entries: 10000, swr_seconds: 30 }, query_timeout_ms: 0, auto_read_routing: false, pool_region: '' });
+    const [, registered] = await api.store.readStream(`project-${created.project.id}`);
+    const text = Buffer.from(registered!.data).toString();
+    expect(text).not.toContain('never-shown-pw');
+    const sealed = (JSON.parse(text) as { password: Parameters<typeof openSecret>[0] }).password;
+    expect(sealed.alg).toBe('AES-256-GCM');
+    const { rows } = await api.pool.query('select password_sealed from rm.databases where database_id = $1', [created.database.id]);
+    expect(rows[0].password_sealed).toEqual(sealed);
+    expect(() => openSecret(sealed, parseKeyring(Buffer.alloc(32, 7).toString('base64')), created.database.id)).toThrow();
+    const fetched = await api.call(owner.apiKey, { method: 'GET', url: `/v1/projects/${created.project.id}/databases/${created.database.id}` });
+    expect(fetched.body).not.toContain('password');
+  });
+
+  it('tests the connection: the server version when it answers, the reason when it does not', async () => {
+    const good = await project('unused-with-trust');
+    const ok = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${good.project.id}/databases/${good.database.id}/test` });
+    expect(ok.json()).toMatchObject({ ok: true, error: null });
+    expect((ok.json() as { server_version: string }).server_version).toMatch(/^\d+/);
+    const bad = await project('pw', 1);
+    const refused = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${bad.project.id}/databases/${bad.database.id}/test` });
+    expect(refused.json()).toMatchObject({ ok: false, server_version: null });
+    expect((refused.json() as { error: string }).error).toMatch(/ECONNREFUSED/);
+  });
+
+  it('adds and removes replicas, and keeps the last database of a project', async () => {
+    const created = await project('pw');
+    const base = `/v1/projects/${created.project.id}/databases/${created.database.id}`;
+    const replica = await api.call(owner.apiKey, { method: 'POST', url: `${base}/replicas`, payload: { host: 'replica.internal', port: 5433 } });
+    expect(replica.statusCode).toBe(201);
+    const id = (replica.json() as { id: string }).id;
+    const listed = await api.call(owner.apiKey, { method: 'GET', url: `${base}/replicas` });
+    expect((listed.json() as { replicas: { id: string; ssl_mode: string }[] }).replicas).toEqual([expect.objectContaining({ id, ssl_mode: 'prefer' })]);
+    expect((await api.call(owner.apiKey, { method: 'DELETE', url: `${base}/replicas/${id}` })).statusCode).toBe(204);
+    expect((await api.call(owner.apiKey, { method: 'DELETE', url: `${base}/replicas/${id}` })).statusCode).toBe(404);
+    const last = await api.call(owner.apiKey, { method: 'DELETE', url: base });
+    expect(last.statusCode).toBe(409);
+    expect((last.json() as { code: string }).code).toBe('CONFLICT');
+  });
+});
