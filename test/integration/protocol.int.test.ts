@@ -5,7 +5,7 @@ import pg from 'pg';
 import { serialize } from 'pg-protocol';
 import type { BackendMessage } from 'pg-protocol/dist/messages.js';
 import { Parser } from 'pg-protocol/dist/parser.js';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BackendScanner,
   encodeAuthenticationOk,
@@ -23,6 +23,7 @@ import {
 } from '../../proxy/protocol/backend.js';
 import { ProtocolViolation } from '../../proxy/protocol/errors.js';
 import { decodeFrontendMessage, FrontendFramer, type FrontendFrame } from '../../proxy/protocol/frontend.js';
+import { startScramServer } from '../support/embedded.js';
 
 interface PgScramClient {
   response: string;
@@ -85,8 +86,16 @@ function expectSameAsPgParser({ messages, chunks }: Turn): void {
 }
 
 describe('BackendScanner against a real PostgreSQL', () => {
+  let server: Awaited<ReturnType<typeof startScramServer>>;
+  beforeAll(async () => {
+    server = await startScramServer();
+  });
+  afterAll(async () => {
+    await server?.stop();
+  });
+
   it('follows SCRAM, session start, a large result, errors and transaction status', async () => {
-    const url = new URL(inject('pgUrl'));
+    const url = new URL(server.url);
     const socket = connect(Number(url.port), url.hostname);
     await once(socket, 'connect');
     const scanner = new BackendScanner();
