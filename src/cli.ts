@@ -16,7 +16,7 @@ const HELP = `pgward — a Postgres gateway for AI agents
 Usage: pgward <command> [options]
 
 Commands:
-  serve [--role api|projector ...]       run pgward; every role in one process by default (the embedded
+  serve [--role api|projector|proxy ...] run pgward; every role in one process by default (the embedded
                                          default); each role serves /healthz and /metrics
   projections list                       each projection's checkpoint, the store head and the lag
   projections rebuild [NAME] --verify    replay NAME (or all) from position 0 into a scratch schema and
@@ -60,7 +60,7 @@ async function runServe(config: Config, args: string[]): Promise<number> {
   if (!roles.success) throw new UsageError(`--role must be one of ${Role.options.join(', ')}`);
   const logger = createLogger(config.PGWARD_LOG_LEVEL);
   const running = await serve(config, logger, new Set(roles.data));
-  console.log(`pgward listening: HTTP ${running.httpUrl} (GET /healthz, GET /metrics)`);
+  console.log(`pgward listening: HTTP ${running.httpUrl} (GET /healthz, GET /metrics)${running.proxyPort ? `, Postgres proxy ${config.PGWARD_LISTEN_HOST}:${running.proxyPort}` : ''}`);
   await new Promise<void>((resolve) => {
     const shutdown = (): void => resolve();
     process.once('SIGINT', shutdown);

@@ -29,6 +29,11 @@ export const ConfigSchema = z.object({
   PGWARD_JWKS_URL: z.url({ protocol: /^https?$/, message: 'expected an http(s) URL of a JWKS' }).optional(),
   PGWARD_JWT_ISSUER: z.string().min(1, 'expected the issuer JWTs carry').optional(),
   PGWARD_JWT_AUDIENCE: z.string().min(1, 'expected the audience JWTs carry').optional(),
+  PGWARD_TLS_CERT: z.string().min(1, 'expected the path of a PEM certificate').optional(),
+  PGWARD_TLS_KEY: z.string().min(1, 'expected the path of a PEM private key').optional(),
+  PGWARD_MAX_MESSAGE_BYTES: z.coerce.number({ message: 'expected a byte count' }).int('expected a byte count').min(1024, 'expected at least 1024').max(1024 * 1024 * 1024, 'expected at most 1 GiB').default(64 * 1024 * 1024),
+  PGWARD_REGION: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'expected a region name such as local or eu-west-1').default('local'),
+  PGWARD_PROXY_ID: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'expected a proxy id').optional(),
   PGWARD_RATE_LIMIT_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(6000),
   PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(12000),
 });
@@ -52,6 +57,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (parsed.success) {
     const jwt = [parsed.data.PGWARD_JWKS_URL, parsed.data.PGWARD_JWT_ISSUER, parsed.data.PGWARD_JWT_AUDIENCE];
     if (jwt.some(Boolean) && !jwt.every(Boolean)) throw new ConfigError('PGWARD_JWKS_URL', 'must be set together with PGWARD_JWT_ISSUER and PGWARD_JWT_AUDIENCE');
+    if (Boolean(parsed.data.PGWARD_TLS_CERT) !== Boolean(parsed.data.PGWARD_TLS_KEY)) throw new ConfigError('PGWARD_TLS_CERT', 'must be set together with PGWARD_TLS_KEY');
     return parsed.data;
   }
   const issue = parsed.error.issues[0]!;

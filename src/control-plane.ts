@@ -66,8 +66,7 @@ function authenticators(config: Config, store: EventStore, pool: pg.Pool): Authe
   };
 }
 
-export async function controlPlane(config: Config, state: StateDatabase, store: EventStore, pool: pg.Pool, logger: Logger): Promise<ControlPlane> {
-  const keyring = await loadKeyring(config, state);
+export function controlPlane(config: Config, keyring: Keyring, store: EventStore, pool: pg.Pool, logger: Logger): ControlPlane {
   const settle = async (stream: string, position: bigint): Promise<void> => {
     if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');
   };

@@ -5,7 +5,11 @@ import { readCheckpoint, runProjection, type RunningProjection } from '../projec
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
 import type { Config } from './config.js';
-import { controlPlane } from './control-plane.js';
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
+import { startProxy } from '../proxy/server.js';
+import { loadTls } from '../proxy/tls.js';
+import { controlPlane, loadKeyring } from './control-plane.js';
 import { buildApp, type PartState } from './http/app.js';
 import type { Logger } from './logger.js';
 import { createMetrics, instrumentStore } from './metrics.js';
@@ -19,6 +23,8 @@ const SWEEP_INTERVAL_MS = 5_000;
 
 export interface Running {
   readonly httpUrl: string;
+  /** The proxy's port, when the proxy role runs. */
+  readonly proxyPort: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -44,7 +50,7 @@ async function check(work: () => Promise<unknown>, detail?: string): Promise<Par
   }
 }
 
-export const Role = z.enum(['api', 'projector']);
+export const Role = z.enum(['api', 'projector', 'proxy']);
 export type Role = z.infer<typeof Role>;
 
 /**
@@ -56,6 +62,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
   const stopAll = async (): Promise<void> => {
     for (const step of cleanup.reverse()) await step().catch((error: unknown) => logger.error({ err: error }, 'shutdown step failed'));
   };
+  let proxyPort: number | undefined;
   try {
     const metrics = createMetrics(roles.size === Role.options.length ? 'serve' : [...roles].join('+'));
     const state = await openStateDatabase(config, { reuseRunning: false, onLog: (line) => logger.debug({ postgres: line.trim() }, 'embedded postgres') });
@@ -97,13 +104,32 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       return lags;
     });
 
+    const keyring = roles.has('proxy') || roles.has('api') ? await loadKeyring(config, state) : undefined;
+    if (roles.has('proxy')) {
+      const proxy = await startProxy({
+        store,
+        bus,
+        keyring: keyring!,
+        logger: logger.child({ role: 'proxy' }),
+        metrics: metrics.registry,
+        host: config.PGWARD_LISTEN_HOST,
+        port: config.PGWARD_PROXY_PORT,
+        tls: await loadTls({ certFile: config.PGWARD_TLS_CERT, keyFile: config.PGWARD_TLS_KEY, dataDir: resolve(config.PGWARD_DATA_DIR), host: config.PGWARD_PUBLIC_HOST }),
+        region: config.PGWARD_REGION,
+        proxyId: config.PGWARD_PROXY_ID ?? `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_.:-]/g, '-').slice(0, 64),
+        maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
+      });
+      cleanup.push(() => proxy.stop());
+      proxyPort = proxy.port;
+    }
+
     if (roles.has('api')) {
       const sweeps = startSweeps({ store, pool, logger, intervalMs: SWEEP_INTERVAL_MS });
       cleanup.push(() => sweeps.stop());
     }
 
     const app = await buildApp({
-      ...(roles.has('api') ? { controlPlane: await controlPlane(config, state, store, pool, logger) } : {}),
+      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger) } : {}),
       logger,
       metrics: metrics.registry,
       health: async () => ({
@@ -124,7 +150,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     cleanup.push(() => app.close());
     const address = app.server.address() as AddressInfo;
     const httpUrl = `http://${config.PGWARD_LISTEN_HOST}:${address.port}`;
-    return { httpUrl, stop: stopAll };
+    return { httpUrl, proxyPort, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

@@ -8,8 +8,8 @@ import type { ScramVerifier } from '../events/fields.js';
 /** PostgreSQL's defaults: SCRAM_ITERATIONS_DEFAULT, SCRAM_DEFAULT_SALT_LEN and SCRAM_RAW_NONCE_LEN. */
 const DEFAULT_ITERATIONS = 4096;
 const SALT_BYTES = 16;
-const NONCE_BYTES = 18;
-const KEY_BYTES = 32;
+export const NONCE_BYTES = 18;
+export const KEY_BYTES = 32;
 
 export type ScramErrorCode = 'MALFORMED' | 'CHANNEL_BINDING_UNSUPPORTED' | 'NONCE_MISMATCH' | 'PROOF_MISMATCH' | 'EXTENSION_UNSUPPORTED';
 
@@ -23,15 +23,15 @@ export class ScramError extends Error {
   }
 }
 
-function malformed(message: string): ScramError {
+export function malformed(message: string): ScramError {
   return new ScramError('MALFORMED', `malformed SCRAM message: ${message}`);
 }
 
-function hmac(key: Buffer, data: string): Buffer {
+export function hmac(key: Buffer, data: string): Buffer {
   return createHmac('sha256', key).update(data, 'utf8').digest();
 }
 
-function sha256(data: Buffer): Buffer {
+export function sha256(data: Buffer): Buffer {
   return createHash('sha256').update(data).digest();
 }
 
@@ -73,7 +73,7 @@ interface Attribute {
 }
 
 /** `a=1,b=2` as attributes; every part must be one letter, `=`, and a value (RFC 5802 attr-val). */
-function attributes(text: string): Attribute[] {
+export function attributes(text: string): Attribute[] {
   return text.split(',').map((part) => {
     const match = /^([A-Za-z])=(.*)$/s.exec(part);
     if (!match) throw malformed('expected attribute=value');
@@ -81,18 +81,18 @@ function attributes(text: string): Attribute[] {
   });
 }
 
-function expectAttribute(attribute: Attribute | undefined, name: string): string {
+export function expectAttribute(attribute: Attribute | undefined, name: string): string {
   if (attribute?.name !== name) throw malformed(`expected the attribute ${name}`);
   return attribute.value;
 }
 
 /** RFC 5802 `printable`: ASCII 0x21..0x7E except the comma, at least one. */
-function isPrintable(text: string): boolean {
+export function isPrintable(text: string): boolean {
   return /^[\x21-\x2b\x2d-\x7e]+$/.test(text);
 }
 
 /** Decodes canonical base64 of exactly `length` bytes, or returns undefined. */
-function decodeBase64(text: string, length: number): Buffer | undefined {
+export function decodeBase64(text: string, length: number): Buffer | undefined {
   const bytes = Buffer.from(text, 'base64');
   return bytes.length === length && bytes.toString('base64') === text ? bytes : undefined;
 }
@@ -184,7 +184,7 @@ function parseClientFinal(message: string): ClientFinal {
   return { channelBinding, nonce, withoutProof, proof };
 }
 
-function xor(a: Buffer, b: Buffer): Buffer {
+export function xor(a: Buffer, b: Buffer): Buffer {
   return Buffer.from(a.map((byte, index) => byte ^ b[index]!));
 }
 

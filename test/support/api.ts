@@ -8,6 +8,7 @@ import { projections } from '../../projections/index.js';
 import { runProjection, type RunningProjection } from '../../projections/runner.js';
 import { loadConfig } from '../../src/config.js';
 import { controlPlane } from '../../src/control-plane.js';
+import { parseKeyring } from '../../src/crypto/seal.js';
 import type { Plan } from '../../src/events/organizations.js';
 import { buildApp } from '../../src/http/app.js';
 import { createPool } from '../../src/pg/pool.js';
@@ -19,6 +20,8 @@ export interface TestApi {
   store: PostgresEventStore;
   pool: pg.Pool;
   database: TestDatabase;
+  /** The keyring specification the control plane seals with (the proxy opens with it). */
+  masterKey: string;
   /** Creates an organization through the real command and returns its owner key. */
   org(plan?: Plan, features?: string[]): Promise<{ orgId: string; apiKey: string }>;
   /** app.inject with `Authorization: Bearer <key>` and a JSON body. */
@@ -38,13 +41,14 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}): Prom
     logger: pino({ level: 'silent' }),
     metrics: new Registry(),
     health: async () => ({}),
-    controlPlane: await controlPlane(config, { url: database.url, source: 'PGWARD_STATE_URL', close: async () => undefined }, store, pool, pino({ level: 'silent' })),
+    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' })),
   });
   return {
     app,
     store,
     pool,
     database,
+    masterKey: config.PGWARD_MASTER_KEY!,
     async org(plan = 'pro', features) {
       const created = await createOrganization(store, { name: 'Test org', plan, ...(features ? { features } : {}) }, { correlationId: 'test', actor: 'test' });
       return { orgId: created.org_id, apiKey: created.api_key };

@@ -23,6 +23,8 @@ describe('configuration', () => {
       PGWARD_PUBLIC_HOST: 'localhost',
       PGWARD_RATE_LIMIT_PER_MINUTE: 6000,
       PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 12000,
+      PGWARD_MAX_MESSAGE_BYTES: 67108864,
+      PGWARD_REGION: 'local',
     });
   });
 

@@ -1,0 +1,175 @@
+import type { DecisionBus } from '../src/bus/port.js';
+import { canonicalBytes } from '../src/crypto/canonical-json.js';
+import { AUDIT_SQL_MAX, type StatementDecided } from '../src/events/audit.js';
+
+/** A decision as the session knows it; the publisher stamps the proxy's identity and sequence. */
+export type Decision = Omit<StatementDecided, 'proxy_id' | 'boot_epoch' | 'seq'>;
+
+/** What travels on the bus: a decision, or a marker for decisions this proxy had to drop. */
+export type BusRecord =
+  | { readonly kind: 'decision'; readonly decision: StatementDecided }
+  | {
+      readonly kind: 'gap';
+      readonly project_id: string;
+      readonly proxy_id: string;
+      readonly boot_epoch: number;
+      readonly from_seq: string;
+      readonly to_seq: string;
+      readonly count: string;
+      readonly reason: string;
+      readonly ts: string;
+    };
+
+export interface PublisherStats {
+  readonly depth: number;
+  readonly dropped: number;
+  readonly published: number;
+}
+
+interface Pending {
+  readonly record: BusRecord;
+  readonly id: string;
+  readonly done?: { resolve: () => void; reject: (error: Error) => void };
+  /** A gap marker being sent: merged back if the bus refuses it. */
+  readonly gap?: { projectId: string; gap: Gap };
+}
+
+interface Gap {
+  from: bigint;
+  to: bigint;
+  count: bigint;
+}
+
+export function truncateSql(sql: string): string {
+  return sql.length <= AUDIT_SQL_MAX ? sql : sql.slice(0, AUDIT_SQL_MAX);
+}
+
+/**
+ * Hands decisions to the bus through a bounded buffer, never blocking the query path. When the
+ * buffer is full a decision is dropped and counted, and as soon as the bus accepts again a gap
+ * marker with the count and reason goes out for each project that lost entries. Every decision
+ * takes the next sequence number, dropped or not, so ingest also sees the hole.
+ */
+export class DecisionPublisher {
+  private readonly queue: Pending[] = [];
+  private seq = 0n;
+  private draining = false;
+  private closed = false;
+  private dropped = 0;
+  private published = 0;
+  private readonly gaps = new Map<string, Gap>();
+
+  constructor(
+    private readonly bus: DecisionBus,
+    private readonly identity: { proxyId: string; bootEpoch: number },
+    private readonly capacity: number,
+    private readonly onPublishError: (error: unknown) => void = () => undefined,
+  ) {}
+
+  private stamp(decision: Decision): Pending {
+    this.seq += 1n;
+    const stamped: StatementDecided = { ...decision, sql: truncateSql(decision.sql), proxy_id: this.identity.proxyId, boot_epoch: this.identity.bootEpoch, seq: String(this.seq) };
+    return { record: { kind: 'decision', decision: stamped }, id: `${this.identity.proxyId}:${this.identity.bootEpoch}:${this.seq}` };
+  }
+
+  /** Best effort: queued, or dropped (and later reported in a gap marker) when the buffer is full. Returns whether it was queued. */
+  publish(decision: Decision): boolean {
+    const pending = this.stamp(decision);
+    if (this.closed || this.queue.length >= this.capacity) {
+      this.recordDrop(decision.project_id, this.seq);
+      return false;
+    }
+    this.queue.push(pending);
+    this.drain();
+    return true;
+  }
+
+  /** Strict audit: resolves once the bus holds the decision; rejects when it cannot be handed over. */
+  publishStrict(decision: Decision): Promise<void> {
+    const pending = this.stamp(decision);
+    if (this.closed || this.queue.length >= this.capacity) {
+      this.recordDrop(decision.project_id, this.seq);
+      return Promise.reject(new Error('the audit buffer is full'));
+    }
+    return new Promise((resolve, reject) => {
+      this.queue.push({ ...pending, done: { resolve, reject } });
+      this.drain();
+    });
+  }
+
+  private recordDrop(projectId: string, seq: bigint): void {
+    this.dropped++;
+    this.mergeGap(projectId, { from: seq, to: seq, count: 1n });
+  }
+
+  private mergeGap(projectId: string, add: Gap): void {
+    const gap = this.gaps.get(projectId);
+    if (!gap) this.gaps.set(projectId, { ...add });
+    else {
+      gap.from = gap.from < add.from ? gap.from : add.from;
+      gap.to = gap.to > add.to ? gap.to : add.to;
+      gap.count += add.count;
+    }
+  }
+
+  private drain(): void {
+    if (this.draining) return;
+    this.draining = true;
+    void (async () => {
+      try {
+        while (this.queue.length > 0 || this.gaps.size > 0) {
+          const next = this.queue[0] ?? this.gapMarker();
+          if (!next) break;
+          try {
+            await this.bus.publish({ id: next.id, data: canonicalBytes(next.record) });
+          } catch (error) {
+            this.onPublishError(error);
+            if (next.gap) this.mergeGap(next.gap.projectId, next.gap.gap);
+            if (next.done) {
+              this.queue.shift();
+              next.done.reject(error as Error);
+              continue;
+            }
+            await new Promise((resolve) => setTimeout(resolve, 100));
+            if (this.closed) break;
+            continue;
+          }
+          if (this.queue[0] === next) this.queue.shift();
+          this.published++;
+          next.done?.resolve();
+        }
+      } finally {
+        this.draining = false;
+      }
+    })();
+  }
+
+  private gapMarker(): Pending | undefined {
+    const [projectId, gap] = this.gaps.entries().next().value ?? [];
+    if (!projectId || !gap) return undefined;
+    this.gaps.delete(projectId);
+    const record: BusRecord = {
+      kind: 'gap',
+      project_id: projectId,
+      proxy_id: this.identity.proxyId,
+      boot_epoch: this.identity.bootEpoch,
+      from_seq: String(gap.from),
+      to_seq: String(gap.to),
+      count: String(gap.count),
+      reason: 'proxy_buffer_full',
+      ts: new Date().toISOString(),
+    };
+    return { record, id: `${this.identity.proxyId}:${this.identity.bootEpoch}:gap:${gap.from}-${gap.to}`, gap: { projectId, gap } };
+  }
+
+  stats(): PublisherStats {
+    return { depth: this.queue.length, dropped: this.dropped, published: this.published };
+  }
+
+  /** Stops taking decisions; waits (bounded) for the buffer to drain. */
+  async close(timeoutMs = 5_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while ((this.queue.length > 0 || this.gaps.size > 0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    this.closed = true;
+  }
+}

@@ -1,0 +1,560 @@
+import { randomBytes, randomInt } from 'node:crypto';
+import type { Socket } from 'node:net';
+import { TLSSocket, type SecureContext } from 'node:tls';
+import type { Logger } from 'pino';
+import type { CredentialRow } from '../projections/credentials.js';
+import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type ScramSession } from '../src/crypto/scram.js';
+import type { AuditEventKind } from '../src/events/audit.js';
+import type { Decision, DecisionPublisher } from './decisions.js';
+import type { ProxyMetrics } from './metrics.js';
+import { decideStatement, statementKind } from './policy/hook.js';
+import {
+  BackendScanner,
+  encodeAuthenticationOk,
+  encodeAuthenticationSasl,
+  encodeAuthenticationSaslContinue,
+  encodeAuthenticationSaslFinal,
+  encodeBackendKeyData,
+  encodeErrorResponse,
+  encodeGssEncResponse,
+  encodeParameterStatus,
+  encodeReadyForQuery,
+  encodeSslResponse,
+  type ErrorFields,
+  type TransactionStatus,
+} from './protocol/backend.js';
+import { ProtocolViolation } from './protocol/errors.js';
+import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
+import type { UpstreamConnection } from './upstream/connection.js';
+import type { UpstreamHandle } from './upstreams.js';
+import type { LiveView } from './views/live-view.js';
+
+/** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
+export interface SessionContext {
+  readonly credentials: LiveView<CredentialRow>;
+  readonly upstreamFor: (databaseId: string, projectId: string) => Promise<UpstreamHandle | undefined>;
+  readonly decisions: DecisionPublisher;
+  readonly registry: SessionRegistry;
+  readonly metrics: ProxyMetrics;
+  readonly logger: Logger;
+  readonly identity: { readonly proxyId: string; readonly bootEpoch: number; readonly region: string };
+  /** Seeds the stable fake SCRAM salts of unknown users. */
+  readonly mockSecret: Buffer;
+  readonly tls?: SecureContext;
+  readonly maxMessageBytes: number;
+  /** The project a refused connection that resolved no credential is audited under. */
+  readonly fallbackProjectId?: string;
+  /** Called after every successful login (feeds last_used_at). */
+  readonly onLogin?: (credentialId: string) => void;
+}
+
+/** Sessions by cancel key and by credential: for CancelRequest routing and live enforcement. */
+export class SessionRegistry {
+  private readonly byKey = new Map<number, Session>();
+  private readonly byCredential = new Map<string, Set<Session>>();
+
+  add(session: Session, processId: number): void {
+    this.byKey.set(processId, session);
+  }
+
+  bind(session: Session, credentialId: string): void {
+    let set = this.byCredential.get(credentialId);
+    if (!set) this.byCredential.set(credentialId, (set = new Set()));
+    set.add(session);
+  }
+
+  remove(session: Session, processId: number, credentialId: string | undefined): void {
+    if (this.byKey.get(processId) === session) this.byKey.delete(processId);
+    if (credentialId) this.byCredential.get(credentialId)?.delete(session);
+  }
+
+  session(processId: number): Session | undefined {
+    return this.byKey.get(processId);
+  }
+
+  sessionsOf(credentialId: string): readonly Session[] {
+    return [...(this.byCredential.get(credentialId) ?? [])];
+  }
+
+  all(): readonly Session[] {
+    return [...this.byKey.values()];
+  }
+}
+
+const AUTH_FAILED: ErrorFields = { severity: 'FATAL', code: '28P01', message: 'password authentication failed' };
+
+/** A statement on its way: decided, forwarded, waiting for its completion to be audited. */
+interface InFlight {
+  readonly sql: string;
+  readonly kind: string;
+  readonly startedAt: bigint;
+  readonly ts: string;
+  /** Simple queries complete at ReadyForQuery; Executes at their CommandComplete (or error). */
+  readonly completesAt: 'ready' | 'command';
+  rows: number;
+  bytes: number;
+  failed: boolean;
+}
+
+let sessionCounter = 0;
+
+/**
+ * One client connection: startup (TLS, GSSENC, cancel), SCRAM-SHA-256 against the credential's
+ * verifier, then statements forwarded to a pooled upstream connection. In transaction pooling the
+ * upstream is returned to the pool whenever the client is idle outside a transaction; a client
+ * that prepares named statements or changes session state keeps its upstream (pinned) so that
+ * state stays where its statements run.
+ */
+export class Session {
+  readonly id: string;
+  private socket: Socket;
+  private readonly framer: FrontendFramer;
+  private readonly processId = randomInt(1, 2 ** 31 - 1);
+  private readonly secretKey = randomBytes(4);
+  private state: 'startup' | 'sasl-initial' | 'sasl-final' | 'ready' | 'closed' = 'startup';
+  private busy = false;
+  private credential: CredentialRow | undefined;
+  private startup: StartupMessage | undefined;
+  private scram: ScramSession | undefined;
+  private pendingVerifier: Parameters<typeof serverFirst>[1] | undefined;
+  private upstreamHandle: UpstreamHandle | undefined;
+  private server: UpstreamConnection | undefined;
+  private scanner: BackendScanner | undefined;
+  private pinned = false;
+  private awaitingReady = 0;
+  private unsynced = false;
+  private status: TransactionStatus = 'I';
+  private readonly inFlight: InFlight[] = [];
+  private readonly statements = new Map<string, string>();
+  private readonly portals = new Map<string, string>();
+  private expiryTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    socket: Socket,
+    private readonly context: SessionContext,
+  ) {
+    this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
+    this.socket = socket;
+    this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
+    context.registry.add(this, this.processId);
+    context.metrics.connections.inc();
+    context.metrics.connectionsTotal.inc();
+    this.attach(socket);
+  }
+
+  /** Read through a getter: the state changes across awaits, which narrowing cannot see. */
+  private get closed(): boolean {
+    return this.state === 'closed';
+  }
+
+  private get clientIp(): string {
+    return (this.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+  }
+
+  private attach(socket: Socket): void {
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    socket.on('error', () => this.close());
+    socket.on('close', () => this.close());
+  }
+
+  private onData(chunk: Buffer): void {
+    this.framer.push(chunk);
+    if (!this.busy) void this.drain();
+  }
+
+  private async drain(): Promise<void> {
+    this.busy = true;
+    try {
+      for (;;) {
+        if (this.state === 'closed') return;
+        let frame: FrontendFrame | undefined;
+        try {
+          frame = this.framer.next();
+        } catch (error) {
+          if (error instanceof ProtocolViolation) return this.fatal({ severity: 'FATAL', code: error.code, message: error.message });
+          throw error;
+        }
+        if (!frame) return;
+        const pending = this.handle(frame);
+        if (pending) {
+          this.socket.pause();
+          await pending;
+          if (!this.closed) this.socket.resume();
+        }
+      }
+    } catch (error) {
+      this.context.logger.error({ err: error, session: this.id }, 'session failed');
+      this.fatal({ severity: 'FATAL', code: 'XX000', message: 'internal error in the gateway; the connection is closed' });
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private handle(frame: FrontendFrame): Promise<void> | void {
+    if (frame.kind === 'SSLRequest') return this.startTls();
+    if (frame.kind === 'GSSENCRequest') return void this.socket.write(encodeGssEncResponse(false));
+    if (frame.kind === 'CancelRequest') return this.cancelOther(frame.processId, frame.secretKey);
+    if (frame.kind === 'StartupMessage') return this.onStartup(frame);
+    const message = decodeFrontendMessage(frame);
+    switch (this.state) {
+      case 'sasl-initial':
+      case 'sasl-final':
+        return this.onAuthResponse(message);
+      case 'ready':
+        return this.onMessage(message);
+      default:
+        return this.fatal({ severity: 'FATAL', code: '08P01', message: `unexpected message ${frame.type} before authentication` });
+    }
+  }
+
+  private startTls(): void {
+    if (!this.context.tls || this.socket instanceof TLSSocket) return void this.socket.write(encodeSslResponse(false));
+    if (this.framer.bufferedBytes > 0) return this.fatal({ severity: 'FATAL', code: '08P01', message: 'received unencrypted data after SSL request' });
+    this.socket.write(encodeSslResponse(true));
+    const plain = this.socket;
+    plain.removeAllListeners('data');
+    plain.removeAllListeners('close');
+    plain.removeAllListeners('error');
+    const secure = new TLSSocket(plain, { isServer: true, secureContext: this.context.tls });
+    this.socket = secure;
+    this.attach(secure);
+  }
+
+  private async cancelOther(processId: number, secretKey: Buffer): Promise<void> {
+    const target = this.context.registry.session(processId);
+    if (target && target.matchesKey(secretKey)) await target.cancelRunningQuery();
+    this.close();
+  }
+
+  matchesKey(secretKey: Buffer): boolean {
+    return secretKey.length === this.secretKey.length && secretKey.equals(this.secretKey);
+  }
+
+  async cancelRunningQuery(): Promise<void> {
+    const server = this.server;
+    const handle = this.upstreamHandle;
+    if (server && handle && this.inFlight.length > 0) await handle.cancel(server);
+  }
+
+  private async onStartup(startup: StartupMessage): Promise<void> {
+    this.startup = startup;
+    const user = startup.parameters.get('user') ?? '';
+    this.credential = user ? await this.context.credentials.getOrRead(user, `credential-${user}`) : undefined;
+    const verifier = this.credential?.scram ?? mockVerifier(user, this.context.mockSecret);
+    this.scram = undefined;
+    this.socket.write(encodeAuthenticationSasl(['SCRAM-SHA-256']));
+    this.state = 'sasl-initial';
+    this.pendingVerifier = verifier;
+  }
+
+  private onAuthResponse(message: FrontendMessage): Promise<void> | void {
+    if (message.kind !== 'AuthResponse') return this.fatal({ severity: 'FATAL', code: '08P01', message: 'expected a SASL response' });
+    try {
+      if (this.state === 'sasl-initial') {
+        const initial = decodeSaslInitialResponse(message.body);
+        if (initial.mechanism !== 'SCRAM-SHA-256' || !initial.data) return this.refuseLogin('auth_failed', 'unsupported SASL mechanism');
+        const first = serverFirst(parseClientFirst(initial.data.toString('utf8')), this.pendingVerifier!);
+        this.scram = first.session;
+        this.state = 'sasl-final';
+        this.socket.write(encodeAuthenticationSaslContinue(first.message));
+        return;
+      }
+      const result = verifyClientFinal(this.scram!, decodeSaslResponse(message.body).toString('utf8'));
+      if (!result.ok) return this.refuseLogin('auth_failed', 'wrong password or unknown user');
+      return this.completeLogin(result.serverFinal);
+    } catch (error) {
+      if (error instanceof ProtocolViolation) return this.fatal({ severity: 'FATAL', code: error.code, message: error.message });
+      return this.refuseLogin('auth_failed', (error as Error).message);
+    }
+  }
+
+  /** Why the credential cannot be used now, or undefined when it can. */
+  private unusable(credential: CredentialRow): { event: AuditEventKind; reason: string } | undefined {
+    if (credential.status !== 'active') return { event: 'auth_failed', reason: `credential is ${credential.status}` };
+    if (credential.expires_at && Date.parse(credential.expires_at) <= Date.now()) return { event: 'credential_expired', reason: 'credential is past its expires_at' };
+    return undefined;
+  }
+
+  private async completeLogin(serverFinal: string): Promise<void> {
+    const credential = this.credential;
+    if (!credential) return this.refuseLogin('auth_failed', 'unknown user');
+    const refusal = this.unusable(credential);
+    if (refusal) return this.refuseLogin(refusal.event, refusal.reason);
+    const handle = await this.context.upstreamFor(credential.database_id, credential.project_id);
+    const requested = this.startup?.parameters.get('database') ?? credential.pg_username;
+    if (!handle || requested !== handle.database.name) return this.refuseLogin('auth_failed', `database ${requested} is not the credential's database`);
+    this.upstreamHandle = handle;
+    let server: UpstreamConnection;
+    try {
+      server = await handle.pool.acquire();
+    } catch (error) {
+      this.context.logger.warn({ err: error, session: this.id, database: credential.database_id }, 'upstream unavailable at login');
+      return this.fatal({ severity: 'FATAL', code: '08006', message: 'the upstream database is unavailable; try again shortly' });
+    }
+    this.useServer(server);
+    this.context.registry.bind(this, credential.credential_id);
+    this.context.onLogin?.(credential.credential_id);
+    this.scheduleExpiry(credential);
+    this.state = 'ready';
+    this.context.metrics.logins.inc({ outcome: 'ok' });
+    const out: Buffer[] = [encodeAuthenticationSaslFinal(serverFinal), encodeAuthenticationOk()];
+    for (const [name, value] of server.parameters) out.push(encodeParameterStatus(name, value));
+    out.push(encodeBackendKeyData(this.processId, this.secretKey), encodeReadyForQuery('I'));
+    this.socket.write(Buffer.concat(out));
+    this.releaseIfIdle();
+  }
+
+  private refuseLogin(event: AuditEventKind, why: string): void {
+    this.context.metrics.logins.inc({ outcome: event });
+    this.context.metrics.refused.inc();
+    const projectId = this.credential?.project_id ?? this.context.fallbackProjectId;
+    if (projectId) {
+      this.context.decisions.publish(this.decision({ event, projectId, sql: '', kind: '', rule: `auth.${event}`, reason: why, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() }));
+    }
+    this.context.logger.info({ session: this.id, event, why }, 'login refused');
+    this.fatal(AUTH_FAILED);
+  }
+
+  private scheduleExpiry(credential: CredentialRow): void {
+    if (!credential.expires_at) return;
+    const delay = Date.parse(credential.expires_at) - Date.now();
+    // setTimeout caps at 2^31-1 ms; a later expiry is caught by the per-statement check.
+    if (delay < 2 ** 31 - 1) this.expiryTimer = setTimeout(() => this.terminate('credential_expired', 'the credential expired'), Math.max(0, delay)).unref();
+  }
+
+  /** Ends the session because its credential may no longer be used (kill-switch, revocation, rotation, expiry). */
+  terminate(event: AuditEventKind, reason: string): void {
+    if (this.state === 'closed') return;
+    if (this.credential && event === 'credential_expired') {
+      this.context.decisions.publish(this.decision({ event, projectId: this.credential.project_id, sql: '', kind: '', rule: 'credential.expired', reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() }));
+    }
+    this.fatal({ severity: 'FATAL', code: '57P01', message: `terminating connection: ${reason}` });
+  }
+
+  private useServer(server: UpstreamConnection): void {
+    this.server = server;
+    this.scanner = new BackendScanner();
+    server.socket.on('data', this.onServerData);
+    server.socket.on('close', this.onServerClosed);
+    server.socket.on('error', this.onServerClosed);
+    // The pool hands sockets over paused; a 'data' listener alone does not restart them.
+    server.socket.resume();
+  }
+
+  private detachServer(): UpstreamConnection | undefined {
+    const server = this.server;
+    if (!server) return undefined;
+    server.socket.off('data', this.onServerData);
+    server.socket.off('close', this.onServerClosed);
+    server.socket.off('error', this.onServerClosed);
+    server.socket.pause();
+    this.server = undefined;
+    this.scanner = undefined;
+    return server;
+  }
+
+  private readonly onServerClosed = (): void => {
+    if (this.state === 'closed') return;
+    this.detachServer();
+    for (const statement of this.inFlight.splice(0)) this.audit(statement, true);
+    this.fatal({ severity: 'FATAL', code: '08006', message: 'the connection to the upstream database was lost during the query' });
+  };
+
+  private readonly onServerData = (chunk: Buffer): void => {
+    if (this.state === 'closed') return;
+    this.socket.write(chunk);
+    this.context.metrics.bytesOut.inc(chunk.length);
+    let scanned;
+    try {
+      scanned = this.scanner!.scan(chunk);
+    } catch {
+      return this.onServerClosed();
+    }
+    for (const message of scanned) {
+      const current = this.inFlight[0];
+      switch (message.kind) {
+        case 'Run':
+          if (current && message.type === 'D') current.rows += message.count;
+          if (current) current.bytes += message.bytes;
+          break;
+        case 'CommandComplete':
+        case 'ErrorResponse':
+          if (current) {
+            current.bytes += message.bytes;
+            if (message.kind === 'ErrorResponse') current.failed = true;
+            if (current.completesAt === 'command') this.audit(this.inFlight.shift()!, current.failed);
+          }
+          break;
+        case 'ReadyForQuery':
+          this.status = message.status;
+          this.awaitingReady = Math.max(0, this.awaitingReady - 1);
+          while (this.inFlight[0]?.completesAt === 'ready') {
+            const done = this.inFlight.shift()!;
+            this.audit(done, done.failed);
+          }
+          break;
+        default:
+          if (current) current.bytes += message.bytes;
+      }
+    }
+    this.releaseIfIdle();
+  };
+
+  /** In transaction pooling, hands the upstream back when nothing is pending and no transaction is open. */
+  private releaseIfIdle(): void {
+    if (this.pinned || this.status !== 'I' || this.awaitingReady > 0 || this.unsynced || this.inFlight.length > 0) return;
+    if (this.upstreamHandle?.database.pool_config.mode !== 'transaction') return;
+    const server = this.detachServer();
+    if (server) void this.upstreamHandle.pool.release(server, { reset: false });
+  }
+
+  private async ensureServer(): Promise<boolean> {
+    if (this.server) return true;
+    try {
+      this.useServer(await this.upstreamHandle!.pool.acquire());
+      return true;
+    } catch (error) {
+      this.context.logger.warn({ err: error, session: this.id }, 'no upstream connection');
+      this.socket.write(Buffer.concat([encodeErrorResponse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }), encodeReadyForQuery(this.status)]));
+      return false;
+    }
+  }
+
+  private forward(raw: Buffer): void {
+    this.server!.socket.write(raw);
+  }
+
+  private onMessage(message: FrontendMessage): Promise<void> | void {
+    const credential = this.credential!;
+    const refusal = this.unusable(credential);
+    if (refusal) return this.terminate(refusal.event, refusal.reason);
+    switch (message.kind) {
+      case 'Query':
+        return this.onStatement(message.sql, 'simple', message.raw, 'ready');
+      case 'Parse':
+        if (message.name !== '') this.pinned = true;
+        this.statements.set(message.name, message.sql);
+        return this.toServer(message.raw, true);
+      case 'Bind':
+        this.portals.set(message.portal, this.statements.get(message.statement) ?? '');
+        return this.toServer(message.raw, true);
+      case 'Execute':
+        return this.onStatement(this.portals.get(message.portal) ?? '', 'extended', message.raw, 'command');
+      case 'Describe':
+      case 'Close':
+      case 'Flush':
+      case 'CopyData':
+      case 'CopyDone':
+      case 'CopyFail':
+        return this.toServer(message.raw, message.kind !== 'CopyData' && message.kind !== 'CopyDone' && message.kind !== 'CopyFail');
+      case 'Sync':
+        this.unsynced = false;
+        this.awaitingReady++;
+        return this.toServer(message.raw, false);
+      case 'Terminate':
+        return this.close();
+      case 'FunctionCall':
+        this.socket.write(Buffer.concat([encodeErrorResponse({ severity: 'ERROR', code: '0A000', message: 'the fastpath function call protocol is not supported by the gateway; call the function in a query' }), encodeReadyForQuery(this.status)]));
+        return;
+      case 'AuthResponse':
+        return this.fatal({ severity: 'FATAL', code: '08P01', message: 'unexpected password message after authentication' });
+    }
+  }
+
+  private toServer(raw: Buffer, unsynced: boolean): Promise<void> | void {
+    if (unsynced) this.unsynced = true;
+    if (this.server) return this.forward(raw);
+    return this.ensureServer().then((ok) => {
+      if (ok) this.forward(raw);
+    });
+  }
+
+  private onStatement(sql: string, protocol: 'simple' | 'extended', raw: Buffer, completesAt: InFlight['completesAt']): Promise<void> | void {
+    const decision = decideStatement(sql, { credential: this.credential!, protocol });
+    if (decision.action === 'refuse') {
+      this.context.decisions.publish(
+        this.decision({ event: decision.event, projectId: this.credential!.project_id, sql, kind: decision.statementKind, rule: decision.rule, reason: decision.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() }),
+      );
+      this.context.metrics.statements.inc({ event: decision.event });
+      const error = encodeErrorResponse({ severity: 'ERROR', code: decision.sqlstate, message: decision.reason });
+      this.socket.write(protocol === 'simple' ? Buffer.concat([error, encodeReadyForQuery(this.status)]) : error);
+      return;
+    }
+    if (protocol === 'simple') {
+      this.awaitingReady++;
+      if (/^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
+    }
+    this.inFlight.push({ sql, kind: decision.statementKind || statementKind(sql), startedAt: process.hrtime.bigint(), ts: new Date().toISOString(), completesAt, rows: 0, bytes: 0, failed: false });
+    return this.toServer(raw, protocol === 'extended');
+  }
+
+  private audit(statement: InFlight, failed: boolean): void {
+    const latencyUs = Number((process.hrtime.bigint() - statement.startedAt) / 1000n);
+    const event: AuditEventKind = 'query';
+    this.context.metrics.statements.inc({ event: failed ? 'error' : event });
+    this.context.metrics.latency.observe(latencyUs / 1e6);
+    this.context.decisions.publish(
+      this.decision({
+        event,
+        projectId: this.credential!.project_id,
+        sql: statement.sql,
+        kind: statement.kind,
+        rule: '',
+        reason: failed ? 'the statement ran and failed upstream' : '',
+        rows: statement.rows,
+        bytes: statement.bytes,
+        latencyUs,
+        ts: statement.ts,
+      }),
+    );
+  }
+
+  private decision(input: { event: AuditEventKind; projectId: string; sql: string; kind: string; rule: string; reason: string; rows: number; bytes: number; latencyUs: number | null; ts: string }): Decision {
+    return {
+      event: input.event,
+      project_id: input.projectId,
+      credential_id: this.credential?.credential_id ?? null,
+      session_id: this.id,
+      source: 'wire',
+      region: this.context.identity.region,
+      client_ip: this.clientIp,
+      ts: input.ts,
+      sql: input.sql,
+      normalized_sql: '',
+      query_hash: '',
+      statement_kind: input.kind,
+      decision_rule: input.rule,
+      reason: input.reason,
+      cache_status: input.event === 'query' ? 'bypass' : 'none',
+      rows_returned: String(input.rows),
+      bytes_out: String(input.bytes),
+      latency_us: input.latencyUs,
+      tables_read: [],
+      tables_written: [],
+      tables_blocked: [],
+      parsed: false,
+      approval_id: null,
+    };
+  }
+
+  private fatal(fields: ErrorFields): void {
+    if (this.state === 'closed') return;
+    if (!this.socket.destroyed) this.socket.end(encodeErrorResponse(fields));
+    this.close();
+  }
+
+  close(): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    clearTimeout(this.expiryTimer);
+    this.context.metrics.connections.dec();
+    this.context.registry.remove(this, this.processId, this.credential?.credential_id);
+    const idle = this.status === 'I' && this.awaitingReady === 0 && !this.unsynced && this.inFlight.length === 0;
+    const server = this.detachServer();
+    // An idle connection goes back after DISCARD ALL; one in the middle of anything cannot be trusted by the next client.
+    if (server && idle) void this.upstreamHandle?.pool.release(server, { reset: true });
+    else if (server) this.upstreamHandle?.pool.destroy(server);
+    if (!this.socket.destroyed) this.socket.destroy();
+  }
+}

@@ -1,0 +1,29 @@
+import { existsSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createSecureContext, type SecureContext } from 'node:tls';
+import selfsigned from 'selfsigned';
+
+/**
+ * The proxy's TLS material: PGWARD_TLS_CERT and PGWARD_TLS_KEY (PEM files) when set, else for the
+ * embedded default a self-signed pair generated once into the data directory (key mode 0600).
+ */
+export async function loadTls(options: { certFile?: string; keyFile?: string; dataDir: string; host: string }): Promise<SecureContext> {
+  if (options.certFile && options.keyFile) {
+    return createSecureContext({ cert: await readFile(options.certFile), key: await readFile(options.keyFile), minVersion: 'TLSv1.2' });
+  }
+  const certFile = join(options.dataDir, 'proxy-cert.pem');
+  const keyFile = join(options.dataDir, 'proxy-key.pem');
+  if (!existsSync(certFile) || !existsSync(keyFile)) {
+    const pems = await selfsigned.generate([{ name: 'commonName', value: options.host }], {
+      keyType: 'ec',
+      curve: 'P-256',
+      algorithm: 'sha256',
+      notAfterDate: new Date(Date.now() + 825 * 24 * 3600 * 1000),
+      extensions: [{ name: 'subjectAltName', altNames: [{ type: 2, value: options.host }, { type: 2, value: 'localhost' }, { type: 7, ip: '127.0.0.1' }] }],
+    });
+    await writeFile(keyFile, pems.private, { mode: 0o600 });
+    await writeFile(certFile, pems.cert, { mode: 0o644 });
+  }
+  return createSecureContext({ cert: await readFile(certFile), key: await readFile(keyFile), minVersion: 'TLSv1.2' });
+}

@@ -1,0 +1,284 @@
+/**
+ * The upstream connections of one database: idle ones are reused, at most max_connections exist,
+ * acquirers beyond that wait in FIFO order up to acquire_timeout_ms, a release may reset the
+ * session with DISCARD ALL, and idle connections beyond min_connections close after
+ * idle_timeout_ms.
+ */
+import { setMaxListeners } from 'node:events';
+import type net from 'node:net';
+import { serialize } from 'pg-protocol';
+import type { ReadyForQueryMessage } from 'pg-protocol/dist/messages.js';
+import type { PoolConfig } from '../../src/events/databases.js';
+import { bounded, connectUpstream, MessageReader, type UpstreamConnection, type UpstreamTarget } from './connection.js';
+
+/** The database's pool_config; the pool itself does not care about the mode. */
+export type { PoolConfig };
+
+export type PoolErrorCode = 'ACQUIRE_TIMEOUT' | 'CLOSED';
+
+export class PoolError extends Error {
+  override readonly name = 'PoolError';
+  constructor(
+    readonly code: PoolErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface PoolStats {
+  /** Every connection: idle, in use and being opened. */
+  readonly size: number;
+  readonly idle: number;
+  /** Handed out, or being reset after release. */
+  readonly inUse: number;
+  /** Acquirers queued for a connection. */
+  readonly waiting: number;
+}
+
+/** What DISCARD ALL may bring: its CommandComplete, ParameterStatus for settings it resets, notices, a late notification, an error, ReadyForQuery. */
+const RESET_MESSAGES = 'CSNAEZ';
+
+interface Waiter {
+  readonly resolve: (connection: UpstreamConnection) => void;
+  readonly reject: (error: unknown) => void;
+  settled: boolean;
+  cleanup(): void;
+}
+
+interface Idle {
+  readonly connection: UpstreamConnection;
+  /** Listens on the socket while idle: any byte, error or close means the connection is gone. */
+  readonly drop: () => void;
+  timer: NodeJS.Timeout | undefined;
+}
+
+/**
+ * A handed-out connection's socket is paused with no pool listener on it (see UpstreamConnection).
+ * Release it with no 'data' listener left, after reading up to a ReadyForQuery with status I;
+ * otherwise destroy it.
+ */
+export class UpstreamPool {
+  /** Private fields, so that inspecting or logging the pool never shows the password. */
+  readonly #target: UpstreamTarget;
+  readonly #config: PoolConfig;
+  readonly #label: string;
+  /** The most recently released is reused first, so that the surplus reaches the idle timeout. */
+  readonly #idle: Idle[] = [];
+  readonly #inUse = new Set<UpstreamConnection>();
+  readonly #waiters: Waiter[] = [];
+  readonly #closing = new AbortController();
+  #opening = 0;
+
+  constructor(target: UpstreamTarget, config: PoolConfig) {
+    this.#target = target;
+    this.#config = config;
+    this.#label = `upstream pool ${target.host}:${target.port}/${target.database}`;
+    // Every connection being opened listens for the pool's close.
+    setMaxListeners(0, this.#closing.signal);
+  }
+
+  /**
+   * An idle connection, else a new one while fewer than max_connections exist, else the next one
+   * freed, in FIFO order. Rejects with ACQUIRE_TIMEOUT after acquire_timeout_ms (0: no limit), with
+   * the UpstreamError when connecting fails, with the signal's reason when it aborts.
+   */
+  acquire(signal?: AbortSignal): Promise<UpstreamConnection> {
+    if (this.#closed) return Promise.reject(this.#closedError());
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    return new Promise((resolve, reject) => {
+      const timeoutMs = this.#config.acquire_timeout_ms;
+      const timer = timeoutMs > 0 ? setTimeout(() => this.#fail(waiter, new PoolError('ACQUIRE_TIMEOUT', `${this.#label}: no connection free within ${timeoutMs} ms`)), timeoutMs) : undefined;
+      const onAbort = (): void => this.#fail(waiter, signal?.reason);
+      const waiter: Waiter = {
+        resolve,
+        reject,
+        settled: false,
+        cleanup: () => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+        },
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#waiters.push(waiter);
+      this.#dispatch();
+    });
+  }
+
+  /**
+   * Returns a connection to the pool. Without `reset` the caller vouches that the last message it
+   * read was ReadyForQuery with status I. With `reset`, DISCARD ALL runs first, and a connection
+   * whose reset fails (as it does inside a transaction block) is destroyed instead; so is one that
+   * still has a 'data' listener. Never rejects.
+   */
+  async release(connection: UpstreamConnection, options: { reset: boolean }): Promise<void> {
+    if (!this.#inUse.has(connection)) return;
+    // A listener left behind by the previous user would read the next user's replies.
+    if (connection.socket.destroyed || connection.socket.listenerCount('data') > 0) return this.destroy(connection);
+    if (options.reset && !(await this.#reset(connection))) return this.destroy(connection);
+    if (this.#inUse.delete(connection)) this.#makeIdle(connection);
+  }
+
+  /** Drops a connection that is in use (e.g. its query was interrupted mid-way) and frees its slot. */
+  destroy(connection: UpstreamConnection): void {
+    if (!this.#inUse.delete(connection)) return;
+    connection.socket.destroy();
+    this.#dispatch();
+  }
+
+  stats(): PoolStats {
+    return { size: this.#size(), idle: this.#idle.length, inUse: this.#inUse.size, waiting: this.#waiters.length };
+  }
+
+  /** Closes every connection, idle or in use, and rejects every acquirer; resolves once the sockets are closed. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closing.abort(this.#closedError());
+    for (const waiter of [...this.#waiters]) this.#fail(waiter, this.#closedError());
+    const sockets: net.Socket[] = [];
+    for (const idle of this.#idle.splice(0)) {
+      this.#unidle(idle);
+      idle.connection.close();
+      sockets.push(idle.connection.socket);
+    }
+    for (const connection of this.#inUse) {
+      connection.socket.destroy();
+      sockets.push(connection.socket);
+    }
+    this.#inUse.clear();
+    await Promise.all(sockets.map((socket) => (socket.closed ? undefined : new Promise((done) => socket.once('close', done)))));
+  }
+
+  get #closed(): boolean {
+    return this.#closing.signal.aborted;
+  }
+
+  #closedError(): PoolError {
+    return new PoolError('CLOSED', `${this.#label} is closed`);
+  }
+
+  #size(): number {
+    return this.#idle.length + this.#inUse.size + this.#opening;
+  }
+
+  /** Serves the queue head while there is an idle connection or room for a new one. */
+  #dispatch(): void {
+    for (let waiter = this.#waiters[0]; waiter; waiter = this.#waiters[0]) {
+      const idle = this.#idle.pop();
+      if (idle) {
+        this.#unidle(idle);
+        this.#grant(waiter, idle.connection);
+      } else if (this.#size() < this.#config.max_connections) {
+        this.#waiters.shift();
+        this.#openFor(waiter);
+      } else {
+        return;
+      }
+    }
+  }
+
+  /** A connection opened for a waiter that has given up meanwhile becomes idle. */
+  #openFor(waiter: Waiter): void {
+    this.#opening++;
+    connectUpstream(this.#target, { signal: this.#closing.signal }).then(
+      (connection) => {
+        this.#opening--;
+        if (this.#closed) {
+          connection.close();
+          this.#fail(waiter, this.#closedError());
+        } else {
+          this.#grant(waiter, connection);
+        }
+      },
+      (error: unknown) => {
+        this.#opening--;
+        this.#fail(waiter, this.#closed ? this.#closedError() : error);
+        this.#dispatch();
+      },
+    );
+  }
+
+  #settle(waiter: Waiter): boolean {
+    if (waiter.settled) return false;
+    waiter.settled = true;
+    waiter.cleanup();
+    const at = this.#waiters.indexOf(waiter);
+    if (at >= 0) this.#waiters.splice(at, 1);
+    return true;
+  }
+
+  #fail(waiter: Waiter, error: unknown): void {
+    if (this.#settle(waiter)) waiter.reject(error);
+  }
+
+  #grant(waiter: Waiter, connection: UpstreamConnection): void {
+    if (!this.#settle(waiter)) return this.#makeIdle(connection);
+    this.#inUse.add(connection);
+    waiter.resolve(connection);
+  }
+
+  #makeIdle(connection: UpstreamConnection): void {
+    const { socket } = connection;
+    if (this.#closed || socket.destroyed) {
+      connection.close();
+      return this.#dispatch();
+    }
+    const idle: Idle = { connection, drop: () => this.#drop(idle), timer: undefined };
+    socket.on('data', idle.drop);
+    socket.on('error', idle.drop);
+    socket.on('close', idle.drop);
+    // Reading while idle is what notices a server that went away.
+    socket.resume();
+    if (this.#config.idle_timeout_ms > 0) idle.timer = setTimeout(() => this.#expire(idle), this.#config.idle_timeout_ms).unref();
+    this.#idle.push(idle);
+    this.#dispatch();
+  }
+
+  #unidle(idle: Idle): void {
+    clearTimeout(idle.timer);
+    const { socket } = idle.connection;
+    socket.off('data', idle.drop);
+    socket.off('error', idle.drop);
+    socket.off('close', idle.drop);
+    socket.pause();
+  }
+
+  #remove(idle: Idle): boolean {
+    const at = this.#idle.indexOf(idle);
+    if (at < 0) return false;
+    this.#idle.splice(at, 1);
+    this.#unidle(idle);
+    return true;
+  }
+
+  #drop(idle: Idle): void {
+    if (this.#remove(idle)) idle.connection.socket.destroy();
+  }
+
+  /** Past the idle timeout a connection closes, unless that would leave fewer than min_connections. */
+  #expire(idle: Idle): void {
+    idle.timer = undefined;
+    if (this.#size() > this.#config.min_connections && this.#remove(idle)) idle.connection.close();
+  }
+
+  /** DISCARD ALL, read up to its ReadyForQuery; true when it succeeded and no transaction is open. */
+  async #reset(connection: UpstreamConnection): Promise<boolean> {
+    try {
+      return await bounded(this.#label, this.#target.connectTimeoutMs, undefined, async (guard) => {
+        const reader = new MessageReader(guard(connection.socket), RESET_MESSAGES, this.#label);
+        connection.socket.write(serialize.query('DISCARD ALL'));
+        let failed = false;
+        for (;;) {
+          const message = await reader.next();
+          if (message.name === 'error') failed = true;
+          if (message.name === 'readyForQuery') {
+            reader.detach();
+            return !failed && (message as ReadyForQueryMessage).status === 'I';
+          }
+        }
+      });
+    } catch {
+      return false;
+    }
+  }
+}

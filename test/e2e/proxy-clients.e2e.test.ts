@@ -1,0 +1,228 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+
+const run = promisify(execFile);
+let gateway: TestGateway;
+let agent: AgentSecrets;
+
+function withSsl(url: string, mode: string): string {
+  const parsed = new URL(url);
+  parsed.searchParams.set('sslmode', mode);
+  return parsed.toString();
+}
+
+async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+beforeAll(async () => {
+  gateway = await startGateway('proxy_clients');
+  agent = await gateway.register('clients');
+});
+afterAll(async () => {
+  await gateway?.stop();
+});
+
+describe('node-postgres through the proxy', () => {
+  it.each([
+    ['without TLS', undefined],
+    ['with TLS', { rejectUnauthorized: false }],
+  ])('runs simple, extended and prepared statements and a rolled-back transaction %s', async (_label, ssl) => {
+    const client = new pg.Client({ connectionString: agent.connection_string, ...(ssl ? { ssl } : {}) });
+    await client.connect();
+    try {
+      expect((await client.query('select count(*)::int as n from orders')).rows).toEqual([{ n: 1000 }]);
+      expect((await client.query('select id, customer from orders where id = $1', [7])).rows).toEqual([{ id: 7, customer: 'c7' }]);
+      for (const id of [1, 2, 3]) {
+        const result = await client.query({ name: 'by-id', text: 'select total::float8 as total from orders where id = $1', values: [id] });
+        expect(result.rows).toEqual([{ total: id * 1.5 }]);
+      }
+      await client.query('begin');
+      await client.query('delete from orders where id <= 10');
+      expect((await client.query('select count(*)::int as n from orders')).rows[0].n).toBe(990);
+      await client.query('rollback');
+      expect((await client.query('select count(*)::int as n from orders')).rows[0].n).toBe(1000);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('refuses a wrong password with 28P01, exactly as for an unknown user', async () => {
+    const wrong = new URL(agent.connection_string);
+    wrong.password = 'not-the-password';
+    const unknown = new URL(agent.connection_string);
+    unknown.username = 'agt_nobodynobodynobodynobody';
+    const messages: string[] = [];
+    for (const url of [wrong, unknown]) {
+      const client = new pg.Client({ connectionString: url.toString() });
+      const error = (await client.connect().then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as { code?: string; message: string };
+      expect(error.code).toBe('28P01');
+      messages.push(error.message);
+    }
+    expect(messages[0]).toBe(messages[1]);
+    await waitFor(() => gateway.decisions.filter((d) => (d.decision as { event: string } | undefined)?.event === 'auth_failed').length >= 1, 2000, 'auth_failed decision');
+  });
+
+  it('cancels a running pg_sleep(10) within a second through the proxy’s own cancel key', async () => {
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    await client.connect();
+    try {
+      const started = Date.now();
+      const sleeping = client.query('select pg_sleep(10)').then(
+        () => undefined,
+        (e: unknown) => e as { code?: string },
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const { processID, secretKey } = client as unknown as { processID: number; secretKey: number };
+      await new Promise<void>((resolve, reject) => {
+        const socket = connect(gateway.proxy.port, '127.0.0.1', () => {
+          const packet = Buffer.alloc(16);
+          packet.writeInt32BE(16, 0);
+          packet.writeInt32BE(80877102, 4);
+          packet.writeInt32BE(processID, 8);
+          packet.writeInt32BE(secretKey, 12);
+          socket.end(packet);
+        });
+        socket.on('close', () => resolve());
+        socket.on('error', reject);
+      });
+      const error = await sleeping;
+      expect(error?.code).toBe('57014');
+      expect(Date.now() - started).toBeLessThan(1500);
+      expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe('other real clients', () => {
+  it('psql: select with and without TLS, COPY TO STDOUT, and 28P01 for a wrong password', async () => {
+    for (const mode of ['disable', 'require']) {
+      const { stdout } = await run('psql', [withSsl(agent.connection_string, mode), '-Atc', 'select count(*) from orders']);
+      expect(stdout.trim()).toBe('1000');
+    }
+    const copy = await run('psql', [agent.connection_string, '-c', 'copy (select id, customer from orders where id <= 3 order by id) to stdout']);
+    expect(copy.stdout).toBe('1\tc1\n2\tc2\n3\tc3\n');
+    const wrong = new URL(agent.connection_string);
+    wrong.password = 'nope';
+    const failed = await run('psql', [wrong.toString(), '-c', 'select 1']).then(
+      () => undefined,
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(failed?.code).toBe(2);
+    expect(failed?.stderr).toContain('password authentication failed');
+  });
+
+  it('postgres.js: tagged queries with its named prepared statements, over TLS', async () => {
+    const sql = postgres(agent.connection_string, { ssl: { rejectUnauthorized: false }, max: 2, onnotice: () => undefined });
+    try {
+      const rows = await sql`select id, customer from orders where id = ${42}`;
+      expect(rows.map((r) => ({ ...r }))).toEqual([{ id: 42, customer: 'c2' }]);
+      for (let i = 1; i <= 5; i++) expect((await sql`select id from orders where id = ${i}`)[0]!.id).toBe(i);
+      const counted = await sql`select count(*)::int as n from customers`;
+      expect(counted[0]?.n).toBe(10);
+    } finally {
+      await sql.end();
+    }
+  });
+
+  it('psycopg2 (Debian python3-psycopg2): parameters, a transaction rollback, and TLS', async () => {
+    const script = `
+import sys, psycopg2
+for mode in ('disable', 'require'):
+    conn = psycopg2.connect(sys.argv[1], sslmode=mode)
+    cur = conn.cursor()
+    cur.execute('select customer from orders where id = %s', (13,))
+    print(mode, cur.fetchone()[0])
+    cur.execute('update orders set customer = %s where id = 1', ('changed',))
+    conn.rollback()
+    cur.execute('select customer from orders where id = 1')
+    print(mode, cur.fetchone()[0])
+    conn.close()
+`;
+    const { stdout } = await run('/usr/bin/python3', ['-c', script, agent.connection_string.replace(/\?.*$/, '')]);
+    expect(stdout.trim().split('\n')).toEqual(['disable c3', 'disable c1', 'require c3', 'require c1']);
+  });
+
+  it('pgbench: simple, extended and prepared modes run their transactions without failures', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'pgward-pgbench-'));
+    const script = join(dir, 'select.sql');
+    await writeFile(script, '\\set id random(1, 1000)\nselect total from orders where id = :id;\n');
+    try {
+      for (const mode of ['simple', 'extended', 'prepared']) {
+        const { stdout } = await run('pgbench', ['-n', '-M', mode, '-c', '4', '-t', '50', '-f', script, agent.connection_string]);
+        expect(stdout).toContain('number of transactions actually processed: 200/200');
+        expect(stdout).toMatch(/number of failed transactions: 0/);
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('live enforcement', () => {
+  it('closes an open session within 2 s of the kill-switch and refuses new logins', async () => {
+    const secrets = await gateway.register('to be disabled');
+    const client = new pg.Client({ connectionString: secrets.connection_string });
+    let ended = false;
+    client.on('error', () => undefined);
+    client.on('end', () => (ended = true));
+    await client.connect();
+    expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    const started = Date.now();
+    const patched = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/agents/${secrets.credential.id}`, payload: { status: 'disabled' } });
+    expect(patched.statusCode).toBe(200);
+    await waitFor(() => ended, 2000, 'session closed after disable');
+    expect(Date.now() - started).toBeLessThan(2000);
+    const again = new pg.Client({ connectionString: secrets.connection_string });
+    const error = (await again.connect().then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as { code?: string };
+    expect(error.code).toBe('28P01');
+  });
+
+  it('closes sessions on the old password within 2 s of a rotation; the new password logs in', async () => {
+    const secrets = await gateway.register('to be rotated');
+    const client = new pg.Client({ connectionString: secrets.connection_string });
+    let ended = false;
+    client.on('error', () => undefined);
+    client.on('end', () => (ended = true));
+    await client.connect();
+    const rotated = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/agents/${secrets.credential.id}/rotate` });
+    expect(rotated.statusCode).toBe(200);
+    await waitFor(() => ended, 2000, 'session closed after rotation');
+    const fresh = new pg.Client({ connectionString: (rotated.json() as AgentSecrets).connection_string });
+    await fresh.connect();
+    expect((await fresh.query('select 2 as two')).rows).toEqual([{ two: 2 }]);
+    await fresh.end();
+  });
+
+  it('publishes a decision per statement with rows, bytes and latency', async () => {
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    await client.connect();
+    await client.query("select id from orders where id <= 25 /* decision-probe */");
+    await client.end();
+    await waitFor(() => gateway.decisions.some((d) => String((d.decision as { sql?: string } | undefined)?.sql).includes('decision-probe')), 2000, 'decision published');
+    const record = gateway.decisions.find((d) => String((d.decision as { sql?: string } | undefined)?.sql).includes('decision-probe'))!.decision as Record<string, unknown>;
+    expect(record).toMatchObject({ event: 'query', source: 'wire', credential_id: agent.credential.id, project_id: gateway.projectId, statement_kind: 'select', rows_returned: '25', proxy_id: 'test-proxy' });
+    expect(Number(record.bytes_out)).toBeGreaterThan(25 * 11);
+    expect(record.latency_us).toEqual(expect.any(Number));
+  });
+});

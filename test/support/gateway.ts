@@ -1,0 +1,117 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { Registry } from 'prom-client';
+import pg from 'pg';
+import { startProxy, type RunningProxy } from '../../proxy/server.js';
+import { loadTls } from '../../proxy/tls.js';
+import { createMemoryBus } from '../../src/bus/memory.js';
+import type { Delivery, DecisionBus } from '../../src/bus/port.js';
+import { parseKeyring } from '../../src/crypto/seal.js';
+import { startApi, type TestApi } from './api.js';
+import { freePort } from './free-port.js';
+import { freshDatabase, type TestDatabase } from './pg.js';
+
+export interface AgentSecrets {
+  credential: { id: string; project_id: string };
+  connection_string: string;
+  mcp_token: string;
+}
+
+export interface TestGateway {
+  api: TestApi;
+  proxy: RunningProxy;
+  bus: DecisionBus;
+  /** The upstream database the project's primary database points at. */
+  upstream: TestDatabase;
+  owner: { orgId: string; apiKey: string };
+  projectId: string;
+  policyId: string;
+  /** Decisions published so far, in arrival order. */
+  decisions: Record<string, unknown>[];
+  register(name?: string): Promise<AgentSecrets>;
+  stop(): Promise<void>;
+}
+
+/**
+ * The control plane and the proxy over one event store, an in-process bus whose decisions the test
+ * can read, and a fresh upstream database (tables `orders` and `customers`) registered as a
+ * project's primary database.
+ */
+export async function startGateway(label: string, upstreamUrl?: string): Promise<TestGateway> {
+  const proxyPort = await freePort();
+  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort) });
+  const upstream = await freshDatabase(`${label}_up`);
+  const seed = new pg.Client({ connectionString: upstream.url });
+  await seed.connect();
+  await seed.query(`create table orders (id int primary key, customer text not null, total numeric not null);
+    insert into orders select g, 'c' || (g % 10), g * 1.5 from generate_series(1, 1000) g;
+    create table customers (id int primary key, email text not null);
+    insert into customers select g, 'user' || g || '@example.com' from generate_series(1, 10) g;`);
+  await seed.end();
+  const bus = createMemoryBus();
+  const decisions: Record<string, unknown>[] = [];
+  const consumer = await bus.consume({ durable: 'test', maxInFlight: 64 }, async (delivery: Delivery) => {
+    decisions.push(JSON.parse(Buffer.from(delivery.data).toString('utf8')) as Record<string, unknown>);
+  });
+  const keyring = parseKeyring(api.masterKey);
+  const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));
+  const proxy = await startProxy({
+    tls: await loadTls({ dataDir: tlsDir, host: '127.0.0.1' }),
+    store: api.store,
+    bus,
+    keyring,
+    logger: pino({ level: 'silent' }),
+    metrics: new Registry(),
+    host: '127.0.0.1',
+    port: proxyPort,
+    region: 'local',
+    proxyId: 'test-proxy',
+    maxMessageBytes: 1024 * 1024,
+  });
+  const owner = await api.org('pro');
+  const target = new URL(upstreamUrl ?? upstream.url);
+  const created = await api.call(owner.apiKey, {
+    method: 'POST',
+    url: '/v1/projects',
+    payload: {
+      name: label,
+      org_id: owner.orgId,
+      database: {
+        host: target.hostname,
+        port: Number(target.port || 5432),
+        name: target.pathname.slice(1),
+        username: decodeURIComponent(target.username),
+        password: decodeURIComponent(target.password) || 'trust',
+        ssl_mode: 'disable',
+      },
+    },
+  });
+  const projectId = (created.json() as { project: { id: string } }).project.id;
+  const policy = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/policies`, payload: { name: 'everything', read_only: false, allowed_tables: ['public.*'] } });
+  const policyId = (policy.json() as { id: string }).id;
+  return {
+    api,
+    proxy,
+    bus,
+    upstream,
+    owner,
+    projectId,
+    policyId,
+    decisions,
+    async register(name = 'agent') {
+      const response = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/agents`, payload: { name, policy_profile_id: policyId } });
+      if (response.statusCode !== 201) throw new Error(`register failed: ${response.body}`);
+      return response.json() as AgentSecrets;
+    },
+    async stop() {
+      await proxy.stop();
+      await consumer.stop();
+      await bus.close();
+      await api.stop();
+      await upstream.drop();
+      await rm(tlsDir, { recursive: true, force: true });
+    },
+  };
+}
