@@ -8,6 +8,11 @@ import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { missingTool } from '../support/tools.js';
+
+const noPsql = missingTool('psql');
+const noPgbench = missingTool('pgbench');
+const noPsycopg2 = missingTool('/usr/bin/python3', ['-c', 'import psycopg2']);
 
 const run = promisify(execFile);
 let gateway: TestGateway;
@@ -112,7 +117,7 @@ describe('node-postgres through the proxy', () => {
 });
 
 describe('other real clients', () => {
-  it('psql: select with and without TLS, COPY TO STDOUT, and 28P01 for a wrong password', async () => {
+  it.skipIf(noPsql)(`psql: select with and without TLS, COPY TO STDOUT, and 28P01 for a wrong password${noPsql ? ` (skipped: ${noPsql})` : ''}`, async () => {
     for (const mode of ['disable', 'require']) {
       const { stdout } = await run('psql', [withSsl(agent.connection_string, mode), '-Atc', 'select count(*) from orders']);
       expect(stdout.trim()).toBe('1000');
@@ -142,7 +147,7 @@ describe('other real clients', () => {
     }
   });
 
-  it('psycopg2 (Debian python3-psycopg2): parameters, a transaction rollback, and TLS', async () => {
+  it.skipIf(noPsycopg2)(`psycopg2 (Debian python3-psycopg2): parameters, a transaction rollback, and TLS${noPsycopg2 ? ` (skipped: ${noPsycopg2})` : ''}`, async () => {
     const script = `
 import sys, psycopg2
 for mode in ('disable', 'require'):
@@ -160,7 +165,7 @@ for mode in ('disable', 'require'):
     expect(stdout.trim().split('\n')).toEqual(['disable c3', 'disable c1', 'require c3', 'require c1']);
   });
 
-  it('pgbench: simple, extended and prepared modes run their transactions without failures', async () => {
+  it.skipIf(noPgbench)(`pgbench: simple, extended and prepared modes run their transactions without failures${noPgbench ? ` (skipped: ${noPgbench})` : ''}`, async () => {
     const dir = await mkdtemp(join(tmpdir(), 'pgward-pgbench-'));
     const script = join(dir, 'select.sql');
     await writeFile(script, '\\set id random(1, 1000)\nselect total from orders where id = :id;\n');

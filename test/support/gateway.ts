@@ -37,12 +37,12 @@ export interface TestGateway {
 /**
  * The control plane and the proxy over one event store, an in-process bus whose decisions the test
  * can read, and a fresh upstream database (tables `orders` and `customers`) registered as a
- * project's primary database.
+ * project's primary database, on the test server or on `upstreamServerUrl`.
  */
-export async function startGateway(label: string, upstreamUrl?: string): Promise<TestGateway> {
+export async function startGateway(label: string, upstreamServerUrl?: string): Promise<TestGateway> {
   const proxyPort = await freePort();
   const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort) });
-  const upstream = await freshDatabase(`${label}_up`);
+  const upstream = await freshDatabase(`${label}_up`, upstreamServerUrl);
   const seed = new pg.Client({ connectionString: upstream.url });
   await seed.connect();
   await seed.query(`create table orders (id int primary key, customer text not null, total numeric not null);
@@ -71,7 +71,7 @@ export async function startGateway(label: string, upstreamUrl?: string): Promise
     maxMessageBytes: 1024 * 1024,
   });
   const owner = await api.org('pro');
-  const target = new URL(upstreamUrl ?? upstream.url);
+  const target = new URL(upstream.url);
   const created = await api.call(owner.apiKey, {
     method: 'POST',
     url: '/v1/projects',

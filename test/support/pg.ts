@@ -14,8 +14,8 @@ function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
-async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: inject('pgUrl') });
+async function admin<T>(serverUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: serverUrl });
   await client.connect();
   try {
     return await work(client);
@@ -24,13 +24,13 @@ async function admin<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-/** A new, empty database on the test server, so test files never see each other's rows. */
-export async function freshDatabase(label: string): Promise<TestDatabase> {
+/** A new, empty database on the test server (or on `serverUrl`), so test files never see each other's rows. */
+export async function freshDatabase(label: string, serverUrl: string = inject('pgUrl')): Promise<TestDatabase> {
   const name = `pgward_t_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase()}_${randomBytes(4).toString('hex')}`;
-  await admin((client) => client.query(`create database ${pg.escapeIdentifier(name)}`));
+  await admin(serverUrl, (client) => client.query(`create database ${pg.escapeIdentifier(name)}`));
   return {
     name,
-    url: withDatabase(inject('pgUrl'), name),
-    drop: () => admin((client) => client.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`)).then(() => undefined),
+    url: withDatabase(serverUrl, name),
+    drop: () => admin(serverUrl, (client) => client.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`)).then(() => undefined),
   };
 }
