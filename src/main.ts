@@ -136,6 +136,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         read_models: await check(() => pool.query('select 1'), state.source),
         event_store: await check(() => store.headPosition(), store.kind),
         bus: { ok: true, detail: bus.kind },
+        ...(proxyPort === undefined ? {} : { proxy: { ok: true, detail: `listening on ${config.PGWARD_LISTEN_HOST}:${proxyPort}` } }),
         ...(roles.has('projector')
           ? {
               projector:

@@ -13,7 +13,11 @@ const COMPACT_BATCH = 1_024;
 export interface MemoryBusOptions {
   /** Publishing an id again within this window stores nothing. */
   readonly duplicateWindowMs?: number;
+  /** Messages held at most; beyond it publish refuses (MemoryBusFullError) rather than grow without bound. */
+  readonly maxRetained?: number;
 }
+
+const DEFAULT_MAX_RETAINED = 100_000;
 
 interface Unacked {
   attempt: number;
@@ -47,8 +51,16 @@ export class MemoryBusClosedError extends Error {
  * A durable created after older messages were compacted away starts at the oldest message still
  * held, which is every message some other durable has not acknowledged yet.
  */
+export class MemoryBusFullError extends Error {
+  override readonly name = 'MemoryBusFullError';
+  constructor(max: number) {
+    super(`the in-process decision bus holds ${max} unconsumed messages; publish refused`);
+  }
+}
+
 export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
   const duplicateWindowMs = options.duplicateWindowMs ?? DEFAULT_DUPLICATE_WINDOW_MS;
+  const maxRetained = options.maxRetained ?? DEFAULT_MAX_RETAINED;
   const log: BusMessage[] = [];
   let base = 0;
   const dedupUntil = new Map<string, number>();
@@ -159,6 +171,7 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
         dedupUntil.delete(id);
       }
       if (dedupUntil.has(message.id)) return;
+      if (log.length >= maxRetained) throw new MemoryBusFullError(maxRetained);
       dedupUntil.set(message.id, now + duplicateWindowMs);
       log.push({ id: message.id, data: message.data.slice() });
       wakeAll();

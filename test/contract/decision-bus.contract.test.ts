@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it, vi } from 'vitest';
-import { createMemoryBus } from '../../src/bus/memory.js';
+import { createMemoryBus, MemoryBusFullError } from '../../src/bus/memory.js';
 import { connectNatsBus, NatsBusError } from '../../src/bus/nats.js';
 import { decisionBusContract, waitUntil } from './decision-bus.contract.js';
 
@@ -98,5 +98,14 @@ describe('connectNatsBus', () => {
     expect(error).toMatchObject({ code: 'CONNECT_FAILED' });
     expect(String(error)).toMatch(/cannot connect to NATS at nats:\/\/\*\*\*@127\.0\.0\.1:1\b/);
     expect(String(error)).not.toContain('s3cret');
+  });
+});
+
+describe('in-process bus bounds', () => {
+  it('refuses to publish beyond maxRetained unconsumed messages instead of growing without bound', async () => {
+    const bus = createMemoryBus({ maxRetained: 3 });
+    for (let i = 0; i < 3; i++) await bus.publish({ id: `m${i}`, data: Buffer.from([i]) });
+    await expect(bus.publish({ id: 'm3', data: Buffer.from([3]) })).rejects.toBeInstanceOf(MemoryBusFullError);
+    await bus.close();
   });
 });

@@ -13,6 +13,7 @@ let dataDir: string;
 let env: NodeJS.ProcessEnv;
 let httpPort: number;
 let pgPort: number;
+let proxyPort: number;
 
 function cli(args: string[], extraEnv: NodeJS.ProcessEnv = {}) {
   const result = spawnSync(process.execPath, [bin, ...args], { env: { ...env, ...extraEnv }, encoding: 'utf8', timeout: 60_000 });
@@ -53,8 +54,9 @@ beforeAll(async () => {
   await chmod(dataDir, 0o755);
   httpPort = await freePort();
   pgPort = await freePort();
+  proxyPort = await freePort();
   const { PGWARD_STATE_URL: _s, EVENTSTORE_URL: _e, NATS_URL: _n, ...rest } = process.env;
-  env = { ...rest, PGWARD_DATA_DIR: join(dataDir, '.pgward'), PGWARD_HTTP_PORT: String(httpPort), PGWARD_EMBEDDED_PG_PORT: String(pgPort), PGWARD_LOG_LEVEL: 'warn' };
+  env = { ...rest, PGWARD_DATA_DIR: join(dataDir, '.pgward'), PGWARD_HTTP_PORT: String(httpPort), PGWARD_PROXY_PORT: String(proxyPort), PGWARD_EMBEDDED_PG_PORT: String(pgPort), PGWARD_LOG_LEVEL: 'warn' };
 });
 
 afterAll(async () => {
@@ -71,6 +73,7 @@ describe('pgward serve, the embedded default', () => {
         read_models: { ok: true, detail: 'embedded (started)' },
         event_store: { ok: true, detail: 'postgres' },
         bus: { ok: true, detail: 'memory' },
+        proxy: { ok: true, detail: `listening on 127.0.0.1:${proxyPort}` },
         projector: { ok: true, detail: `${projections.length} projections running` },
       },
     });
