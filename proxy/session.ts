@@ -15,15 +15,20 @@ import {
   encodeAuthenticationSaslContinue,
   encodeAuthenticationSaslFinal,
   encodeBackendKeyData,
+  encodeCloseComplete,
   encodeErrorResponse,
   encodeGssEncResponse,
   encodeParameterStatus,
+  encodeParseComplete,
   encodeReadyForQuery,
   encodeSslResponse,
   type ErrorFields,
   type TransactionStatus,
 } from './protocol/backend.js';
 import { ProtocolViolation } from './protocol/errors.js';
+import { renameBindStatement, renameParse, renameTarget } from './protocol/rename.js';
+import { ResponsePipeline, type Statement } from './pipeline.js';
+import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import type { UpstreamHandle } from './upstreams.js';
@@ -83,19 +88,6 @@ export class SessionRegistry {
 
 const AUTH_FAILED: ErrorFields = { severity: 'FATAL', code: '28P01', message: 'password authentication failed' };
 
-/** A statement on its way: decided, forwarded, waiting for its completion to be audited. */
-interface InFlight {
-  readonly sql: string;
-  readonly kind: string;
-  readonly startedAt: bigint;
-  readonly ts: string;
-  /** Simple queries complete at ReadyForQuery; Executes at their CommandComplete (or error). */
-  readonly completesAt: 'ready' | 'command';
-  rows: number;
-  bytes: number;
-  failed: boolean;
-}
-
 let sessionCounter = 0;
 
 /**
@@ -121,11 +113,14 @@ export class Session {
   private server: UpstreamConnection | undefined;
   private scanner: BackendScanner | undefined;
   private pinned = false;
-  private awaitingReady = 0;
   private unsynced = false;
+  /** After the proxy refused a message of an extended-protocol batch, the rest is dropped until Sync, as PostgreSQL does. */
+  private skipUntilSync = false;
   private status: TransactionStatus = 'I';
-  private readonly inFlight: InFlight[] = [];
-  private readonly statements = new Map<string, string>();
+  private readonly pipeline: ResponsePipeline;
+  /** The client's named statements: their text and the server-side name they are prepared under. */
+  private readonly statements = new Map<string, { sql: string; serverName: string; parse: Buffer }>();
+  private readonly unnamedSql = { value: '' };
   private readonly portals = new Map<string, string>();
   private expiryTimer: NodeJS.Timeout | undefined;
 
@@ -136,6 +131,15 @@ export class Session {
     this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
     this.socket = socket;
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
+    this.pipeline = new ResponsePipeline((pieces) => this.writeClient(pieces), {
+      completed: (statement) => this.audit(statement),
+      prepareFailed: (name) => {
+        if (this.server) preparedStatements(this.server).delete(name);
+      },
+      ready: (status) => {
+        this.status = status;
+      },
+    });
     context.registry.add(this, this.processId);
     context.metrics.connections.inc();
     context.metrics.connectionsTotal.inc();
@@ -234,7 +238,7 @@ export class Session {
   async cancelRunningQuery(): Promise<void> {
     const server = this.server;
     const handle = this.upstreamHandle;
-    if (server && handle && this.inFlight.length > 0) await handle.cancel(server);
+    if (server && handle && this.pipeline.awaitingServer) await handle.cancel(server);
   }
 
   private async onStartup(startup: StartupMessage): Promise<void> {
@@ -357,13 +361,12 @@ export class Session {
   private readonly onServerClosed = (): void => {
     if (this.state === 'closed') return;
     this.detachServer();
-    for (const statement of this.inFlight.splice(0)) this.audit(statement, true);
+    this.pipeline.abandon();
     this.fatal({ severity: 'FATAL', code: '08006', message: 'the connection to the upstream database was lost during the query' });
   };
 
   private readonly onServerData = (chunk: Buffer): void => {
     if (this.state === 'closed') return;
-    this.socket.write(chunk);
     this.context.metrics.bytesOut.inc(chunk.length);
     let scanned;
     try {
@@ -371,39 +374,23 @@ export class Session {
     } catch {
       return this.onServerClosed();
     }
-    for (const message of scanned) {
-      const current = this.inFlight[0];
-      switch (message.kind) {
-        case 'Run':
-          if (current && message.type === 'D') current.rows += message.count;
-          if (current) current.bytes += message.bytes;
-          break;
-        case 'CommandComplete':
-        case 'ErrorResponse':
-          if (current) {
-            current.bytes += message.bytes;
-            if (message.kind === 'ErrorResponse') current.failed = true;
-            if (current.completesAt === 'command') this.audit(this.inFlight.shift()!, current.failed);
-          }
-          break;
-        case 'ReadyForQuery':
-          this.status = message.status;
-          this.awaitingReady = Math.max(0, this.awaitingReady - 1);
-          while (this.inFlight[0]?.completesAt === 'ready') {
-            const done = this.inFlight.shift()!;
-            this.audit(done, done.failed);
-          }
-          break;
-        default:
-          if (current) current.bytes += message.bytes;
-      }
-    }
+    this.pipeline.onServerChunk(chunk, scanned);
     this.releaseIfIdle();
   };
 
+  private writeClient(pieces: readonly Buffer[]): void {
+    if (pieces.length === 1) {
+      this.socket.write(pieces[0]!);
+      return;
+    }
+    this.socket.cork();
+    for (const piece of pieces) this.socket.write(piece);
+    this.socket.uncork();
+  }
+
   /** In transaction pooling, hands the upstream back when nothing is pending and no transaction is open. */
   private releaseIfIdle(): void {
-    if (this.pinned || this.status !== 'I' || this.awaitingReady > 0 || this.unsynced || this.inFlight.length > 0) return;
+    if (this.pinned || this.status !== 'I' || this.unsynced || !this.pipeline.empty) return;
     if (this.upstreamHandle?.database.pool_config.mode !== 'transaction') return;
     const server = this.detachServer();
     if (server) void this.upstreamHandle.pool.release(server, { reset: false });
@@ -416,7 +403,7 @@ export class Session {
       return true;
     } catch (error) {
       this.context.logger.warn({ err: error, session: this.id }, 'no upstream connection');
-      this.socket.write(Buffer.concat([encodeErrorResponse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }), encodeReadyForQuery(this.status)]));
+      this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }, 'simple');
       return false;
     }
   }
@@ -429,67 +416,117 @@ export class Session {
     const credential = this.credential!;
     const refusal = this.unusable(credential);
     if (refusal) return this.terminate(refusal.event, refusal.reason);
+    if (this.skipUntilSync && message.kind !== 'Sync' && message.kind !== 'Terminate') return;
     switch (message.kind) {
       case 'Query':
-        return this.onStatement(message.sql, 'simple', message.raw, 'ready');
+        return this.onStatement(message.sql, 'simple', message.raw, 'Z');
       case 'Parse':
-        if (message.name !== '') this.pinned = true;
-        this.statements.set(message.name, message.sql);
-        return this.toServer(message.raw, true);
+        return this.onParse(message.name, message.sql, message.paramTypes, message.raw);
       case 'Bind':
-        this.portals.set(message.portal, this.statements.get(message.statement) ?? '');
-        return this.toServer(message.raw, true);
-      case 'Execute':
-        return this.onStatement(this.portals.get(message.portal) ?? '', 'extended', message.raw, 'command');
+        this.portals.set(message.portal, message.statement === '' ? this.unnamedSql.value : (this.statements.get(message.statement)?.sql ?? ''));
+        return this.withStatement(message.statement, message.raw, renameBindStatement, '2');
       case 'Describe':
+        return message.target === 'S' ? this.withStatement(message.name, message.raw, renameTarget, 'Tn') : this.toServer(message.raw, { ends: 'Tn' });
+      case 'Execute':
+        return this.onStatement(this.portals.get(message.portal) ?? '', 'extended', message.raw, 'CIs');
       case 'Close':
+        if (message.target === 'S' && message.name !== '') {
+          this.statements.delete(message.name);
+          this.unsynced = true;
+          return this.pipeline.expect({ kind: 'synthetic', reply: encodeCloseComplete });
+        }
+        return this.toServer(message.raw, { ends: '3' });
+      case 'Sync':
+        this.skipUntilSync = false;
+        this.unsynced = false;
+        if (!this.server && !this.pipeline.awaitingServer) return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeReadyForQuery(this.status) });
+        return this.toServer(message.raw, { ends: 'Z', synced: true });
       case 'Flush':
+        return this.server ? this.forward(message.raw) : undefined;
       case 'CopyData':
       case 'CopyDone':
       case 'CopyFail':
-        return this.toServer(message.raw, message.kind !== 'CopyData' && message.kind !== 'CopyDone' && message.kind !== 'CopyFail');
-      case 'Sync':
-        this.unsynced = false;
-        this.awaitingReady++;
-        return this.toServer(message.raw, false);
+        return this.server ? this.forward(message.raw) : undefined;
       case 'Terminate':
         return this.close();
       case 'FunctionCall':
-        this.socket.write(Buffer.concat([encodeErrorResponse({ severity: 'ERROR', code: '0A000', message: 'the fastpath function call protocol is not supported by the gateway; call the function in a query' }), encodeReadyForQuery(this.status)]));
-        return;
+        return this.refuse({ severity: 'ERROR', code: '0A000', message: 'the fastpath function call protocol is not supported by the gateway; call the function in a query' }, 'simple');
       case 'AuthResponse':
         return this.fatal({ severity: 'FATAL', code: '08P01', message: 'unexpected password message after authentication' });
     }
   }
 
-  private toServer(raw: Buffer, unsynced: boolean): Promise<void> | void {
-    if (unsynced) this.unsynced = true;
-    if (this.server) return this.forward(raw);
+  /** Answers a request with an error in order; in the extended protocol the rest of the batch is then skipped until Sync. */
+  private refuse(error: ErrorFields, protocol: 'simple' | 'extended'): void {
+    const bytes = encodeErrorResponse(error);
+    if (protocol === 'simple') this.pipeline.expect({ kind: 'synthetic', reply: () => Buffer.concat([bytes, encodeReadyForQuery(this.status)]) });
+    else {
+      this.skipUntilSync = true;
+      this.pipeline.expect({ kind: 'synthetic', reply: () => bytes });
+    }
+  }
+
+  private onParse(name: string, sql: string, paramTypes: readonly number[], raw: Buffer): Promise<void> | void {
+    if (name === '') {
+      this.unnamedSql.value = sql;
+      return this.toServer(raw, { ends: '1' });
+    }
+    const known = this.statements.get(name);
+    if (known && known.sql !== sql) {
+      return this.refuse({ severity: 'ERROR', code: '42P05', message: `prepared statement "${name}" already exists` }, 'extended');
+    }
+    const serverName = serverStatementName(sql, paramTypes);
+    this.statements.set(name, { sql, serverName, parse: renameParse(raw, serverName) });
+    this.unsynced = true;
     return this.ensureServer().then((ok) => {
-      if (ok) this.forward(raw);
+      if (!ok) return;
+      if (preparedStatements(this.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
+      else this.send(this.statements.get(name)!.parse, { ends: '1', prepares: serverName });
     });
   }
 
-  private onStatement(sql: string, protocol: 'simple' | 'extended', raw: Buffer, completesAt: InFlight['completesAt']): Promise<void> | void {
+  /** Bind or Describe of a named statement: prepared first on this connection if it is not yet, then sent under its server name. */
+  private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string): Promise<void> | void {
+    const statement = name === '' ? undefined : this.statements.get(name);
+    if (!statement) return this.toServer(raw, { ends });
+    this.unsynced = true;
+    return this.ensureServer().then((ok) => {
+      if (!ok) return;
+      if (!preparedStatements(this.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
+      this.send(rename(raw, statement.serverName), { ends });
+    });
+  }
+
+  private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement }): void {
+    if (expectation.prepares) preparedStatements(this.server!).add(expectation.prepares);
+    this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, ...(expectation.statement ? { statement: expectation.statement } : {}), ...(expectation.prepares ? { prepares: expectation.prepares } : {}) });
+    this.forward(raw);
+  }
+
+  private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement }): Promise<void> | void {
+    if (!expectation.synced && expectation.ends !== 'Z') this.unsynced = true;
+    if (this.server) return this.send(raw, expectation);
+    return this.ensureServer().then((ok) => {
+      if (ok) this.send(raw, expectation);
+    });
+  }
+
+  private onStatement(sql: string, protocol: 'simple' | 'extended', raw: Buffer, ends: string): Promise<void> | void {
     const decision = decideStatement(sql, { credential: this.credential!, protocol });
     if (decision.action === 'refuse') {
       this.context.decisions.publish(
         this.decision({ event: decision.event, projectId: this.credential!.project_id, sql, kind: decision.statementKind, rule: decision.rule, reason: decision.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() }),
       );
       this.context.metrics.statements.inc({ event: decision.event });
-      const error = encodeErrorResponse({ severity: 'ERROR', code: decision.sqlstate, message: decision.reason });
-      this.socket.write(protocol === 'simple' ? Buffer.concat([error, encodeReadyForQuery(this.status)]) : error);
-      return;
+      return this.refuse({ severity: 'ERROR', code: decision.sqlstate, message: decision.reason }, protocol);
     }
-    if (protocol === 'simple') {
-      this.awaitingReady++;
-      if (/^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
-    }
-    this.inFlight.push({ sql, kind: decision.statementKind || statementKind(sql), startedAt: process.hrtime.bigint(), ts: new Date().toISOString(), completesAt, rows: 0, bytes: 0, failed: false });
-    return this.toServer(raw, protocol === 'extended');
+    if (protocol === 'simple' && /^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
+    const statement: Statement = { sql, kind: decision.statementKind || statementKind(sql), startedAt: process.hrtime.bigint(), ts: new Date().toISOString(), rows: 0, bytes: 0, failed: false };
+    return this.toServer(raw, { ends, statement });
   }
 
-  private audit(statement: InFlight, failed: boolean): void {
+  private audit(statement: Statement): void {
+    const failed = statement.failed;
     const latencyUs = Number((process.hrtime.bigint() - statement.startedAt) / 1000n);
     const event: AuditEventKind = 'query';
     this.context.metrics.statements.inc({ event: failed ? 'error' : event });
@@ -550,10 +587,13 @@ export class Session {
     clearTimeout(this.expiryTimer);
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
-    const idle = this.status === 'I' && this.awaitingReady === 0 && !this.unsynced && this.inFlight.length === 0;
+    const idle = this.status === 'I' && !this.unsynced && this.pipeline.empty;
     const server = this.detachServer();
-    // An idle connection goes back after DISCARD ALL; one in the middle of anything cannot be trusted by the next client.
-    if (server && idle) void this.upstreamHandle?.pool.release(server, { reset: true });
+    // A pinned connection goes back after DISCARD ALL (its statements go too); one in the middle of anything cannot be trusted by the next client.
+    if (server && idle && this.pinned) {
+      forgetPrepared(server);
+      void this.upstreamHandle?.pool.release(server, { reset: true });
+    } else if (server && idle) void this.upstreamHandle?.pool.release(server, { reset: false });
     else if (server) this.upstreamHandle?.pool.destroy(server);
     if (!this.socket.destroyed) this.socket.destroy();
   }

@@ -231,3 +231,39 @@ describe('live enforcement', () => {
     expect(record.latency_us).toEqual(expect.any(Number));
   });
 });
+
+describe('transaction pooling', () => {
+  it('keeps each client’s named prepared statements working while clients share one upstream connection', async () => {
+    const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
+    const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
+    const patched = await gateway.api.call(gateway.owner.apiKey, {
+      method: 'PATCH',
+      url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`,
+      payload: { pool_config: { mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } },
+    });
+    expect(patched.statusCode).toBe(200);
+    const a = new pg.Client({ connectionString: agent.connection_string });
+    const b = new pg.Client({ connectionString: agent.connection_string });
+    await Promise.all([a.connect(), b.connect()]);
+    try {
+      for (let round = 1; round <= 5; round++) {
+        const [fromA, fromB, shared] = await Promise.all([
+          a.query({ name: 'q', text: 'select id from orders where id = $1', values: [round] }),
+          b.query({ name: 'q', text: 'select customer from orders where id = $1', values: [round] }),
+          b.query({ name: 'same', text: 'select count(*)::int as n from customers where id <= $1', values: [round] }),
+        ]);
+        expect(fromA.rows).toEqual([{ id: round }]);
+        expect(fromB.rows).toEqual([{ customer: `c${round % 10}` }]);
+        expect(shared.rows).toEqual([{ n: round }]);
+        expect((await a.query({ name: 'same', text: 'select count(*)::int as n from customers where id <= $1', values: [round] })).rows).toEqual([{ n: round }]);
+      }
+      const upstream = new pg.Client({ connectionString: gateway.upstream.url });
+      await upstream.connect();
+      const { rows } = await upstream.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = 'pgward' and pid <> pg_backend_pid()`);
+      await upstream.end();
+      expect(rows[0].n).toBe(1);
+    } finally {
+      await Promise.all([a.end(), b.end()]);
+    }
+  });
+});

@@ -1,0 +1,152 @@
+import type { ScannedMessage, TransactionStatus } from './protocol/backend.js';
+
+/** A statement whose completion is audited: rows and bytes are counted from its replies. */
+export interface Statement {
+  readonly sql: string;
+  readonly kind: string;
+  readonly startedAt: bigint;
+  readonly ts: string;
+  rows: number;
+  bytes: number;
+  failed: boolean;
+}
+
+/**
+ * What the client is owed, in order: replies the server will send (ending at one of `ends`), or a
+ * reply the proxy makes itself. `suppress` hides the server's replies to a message the proxy
+ * injected (a Parse re-prepared on this connection); `prepares` names the server statement that
+ * Parse creates, counted as prepared from the moment it is sent and forgotten if it fails.
+ */
+export type Expectation =
+  | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly statement?: Statement; readonly prepares?: string }
+  | { readonly kind: 'synthetic'; readonly reply: () => Buffer };
+
+/** Replies that may arrive at any time and belong to no request. */
+const ASYNC = new Set(['N', 'S', 'A']);
+
+export interface PipelineEvents {
+  /** A statement finished (its last reply passed, or it failed). */
+  completed(statement: Statement): void;
+  /** A Parse sent to prepare `name` failed: the connection does not hold it after all. */
+  prepareFailed(name: string): void;
+  /** A ReadyForQuery went by with this transaction status. */
+  ready(status: TransactionStatus): void;
+}
+
+/**
+ * Keeps the replies to a client in the order of its requests while the proxy answers some
+ * requests itself and hides the replies to messages it injected. In the common case (nothing
+ * injected, nothing synthesized) a server chunk is forwarded whole; otherwise it is cut at message
+ * boundaries, and a message split across chunks is held until complete only when its replies may
+ * be hidden.
+ */
+export class ResponsePipeline {
+  private readonly queue: Expectation[] = [];
+  private held: Buffer[] = [];
+
+  constructor(
+    private readonly write: (pieces: readonly Buffer[]) => void,
+    private readonly events: PipelineEvents,
+  ) {}
+
+  /** Server replies still to come (not counting replies the proxy makes). */
+  get awaitingServer(): boolean {
+    return this.queue.some((e) => e.kind === 'server');
+  }
+
+  get empty(): boolean {
+    return this.queue.length === 0;
+  }
+
+  expect(expectation: Expectation): void {
+    this.queue.push(expectation);
+    if (this.queue.length === 1) this.flushSynthetic([]);
+  }
+
+  private flushSynthetic(out: Buffer[]): Buffer[] {
+    while (this.queue[0]?.kind === 'synthetic') out.push((this.queue.shift() as { reply: () => Buffer }).reply());
+    if (out.length > 0 && this.queue.length === 0) {
+      this.write(out);
+      return [];
+    }
+    return out;
+  }
+
+  /** Handles one chunk from the server with what the scanner found in it; writes what the client gets. */
+  onServerChunk(chunk: Buffer, scanned: readonly ScannedMessage[]): void {
+    if (!this.queue.some((e) => e.kind === 'synthetic' || e.suppress) && this.held.length === 0) {
+      for (const message of scanned) this.account(message);
+      this.write([chunk]);
+      return;
+    }
+    let out: Buffer[] = [];
+    let cursor = 0;
+    for (const message of scanned) {
+      out = this.flushSyntheticInto(out);
+      const head = this.queue[0];
+      const hidden = head?.kind === 'server' && head.suppress && !ASYNC.has(message.type) && message.kind !== 'ErrorResponse';
+      if (!hidden) out.push(...this.held, chunk.subarray(cursor, message.end));
+      this.held = [];
+      cursor = message.end;
+      this.account(message);
+    }
+    out = this.flushSyntheticInto(out);
+    if (cursor < chunk.length) {
+      const head = this.queue[0];
+      if (head?.kind === 'server' && head.suppress) this.held.push(chunk.subarray(cursor));
+      else out.push(chunk.subarray(cursor));
+    }
+    if (out.length > 0) this.write(out);
+  }
+
+  private flushSyntheticInto(out: Buffer[]): Buffer[] {
+    while (this.queue[0]?.kind === 'synthetic') out.push((this.queue.shift() as { reply: () => Buffer }).reply());
+    return out;
+  }
+
+  private account(message: ScannedMessage): void {
+    if (ASYNC.has(message.type)) return;
+    const head = this.queue[0];
+    if (!head || head.kind !== 'server') return;
+    const statement = head.statement;
+    if (statement) {
+      statement.bytes += message.bytes;
+      if (message.kind === 'Run' && message.type === 'D') statement.rows += message.count;
+    }
+    if (message.kind === 'ErrorResponse') {
+      if (statement) statement.failed = true;
+      if (head.prepares) this.events.prepareFailed(head.prepares);
+      // After an error the server skips to the next Sync: nothing else before it gets a reply.
+      if (head.ends !== 'Z') this.dropUntilSync();
+      return;
+    }
+    if (!head.ends.includes(message.type)) return;
+    this.queue.shift();
+    if (message.kind === 'ReadyForQuery') this.events.ready(message.status);
+    if (statement) this.events.completed(statement);
+  }
+
+  private dropUntilSync(): void {
+    while (this.queue.length > 0) {
+      const next = this.queue[0]!;
+      if (next.kind === 'server' && next.ends === 'Z') return;
+      this.queue.shift();
+      if (next.kind === 'server' && next.prepares) this.events.prepareFailed(next.prepares);
+      if (next.kind === 'server' && next.statement) {
+        next.statement.failed = true;
+        this.events.completed(next.statement);
+      }
+    }
+  }
+
+  /** The connection is gone: every statement still waiting failed. */
+  abandon(): void {
+    for (const expectation of this.queue.splice(0)) {
+      if (expectation.kind === 'server' && expectation.statement) {
+        expectation.statement.failed = true;
+        this.events.completed(expectation.statement);
+      }
+    }
+    this.held = [];
+  }
+}
