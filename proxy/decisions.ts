@@ -57,6 +57,8 @@ export class DecisionPublisher {
   private closed = false;
   private dropped = 0;
   private published = 0;
+  /** Whether the bus took the last record offered to it. */
+  private busAccepting = true;
   private readonly gaps = new Map<string, Gap>();
 
   constructor(
@@ -86,10 +88,11 @@ export class DecisionPublisher {
 
   /** Strict audit: resolves once the bus holds the decision; rejects when it cannot be handed over. */
   publishStrict(decision: Decision): Promise<void> {
+    const accepting = this.acceptingStrict();
     const pending = this.stamp(decision);
-    if (this.closed || this.queue.length >= this.capacity) {
+    if (!accepting) {
       this.recordDrop(decision.project_id, this.seq);
-      return Promise.reject(new Error('the audit buffer is full'));
+      return Promise.reject(new Error('the audit trail is not accepting records'));
     }
     return new Promise((resolve, reject) => {
       this.queue.push({ ...pending, done: { resolve, reject } });
@@ -122,7 +125,9 @@ export class DecisionPublisher {
           if (!next) break;
           try {
             await this.bus.publish({ id: next.id, data: canonicalBytes(next.record) });
+            this.busAccepting = true;
           } catch (error) {
+            this.busAccepting = false;
             this.onPublishError(error);
             if (next.gap) this.mergeGap(next.gap.projectId, next.gap.gap);
             if (next.done) {
@@ -160,6 +165,14 @@ export class DecisionPublisher {
       ts: new Date().toISOString(),
     };
     return { record, id: `${this.identity.proxyId}:${this.identity.bootEpoch}:gap:${gap.from}-${gap.to}`, gap: { projectId, gap } };
+  }
+
+  /**
+   * Whether a statement under `audit_mode: strict` may run: its record would be queued (the buffer
+   * has room) and the bus took the last record offered.
+   */
+  acceptingStrict(): boolean {
+    return !this.closed && this.busAccepting && this.queue.length < this.capacity;
   }
 
   stats(): PublisherStats {

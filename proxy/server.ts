@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { evolveCredential, type CredentialRow } from '../projections/credentials.js';
 import { databaseIdOf, evolveDatabase, type DatabaseRow } from '../projections/databases.js';
+import { evolvePolicy, type PolicyRow } from '../projections/policies.js';
 import type { DecisionBus } from '../src/bus/port.js';
 import type { Keyring } from '../src/crypto/seal.js';
 import { encodeEvent } from '../src/events/envelope.js';
@@ -55,7 +56,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     evolve: evolveCredential,
   });
   const databases = new LiveView<DatabaseRow>(store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase });
-  await Promise.all([credentials.start(), databases.start()]);
+  const policies = new LiveView<PolicyRow>(store, { streamPrefix: 'policy-', keyOf: (event) => event.stream.slice('policy-'.length), evolve: evolvePolicy });
+  await Promise.all([credentials.start(), databases.start(), policies.start()]);
 
   const bootEpoch = Math.floor(Date.now() / 1000);
   const decisions = new DecisionPublisher(options.bus, { proxyId: options.proxyId, bootEpoch }, options.decisionBufferSize ?? 10_000, (error) =>
@@ -87,6 +89,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
 
   const context = {
     credentials,
+    policies,
     upstreamFor: (databaseId: string, projectId: string) => upstreams.for(databaseId, projectId),
     decisions,
     registry,
@@ -126,7 +129,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       });
       await decisions.close();
       await upstreams.close();
-      await Promise.all([credentials.stop(), databases.stop()]);
+      await Promise.all([credentials.stop(), databases.stop(), policies.stop()]);
     },
   };
 }

@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import { TLSSocket, type SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { CredentialRow } from '../projections/credentials.js';
+import type { PolicyRow } from '../projections/policies.js';
 import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type ScramSession } from '../src/crypto/scram.js';
 import type { AuditEventKind } from '../src/events/audit.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
@@ -37,6 +38,7 @@ import type { LiveView } from './views/live-view.js';
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
 export interface SessionContext {
   readonly credentials: LiveView<CredentialRow>;
+  readonly policies: LiveView<PolicyRow>;
   readonly upstreamFor: (databaseId: string, projectId: string) => Promise<UpstreamHandle | undefined>;
   readonly decisions: DecisionPublisher;
   readonly registry: SessionRegistry;
@@ -512,6 +514,14 @@ export class Session {
   }
 
   private onStatement(sql: string, protocol: 'simple' | 'extended', raw: Buffer, ends: string): Promise<void> | void {
+    const policy = this.context.policies.get(this.credential!.policy_profile_id);
+    if (policy?.audit_mode === 'strict' && !this.context.decisions.acceptingStrict()) {
+      this.context.metrics.statements.inc({ event: 'blocked' });
+      return this.refuse(
+        { severity: 'ERROR', code: '58000', message: 'the audit trail cannot take records right now, and this credential’s policy (audit_mode strict) refuses statements it cannot audit; retry shortly' },
+        protocol,
+      );
+    }
     const decision = decideStatement(sql, { credential: this.credential!, protocol });
     if (decision.action === 'refuse') {
       this.context.decisions.publish(

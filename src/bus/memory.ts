@@ -72,13 +72,14 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
     for (const consumer of consumers) consumer.pump();
   }
 
-  function compact(): void {
-    let floor = base + log.length;
+  function compact(force = false): void {
+    // With no durable yet, every message is still owed to the first one.
+    let floor = durables.size === 0 ? base : base + log.length;
     for (const durable of durables.values()) {
       floor = Math.min(floor, durable.next);
       for (const offset of durable.unacked.keys()) floor = Math.min(floor, offset);
     }
-    if (floor - base >= COMPACT_BATCH) {
+    if (floor - base >= COMPACT_BATCH || (force && floor > base)) {
       log.splice(0, floor - base);
       base = floor;
     }
@@ -171,6 +172,7 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
         dedupUntil.delete(id);
       }
       if (dedupUntil.has(message.id)) return;
+      if (log.length >= maxRetained) compact(true);
       if (log.length >= maxRetained) throw new MemoryBusFullError(maxRetained);
       dedupUntil.set(message.id, now + duplicateWindowMs);
       log.push({ id: message.id, data: message.data.slice() });

@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { DecisionPublisher, type BusRecord, type Decision } from '../../proxy/decisions.js';
+import { createMemoryBus } from '../../src/bus/memory.js';
+
+const project = 'prj_aaaaaaaaaaaaaaaaaaaaaaaaaa';
+
+function decision(sql: string): Decision {
+  return {
+    event: 'query', project_id: project, credential_id: null, session_id: 's1', source: 'wire', region: 'local', client_ip: '', ts: '2026-01-01T00:00:00.000Z',
+    sql, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'bypass', rows_returned: '1', bytes_out: '10',
+    latency_us: 5, tables_read: [], tables_written: [], tables_blocked: [], parsed: false, approval_id: null,
+  };
+}
+
+async function until(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+describe('decision publisher', () => {
+  it('stamps proxy id, boot epoch and a dense sequence; truncates statement text to 4 KB', async () => {
+    const bus = createMemoryBus();
+    const received: BusRecord[] = [];
+    await bus.consume({ durable: 'd', maxInFlight: 8 }, async (d) => void received.push(JSON.parse(Buffer.from(d.data).toString()) as BusRecord));
+    const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 10);
+    publisher.publish(decision('select 1'));
+    publisher.publish(decision(`select '${'x'.repeat(5000)}'`));
+    await until(() => received.length === 2);
+    const stamped = received.map((r) => (r.kind === 'decision' ? r.decision : undefined));
+    expect(stamped.map((d) => [d?.proxy_id, d?.boot_epoch, d?.seq])).toEqual([['p1', 7, '1'], ['p1', 7, '2']]);
+    expect(stamped[1]?.sql.length).toBe(4096);
+    await bus.close();
+  });
+
+  it('drops when full without blocking, reports a gap marker with the exact count once the bus accepts, and refuses strict statements meanwhile', async () => {
+    const bus = createMemoryBus({ maxRetained: 2 });
+    const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 1 }, 3);
+    for (let i = 0; i < 10; i++) publisher.publish(decision(`select ${i}`));
+    await until(() => publisher.stats().published === 2 && !publisher.acceptingStrict());
+    expect(publisher.stats()).toMatchObject({ depth: 1, dropped: 7, published: 2 });
+    await expect(publisher.publishStrict(decision('select strict'))).rejects.toThrow('not accepting records');
+
+    const received: BusRecord[] = [];
+    await bus.consume({ durable: 'ingest', maxInFlight: 4 }, async (d) => void received.push(JSON.parse(Buffer.from(d.data).toString()) as BusRecord));
+    await until(() => received.some((r) => r.kind === 'gap'));
+    await until(() => publisher.acceptingStrict());
+    const gap = received.find((r) => r.kind === 'gap');
+    expect(gap).toMatchObject({ kind: 'gap', project_id: project, proxy_id: 'p1', boot_epoch: 1, count: '8', reason: 'proxy_buffer_full' });
+    const decided = received.filter((r) => r.kind === 'decision').length;
+    expect(decided + Number((gap as { count: string }).count)).toBe(11);
+    await publisher.close();
+    await bus.close();
+  });
+});
