@@ -58,18 +58,13 @@ export class ResponsePipeline {
     return this.queue.length === 0;
   }
 
+  /** Queues what the client is owed next; a reply the proxy makes goes out at once when nothing is owed before it. */
   expect(expectation: Expectation): void {
     this.queue.push(expectation);
-    if (this.queue.length === 1) this.flushSynthetic([]);
-  }
-
-  private flushSynthetic(out: Buffer[]): Buffer[] {
-    while (this.queue[0]?.kind === 'synthetic') out.push((this.queue.shift() as { reply: () => Buffer }).reply());
-    if (out.length > 0 && this.queue.length === 0) {
-      this.write(out);
-      return [];
+    if (this.queue.length === 1) {
+      const out = this.flushSyntheticInto([]);
+      if (out.length > 0) this.write(out);
     }
-    return out;
   }
 
   /** Handles one chunk from the server with what the scanner found in it; writes what the client gets. */

@@ -122,7 +122,7 @@ export class Session {
   private readonly pipeline: ResponsePipeline;
   /** The client's named statements: their text and the server-side name they are prepared under. */
   private readonly statements = new Map<string, { sql: string; serverName: string; parse: Buffer }>();
-  private readonly unnamedSql = { value: '' };
+  private unnamedSql = '';
   private readonly portals = new Map<string, string>();
   private expiryTimer: NodeJS.Timeout | undefined;
 
@@ -425,7 +425,7 @@ export class Session {
       case 'Parse':
         return this.onParse(message.name, message.sql, message.paramTypes, message.raw);
       case 'Bind':
-        this.portals.set(message.portal, message.statement === '' ? this.unnamedSql.value : (this.statements.get(message.statement)?.sql ?? ''));
+        this.portals.set(message.portal, message.statement === '' ? this.unnamedSql : (this.statements.get(message.statement)?.sql ?? ''));
         return this.withStatement(message.statement, message.raw, renameBindStatement, '2');
       case 'Describe':
         return message.target === 'S' ? this.withStatement(message.name, message.raw, renameTarget, 'Tn') : this.toServer(message.raw, { ends: 'Tn' });
@@ -470,7 +470,7 @@ export class Session {
 
   private onParse(name: string, sql: string, paramTypes: readonly number[], raw: Buffer): Promise<void> | void {
     if (name === '') {
-      this.unnamedSql.value = sql;
+      this.unnamedSql = sql;
       return this.toServer(raw, { ends: '1' });
     }
     const known = this.statements.get(name);
