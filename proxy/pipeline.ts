@@ -110,7 +110,6 @@ export class ResponsePipeline {
     }
     if (message.kind === 'ErrorResponse') {
       if (statement) statement.failed = true;
-      if (head.prepares) this.events.prepareFailed(head.prepares);
       // After an error the server skips to the next Sync: nothing else before it gets a reply.
       if (head.ends !== 'Z') this.dropUntilSync();
       return;

@@ -1,0 +1,85 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ResponsePipeline, type Expectation, type Statement } from '../../proxy/pipeline.js';
+import {
+  BackendScanner,
+  encodeBindComplete,
+  encodeCloseComplete,
+  encodeCommandComplete,
+  encodeDataRow,
+  encodeErrorResponse,
+  encodeNoticeResponse,
+  encodeParseComplete,
+  encodeReadyForQuery,
+} from '../../proxy/protocol/backend.js';
+
+function statement(): Statement {
+  return { sql: 'select', kind: 'select', startedAt: 0n, ts: '', rows: 0, bytes: 0, failed: false };
+}
+
+/** Feeds `server` to a pipeline in the given chunks; returns what the client received and what completed. */
+function run(expectations: Expectation[], server: Buffer, cuts: number[] = []) {
+  const out: Buffer[] = [];
+  const completed: Statement[] = [];
+  const failedPrepares: string[] = [];
+  const pipeline = new ResponsePipeline((pieces) => out.push(...pieces), { completed: (s) => completed.push(s), prepareFailed: (n) => failedPrepares.push(n), ready: () => undefined });
+  for (const expectation of expectations) pipeline.expect(expectation);
+  const scanner = new BackendScanner();
+  const points = [...new Set([0, ...cuts.filter((c) => c > 0 && c < server.length), server.length])].sort((a, b) => a - b);
+  for (let i = 1; i < points.length; i++) {
+    const chunk = Buffer.from(server.subarray(points[i - 1], points[i]));
+    pipeline.onServerChunk(chunk, scanner.scan(chunk));
+  }
+  return { client: Buffer.concat(out), completed, failedPrepares, empty: pipeline.empty };
+}
+
+const server = (ends: string, extra: Partial<Extract<Expectation, { kind: 'server' }>> = {}): Expectation => ({ kind: 'server', ends, suppress: false, ...extra });
+const synthetic = (bytes: Buffer): Expectation => ({ kind: 'synthetic', reply: () => bytes });
+const row = encodeDataRow(['1', 'hello']);
+
+describe('response pipeline', () => {
+  it('interleaves the replies the proxy makes in request order, however the server’s bytes are cut (property)', () => {
+    const replies = Buffer.concat([encodeParseComplete(), encodeBindComplete(), row, row, encodeCommandComplete('SELECT 2'), encodeReadyForQuery('I')]);
+    const expected = Buffer.concat([encodeParseComplete(), encodeCloseComplete(), encodeBindComplete(), row, row, encodeCommandComplete('SELECT 2'), encodeReadyForQuery('I')]);
+    fc.assert(
+      fc.property(fc.array(fc.nat(replies.length), { maxLength: 8 }), (cuts) => {
+        const executed = statement();
+        const result = run([server('1'), synthetic(encodeCloseComplete()), server('2'), server('CIs', { statement: executed }), server('Z')], replies, cuts);
+        expect(result.client.equals(expected)).toBe(true);
+        expect(executed.rows).toBe(2);
+        expect(result.completed).toEqual([executed]);
+        expect(result.empty).toBe(true);
+      }),
+    );
+  });
+
+  it('hides the replies to an injected Parse, also when they arrive split, and keeps asynchronous notices (property)', () => {
+    const notice = encodeNoticeResponse({ severity: 'NOTICE', code: '00000', message: 'hello' });
+    const replies = Buffer.concat([encodeParseComplete(), notice, encodeBindComplete(), row, encodeCommandComplete('SELECT 1'), encodeReadyForQuery('I')]);
+    const expected = Buffer.concat([notice, encodeBindComplete(), row, encodeCommandComplete('SELECT 1'), encodeReadyForQuery('I')]);
+    fc.assert(
+      fc.property(fc.array(fc.nat(replies.length), { maxLength: 8 }), (cuts) => {
+        const result = run([server('1', { suppress: true, prepares: 'pgw_x' }), server('2'), server('CIs', { statement: statement() }), server('Z')], replies, cuts);
+        expect(result.client.equals(expected)).toBe(true);
+      }),
+    );
+  });
+
+  it('after an error skips every owed reply up to the Sync, failing their statements and forgetting a failed prepare', () => {
+    const error = encodeErrorResponse({ severity: 'ERROR', code: '42P01', message: 'relation does not exist' });
+    const executed = statement();
+    const replies = Buffer.concat([error, encodeReadyForQuery('I')]);
+    const result = run([server('1', { prepares: 'pgw_y' }), synthetic(encodeParseComplete()), server('2'), server('CIs', { statement: executed }), server('Z')], replies);
+    expect(result.client.equals(replies)).toBe(true);
+    expect(executed.failed).toBe(true);
+    expect(result.completed).toEqual([executed]);
+    expect(result.failedPrepares).toEqual(['pgw_y']);
+    expect(result.empty).toBe(true);
+  });
+
+  it('answers at once when it owes nothing to the server first', () => {
+    const result = run([synthetic(Buffer.concat([encodeErrorResponse({ severity: 'ERROR', code: '0A000', message: 'no' }), encodeReadyForQuery('I')]))], Buffer.alloc(0));
+    expect(result.client[0]).toBe('E'.charCodeAt(0));
+    expect(result.empty).toBe(true);
+  });
+});
