@@ -2,6 +2,7 @@ import fastifySwagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
+import { managementMcpRoutes } from '../mcp/management/route.js';
 import { installConventions, requestId } from './conventions.js';
 import { pruneUnusedSchemas } from './openapi.js';
 import { installAuth, type Authenticators } from './plugins/auth.js';
@@ -81,6 +82,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
     agentRoutes(api, plane.deps);
+    managementMcpRoutes(api);
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));
   }
   return app;
