@@ -1,0 +1,188 @@
+/**
+ * The audit log entry of spec §2.5: one row of a project's hash chain, built from a
+ * StatementDecided or AuditGapRecorded event. Every field but prev_hash and entry_hash is covered
+ * by the entry's hash, so the entry is exactly what an export shows.
+ */
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { canonicalBytes } from '../crypto/canonical-json.js';
+import { AuditEventKind, type AuditGapRecorded, StatementDecided } from '../events/audit.js';
+import { AuditEntryId, KeyId, ProjectId, Region, Sha256Hex, text, Timestamp } from '../events/fields.js';
+
+const decision = StatementDecided.schema.shape;
+
+/** Gap markers (spec §2.4, §6) are entries of their own kind, outside the §6 decision events. */
+export const GAP_MARKER = 'gap_marker';
+
+export const AuditEntryEvent = AuditEventKind.or(z.literal(GAP_MARKER));
+export type AuditEntryEvent = z.infer<typeof AuditEntryEvent>;
+
+/** int64 fields are JSON integers, so they must be exact in IEEE doubles to be hashed as written. */
+const Count = z.int().min(0);
+const ChainHash = Sha256Hex.or(z.literal(''));
+
+export const AuditLogEntry = z.strictObject({
+  /** `aud_` and 26 characters derived from project_id and seq. */
+  id: AuditEntryId,
+  project_id: ProjectId,
+  /** Position in the project's chain, dense from 1. */
+  seq: z.int().min(1),
+  event: AuditEntryEvent,
+  ts: Timestamp,
+  credential_id: decision.credential_id,
+  session_id: decision.session_id,
+  source: decision.source,
+  /** '' on gap markers, which no data-plane region wrote. */
+  region: Region.or(z.literal('')),
+  client_ip: decision.client_ip,
+  sql: decision.sql,
+  normalized_sql: decision.normalized_sql,
+  query_hash: decision.query_hash,
+  statement_kind: decision.statement_kind,
+  decision_rule: decision.decision_rule,
+  /** The decision's explanation, or a gap marker's machine-readable reason. */
+  reason: text(2_000),
+  cache_status: decision.cache_status,
+  rows_returned: Count,
+  bytes_out: Count,
+  /** latency_us / 1000; 0 when the statement did not run or its latency was not finite. */
+  latency_ms: z.number().min(0),
+  /** The decision's exact latency in microseconds; null when latency_ms is not a measurement. */
+  latency_us: decision.latency_us,
+  tables_read: decision.tables_read,
+  tables_written: decision.tables_written,
+  tables_blocked: decision.tables_blocked,
+  parsed: decision.parsed,
+  proxy_id: decision.proxy_id,
+  boot_epoch: decision.boot_epoch,
+  /** The emitting proxy's own sequence number (not the chain's seq). */
+  proxy_seq: Count.nullable(),
+  approval_id: decision.approval_id,
+  /** On gap markers: the lost range and count as AuditGapRecorded gives them; null otherwise. */
+  gap: z.strictObject({ from_seq: Count, to_seq: Count, count: Count.nullable() }).nullable(),
+  /** The HMAC key the entry hash was computed with; null for a plain SHA-256 (or legacy) entry. */
+  key_id: KeyId.nullable(),
+  /** Hex entry_hash of the previous chained entry, or the project's genesis hash; '' on legacy entries. */
+  prev_hash: ChainHash,
+  /** Hex SHA-256 or HMAC-SHA-256 of prev_hash bytes ‖ canonical entry bytes; '' on legacy entries. */
+  entry_hash: ChainHash,
+});
+export type AuditEntry = z.infer<typeof AuditLogEntry>;
+
+/** An entry before chaining: what entryFromDecision and entryFromGap build. */
+export type AuditEntryContent = Omit<AuditEntry, 'key_id' | 'prev_hash' | 'entry_hash'>;
+
+/** The entry as its hash covers it: everything but prev_hash and entry_hash. */
+export type HashedEntryContent = Omit<AuditEntry, 'prev_hash' | 'entry_hash'>;
+
+/** An event value that the entry cannot carry exactly. */
+export class AuditEntryError extends Error {
+  override readonly name = 'AuditEntryError';
+}
+
+const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
+
+function checkSeq(seq: number): void {
+  if (!Number.isSafeInteger(seq) || seq < 1) throw new AuditEntryError('seq must be a positive safe integer');
+}
+
+function count(value: string, field: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n)) throw new AuditEntryError(`${field} exceeds 2^53 - 1 and cannot be hashed exactly as a JSON number`);
+  return n;
+}
+
+/** The entry id: `aud_` and 26 base32 characters (130 bits) of SHA-256 over project id and seq. */
+export function auditEntryId(projectId: string, seq: number): string {
+  checkSeq(seq);
+  const digest = createHash('sha256').update(`pgward-audit-id\0${projectId}\0${seq}`, 'utf8').digest();
+  let id = 'aud_';
+  for (let i = 0; i < 26; i += 1) id += ID_ALPHABET[digest[i]! & 31];
+  return id;
+}
+
+/** The prev_hash of a project's first chained entry: hex SHA-256("pgward-audit-genesis\0" ‖ project id). */
+export function genesisHash(projectId: string): string {
+  return createHash('sha256').update(`pgward-audit-genesis\0${projectId}`, 'utf8').digest('hex');
+}
+
+export function entryFromDecision(d: StatementDecided, seq: number): AuditEntryContent {
+  return {
+    id: auditEntryId(d.project_id, seq),
+    project_id: d.project_id,
+    seq,
+    event: d.event,
+    ts: d.ts,
+    credential_id: d.credential_id,
+    session_id: d.session_id,
+    source: d.source,
+    region: d.region,
+    client_ip: d.client_ip,
+    sql: d.sql,
+    normalized_sql: d.normalized_sql,
+    query_hash: d.query_hash,
+    statement_kind: d.statement_kind,
+    decision_rule: d.decision_rule,
+    reason: d.reason,
+    cache_status: d.cache_status,
+    rows_returned: count(d.rows_returned, 'rows_returned'),
+    bytes_out: count(d.bytes_out, 'bytes_out'),
+    latency_ms: d.latency_us === null ? 0 : d.latency_us / 1000,
+    latency_us: d.latency_us,
+    tables_read: d.tables_read,
+    tables_written: d.tables_written,
+    tables_blocked: d.tables_blocked,
+    parsed: d.parsed,
+    proxy_id: d.proxy_id,
+    boot_epoch: d.boot_epoch,
+    proxy_seq: d.seq === null ? null : count(d.seq, 'seq'),
+    approval_id: d.approval_id,
+    gap: null,
+  };
+}
+
+/** A gap marker: no credential, no statement, zero latency, written by the control plane. */
+export function entryFromGap(g: AuditGapRecorded, seq: number): AuditEntryContent {
+  return {
+    id: auditEntryId(g.project_id, seq),
+    project_id: g.project_id,
+    seq,
+    event: GAP_MARKER,
+    ts: g.ts,
+    credential_id: null,
+    session_id: '',
+    source: 'control',
+    region: '',
+    client_ip: '',
+    sql: '',
+    normalized_sql: '',
+    query_hash: '',
+    statement_kind: '',
+    decision_rule: '',
+    reason: g.reason,
+    cache_status: 'none',
+    rows_returned: 0,
+    bytes_out: 0,
+    latency_ms: 0,
+    latency_us: null,
+    tables_read: [],
+    tables_written: [],
+    tables_blocked: [],
+    parsed: true,
+    proxy_id: g.proxy_id,
+    boot_epoch: g.boot_epoch,
+    proxy_seq: null,
+    approval_id: null,
+    gap: {
+      from_seq: count(g.from_seq, 'from_seq'),
+      to_seq: count(g.to_seq, 'to_seq'),
+      count: g.count === null ? null : count(g.count, 'count'),
+    },
+  };
+}
+
+/** RFC 8785 canonical JSON of the entry without prev_hash and entry_hash: what its hash covers. */
+export function canonicalEntryBytes(entry: HashedEntryContent & Partial<Pick<AuditEntry, 'prev_hash' | 'entry_hash'>>): Uint8Array {
+  const { prev_hash: _prev, entry_hash: _hash, ...content } = entry;
+  return canonicalBytes(content);
+}

@@ -1,0 +1,67 @@
+/**
+ * RFC 6962 §2.1 Merkle tree hash over SHA-256: a leaf is SHA-256(0x00 ‖ data), an interior node
+ * SHA-256(0x01 ‖ left ‖ right), a tree of n > 1 leaves splits at the largest power of two smaller
+ * than n, and the empty tree hashes to SHA-256("").
+ */
+import { createHash } from 'node:crypto';
+
+const LEAF_PREFIX = Buffer.from([0x00]);
+const NODE_PREFIX = Buffer.from([0x01]);
+
+export function leafHash(data: Uint8Array): Buffer {
+  return createHash('sha256').update(LEAF_PREFIX).update(data).digest();
+}
+
+export function nodeHash(left: Uint8Array, right: Uint8Array): Buffer {
+  return createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
+}
+
+function emptyRoot(): Buffer {
+  return createHash('sha256').digest();
+}
+
+function largestPowerOfTwoBelow(n: number): number {
+  let k = 1;
+  while (k * 2 < n) k *= 2;
+  return k;
+}
+
+function subtreeHash(leaves: readonly Uint8Array[], start: number, end: number): Buffer {
+  if (end - start === 1) return leafHash(leaves[start]!);
+  const split = start + largestPowerOfTwoBelow(end - start);
+  return nodeHash(subtreeHash(leaves, start, split), subtreeHash(leaves, split, end));
+}
+
+/** The Merkle tree hash of `leaves` (leaf inputs, not leaf hashes), by the RFC's recursive definition. */
+export function merkleRoot(leaves: readonly Uint8Array[]): Buffer {
+  return leaves.length === 0 ? emptyRoot() : subtreeHash(leaves, 0, leaves.length);
+}
+
+/**
+ * Appends leaves one at a time and gives the root of the tree so far, keeping only the roots of
+ * the perfect subtrees that make up the current size (one per set bit of the size, largest first):
+ * O(log n) memory, amortized O(1) hashes per append, O(log n) hashes per root.
+ */
+export class MerkleBuilder {
+  readonly #subtrees: Buffer[] = [];
+  #size = 0;
+
+  get size(): number {
+    return this.#size;
+  }
+
+  append(data: Uint8Array): void {
+    let hash = leafHash(data);
+    // Each trailing 1 bit of the old size is a perfect subtree the new leaf completes.
+    for (let size = this.#size; size % 2 === 1; size = Math.floor(size / 2)) hash = nodeHash(this.#subtrees.pop()!, hash);
+    this.#subtrees.push(hash);
+    this.#size += 1;
+  }
+
+  root(): Buffer {
+    if (this.#subtrees.length === 0) return emptyRoot();
+    let root = this.#subtrees[this.#subtrees.length - 1]!;
+    for (let i = this.#subtrees.length - 2; i >= 0; i -= 1) root = nodeHash(this.#subtrees[i]!, root);
+    return root;
+  }
+}
