@@ -6,6 +6,19 @@
  */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
+/** Keys repeat across entries; their JSON form is computed once. Bounded, since keys come from schemas. */
+const keyText = new Map<string, string>();
+const KEY_CACHE_LIMIT = 10_000;
+
+function quotedKey(key: string): string {
+  let text = keyText.get(key);
+  if (text === undefined) {
+    text = JSON.stringify(key);
+    if (keyText.size < KEY_CACHE_LIMIT) keyText.set(key, text);
+  }
+  return text;
+}
+
 export function canonicalize(value: unknown): string {
   if (value === null) return 'null';
   switch (typeof value) {
@@ -17,11 +30,23 @@ export function canonicalize(value: unknown): string {
       if (!Number.isFinite(value)) throw new TypeError(`canonical JSON cannot carry ${value}`);
       return JSON.stringify(value);
     case 'object': {
-      if (Array.isArray(value)) return `[${value.map(canonicalize).join(',')}]`;
-      const entries = Object.entries(value as Record<string, unknown>)
-        .filter(([, v]) => v !== undefined)
-        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-      return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalize(v)}`).join(',')}}`;
+      if (Array.isArray(value)) {
+        let out = '[';
+        for (let i = 0; i < value.length; i++) out += (i === 0 ? '' : ',') + canonicalize(value[i]);
+        return `${out}]`;
+      }
+      const record = value as Record<string, unknown>;
+      // Default sort compares UTF-16 code units, which is the order RFC 8785 prescribes.
+      const keys = Object.keys(record).sort();
+      let out = '{';
+      let first = true;
+      for (const key of keys) {
+        const item = record[key];
+        if (item === undefined) continue;
+        out += `${first ? '' : ','}${quotedKey(key)}:${canonicalize(item)}`;
+        first = false;
+      }
+      return `${out}}`;
     }
     default:
       throw new TypeError(`canonical JSON cannot carry a ${typeof value}`);
