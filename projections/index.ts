@@ -1,3 +1,5 @@
+import type { HmacKeyring } from '../src/audit/chain.js';
+import { auditProjection } from './audit.js';
 import type { Projection } from './projection.js';
 import { apiKeysProjection } from './api-keys.js';
 import { credentialsProjection } from './credentials.js';
@@ -6,9 +8,12 @@ import { organizationsProjection } from './organizations.js';
 import { policiesProjection } from './policies.js';
 import { projectsProjection } from './projects.js';
 
-/** Every projection the projector role runs. */
-export const projections: readonly Projection[] = [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, credentialsProjection];
+export interface ProjectionOptions {
+  /** HMAC keys of the audit chain (PGWARD_AUDIT_HMAC_KEYS); the audit projection hashes with them. */
+  readonly auditKeys: HmacKeyring;
+}
 
-export function projectionNamed(name: string): Projection | undefined {
-  return projections.find((p) => p.name === name);
+/** Every projection the projector role runs. */
+export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, credentialsProjection, auditProjection(options.auditKeys)];
 }

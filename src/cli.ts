@@ -2,7 +2,8 @@ import { parseArgs } from 'node:util';
 import { z, ZodError } from 'zod';
 import { createOrganization } from '../commands/organizations/create-organization.js';
 import { Plan } from './events/organizations.js';
-import { projectionNamed, projections } from '../projections/index.js';
+import { projectionsFor } from '../projections/index.js';
+import { auditKeysFrom } from './audit/keys.js';
 import { projectionStatus, rebuildAndVerify, resetProjection } from '../projections/maintenance.js';
 import type { Projection } from '../projections/projection.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
@@ -47,9 +48,9 @@ async function withState<T>(config: Config, work: (ctx: { store: Awaited<ReturnT
   }
 }
 
-function selectProjections(name: string | undefined): readonly Projection[] {
+function selectProjections(projections: readonly Projection[], name: string | undefined): readonly Projection[] {
   if (!name) return projections;
-  const projection = projectionNamed(name);
+  const projection = projections.find((p) => p.name === name);
   if (!projection) throw new UsageError(`unknown projection ${name}; known: ${projections.map((p) => p.name).join(', ')}`);
   return [projection];
 }
@@ -74,13 +75,14 @@ async function runServe(config: Config, args: string[]): Promise<number> {
 async function runProjections(config: Config, args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { verify: { type: 'boolean', default: false } } });
   const [action, name] = positionals;
+  const projections = projectionsFor({ auditKeys: auditKeysFrom(config) });
   if (action === 'list') {
     const statuses = await withState(config, ({ store, pool }) => projectionStatus(store, pool, projections));
     console.log(json(statuses));
     return 0;
   }
   if (action === 'rebuild') {
-    const selected = selectProjections(name);
+    const selected = selectProjections(projections, name);
     if (!values.verify) {
       if (!name) throw new UsageError('projections rebuild without --verify needs a projection NAME');
       await withState(config, ({ pool }) => resetProjection(pool, selected[0]!));

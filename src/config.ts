@@ -34,6 +34,17 @@ export const ConfigSchema = z.object({
   PGWARD_MAX_MESSAGE_BYTES: z.coerce.number({ message: 'expected a byte count' }).int('expected a byte count').min(1024, 'expected at least 1024').max(1024 * 1024 * 1024, 'expected at most 1 GiB').default(64 * 1024 * 1024),
   PGWARD_REGION: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'expected a region name such as local or eu-west-1').default('local'),
   PGWARD_PROXY_ID: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'expected a proxy id').optional(),
+  PGWARD_AUDIT_HMAC_KEYS: z
+    .string()
+    .superRefine((spec, ctx) => {
+      try {
+        parseKeyring(spec);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: `expected kid:base64secret entries of 32-byte secrets, current first (${(error as Error).message})` });
+      }
+    })
+    .optional(),
+  PGWARD_AUDIT_ANCHOR_KEY: z.string().min(1, 'expected the path of an Ed25519 private key (PKCS#8 PEM)').optional(),
   PGWARD_RATE_LIMIT_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(6000),
   PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(12000),
 });

@@ -1,7 +1,7 @@
 import { resolve } from 'node:path';
 import type pg from 'pg';
 import { apiKeysProjection } from '../projections/api-keys.js';
-import { projections } from '../projections/index.js';
+import type { Projection } from '../projections/projection.js';
 import { awaitApplied, awaitCaughtUp } from '../projections/maintenance.js';
 import { findActiveApiKeyByHash } from '../queries/api-keys.js';
 import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
@@ -9,6 +9,7 @@ import type { Config } from './config.js';
 import { loadOrCreateKeyringFile, openSecret, parseKeyring, sealBlob, type Keyring } from './crypto/seal.js';
 import { sha256Hex } from './crypto/tokens.js';
 import type { ControlPlane } from './http/app.js';
+import type { ApiDeps } from './http/routes/support.js';
 import type { Authenticators, Caller, Role } from './http/plugins/auth.js';
 import { Problem } from './http/problem.js';
 import type { Logger } from './logger.js';
@@ -66,12 +67,20 @@ function authenticators(config: Config, store: EventStore, pool: pg.Pool): Authe
   };
 }
 
-export function controlPlane(config: Config, keyring: Keyring, store: EventStore, pool: pg.Pool, logger: Logger): ControlPlane {
+export function controlPlane(
+  config: Config,
+  keyring: Keyring,
+  store: EventStore,
+  pool: pg.Pool,
+  logger: Logger,
+  projections: readonly Projection[],
+  audit: ApiDeps['audit'],
+): ControlPlane {
   const settle = async (stream: string, position: bigint): Promise<void> => {
     if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');
   };
   return {
-    deps: { store, pool, keyring, publicHost: config.PGWARD_PUBLIC_HOST, proxyPort: config.PGWARD_PROXY_PORT, now: () => new Date(), settle },
+    deps: { store, pool, keyring, publicHost: config.PGWARD_PUBLIC_HOST, proxyPort: config.PGWARD_PROXY_PORT, now: () => new Date(), settle, audit },
     authenticators: authenticators(config, store, pool),
     rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },
     sealer: { seal: (body, aad) => JSON.stringify(sealBlob(body, keyring, aad)), open: (stored, aad) => openSecret(JSON.parse(stored), keyring, aad) },

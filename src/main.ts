@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
-import { projections } from '../projections/index.js';
+import { projectionsFor } from '../projections/index.js';
+import { auditKeysFrom, loadAnchor } from './audit/keys.js';
 import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
@@ -16,6 +17,7 @@ import { createMetrics, instrumentStore } from './metrics.js';
 import { createPool } from './pg/pool.js';
 import { openStateDatabase } from './state.js';
 import { startSweeps } from './sweeps.js';
+import { startIngest } from './ingest/ingest.js';
 import type { EventStore } from './store/port.js';
 import { createPostgresEventStore } from './store/postgres.js';
 
@@ -50,7 +52,7 @@ async function check(work: () => Promise<unknown>, detail?: string): Promise<Par
   }
 }
 
-export const Role = z.enum(['api', 'projector', 'proxy']);
+export const Role = z.enum(['api', 'projector', 'proxy', 'ingest']);
 export type Role = z.infer<typeof Role>;
 
 /**
@@ -76,6 +78,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     const bus = await openBus(config);
     cleanup.push(() => bus.close());
 
+    const projections = projectionsFor({ auditKeys: auditKeysFrom(config) });
     const runners: RunningProjection[] = (roles.has('projector') ? projections : []).map((projection) =>
       runProjection({
         store,
@@ -104,6 +107,12 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       return lags;
     });
 
+    // Ingest starts before the proxy and stops after it, so decisions the proxy flushes at shutdown still reach the trail.
+    if (roles.has('ingest')) {
+      const ingest = await startIngest({ store, bus, logger: logger.child({ role: 'ingest' }) });
+      cleanup.push(() => ingest.stop());
+    }
+
     const keyring = roles.has('proxy') || roles.has('api') ? await loadKeyring(config, state) : undefined;
     if (roles.has('proxy')) {
       const proxy = await startProxy({
@@ -129,7 +138,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     }
 
     const app = await buildApp({
-      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger) } : {}),
+      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, { hmacKeys: auditKeysFrom(config).keys, anchorPublicKey: (await loadAnchor(config)).publicKey }) } : {}),
       logger,
       metrics: metrics.registry,
       health: async () => ({

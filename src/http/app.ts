@@ -10,6 +10,7 @@ import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
 import { agentRoutes } from './routes/agents.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
+import { auditRoutes } from './routes/audit.js';
 import { databaseRoutes } from './routes/databases.js';
 import { policyRoutes } from './routes/policies.js';
 import { discoveryRoutes } from './routes/discovery.js';
@@ -81,6 +82,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     databaseRoutes(api, plane.deps);
     policyRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
+    auditRoutes(api, plane.deps);
     agentRoutes(api, plane.deps);
     managementMcpRoutes(api);
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));

@@ -5,7 +5,9 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projections } from '../../projections/index.js';
+import { projectionsFor } from '../../projections/index.js';
+
+const projections = projectionsFor({ auditKeys: { keys: new Map() } });
 import { freePort } from '../support/free-port.js';
 
 const bin = resolve('bin/pgward.js');

@@ -1,5 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { projections } from '../../projections/index.js';
+import { randomUUID } from 'node:crypto';
+import { auditStream } from '../../projections/audit.js';
+import { projectionsFor } from '../../projections/index.js';
+import { StatementDecided } from '../../src/events/audit.js';
+import { encodeEvent } from '../../src/events/envelope.js';
 import { rebuildAndVerify } from '../../projections/maintenance.js';
 import { startApi, type TestApi } from '../support/api.js';
 
@@ -32,14 +36,27 @@ async function workload(): Promise<void> {
     const policy = (await call('POST', `${base}/policies`, { name: 'ro', allowed_tables: ['public.orders'], masked_columns: { 'public.orders.email': 'hash' } })).json() as { id: string };
     await call('PATCH', `${base}/policies/${policy.id}`, { max_rows: 50 });
     await call('POST', `${base}/agents`, { name: `agent ${p}`, policy_profile_id: policy.id });
+    await appendAuditDecision(project.project.id, p);
     if (p === 2) await call('DELETE', base);
   }
+}
+
+/** What ingest appends for a decision the proxy made, so the audit chain has entries too. */
+async function appendAuditDecision(projectId: string, n: number): Promise<void> {
+  const decision = {
+    event: 'query' as const, project_id: projectId, credential_id: null, session_id: `s.${n}`, source: 'wire' as const, region: 'local', client_ip: '127.0.0.1',
+    ts: new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString(), sql: `select ${n}`, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '',
+    cache_status: 'bypass' as const, rows_returned: '1', bytes_out: '12', latency_us: 100 + n, tables_read: [], tables_written: [], tables_blocked: [], parsed: false,
+    proxy_id: 'rm-test', boot_epoch: 1, seq: String(n + 1), approval_id: null,
+  };
+  const meta = { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: decision.ts };
+  await api.store.append(auditStream(projectId), [encodeEvent(StatementDecided, decision, meta), encodeEvent(StatementDecided, { ...decision, seq: String(n + 100) }, { ...meta, event_id: randomUUID() })], 'any');
 }
 
 describe('read models', () => {
   it('rebuild --verify reproduces every read model byte for byte after a control-plane workload', async () => {
     await workload();
-    for (const projection of projections) {
+    for (const projection of projectionsFor({ auditKeys: { keys: new Map() } })) {
       const result = await rebuildAndVerify(api.store, api.pool, projection);
       expect({ name: result.name, identical: result.identical }).toEqual({ name: projection.name, identical: true });
       expect(Object.values(result.live).every((table) => table.rows > 0)).toBe(true);

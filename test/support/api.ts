@@ -4,10 +4,11 @@ import type pg from 'pg';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { createOrganization } from '../../commands/organizations/create-organization.js';
-import { projections } from '../../projections/index.js';
+import { projectionsFor } from '../../projections/index.js';
 import { runProjection, type RunningProjection } from '../../projections/runner.js';
 import { loadConfig } from '../../src/config.js';
 import { controlPlane } from '../../src/control-plane.js';
+import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import type { Plan } from '../../src/events/organizations.js';
 import { buildApp } from '../../src/http/app.js';
@@ -35,13 +36,14 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}): Prom
   const store = await createPostgresEventStore(database.url);
   const pool = createPool(database.url);
   const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
+  const projections = projectionsFor({ auditKeys: { keys: new Map() } });
   const runners: RunningProjection[] = projections.map((projection) => runProjection({ store, pool, projection }));
   await Promise.all(runners.map((r) => r.active));
   const app = await buildApp({
     logger: pino({ level: 'silent' }),
     metrics: new Registry(),
     health: async () => ({}),
-    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' })),
+    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' }), projections, { hmacKeys: new Map(), anchorPublicKey: loadAnchorKey(generateAnchorKey()).publicKey }),
   });
   return {
     app,

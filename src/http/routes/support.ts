@@ -1,3 +1,4 @@
+import type { KeyObject } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type pg from 'pg';
@@ -20,6 +21,8 @@ export interface ApiDeps {
   readonly publicHost: string;
   readonly proxyPort: number;
   readonly now: () => Date;
+  /** What verifying a project's audit chain needs: the HMAC keys and the anchor's public key. */
+  readonly audit: { readonly hmacKeys: ReadonlyMap<string, Buffer>; readonly anchorPublicKey: KeyObject };
   /** Waits (bounded) until every read model fed by `stream` has applied `position`, so a write is visible to the next read. */
   readonly settle: (stream: string, position: bigint) => Promise<void>;
 }

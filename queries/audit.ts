@@ -1,0 +1,65 @@
+import type pg from 'pg';
+import { auditEntryColumns } from '../projections/audit.js';
+import type { AuditEntry } from '../src/audit/entry.js';
+import { AuditCheckpointSigned } from '../src/events/audit.js';
+import { decodeWith } from '../src/events/envelope.js';
+import type { EventStore } from '../src/store/port.js';
+import { decisionGroup, type AuditDecision } from '../src/events/audit.js';
+
+const selectEntry = auditEntryColumns.map((c) => `"${c}"`).join(', ');
+
+/** Rows are the entries: read back exactly as they were hashed (a tampered row reads back tampered). */
+function toEntry(row: Record<string, unknown>): AuditEntry {
+  return {
+    ...(row as AuditEntry),
+    seq: Number(row.seq),
+    rows_returned: Number(row.rows_returned),
+    bytes_out: Number(row.bytes_out),
+    latency_us: row.latency_us === null ? null : Number(row.latency_us),
+    proxy_seq: row.proxy_seq === null ? null : Number(row.proxy_seq),
+  };
+}
+
+export async function auditEntries(db: pg.Pool, projectId: string, fromSeq = 1, toSeq?: number): Promise<AuditEntry[]> {
+  const { rows } = await db.query(
+    `select ${selectEntry} from rm.audit_entries where project_id = $1 and seq >= $2 and ($3::bigint is null or seq <= $3) order by seq`,
+    [projectId, fromSeq, toSeq ?? null],
+  );
+  return rows.map(toEntry);
+}
+
+export interface AuditFilter {
+  readonly start?: string;
+  readonly end?: string;
+  readonly event?: string;
+  readonly source?: string;
+  readonly decision?: AuditDecision;
+  readonly credentialId?: string;
+  readonly sessionId?: string;
+  /** Only entries with a seq below this (the page token). */
+  readonly beforeSeq?: number;
+}
+
+const decisionEvents = (decision: AuditDecision): string[] =>
+  (['query', 'blocked', 'budget_exhausted', 'auth_failed', 'credential_expired', 'canary_tripped', 'rejected', 'approval_expired', 'masked', 'truncated'] as const).filter((e) => decisionGroup(e) === decision);
+
+/** Entries newest first, filtered as spec §4.9 says: start inclusive, end exclusive. */
+export async function listAuditEntries(db: pg.Pool, projectId: string, filter: AuditFilter, limit: number): Promise<AuditEntry[]> {
+  const { rows } = await db.query(
+    `select ${selectEntry} from rm.audit_entries
+      where project_id = $1
+        and ($2::timestamptz is null or ts_at >= $2) and ($3::timestamptz is null or ts_at < $3)
+        and ($4::text is null or event = $4) and ($5::text is null or source = $5)
+        and ($6::text[] is null or event = any($6)) and ($7::text is null or credential_id = $7)
+        and ($8::text is null or session_id = $8) and ($9::bigint is null or seq < $9)
+      order by seq desc limit $10`,
+    [projectId, filter.start ?? null, filter.end ?? null, filter.event ?? null, filter.source ?? null, filter.decision ? decisionEvents(filter.decision) : null, filter.credentialId ?? null, filter.sessionId ?? null, filter.beforeSeq ?? null, limit],
+  );
+  return rows.map(toEntry);
+}
+
+/** Signed checkpoints of a project, from the event store (they are events, not read-model rows). */
+export async function auditCheckpoints(store: EventStore, projectId: string) {
+  const events = await store.readStream(`auditcp-${projectId}`);
+  return events.filter((e) => e.type === AuditCheckpointSigned.type).map((e) => decodeWith(AuditCheckpointSigned, e).data);
+}

@@ -1,0 +1,97 @@
+import { z } from 'zod';
+import { auditCheckpoints, auditEntries, listAuditEntries } from '../../../queries/audit.js';
+import { AuditLogEntry } from '../../audit/entry.js';
+import { AuditChainVerification, verifyChain } from '../../audit/verify.js';
+import { AuditDecision, AuditSource } from '../../events/audit.js';
+import { decodePageToken, encodePageToken, PageQuery } from '../pagination.js';
+import { Problem } from '../problem.js';
+import { visibleProject } from './projects.js';
+import { errorResponses, IdParam, requireRole, type Api, type ApiDeps } from './support.js';
+
+const ProjectParams = z.object({ project_id: IdParam('project id') });
+
+const AuditQuery = PageQuery.extend({
+  start: z.iso.datetime({ offset: true }).optional().describe('Inclusive lower bound on entry time'),
+  end: z.iso.datetime({ offset: true }).optional().describe('Exclusive upper bound on entry time'),
+  event: z.string().regex(/^[a-z_]+$/).optional().describe('A single audit event'),
+  source: AuditSource.optional(),
+  decision: AuditDecision.optional(),
+  credential_id: z.string().regex(/^[a-zA-Z0-9_.-]+$/).optional(),
+  session_id: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/).optional(),
+});
+
+const Entry = AuditLogEntry.meta({ id: 'AuditLogEntry' });
+
+export function auditRoutes(app: Api, deps: ApiDeps): void {
+  app.get(
+    '/v1/projects/:project_id/audit',
+    {
+      schema: {
+        operationId: 'listAuditEntries',
+        summary: 'List a project’s audit entries, newest first',
+        description: 'Filters: start (inclusive), end (exclusive), event, source, decision, credential_id, session_id.',
+        tags: ['audit'],
+        params: ProjectParams,
+        querystring: AuditQuery,
+        response: { 200: z.object({ entries: z.array(Entry), next_page_token: z.string() }), ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request) => {
+      const caller = requireRole(request, 'viewer');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const query = request.query;
+      const token = decodePageToken(query.page_token);
+      const beforeSeq = token === undefined ? undefined : Number(token);
+      if (beforeSeq !== undefined && !Number.isSafeInteger(beforeSeq)) throw new Problem('INVALID_INPUT', 'page_token is not a token this API issued', { errors: [{ field: 'page_token', message: 'is not a valid page token' }] });
+      const rows = await listAuditEntries(
+        deps.pool,
+        projectId,
+        {
+          ...(query.start ? { start: query.start } : {}),
+          ...(query.end ? { end: query.end } : {}),
+          ...(query.event ? { event: query.event } : {}),
+          ...(query.source ? { source: query.source } : {}),
+          ...(query.decision ? { decision: query.decision } : {}),
+          ...(query.credential_id ? { credentialId: query.credential_id } : {}),
+          ...(query.session_id ? { sessionId: query.session_id } : {}),
+          ...(beforeSeq === undefined ? {} : { beforeSeq }),
+        },
+        query.page_size + 1,
+      );
+      const entries = rows.slice(0, query.page_size);
+      const next = rows.length > query.page_size ? encodePageToken(String(entries.at(-1)!.seq)) : '';
+      return { entries, next_page_token: next };
+    },
+  );
+
+  app.get(
+    '/v1/projects/:project_id/audit/verify',
+    {
+      schema: {
+        operationId: 'verifyAuditChain',
+        summary: 'Verify a project’s audit hash chain and its signed checkpoints',
+        description: 'Recomputes every entry hash and link, and every checkpointed Merkle root, from the stored entries; reports the first failure in seq order.',
+        tags: ['audit'],
+        params: ProjectParams,
+        querystring: z.object({ from_seq: z.coerce.number().int().min(1).optional(), to_seq: z.coerce.number().int().min(1).optional() }),
+        response: { 200: AuditChainVerification.meta({ id: 'AuditChainVerification' }), ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request) => {
+      const caller = requireRole(request, 'viewer');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const { from_seq: fromSeq, to_seq: toSeq } = request.query;
+      const entries = await auditEntries(deps.pool, projectId, fromSeq === undefined ? 1 : Math.max(1, fromSeq - 1), toSeq);
+      return verifyChain({
+        projectId,
+        entries,
+        checkpoints: await auditCheckpoints(deps.store, projectId),
+        hmacKeys: deps.audit.hmacKeys,
+        anchorPublicKey: deps.audit.anchorPublicKey,
+        verifiedAt: deps.now().toISOString(),
+        ...(fromSeq === undefined ? {} : { fromSeq }),
+        ...(toSeq === undefined ? {} : { toSeq }),
+      });
+    },
+  );
+}

@@ -1,0 +1,53 @@
+export interface Hole {
+  readonly proxyId: string;
+  readonly bootEpoch: number;
+  readonly from: bigint;
+  readonly to: bigint;
+  /** The project of the record that revealed the hole: the lost entries' own projects cannot be known. */
+  readonly projectId: string;
+}
+
+interface Pending extends Hole {
+  readonly dueAt: number;
+}
+
+/**
+ * Follows each proxy's sequence (per boot epoch). A jump opens a hole; a gap marker from the proxy
+ * covering it closes it; a hole still open after the grace period is due to be recorded by ingest.
+ * The first record of a proxy that ingest sees (after a restart too) starts its sequence.
+ */
+export class HoleTracker {
+  private readonly last = new Map<string, bigint>();
+  private readonly explained = new Map<string, { from: bigint; to: bigint }[]>();
+  private pending: Pending[] = [];
+
+  constructor(private readonly graceMs: number) {}
+
+  saw(proxyId: string, bootEpoch: number, seq: bigint, projectId: string, at = Date.now()): void {
+    const key = `${proxyId}\0${bootEpoch}`;
+    const last = this.last.get(key);
+    if (last !== undefined && seq > last + 1n && !this.covered(key, last + 1n, seq - 1n)) {
+      this.pending.push({ proxyId, bootEpoch, from: last + 1n, to: seq - 1n, projectId, dueAt: at + this.graceMs });
+    }
+    if (last === undefined || seq > last) this.last.set(key, seq);
+  }
+
+  explain(proxyId: string, bootEpoch: number, from: bigint, to: bigint): void {
+    const key = `${proxyId}\0${bootEpoch}`;
+    const ranges = this.explained.get(key) ?? [];
+    ranges.push({ from, to });
+    this.explained.set(key, ranges);
+    this.pending = this.pending.filter((hole) => `${hole.proxyId}\0${hole.bootEpoch}` !== key || !(from <= hole.from && hole.to <= to));
+  }
+
+  private covered(key: string, from: bigint, to: bigint): boolean {
+    return (this.explained.get(key) ?? []).some((range) => range.from <= from && to <= range.to);
+  }
+
+  /** Holes whose grace period passed without an explaining marker; they leave the tracker. */
+  due(at: number): Hole[] {
+    const due = this.pending.filter((hole) => hole.dueAt <= at);
+    this.pending = this.pending.filter((hole) => hole.dueAt > at);
+    return due.map(({ dueAt: _dueAt, ...hole }) => hole);
+  }
+}

@@ -1,0 +1,127 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { auditStream } from '../../projections/audit.js';
+import type { BusRecord } from '../../proxy/decisions.js';
+import type { Consumer, DecisionBus, Delivery } from '../bus/port.js';
+import { AuditGapRecorded, StatementDecided } from '../events/audit.js';
+import { encodeEvent, type EventDefinition } from '../events/envelope.js';
+import type { EventStore } from '../store/port.js';
+import { HoleTracker, type Hole } from './holes.js';
+
+/** A UUID (v4 layout) derived from a stable key: a redelivered record appends nothing new. */
+export function eventIdFor(key: string): string {
+  const hex = createHash('sha256').update(`pgward-ingest\0${key}`).digest('hex');
+  const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
+const GapRecord = z.object({
+  kind: z.literal('gap'),
+  project_id: z.string(),
+  proxy_id: z.string(),
+  boot_epoch: z.number(),
+  from_seq: z.string(),
+  to_seq: z.string(),
+  count: z.string(),
+  reason: z.string(),
+  ts: z.string(),
+});
+
+export interface IngestOptions {
+  readonly store: EventStore;
+  readonly bus: DecisionBus;
+  readonly logger: Logger;
+  /** How long a hole in a proxy's sequence may wait for the proxy's own gap marker before ingest records it. */
+  readonly holeGraceMs?: number;
+  readonly now?: () => Date;
+}
+
+export interface RunningIngest {
+  stop(): Promise<void>;
+  /** Records unexplained holes whose grace period passed; runs on its own timer too. */
+  sweepHoles(): Promise<number>;
+}
+
+/**
+ * The ingest role: a durable bus consumer that appends decisions and gap markers to each project's
+ * audit stream, acknowledging only after the append committed. Event ids derive from the proxy's
+ * (proxy_id, boot_epoch, seq), so a redelivered record never appears twice. A hole in a proxy's
+ * sequence that no gap marker explains within the grace period is recorded as a gap marker of its own.
+ */
+export async function startIngest(options: IngestOptions): Promise<RunningIngest> {
+  const { store, logger } = options;
+  const now = options.now ?? (() => new Date());
+  const holes = new HoleTracker(options.holeGraceMs ?? 30_000);
+
+  const append = async <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> => {
+    const at = now().toISOString();
+    const event = encodeEvent(definition, data, { event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
+    await store.append(auditStream(projectId), [event], 'any');
+  };
+
+  const recordHole = (hole: Hole): Promise<void> =>
+    append(
+      AuditGapRecorded,
+      { project_id: hole.projectId, proxy_id: hole.proxyId, boot_epoch: hole.bootEpoch, from_seq: String(hole.from), to_seq: String(hole.to), count: String(hole.to - hole.from + 1n), reason: 'sequence_hole', ts: now().toISOString() },
+      hole.projectId,
+      `hole:${hole.proxyId}:${hole.bootEpoch}:${hole.from}-${hole.to}`,
+    );
+
+  const handle = async (delivery: Delivery): Promise<void> => {
+    let record: BusRecord;
+    try {
+      record = JSON.parse(Buffer.from(delivery.data).toString('utf8')) as BusRecord;
+    } catch {
+      logger.error({ id: delivery.id }, 'a bus record is not JSON; dropped');
+      return;
+    }
+    if (record.kind === 'gap') {
+      const gap = GapRecord.parse(record);
+      await append(
+        AuditGapRecorded,
+        { project_id: gap.project_id, proxy_id: gap.proxy_id, boot_epoch: gap.boot_epoch, from_seq: gap.from_seq, to_seq: gap.to_seq, count: gap.count, reason: gap.reason, ts: gap.ts },
+        gap.project_id,
+        `gap:${gap.proxy_id}:${gap.boot_epoch}:${gap.from_seq}-${gap.to_seq}`,
+      );
+      holes.explain(gap.proxy_id, gap.boot_epoch, BigInt(gap.from_seq), BigInt(gap.to_seq));
+      return;
+    }
+    const decision = StatementDecided.schema.parse(record.decision);
+    await append(StatementDecided, decision, decision.project_id, `decision:${decision.proxy_id}:${decision.boot_epoch}:${decision.seq}`);
+    if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
+  };
+
+  let lastDelivery = 0;
+  const consumer: Consumer = await options.bus.consume({ durable: 'ingest', maxInFlight: 1, retryDelayMs: 500 }, async (delivery) => {
+    lastDelivery = Date.now();
+    try {
+      await handle(delivery);
+    } catch (error) {
+      if (error instanceof z.ZodError) {
+        logger.error({ id: delivery.id, issues: error.issues.slice(0, 3) }, 'a bus record does not match the audit schema; dropped');
+        return;
+      }
+      throw error;
+    }
+  });
+
+  const sweepHoles = async (): Promise<number> => {
+    const due = holes.due(Date.now());
+    for (const hole of due) await recordHole(hole);
+    return due.length;
+  };
+  const timer = setInterval(() => void sweepHoles().catch((error: unknown) => logger.error({ err: error }, 'recording sequence holes failed')), 1_000);
+  timer.unref();
+
+  return {
+    sweepHoles,
+    async stop() {
+      clearInterval(timer);
+      // Let records still arriving (the proxy flushes its buffer as it stops) land before stopping: bounded.
+      const deadline = Date.now() + 3_000;
+      while (Date.now() - lastDelivery < 200 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+      await consumer.stop();
+    },
+  };
+}

@@ -1,0 +1,97 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { BusRecord, Decision } from '../../proxy/decisions.js';
+import { canonicalBytes } from '../../src/crypto/canonical-json.js';
+import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
+import { pino } from 'pino';
+import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+
+let gateway: TestGateway;
+let agent: AgentSecrets;
+let ingest: RunningIngest;
+
+interface Entry {
+  seq: number;
+  event: string;
+  sql: string;
+  rows_returned: number;
+  gap: { from_seq: number; to_seq: number; count: number | null } | null;
+}
+
+async function entries(): Promise<Entry[]> {
+  const response = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/audit?page_size=100` });
+  return (response.json() as { entries: Entry[] }).entries;
+}
+
+async function verify(): Promise<Record<string, unknown>> {
+  return (await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/audit/verify` })).json() as Record<string, unknown>;
+}
+
+async function until<T>(probe: () => Promise<T>, accept: (value: T) => boolean, what: string): Promise<T> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const value = await probe();
+    if (accept(value)) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: last value ${JSON.stringify(value).slice(0, 500)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+function syntheticDecision(seq: number): BusRecord {
+  const decision: Decision & { proxy_id: string; boot_epoch: number; seq: string } = {
+    event: 'query', project_id: gateway.projectId, credential_id: null, session_id: 'synthetic.1', source: 'wire', region: 'local', client_ip: '', ts: new Date().toISOString(),
+    sql: `select ${seq}`, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'bypass', rows_returned: '1', bytes_out: '1',
+    latency_us: 1, tables_read: [], tables_written: [], tables_blocked: [], parsed: false, approval_id: null, proxy_id: 'synthetic-proxy', boot_epoch: 1, seq: String(seq),
+  };
+  return { kind: 'decision', decision };
+}
+
+beforeAll(async () => {
+  gateway = await startGateway('audit_trail');
+  agent = await gateway.register('audited');
+  ingest = await startIngest({ store: gateway.api.store, bus: gateway.bus, logger: pino({ level: 'silent' }), holeGraceMs: 200 });
+});
+afterAll(async () => {
+  await ingest?.stop();
+  await gateway?.stop();
+});
+
+describe('the audit trail', () => {
+  it('chains every decision of proxy traffic, verifies, and pinpoints an edited row', async () => {
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    await client.connect();
+    for (let i = 1; i <= 5; i++) await client.query(`select id from orders where id <= ${i}`);
+    await client.end();
+    const wrong = new URL(agent.connection_string);
+    wrong.password = 'wrong';
+    await new pg.Client({ connectionString: wrong.toString() }).connect().catch(() => undefined);
+
+    const trail = await until(entries, (list) => list.length >= 6, 'six entries');
+    expect(trail.map((e) => e.seq)).toEqual(trail.map((_, i) => trail.length - i));
+    expect(trail.filter((e) => e.event === 'query').map((e) => e.rows_returned).sort()).toEqual([1, 2, 3, 4, 5]);
+    expect(trail.some((e) => e.event === 'auth_failed')).toBe(true);
+
+    expect(await verify()).toMatchObject({ ok: true, verified_count: trail.length, unchained_count: 0, chain_start_seq: 1, chain_end_seq: trail.length, first_broken_seq: null, failure_reason: null });
+
+    await gateway.api.pool.query(`update rm.audit_entries set sql = 'select 1 -- edited' where project_id = $1 and seq = 3`, [gateway.projectId]);
+    expect(await verify()).toMatchObject({ ok: false, failure_reason: 'hash_mismatch', first_broken_seq: 3 });
+  });
+
+  it('appends a redelivered decision once, and records a hole no gap marker explains', async () => {
+    const before = (await entries()).length;
+    await gateway.bus.publish({ id: 'synthetic-1', data: canonicalBytes(syntheticDecision(1)) });
+    await gateway.bus.publish({ id: 'synthetic-1-again', data: canonicalBytes(syntheticDecision(1)) });
+    await gateway.bus.publish({ id: 'synthetic-5', data: canonicalBytes(syntheticDecision(5)) });
+    const withHole = await until(
+      async () => {
+        await ingest.sweepHoles();
+        return entries();
+      },
+      (list) => list.some((e) => e.event === 'gap_marker'),
+      'gap marker',
+    );
+    expect(withHole.filter((e) => e.sql === 'select 1')).toHaveLength(1);
+    expect(withHole.find((e) => e.event === 'gap_marker')?.gap).toEqual({ from_seq: 2, to_seq: 4, count: 3 });
+    expect(withHole.length).toBe(before + 3);
+  });
+});
