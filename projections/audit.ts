@@ -1,5 +1,5 @@
 import { chainEntry, type ChainTip, type HmacKeyring } from '../src/audit/chain.js';
-import { entryFromDecision, entryFromGap, type AuditEntryContent } from '../src/audit/entry.js';
+import { entryFromDecision, entryFromGap, type AuditEntry, type AuditEntryContent } from '../src/audit/entry.js';
 import { AuditGapRecorded, StatementDecided } from '../src/events/audit.js';
 import { decodeWith } from '../src/events/envelope.js';
 import type { RecordedEvent } from '../src/store/port.js';
@@ -20,7 +20,7 @@ const ENTRY_COLUMNS = [
 
 export const auditEntryColumns: readonly string[] = ENTRY_COLUMNS;
 
-function entryOf(event: RecordedEvent): AuditEntryContent | undefined {
+export function entryOf(event: RecordedEvent): AuditEntryContent | undefined {
   const seq = event.revision + 1;
   if (event.type === StatementDecided.type) return entryFromDecision(decodeWith(StatementDecided, event).data, seq);
   if (event.type === AuditGapRecorded.type) return entryFromGap(decodeWith(AuditGapRecorded, event).data, seq);
@@ -34,6 +34,19 @@ async function tips(tx: ProjectionTx, projectIds: string[]): Promise<Map<string,
     [projectIds],
   );
   return new Map(rows.map((row) => [row.project_id, { entry_hash: row.entry_hash, key_id: row.key_id }]));
+}
+
+/** Chains audit events in order onto each project's tip (updated in place): the one rule both the projection and `audit verify --from-events` use. */
+export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, ChainTip>, keyring: HmacKeyring): { entry: AuditEntry; event: RecordedEvent }[] {
+  const out: { entry: AuditEntry; event: RecordedEvent }[] = [];
+  for (const event of events) {
+    const content = entryOf(event);
+    if (!content) continue;
+    const entry = chainEntry(tips.get(content.project_id), content, keyring, content.project_id);
+    tips.set(entry.project_id, { entry_hash: entry.entry_hash, key_id: entry.key_id });
+    out.push({ entry, event });
+  }
+  return out;
 }
 
 /**
@@ -61,14 +74,9 @@ export function auditProjection(keyring: HmacKeyring): Projection {
       },
     ],
     async apply(tx, events) {
-      const audit = events.map((event) => ({ event, entry: entryOf(event) })).filter((e) => e.entry !== undefined);
-      if (audit.length === 0) return;
-      const known = await tips(tx, [...new Set(audit.map((a) => a.entry!.project_id))]);
-      const rows = audit.map(({ event, entry }) => {
-        const chained = chainEntry(known.get(entry!.project_id), entry!, keyring, entry!.project_id);
-        known.set(chained.project_id, { entry_hash: chained.entry_hash, key_id: chained.key_id });
-        return { ...chained, ts_at: chained.ts, position: String(event.position) };
-      });
+      const projectIds = [...new Set(events.map((event) => entryOf(event)?.project_id).filter((id): id is string => id !== undefined))];
+      if (projectIds.length === 0) return;
+      const rows = chainEvents(events, await tips(tx, projectIds), keyring).map(({ entry, event }) => ({ ...entry, ts_at: entry.ts, position: String(event.position) }));
       const columns = [...ENTRY_COLUMNS, 'ts_at', 'position'].map((c) => `"${c}"`).join(', ');
       await tx.query(
         `insert into ${tx.table('audit_entries')} (${columns})

@@ -3,6 +3,7 @@ import { z, ZodError } from 'zod';
 import { createOrganization } from '../commands/organizations/create-organization.js';
 import { Plan } from './events/organizations.js';
 import { projectionsFor } from '../projections/index.js';
+import { auditVerify } from './audit/cli.js';
 import { auditKeysFrom } from './audit/keys.js';
 import { projectionStatus, rebuildAndVerify, resetProjection } from '../projections/maintenance.js';
 import type { Projection } from '../projections/projection.js';
@@ -23,6 +24,9 @@ Commands:
   projections rebuild [NAME] --verify    replay NAME (or all) from position 0 into a scratch schema and
                                          compare digests with the live read model; exit 1 on a difference
   projections rebuild NAME               empty NAME's read model; the running projector replays it
+  audit verify --project ID [--from-events]
+                                         verify a project's audit chain from the read model; with --from-events
+                                         also recompute it from the event store and name the first diverging row
   admin create-org --name NAME [--plan free|pro|scale|enterprise]
                                          create an organization; prints {"org_id","api_key"} (owner key, shown once)
   help                                   this text
@@ -113,6 +117,15 @@ async function runAdmin(config: Config, args: string[]): Promise<number> {
   return 0;
 }
 
+async function runAudit(config: Config, args: string[]): Promise<number> {
+  const [action, ...rest] = args;
+  if (action !== 'verify') throw new UsageError(`unknown audit action ${action ?? '(none)'}; expected verify`);
+  if (!rest.includes('--project')) throw new UsageError('audit verify needs --project ID');
+  const { report, ok } = await withState(config, (state) => auditVerify(config, rest, state));
+  console.log(json(report));
+  return ok ? 0 : 1;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   try {
@@ -124,6 +137,7 @@ export async function main(argv: string[]): Promise<number> {
     if (command === 'serve') return await runServe(config, rest);
     if (command === 'projections') return await runProjections(config, rest);
     if (command === 'admin') return await runAdmin(config, rest);
+    if (command === 'audit') return await runAudit(config, rest);
     throw new UsageError(`unknown command ${command}`);
   } catch (error) {
     if (error instanceof ConfigError) {

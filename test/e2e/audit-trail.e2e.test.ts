@@ -1,3 +1,7 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusRecord, Decision } from '../../proxy/decisions.js';
@@ -75,6 +79,21 @@ describe('the audit trail', () => {
 
     await gateway.api.pool.query(`update rm.audit_entries set sql = 'select 1 -- edited' where project_id = $1 and seq = 3`, [gateway.projectId]);
     expect(await verify()).toMatchObject({ ok: false, failure_reason: 'hash_mismatch', first_broken_seq: 3 });
+
+    const dataDir = await mkdtemp(join(tmpdir(), 'pgward-audit-cli-'));
+    try {
+      const cli = spawnSync(process.execPath, [resolve('bin/pgward.js'), 'audit', 'verify', '--project', gateway.projectId, '--from-events'], {
+        env: { ...process.env, PGWARD_STATE_URL: gateway.api.database.url, PGWARD_DATA_DIR: dataDir },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(cli.status).toBe(1);
+      const report = JSON.parse(cli.stdout) as { failure_reason: string; first_broken_seq: number; from_events: { verification: { ok: boolean; verified_count: number }; first_diverging_row_seq: number } };
+      expect(report).toMatchObject({ failure_reason: 'hash_mismatch', first_broken_seq: 3 });
+      expect(report.from_events).toMatchObject({ verification: { ok: true, verified_count: trail.length }, first_diverging_row_seq: 3 });
+    } finally {
+      await rm(dataDir, { recursive: true, force: true });
+    }
   });
 
   it('appends a redelivered decision once, and records a hole no gap marker explains', async () => {
