@@ -1,5 +1,6 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { z } from 'zod';
+import { derivedUuid } from '../src/crypto/derived-uuid.js';
 import { decodeEvent, type CatalogEvent } from '../src/events/catalog.js';
 import { encodeEvent, type EventDefinition, type EventMetadata } from '../src/events/envelope.js';
 import { StoreError, type EventStore, type NewEvent, type RecordedEvent } from '../src/store/port.js';
@@ -40,13 +41,6 @@ export interface Handled<State> {
   readonly revision: number;
 }
 
-/** A UUID (v4 layout) derived from the idempotency key and the event's index in the command. */
-function derivedEventId(key: string, index: number): string {
-  const hex = createHash('sha256').update(`${key}\u0000${index}`).digest('hex');
-  const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16);
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
-}
-
 const MAX_ATTEMPTS = 12;
 
 /**
@@ -69,7 +63,7 @@ export async function handle<State, Command>(
     if (decided instanceof DomainError) throw decided;
     const encoded: NewEvent[] = decided.map((e, index) => {
       const metadata: EventMetadata = {
-        event_id: context.idempotencyKey ? derivedEventId(`${stream}\u0000${context.idempotencyKey}`, index) : randomUUID(),
+        event_id: context.idempotencyKey ? derivedUuid(`${stream}\u0000${context.idempotencyKey}\u0000${index}`) : randomUUID(),
         correlation_id: context.correlationId,
         actor: context.actor,
         at,

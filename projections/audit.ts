@@ -11,6 +11,11 @@ export function auditStream(projectId: string): string {
   return `${AUDIT_STREAM_PREFIX}${projectId}`;
 }
 
+/** Signed checkpoints live beside the chain, not in it: they are not entries. */
+export function checkpointStream(projectId: string): string {
+  return `auditcp-${projectId}`;
+}
+
 /** Every field of the entry is a column, so the row is the entry an auditor exports; `ts_at` and `position` only serve queries. */
 const ENTRY_COLUMNS = [
   'id', 'project_id', 'seq', 'event', 'ts', 'credential_id', 'session_id', 'source', 'region', 'client_ip', 'sql', 'normalized_sql', 'query_hash',

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { auditEntryColumns } from '../projections/audit.js';
+import { auditEntryColumns, checkpointStream } from '../projections/audit.js';
 import type { AuditEntry } from '../src/audit/entry.js';
 import { AuditCheckpointSigned } from '../src/events/audit.js';
 import { decodeWith } from '../src/events/envelope.js';
@@ -60,6 +60,6 @@ export async function listAuditEntries(db: pg.Pool, projectId: string, filter: A
 
 /** Signed checkpoints of a project, from the event store (they are events, not read-model rows). */
 export async function auditCheckpoints(store: EventStore, projectId: string) {
-  const events = await store.readStream(`auditcp-${projectId}`);
+  const events = await store.readStream(checkpointStream(projectId));
   return events.filter((e) => e.type === AuditCheckpointSigned.type).map((e) => decodeWith(AuditCheckpointSigned, e).data);
 }

@@ -44,6 +44,7 @@ export const ConfigSchema = z.object({
       }
     })
     .optional(),
+  PGWARD_AUDIT_CHECKPOINT_EVERY: z.coerce.number({ message: 'expected a whole number of entries' }).int('expected a whole number of entries').min(1, 'expected at least 1').default(1000),
   PGWARD_AUDIT_ANCHOR_KEY: z.string().min(1, 'expected the path of an Ed25519 private key (PKCS#8 PEM)').optional(),
   PGWARD_RATE_LIMIT_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(6000),
   PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(12000),

@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { z } from 'zod';
 import { projectionsFor } from '../projections/index.js';
-import { auditKeysFrom, loadAnchor } from './audit/keys.js';
+import { ANCHOR_KEY_NAME, auditKeysFrom, loadAnchor } from './audit/keys.js';
 import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
@@ -22,6 +22,11 @@ import type { EventStore } from './store/port.js';
 import { createPostgresEventStore } from './store/postgres.js';
 
 const SWEEP_INTERVAL_MS = 5_000;
+
+async function auditDeps(config: Config) {
+  const anchor = await loadAnchor(config);
+  return { keys: auditKeysFrom(config), anchorPublicKey: anchor.publicKey, signer: { keyId: ANCHOR_KEY_NAME, privateKey: anchor.privateKey } };
+}
 
 export interface Running {
   readonly httpUrl: string;
@@ -109,7 +114,13 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
 
     // Ingest starts before the proxy and stops after it, so decisions the proxy flushes at shutdown still reach the trail.
     if (roles.has('ingest')) {
-      const ingest = await startIngest({ store, bus, logger: logger.child({ role: 'ingest' }) });
+      const anchor = await loadAnchor(config);
+      const ingest = await startIngest({
+        store,
+        bus,
+        logger: logger.child({ role: 'ingest' }),
+        checkpoints: { every: config.PGWARD_AUDIT_CHECKPOINT_EVERY, keys: auditKeysFrom(config), anchor: { keyId: ANCHOR_KEY_NAME, privateKey: anchor.privateKey } },
+      });
       cleanup.push(() => ingest.stop());
     }
 
@@ -138,7 +149,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     }
 
     const app = await buildApp({
-      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, { hmacKeys: auditKeysFrom(config).keys, anchorPublicKey: (await loadAnchor(config)).publicKey }) } : {}),
+      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, await auditDeps(config)) } : {}),
       logger,
       metrics: metrics.registry,
       health: async () => ({

@@ -10,6 +10,8 @@ export function auditKeysFrom(config: Pick<Config, 'PGWARD_AUDIT_HMAC_KEYS'>): H
   return config.PGWARD_AUDIT_HMAC_KEYS ? parseHmacKeyring(config.PGWARD_AUDIT_HMAC_KEYS) : { keys: new Map() };
 }
 
+export const ANCHOR_KEY_NAME = 'pgward-audit-anchor';
+
 /**
  * The anchor key that signs checkpoints: PGWARD_AUDIT_ANCHOR_KEY (a PEM file), or for the embedded
  * default one generated once into the data directory (mode 0600).

@@ -1,19 +1,19 @@
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { auditStream } from '../../projections/audit.js';
 import type { BusRecord } from '../../proxy/decisions.js';
 import type { Consumer, DecisionBus, Delivery } from '../bus/port.js';
+import { derivedUuid } from '../crypto/derived-uuid.js';
 import { AuditGapRecorded, StatementDecided } from '../events/audit.js';
 import { encodeEvent, type EventDefinition } from '../events/envelope.js';
 import type { EventStore } from '../store/port.js';
+import type { HmacKeyring } from '../audit/chain.js';
+import type { AnchorSigner } from '../audit/checkpoints.js';
+import { signProjectCheckpoint } from '../audit/checkpointer.js';
 import { HoleTracker, type Hole } from './holes.js';
 
-/** A UUID (v4 layout) derived from a stable key: a redelivered record appends nothing new. */
 export function eventIdFor(key: string): string {
-  const hex = createHash('sha256').update(`pgward-ingest\0${key}`).digest('hex');
-  const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16);
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+  return derivedUuid(`pgward-ingest\0${key}`);
 }
 
 const GapRecord = z.object({
@@ -34,6 +34,8 @@ export interface IngestOptions {
   readonly logger: Logger;
   /** How long a hole in a proxy's sequence may wait for the proxy's own gap marker before ingest records it. */
   readonly holeGraceMs?: number;
+  /** Signs a checkpoint each time a project's chain reaches a multiple of `every` entries. */
+  readonly checkpoints?: { readonly every: number; readonly keys: HmacKeyring; readonly anchor: AnchorSigner };
   readonly now?: () => Date;
 }
 
@@ -57,7 +59,10 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   const append = async <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> => {
     const at = now().toISOString();
     const event = encodeEvent(definition, data, { event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
-    await store.append(auditStream(projectId), [event], 'any');
+    const result = await store.append(auditStream(projectId), [event], 'any');
+    const size = result.nextExpectedRevision + 1;
+    const cadence = options.checkpoints;
+    if (cadence && !result.duplicate && size % cadence.every === 0) await signProjectCheckpoint(store, projectId, cadence.keys, cadence.anchor, now());
   };
 
   const recordHole = (hole: Hole): Promise<void> =>

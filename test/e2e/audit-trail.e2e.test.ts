@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
@@ -77,13 +77,21 @@ describe('the audit trail', () => {
 
     expect(await verify()).toMatchObject({ ok: true, verified_count: trail.length, unchained_count: 0, chain_start_seq: 1, chain_end_seq: trail.length, first_broken_seq: null, failure_reason: null });
 
+    const signed = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/audit/checkpoints` });
+    expect(signed.statusCode).toBe(201);
+    expect(signed.json()).toMatchObject({ project_id: gateway.projectId, size: String(trail.length), chain_start_seq: '1' });
+    const again = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/audit/checkpoints` });
+    expect(again.json()).toEqual(signed.json());
+    expect(await verify()).toMatchObject({ ok: true, verified_count: trail.length });
+
     await gateway.api.pool.query(`update rm.audit_entries set sql = 'select 1 -- edited' where project_id = $1 and seq = 3`, [gateway.projectId]);
     expect(await verify()).toMatchObject({ ok: false, failure_reason: 'hash_mismatch', first_broken_seq: 3 });
 
     const dataDir = await mkdtemp(join(tmpdir(), 'pgward-audit-cli-'));
     try {
+      await writeFile(join(dataDir, 'anchor.pem'), gateway.api.anchorPem, { mode: 0o600 });
       const cli = spawnSync(process.execPath, [resolve('bin/pgward.js'), 'audit', 'verify', '--project', gateway.projectId, '--from-events'], {
-        env: { ...process.env, PGWARD_STATE_URL: gateway.api.database.url, PGWARD_DATA_DIR: dataDir },
+        env: { ...process.env, PGWARD_STATE_URL: gateway.api.database.url, PGWARD_DATA_DIR: dataDir, PGWARD_AUDIT_ANCHOR_KEY: join(dataDir, 'anchor.pem') },
         encoding: 'utf8',
         timeout: 60_000,
       });

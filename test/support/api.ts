@@ -23,11 +23,18 @@ export interface TestApi {
   database: TestDatabase;
   /** The keyring specification the control plane seals with (the proxy opens with it). */
   masterKey: string;
+  /** The audit anchor key (PKCS#8 PEM) checkpoints are signed with. */
+  anchorPem: string;
   /** Creates an organization through the real command and returns its owner key. */
   org(plan?: Plan, features?: string[]): Promise<{ orgId: string; apiKey: string }>;
   /** app.inject with `Authorization: Bearer <key>` and a JSON body. */
   call(key: string, options: InjectOptions): Promise<LightMyRequestResponse>;
   stop(): Promise<void>;
+}
+
+function testAuditDeps(anchorPem: string) {
+  const anchor = loadAnchorKey(anchorPem);
+  return { keys: { keys: new Map() }, anchorPublicKey: anchor.publicKey, signer: { keyId: 'pgward-audit-anchor', privateKey: anchor.privateKey } };
 }
 
 /** The real control plane (composition, plugins, routes, projections) over a fresh database. */
@@ -37,13 +44,14 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}): Prom
   const pool = createPool(database.url);
   const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
   const projections = projectionsFor({ auditKeys: { keys: new Map() } });
+  const anchorPem = generateAnchorKey();
   const runners: RunningProjection[] = projections.map((projection) => runProjection({ store, pool, projection }));
   await Promise.all(runners.map((r) => r.active));
   const app = await buildApp({
     logger: pino({ level: 'silent' }),
     metrics: new Registry(),
     health: async () => ({}),
-    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' }), projections, { hmacKeys: new Map(), anchorPublicKey: loadAnchorKey(generateAnchorKey()).publicKey }),
+    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' }), projections, testAuditDeps(anchorPem)),
   });
   return {
     app,
@@ -51,6 +59,7 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}): Prom
     pool,
     database,
     masterKey: config.PGWARD_MASTER_KEY!,
+    anchorPem,
     async org(plan = 'pro', features) {
       const created = await createOrganization(store, { name: 'Test org', plan, ...(features ? { features } : {}) }, { correlationId: 'test', actor: 'test' });
       return { orgId: created.org_id, apiKey: created.api_key };

@@ -25,6 +25,7 @@ describe('configuration', () => {
       PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 12000,
       PGWARD_MAX_MESSAGE_BYTES: 67108864,
       PGWARD_REGION: 'local',
+      PGWARD_AUDIT_CHECKPOINT_EVERY: 1000,
     });
   });
 

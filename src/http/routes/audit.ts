@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { auditCheckpoints, auditEntries, listAuditEntries } from '../../../queries/audit.js';
 import { AuditLogEntry } from '../../audit/entry.js';
+import { signProjectCheckpoint } from '../../audit/checkpointer.js';
 import { AuditChainVerification, verifyChain } from '../../audit/verify.js';
 import { AuditDecision, AuditSource } from '../../events/audit.js';
 import { decodePageToken, encodePageToken, PageQuery } from '../pagination.js';
@@ -22,7 +23,33 @@ const AuditQuery = PageQuery.extend({
 
 const Entry = AuditLogEntry.meta({ id: 'AuditLogEntry' });
 
+const CheckpointRecord = z
+  .object({ project_id: z.string(), size: z.string(), root: z.string().describe('base64 RFC 6962 Merkle root of entries 1..size'), chain_start_seq: z.string(), key_id: z.string(), signature: z.string(), signed_at: z.string() })
+  .meta({ id: 'AuditCheckpoint' });
+
 export function auditRoutes(app: Api, deps: ApiDeps): void {
+  app.post(
+    '/v1/projects/:project_id/audit/checkpoints',
+    {
+      schema: {
+        operationId: 'signAuditCheckpoint',
+        summary: 'Sign a checkpoint of a project’s audit chain now',
+        description: 'Ed25519 over a C2SP checkpoint (origin = project, size, Merkle root of entries 1..size, chain start seq), computed from the event log. Signing the same size again returns the stored checkpoint.',
+        tags: ['audit'],
+        params: ProjectParams,
+        response: { 201: CheckpointRecord, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'CONFLICT') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'admin');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const record = await signProjectCheckpoint(deps.store, projectId, deps.audit.keys, deps.audit.signer, deps.now());
+      if (!record) throw new Problem('CONFLICT', 'the project has no audit entries yet; there is nothing to checkpoint');
+      return reply.code(201).send(record);
+    },
+  );
+
+
   app.get(
     '/v1/projects/:project_id/audit',
     {
@@ -86,7 +113,7 @@ export function auditRoutes(app: Api, deps: ApiDeps): void {
         projectId,
         entries,
         checkpoints: await auditCheckpoints(deps.store, projectId),
-        hmacKeys: deps.audit.hmacKeys,
+        hmacKeys: deps.audit.keys.keys,
         anchorPublicKey: deps.audit.anchorPublicKey,
         verifiedAt: deps.now().toISOString(),
         ...(fromSeq === undefined ? {} : { fromSeq }),

@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { handle, type Aggregate, type CommandContext, type Handled } from '../../../commands/handle.js';
 import type { Keyring } from '../../crypto/seal.js';
 import type { EventStore, RecordedEvent } from '../../store/port.js';
+import type { HmacKeyring } from '../../audit/chain.js';
+import type { AnchorSigner } from '../../audit/checkpoints.js';
 import { callerOf, type Caller, type Role } from '../plugins/auth.js';
 import { idempotencyKeyOf } from '../plugins/idempotency.js';
 import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
@@ -21,8 +23,8 @@ export interface ApiDeps {
   readonly publicHost: string;
   readonly proxyPort: number;
   readonly now: () => Date;
-  /** What verifying a project's audit chain needs: the HMAC keys and the anchor's public key. */
-  readonly audit: { readonly hmacKeys: ReadonlyMap<string, Buffer>; readonly anchorPublicKey: KeyObject };
+  /** What verifying and checkpointing a project's audit chain needs: the HMAC keyring and the anchor key. */
+  readonly audit: { readonly keys: HmacKeyring; readonly anchorPublicKey: KeyObject; readonly signer: AnchorSigner };
   /** Waits (bounded) until every read model fed by `stream` has applied `position`, so a write is visible to the next read. */
   readonly settle: (stream: string, position: bigint) => Promise<void>;
 }
