@@ -18,7 +18,8 @@ const HELP = `pgward — a Postgres gateway for AI agents
 Usage: pgward <command> [options]
 
 Commands:
-  serve [--role api|projector|proxy|ingest ...]; every role in one process by default (the embedded
+  serve [--role api|projector|proxy|ingest ...]
+                                         run pgward; every role in one process by default (the embedded
                                          default); each role serves /healthz and /metrics
   projections list                       each projection's checkpoint, the store head and the lag
   projections rebuild [NAME] --verify    replay NAME (or all) from position 0 into a scratch schema and
