@@ -3,7 +3,7 @@ import { z, ZodError } from 'zod';
 import { createOrganization } from '../commands/organizations/create-organization.js';
 import { Plan } from './events/organizations.js';
 import { projectionsFor } from '../projections/index.js';
-import { auditVerify } from './audit/cli.js';
+import { auditExport, auditVerify } from './audit/cli.js';
 import { auditKeysFrom } from './audit/keys.js';
 import { projectionStatus, rebuildAndVerify, resetProjection } from '../projections/maintenance.js';
 import type { Projection } from '../projections/projection.js';
@@ -28,6 +28,7 @@ Commands:
   audit verify --project ID [--from-events]
                                          verify a project's audit chain from the read model; with --from-events
                                          also recompute it from the event store and name the first diverging row
+  audit export --project ID              the project's entries and checkpoints as JSON Lines, with the anchor key
   admin create-org --name NAME [--plan free|pro|scale|enterprise]
                                          create an organization; prints {"org_id","api_key"} (owner key, shown once)
   help                                   this text
@@ -120,8 +121,12 @@ async function runAdmin(config: Config, args: string[]): Promise<number> {
 
 async function runAudit(config: Config, args: string[]): Promise<number> {
   const [action, ...rest] = args;
-  if (action !== 'verify') throw new UsageError(`unknown audit action ${action ?? '(none)'}; expected verify`);
-  if (!rest.includes('--project')) throw new UsageError('audit verify needs --project ID');
+  if (action !== 'verify' && action !== 'export') throw new UsageError(`unknown audit action ${action ?? '(none)'}; expected verify or export`);
+  if (!rest.includes('--project')) throw new UsageError(`audit ${action} needs --project ID`);
+  if (action === 'export') {
+    await withState(config, (state) => auditExport(config, rest, state, (line) => process.stdout.write(`${line}\n`)));
+    return 0;
+  }
   const { report, ok } = await withState(config, (state) => auditVerify(config, rest, state));
   console.log(json(report));
   return ok ? 0 : 1;

@@ -13,6 +13,21 @@ export interface AuditVerifyReport extends AuditChainVerification {
   readonly from_events?: { verification: AuditChainVerification; first_diverging_row_seq: number | null; entries: number };
 }
 
+/**
+ * `pgward audit export --project ID`: JSON Lines an auditor verifies with docs/audit-verification.md
+ * alone — one `anchor` line (the public key), then every `entry` in seq order, then every `checkpoint`.
+ */
+export async function auditExport(config: Config, args: string[], state: { store: EventStore; pool: pg.Pool }, write: (line: string) => void): Promise<number> {
+  const { values } = parseArgs({ args, options: { project: { type: 'string' } } });
+  if (!values.project) throw new RangeError('audit export needs --project ID');
+  const anchor = await loadAnchor(config);
+  write(canonicalize({ type: 'anchor', project_id: values.project, public_key: anchor.publicKey.export({ type: 'spki', format: 'pem' }).toString() }));
+  const entries = await auditEntries(state.pool, values.project);
+  for (const entry of entries) write(canonicalize({ type: 'entry', ...entry }));
+  for (const checkpoint of await auditCheckpoints(state.store, values.project)) write(canonicalize({ type: 'checkpoint', ...checkpoint }));
+  return entries.length;
+}
+
 /** `pgward audit verify --project ID [--from-events]`: prints the verification; exit 1 when anything is not ok. */
 export async function auditVerify(config: Config, args: string[], state: { store: EventStore; pool: pg.Pool }): Promise<{ report: AuditVerifyReport; ok: boolean }> {
   const { values } = parseArgs({ args, options: { project: { type: 'string' }, 'from-events': { type: 'boolean', default: false } } });

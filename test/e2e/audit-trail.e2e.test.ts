@@ -3,6 +3,10 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import pg from 'pg';
+import { createPublicKey } from 'node:crypto';
+import type { AuditEntry } from '../../src/audit/entry.js';
+import { verifyChain } from '../../src/audit/verify.js';
+import type { AuditCheckpointSigned } from '../../src/events/audit.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { BusRecord, Decision } from '../../proxy/decisions.js';
 import { canonicalBytes } from '../../src/crypto/canonical-json.js';
@@ -99,6 +103,26 @@ describe('the audit trail', () => {
       const report = JSON.parse(cli.stdout) as { failure_reason: string; first_broken_seq: number; from_events: { verification: { ok: boolean; verified_count: number }; first_diverging_row_seq: number } };
       expect(report).toMatchObject({ failure_reason: 'hash_mismatch', first_broken_seq: 3 });
       expect(report.from_events).toMatchObject({ verification: { ok: true, verified_count: trail.length }, first_diverging_row_seq: 3 });
+
+      const exported = spawnSync(process.execPath, [resolve('bin/pgward.js'), 'audit', 'export', '--project', gateway.projectId], {
+        env: { ...process.env, PGWARD_STATE_URL: gateway.api.database.url, PGWARD_DATA_DIR: dataDir, PGWARD_AUDIT_ANCHOR_KEY: join(dataDir, 'anchor.pem') },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(exported.status).toBe(0);
+      const lines = exported.stdout.trim().split('\n').map((line) => JSON.parse(line) as { type: string } & Record<string, unknown>);
+      expect(lines.map((line) => line.type)).toEqual(['anchor', ...trail.map(() => 'entry'), 'checkpoint']);
+      const { type: _type, ...exportedEntry } = lines[3]!;
+      const offline = verifyChain({
+        projectId: gateway.projectId,
+        entries: lines.filter((l) => l.type === 'entry').map(({ type: _t, ...entry }) => entry as unknown as AuditEntry),
+        checkpoints: lines.filter((l) => l.type === 'checkpoint').map(({ type: _t, ...c }) => c as unknown as AuditCheckpointSigned),
+        hmacKeys: new Map(),
+        anchorPublicKey: createPublicKey(String(lines[0]!.public_key)),
+        verifiedAt: new Date().toISOString(),
+      });
+      expect(offline).toMatchObject({ ok: false, failure_reason: 'hash_mismatch', first_broken_seq: 3 });
+      expect(exportedEntry.seq).toBe(3);
     } finally {
       await rm(dataDir, { recursive: true, force: true });
     }
