@@ -132,7 +132,8 @@ export interface UsageInput {
   readonly terms: PlanTerms;
 }
 
-const decisionField = { allow: 'allowed', block: 'blocked', mask: 'masked', truncate: 'truncated' } as const;
+/** The count each decision group adds to. */
+export const decisionCount = { allow: 'allowed', block: 'blocked', mask: 'masked', truncate: 'truncated' } as const;
 const cacheField = { hit: 'cache_hit', stale: 'cache_stale', miss: 'cache_miss', bypass: 'cache_bypass', none: 'cache_none' } as const;
 
 /** The fields of a line that add up: the totals line is their sum over the other lines. */
@@ -156,13 +157,13 @@ function withPercentiles(line: AgentUsageLine, percentiles: LatencyPercentiles |
 }
 
 /** One credential's line from its groups. first_seen/last_seen compare as strings: every timestamp is a `toISOString` UTC instant. */
-export function usageLine(credentialId: string | null, groups: readonly EntryGroup[], percentiles: LatencyPercentiles | undefined): AgentUsageLine {
+function usageLine(credentialId: string | null, groups: readonly EntryGroup[], percentiles: LatencyPercentiles | undefined): AgentUsageLine {
   const line = emptyLine(credentialId);
   let latencyUs = 0;
   for (const group of groups) {
     const { decision, ran } = outcomeOf(group.event);
     line.entries += group.entries;
-    if (decision) line[decisionField[decision]] += group.entries;
+    if (decision) line[decisionCount[decision]] += group.entries;
     line[cacheField[ran ? group.cache_status : 'none']] += group.entries;
     line.rows_returned += group.rows_returned;
     line.bytes_out += group.bytes_out;
@@ -181,7 +182,7 @@ export function usageLine(credentialId: string | null, groups: readonly EntryGro
 }
 
 /** The sum of `lines`, added in the order given, so summing the lines as listed reproduces every total exactly. */
-export function totalsLine(lines: readonly AgentUsageLine[], percentiles: LatencyPercentiles | undefined): AgentUsageLine {
+function totalsLine(lines: readonly AgentUsageLine[], percentiles: LatencyPercentiles | undefined): AgentUsageLine {
   const totals = emptyLine(null);
   for (const line of lines) {
     for (const field of additive) totals[field] += line[field];
@@ -224,7 +225,11 @@ export function dropMarkers(read: readonly DropMarker[]): AgentUsageDropMarkers 
 
 export function agentUsageReport(input: UsageInput): AgentUsageReport {
   const byCredential = new Map<string | null, EntryGroup[]>();
-  for (const group of input.groups) byCredential.set(group.credential_id, [...(byCredential.get(group.credential_id) ?? []), group]);
+  for (const group of input.groups) {
+    const groups = byCredential.get(group.credential_id);
+    if (groups) groups.push(group);
+    else byCredential.set(group.credential_id, [group]);
+  }
   const lineFor = (credentialId: string | null) => usageLine(credentialId, byCredential.get(credentialId) ?? [], input.percentiles.get(credentialId));
   const agents = [...byCredential.keys()].filter((id): id is string => id !== null).map(lineFor).sort(busiestFirst);
   const unattributed = lineFor(null);

@@ -11,6 +11,7 @@ import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
 import { agentRoutes } from './routes/agents.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditRoutes } from './routes/audit.js';
+import { auditReportRoutes } from './routes/audit-reports.js';
 import { databaseRoutes } from './routes/databases.js';
 import { policyRoutes } from './routes/policies.js';
 import { discoveryRoutes } from './routes/discovery.js';
@@ -83,6 +84,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
     auditRoutes(api, plane.deps);
+    auditReportRoutes(api, plane.deps);
     agentRoutes(api, plane.deps);
     managementMcpRoutes(api);
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));
