@@ -12,8 +12,9 @@ interface Pending extends Hole {
 }
 
 /**
- * Follows each proxy's sequence (per boot epoch). A jump opens a hole; a gap marker from the proxy
- * covering it closes it; a hole still open after the grace period is due to be recorded by ingest.
+ * Follows each proxy's sequence (per boot epoch). A jump opens a hole; records arriving late and a
+ * gap marker from the proxy covering it close it; a hole still open after the grace period is due
+ * to be recorded by ingest.
  * The first record of a proxy that ingest sees (after a restart too) starts its sequence.
  */
 export class HoleTracker {
@@ -26,10 +27,25 @@ export class HoleTracker {
   saw(proxyId: string, bootEpoch: number, seq: bigint, projectId: string, at = Date.now()): void {
     const key = `${proxyId}\0${bootEpoch}`;
     const last = this.last.get(key);
+    if (last !== undefined && seq <= last) {
+      this.fill(key, seq);
+      return;
+    }
     if (last !== undefined && seq > last + 1n && !this.covered(key, last + 1n, seq - 1n)) {
       this.pending.push({ proxyId, bootEpoch, from: last + 1n, to: seq - 1n, projectId, dueAt: at + this.graceMs });
     }
-    if (last === undefined || seq > last) this.last.set(key, seq);
+    this.last.set(key, seq);
+  }
+
+  /** A record that arrived late closes its part of a pending hole. */
+  private fill(key: string, seq: bigint): void {
+    this.pending = this.pending.flatMap((hole) => {
+      if (`${hole.proxyId}\0${hole.bootEpoch}` !== key || seq < hole.from || seq > hole.to) return [hole];
+      const parts: Pending[] = [];
+      if (hole.from < seq) parts.push({ ...hole, to: seq - 1n });
+      if (seq < hole.to) parts.push({ ...hole, from: seq + 1n });
+      return parts;
+    });
   }
 
   explain(proxyId: string, bootEpoch: number, from: bigint, to: bigint): void {

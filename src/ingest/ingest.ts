@@ -10,6 +10,7 @@ import type { EventStore } from '../store/port.js';
 import type { HmacKeyring } from '../audit/chain.js';
 import type { AnchorSigner } from '../audit/checkpoints.js';
 import { signProjectCheckpoint } from '../audit/checkpointer.js';
+import { AppendBatcher } from './batcher.js';
 import { HoleTracker, type Hole } from './holes.js';
 
 export function eventIdFor(key: string): string {
@@ -37,6 +38,8 @@ export interface IngestOptions {
   /** Signs a checkpoint each time a project's chain reaches a multiple of `every` entries. */
   readonly checkpoints?: { readonly every: number; readonly keys: HmacKeyring; readonly anchor: AnchorSigner };
   readonly now?: () => Date;
+  /** Records handled at once; those that arrive together are appended in one transaction per project. */
+  readonly maxInFlight?: number;
 }
 
 export interface RunningIngest {
@@ -56,13 +59,17 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   const now = options.now ?? (() => new Date());
   const holes = new HoleTracker(options.holeGraceMs ?? 30_000);
 
-  const append = async <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> => {
+  const cadence = options.checkpoints;
+  const batcher = new AppendBatcher(store, async (stream, before, after) => {
+    if (cadence && Math.floor(after / cadence.every) > Math.floor(before / cadence.every)) {
+      await signProjectCheckpoint(store, stream.slice(auditStream('').length), cadence.keys, cadence.anchor, now());
+    }
+  });
+
+  const append = <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> => {
     const at = now().toISOString();
     const event = encodeEvent(definition, data, { event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
-    const result = await store.append(auditStream(projectId), [event], 'any');
-    const size = result.nextExpectedRevision + 1;
-    const cadence = options.checkpoints;
-    if (cadence && !result.duplicate && size % cadence.every === 0) await signProjectCheckpoint(store, projectId, cadence.keys, cadence.anchor, now());
+    return batcher.append(auditStream(projectId), event);
   };
 
   const recordHole = (hole: Hole): Promise<void> =>
@@ -98,7 +105,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   };
 
   let lastDelivery = 0;
-  const consumer: Consumer = await options.bus.consume({ durable: 'ingest', maxInFlight: 1, retryDelayMs: 500 }, async (delivery) => {
+  const consumer: Consumer = await options.bus.consume({ durable: 'ingest', maxInFlight: options.maxInFlight ?? 256, retryDelayMs: 500 }, async (delivery) => {
     lastDelivery = Date.now();
     try {
       await handle(delivery);

@@ -1,0 +1,61 @@
+import { StoreError, type EventStore, type NewEvent } from '../store/port.js';
+
+interface Waiter {
+  readonly event: NewEvent;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Groups appends that arrive together into one append per stream, so ingest commits many records
+ * per transaction; each caller's promise settles when the batch holding its event committed.
+ * A batch that mixes a redelivered event with new ones is refused by the store as a whole
+ * (EVENT_ID_CONFLICT); it is then appended one event at a time, each idempotent on its own.
+ */
+export class AppendBatcher {
+  private pending = new Map<string, Waiter[]>();
+  private scheduled = false;
+
+  constructor(
+    private readonly store: EventStore,
+    /** Called after a stream's batch committed, with the stream's size before and after. */
+    private readonly committed: (stream: string, sizeBefore: number, sizeAfter: number) => Promise<void>,
+  ) {}
+
+  append(stream: string, event: NewEvent): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const waiters = this.pending.get(stream) ?? [];
+      waiters.push({ event, resolve, reject });
+      this.pending.set(stream, waiters);
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => void this.flush());
+      }
+    });
+  }
+
+  private async flush(): Promise<void> {
+    const batches = this.pending;
+    this.pending = new Map();
+    this.scheduled = false;
+    await Promise.all([...batches].map(([stream, waiters]) => this.flushStream(stream, waiters)));
+  }
+
+  private async flushStream(stream: string, waiters: Waiter[]): Promise<void> {
+    // A record delivered twice into one batch is one event.
+    const events = [...new Map(waiters.map((w) => [w.event.id, w.event])).values()];
+    try {
+      const result = await this.store.append(stream, events, 'any').catch(async (error: unknown) => {
+        if (!(error instanceof StoreError && error.code === 'EVENT_ID_CONFLICT')) throw error;
+        let last = await this.store.append(stream, [events[0]!], 'any');
+        for (const event of events.slice(1)) last = await this.store.append(stream, [event], 'any');
+        return { ...last, duplicate: false };
+      });
+      const after = result.nextExpectedRevision + 1;
+      if (!result.duplicate) await this.committed(stream, after - events.length, after);
+      for (const waiter of waiters) waiter.resolve();
+    } catch (error) {
+      for (const waiter of waiters) waiter.reject(error);
+    }
+  }
+}
