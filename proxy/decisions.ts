@@ -1,5 +1,4 @@
 import type { DecisionBus } from '../src/bus/port.js';
-import { canonicalBytes } from '../src/crypto/canonical-json.js';
 import { AUDIT_SQL_MAX, type StatementDecided } from '../src/events/audit.js';
 
 /** A decision as the session knows it; the publisher stamps the proxy's identity and sequence. */
@@ -124,7 +123,7 @@ export class DecisionPublisher {
           const next = this.queue[0] ?? this.gapMarker();
           if (!next) break;
           try {
-            await this.bus.publish({ id: next.id, data: canonicalBytes(next.record) });
+            await this.bus.publish({ id: next.id, data: Buffer.from(JSON.stringify(next.record)) });
             this.busAccepting = true;
           } catch (error) {
             this.busAccepting = false;

@@ -115,6 +115,7 @@ export class Session {
   private server: UpstreamConnection | undefined;
   private scanner: BackendScanner | undefined;
   private pinned = false;
+  private corked: UpstreamConnection['socket'] | undefined;
   private unsynced = false;
   /** After the proxy refused a message of an extended-protocol batch, the rest is dropped until Sync, as PostgreSQL does. */
   private skipUntilSync = false;
@@ -398,20 +399,39 @@ export class Session {
     if (server) void this.upstreamHandle.pool.release(server, { reset: false });
   }
 
-  private async ensureServer(): Promise<boolean> {
-    if (this.server) return true;
-    try {
-      this.useServer(await this.upstreamHandle!.pool.acquire());
-      return true;
-    } catch (error) {
-      this.context.logger.warn({ err: error, session: this.id }, 'no upstream connection');
-      this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }, 'simple');
-      return false;
+  /** Runs `work` with an upstream connection: at once when one is held or idle, else once one is acquired. */
+  private withServer(work: () => void): Promise<void> | void {
+    if (this.server) return work();
+    const idle = this.upstreamHandle!.pool.tryAcquire();
+    if (idle) {
+      this.useServer(idle);
+      return work();
     }
+    return this.upstreamHandle!.pool.acquire().then(
+      (server) => {
+        if (this.closed) return void this.upstreamHandle!.pool.release(server, { reset: false });
+        this.useServer(server);
+        work();
+      },
+      (error: unknown) => {
+        this.context.logger.warn({ err: error, session: this.id }, 'no upstream connection');
+        this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }, 'simple');
+      },
+    );
   }
 
+  /** Writes to the upstream; what one client chunk yields leaves in one write (corked until the current turn ends). */
   private forward(raw: Buffer): void {
-    this.server!.socket.write(raw);
+    const socket = this.server!.socket;
+    if (this.corked !== socket) {
+      socket.cork();
+      this.corked = socket;
+      process.nextTick(() => {
+        socket.uncork();
+        if (this.corked === socket) this.corked = undefined;
+      });
+    }
+    socket.write(raw);
   }
 
   private onMessage(message: FrontendMessage): Promise<void> | void {
@@ -480,8 +500,7 @@ export class Session {
     const serverName = serverStatementName(sql, paramTypes);
     this.statements.set(name, { sql, serverName, parse: renameParse(raw, serverName) });
     this.unsynced = true;
-    return this.ensureServer().then((ok) => {
-      if (!ok) return;
+    return this.withServer(() => {
       if (preparedStatements(this.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
       else this.send(this.statements.get(name)!.parse, { ends: '1', prepares: serverName });
     });
@@ -492,8 +511,7 @@ export class Session {
     const statement = name === '' ? undefined : this.statements.get(name);
     if (!statement) return this.toServer(raw, { ends });
     this.unsynced = true;
-    return this.ensureServer().then((ok) => {
-      if (!ok) return;
+    return this.withServer(() => {
       if (!preparedStatements(this.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
       this.send(rename(raw, statement.serverName), { ends });
     });
@@ -507,10 +525,7 @@ export class Session {
 
   private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement }): Promise<void> | void {
     if (!expectation.synced && expectation.ends !== 'Z') this.unsynced = true;
-    if (this.server) return this.send(raw, expectation);
-    return this.ensureServer().then((ok) => {
-      if (ok) this.send(raw, expectation);
-    });
+    return this.withServer(() => this.send(raw, expectation));
   }
 
   private onStatement(sql: string, protocol: 'simple' | 'extended', raw: Buffer, ends: string): Promise<void> | void {

@@ -105,6 +105,16 @@ export class UpstreamPool {
     });
   }
 
+  /** An idle connection at once, or undefined: the hot path's way to skip a promise when nobody is waiting. */
+  tryAcquire(): UpstreamConnection | undefined {
+    if (this.#closed || this.#waiters.length > 0) return undefined;
+    const idle = this.#idle.pop();
+    if (!idle) return undefined;
+    this.#unidle(idle);
+    this.#inUse.add(idle.connection);
+    return idle.connection;
+  }
+
   /**
    * Returns a connection to the pool. Without `reset` the caller vouches that the last message it
    * read was ReadyForQuery with status I. With `reset`, DISCARD ALL runs first, and a connection
