@@ -18,6 +18,7 @@ export interface MemoryBusOptions {
 }
 
 const DEFAULT_MAX_RETAINED = 100_000;
+const MAX_DEDUP_IDS = 100_000;
 
 interface Unacked {
   attempt: number;
@@ -172,6 +173,8 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
         dedupUntil.delete(id);
       }
       if (dedupUntil.has(message.id)) return;
+      // The window is also bounded in ids: a busy proxy would otherwise keep two minutes of them.
+      if (dedupUntil.size >= MAX_DEDUP_IDS) dedupUntil.delete(dedupUntil.keys().next().value!);
       if (log.length >= maxRetained) compact(true);
       if (log.length >= maxRetained) throw new MemoryBusFullError(maxRetained);
       dedupUntil.set(message.id, now + duplicateWindowMs);
