@@ -1,0 +1,94 @@
+import type { Node, Path } from './ast.js';
+import type { RelationName, SearchPath } from './names.js';
+
+/**
+ * What a statement does beyond reading allowed data. `always` marks effects refused under every
+ * policy (session settings, procedures, notifications, SQL-level prepared statements, server
+ * files); the others are refused only under a read-only policy.
+ */
+export type EffectFamily = 'write' | 'ddl' | 'lock' | 'setting' | 'transaction' | 'procedure' | 'notify' | 'prepare' | 'copy';
+
+export interface Effect {
+  readonly family: EffectFamily;
+  /** What does it, as an agent would write it: `UPDATE`, `SET role`, `SELECT ... FOR UPDATE`. */
+  readonly detail: string;
+  readonly always: boolean;
+}
+
+export interface RelationUse {
+  /** Every relation the name may denote on the search path (usually one). */
+  readonly candidates: readonly RelationName[];
+  readonly written: boolean;
+  /** The name as the statement wrote it. */
+  readonly text: string;
+}
+
+export interface FunctionUse {
+  readonly name: string;
+  readonly vetted: boolean;
+}
+
+export interface ColumnName {
+  readonly table: RelationName;
+  readonly column: string;
+}
+
+export interface ColumnUse {
+  /** Base columns the reference may bind to; it binds to one of them or the statement fails upstream. */
+  readonly candidates: readonly ColumnName[];
+  /** Slot of the ColumnRef node in the statement tree, for the masking rewrite. */
+  readonly path: Path;
+  /** False where an expression cannot stand in for the name (JOIN USING, DDL, COPY column lists). */
+  readonly rewritable: boolean;
+  /** An assignment target (INSERT column list, UPDATE SET): not a read. */
+  readonly written: boolean;
+  readonly text: string;
+}
+
+/** A value built from every column of a table, or a construct that reaches columns by position. */
+export type WholeRowForm = 'star' | 'row' | 'function_notation' | 'natural' | 'column_alias' | 'copy' | 'rename';
+
+export interface WholeRowUse {
+  readonly tables: readonly RelationName[];
+  readonly form: WholeRowForm;
+  readonly text: string;
+}
+
+export interface StatementAnalysis {
+  /** Lowercase statement kind for audit and approvals: `select`, `update`, `ddl`, ... */
+  readonly kind: string;
+  readonly sql: string;
+  readonly stmt: Node;
+  readonly ddl: boolean;
+  readonly effects: readonly Effect[];
+  /** Constructs the analyzer does not understand; any one refuses the statement. */
+  readonly unsupported: readonly string[];
+  readonly functions: readonly FunctionUse[];
+  readonly relations: readonly RelationUse[];
+  readonly columns: readonly ColumnUse[];
+  readonly wholeRows: readonly WholeRowUse[];
+  /** String and numeric constants anywhere in the statement (value honeytokens). */
+  readonly literals: readonly string[];
+}
+
+/** Accumulates findings during one statement's walk. */
+export class Collector {
+  readonly effects: Effect[] = [];
+  readonly unsupported: string[] = [];
+  readonly functions: FunctionUse[] = [];
+  readonly relations: RelationUse[] = [];
+  readonly columns: ColumnUse[] = [];
+  readonly wholeRows: WholeRowUse[] = [];
+  /** Field objects of relation, function, column-reference and sublink nodes the walk analyzed. */
+  readonly visited = new Set<object>();
+
+  constructor(readonly searchPath: SearchPath) {}
+
+  effect(family: EffectFamily, detail: string, always = false): void {
+    this.effects.push({ family, detail, always });
+  }
+
+  unsupportedConstruct(what: string): void {
+    if (!this.unsupported.includes(what)) this.unsupported.push(what);
+  }
+}

@@ -1,0 +1,56 @@
+import { Collector, type StatementAnalysis } from './analysis.js';
+import { nodeType, type At } from './ast.js';
+import type { Ctx, QueryOptions } from './context.js';
+import { sweep } from './coverage.js';
+import { dmlStatement } from './dml.js';
+import { DEFAULT_SEARCH_PATH, searchPathOf } from './names.js';
+import { parseStatements, type ParsedStatement, type ParseFailure } from './parser.js';
+import { selectQuery } from './queries.js';
+import type { Level } from './scope.js';
+import { statement, statementShape } from './statements.js';
+
+export interface AnalysisSession {
+  /** The session's search_path as a list of schema names; default `"$user", public`. */
+  readonly searchPath?: readonly string[];
+}
+
+function query(ctx: Ctx, parent: Level | null, at: At, options: QueryOptions = { observable: true }): void {
+  const type = nodeType(at.node);
+  if (type === 'SelectStmt') selectQuery(ctx, parent, at, options);
+  else if (type === 'InsertStmt' || type === 'UpdateStmt' || type === 'DeleteStmt') dmlStatement(ctx, parent, at);
+  else ctx.out.unsupportedConstruct(type || 'empty query');
+}
+
+/**
+ * Analyzes one parsed statement without any policy: what it is, what it does, which relations,
+ * functions and base columns it may touch. Pure and deterministic; the result depends only on
+ * the statement and the search path, so it can be cached by exact text and search path.
+ */
+export function analyzeStatement(parsed: ParsedStatement, session: AnalysisSession = {}): StatementAnalysis {
+  const out = new Collector(searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH));
+  const ctx: Ctx = { out, rewritable: true, query };
+  statement(ctx, { node: parsed.stmt, path: [] });
+  const literals = sweep(parsed.stmt, out);
+  const shape = statementShape(nodeType(parsed.stmt));
+  return {
+    kind: shape.kind,
+    ddl: shape.ddl,
+    sql: parsed.sql,
+    stmt: parsed.stmt,
+    effects: out.effects,
+    unsupported: out.unsupported,
+    functions: out.functions,
+    relations: out.relations,
+    columns: out.columns,
+    wholeRows: out.wholeRows,
+    literals,
+  };
+}
+
+export type SqlAnalysis = { readonly ok: true; readonly statements: readonly StatementAnalysis[] } | ParseFailure;
+
+/** Parses a query string and analyzes each of its statements. */
+export function analyzeSql(sql: string, session: AnalysisSession = {}): SqlAnalysis {
+  const parsed = parseStatements(sql);
+  return parsed.ok ? { ok: true, statements: parsed.statements.map((statement) => analyzeStatement(statement, session)) } : parsed;
+}

@@ -1,0 +1,130 @@
+/**
+ * Reading libpg_query's JSON parse tree. A node is `{ TypeName: fields }`; struct-typed fields
+ * (a RangeVar in `relation`, an Alias) hold bare `fields`. Fields equal to their default are
+ * omitted, so a field that is present always means something: the analyzer consumes every key
+ * through a Reader and refuses any it was not written to understand.
+ */
+
+export type Fields = Record<string, unknown>;
+export type Node = Record<string, unknown>;
+/** Keys and indexes from the statement node to a slot in the tree. */
+export type Path = readonly (string | number)[];
+
+/** A wrapped node and where it sits. */
+export interface At {
+  readonly node: Node;
+  readonly path: Path;
+}
+
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The node's type (its only key), or '' for the empty placeholder `{}` the parser emits for a null list item. */
+export function nodeType(node: Node): string {
+  const keys = Object.keys(node);
+  return keys.length === 1 ? (keys[0] ?? '') : '';
+}
+
+export class Reader {
+  private readonly used = new Set<string>();
+
+  private constructor(
+    readonly type: string,
+    readonly fields: Fields,
+    /** Path of the fields object itself. */
+    readonly base: Path,
+  ) {}
+
+  static of(at: At): Reader {
+    const type = nodeType(at.node);
+    const fields = at.node[type];
+    return new Reader(type, isObject(fields) ? fields : {}, [...at.path, type]);
+  }
+
+  static struct(type: string, fields: Fields, path: Path): Reader {
+    return new Reader(type, fields, path);
+  }
+
+  has(key: string): boolean {
+    return this.fields[key] !== undefined;
+  }
+
+  node(key: string): At | undefined {
+    this.used.add(key);
+    const value = this.fields[key];
+    return isObject(value) ? { node: value, path: [...this.base, key] } : undefined;
+  }
+
+  list(key: string): At[] {
+    this.used.add(key);
+    const value = this.fields[key];
+    if (!Array.isArray(value)) return [];
+    return value.flatMap((item, index) => (isObject(item) ? [{ node: item, path: [...this.base, key, index] }] : []));
+  }
+
+  struct(key: string, type: string): Reader | undefined {
+    this.used.add(key);
+    const value = this.fields[key];
+    return isObject(value) ? Reader.struct(type, value, [...this.base, key]) : undefined;
+  }
+
+  string(key: string): string | undefined {
+    this.used.add(key);
+    const value = this.fields[key];
+    return typeof value === 'string' ? value : undefined;
+  }
+
+  bool(key: string): boolean {
+    this.used.add(key);
+    return this.fields[key] === true;
+  }
+
+  /** Fields that carry no names, expressions or behaviour the policy cares about (locations, formats). */
+  skip(...keys: string[]): void {
+    for (const key of keys) this.used.add(key);
+  }
+
+  /** Present fields nobody consumed. */
+  leftovers(): string[] {
+    return Object.keys(this.fields).filter((key) => !this.used.has(key));
+  }
+}
+
+/** The `sval` strings of a list of String nodes (qualified names, column lists). */
+export function names(items: readonly At[]): string[] {
+  return items.map((item) => stringValue(item.node) ?? '');
+}
+
+export function stringValue(node: Node): string | undefined {
+  const inner = node.String;
+  return isObject(inner) && typeof inner.sval === 'string' ? inner.sval : undefined;
+}
+
+/**
+ * The text of a constant argument (A_Const, String, or a cast constant), as SET and option values
+ * are written; undefined for anything else. Integer zero and `false` are omitted fields in the tree.
+ */
+export function constantText(node: Node): string | undefined {
+  const str = stringValue(node);
+  if (str !== undefined) return str;
+  if (isObject(node.TypeCast) && isObject(node.TypeCast.arg)) return constantText(node.TypeCast.arg);
+  const value = node.A_Const;
+  if (!isObject(value)) return undefined;
+  if (isObject(value.sval)) return typeof value.sval.sval === 'string' ? value.sval.sval : '';
+  if (isObject(value.ival)) return String(value.ival.ival ?? 0);
+  if (isObject(value.fval)) return String(value.fval.fval ?? '0');
+  if (isObject(value.boolval)) return value.boolval.boolval === true ? 'true' : 'false';
+  if (isObject(value.bsval)) return String(value.bsval.bsval ?? '');
+  return undefined;
+}
+
+/** The object at `path` below `root`. */
+export function getAt(root: unknown, path: Path): unknown {
+  let current = root;
+  for (const key of path) {
+    if (current === null || typeof current !== 'object') return undefined;
+    current = (current as Record<string | number, unknown>)[key];
+  }
+  return current;
+}

@@ -1,0 +1,33 @@
+import { analyzeSql, type AnalysisSession, type SqlAnalysis } from './analyze.js';
+import { DEFAULT_SEARCH_PATH } from './names.js';
+
+/**
+ * Analyses of whole query strings, keyed by the exact text and the search path (analysis needs no
+ * policy, so a policy change does not invalidate it). Deliberately not keyed by libpg_query's
+ * fingerprint: it ignores literals and alias names, and both change decisions (honeytoken values,
+ * set_config names, `FROM customers c, orders o` against `FROM customers o, orders c`).
+ * Least recently used entries are evicted beyond `capacity`.
+ */
+export class AnalysisCache {
+  private readonly entries = new Map<string, SqlAnalysis>();
+
+  constructor(private readonly capacity = 10_000) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  analyze(sql: string, session: AnalysisSession = {}): SqlAnalysis {
+    const key = JSON.stringify([session.searchPath ?? DEFAULT_SEARCH_PATH, sql]);
+    const hit = this.entries.get(key);
+    if (hit) {
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+      return hit;
+    }
+    const result = analyzeSql(sql, session);
+    this.entries.set(key, result);
+    if (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value as string);
+    return result;
+  }
+}

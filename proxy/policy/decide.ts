@@ -1,0 +1,107 @@
+import type { AuditEventKind } from '../../src/events/audit.js';
+import type { StatementAnalysis } from './analysis.js';
+import type { AnalysisSession } from './analyze.js';
+import { applyMasks, type MaskEdit } from './mask.js';
+import { qualified } from './names.js';
+import { MAX_SQL_BYTES, type ParseFailure } from './parser.js';
+import { canaryCheck, effectCheck, functionCheck, INSUFFICIENT_PRIVILEGE, maskCheck, tableCheck, unsupportedCheck, type PolicyRules, type Refusal } from './rules.js';
+
+interface DecisionFacts {
+  readonly statementKind: string;
+  readonly tablesRead: readonly string[];
+  readonly tablesWritten: readonly string[];
+  /** Progress rows to record before the decision itself (`migration_flagged` for DDL under a write-capable policy). */
+  readonly progress: readonly AuditEventKind[];
+}
+
+export type PolicyDecision =
+  | (DecisionFacts & {
+      readonly action: 'allow';
+      readonly event: 'query' | 'masked';
+      readonly rule: string;
+      readonly reason: string;
+      readonly masks: readonly MaskEdit[];
+      /** The text to run upstream: the statement itself, or its masked rewrite. */
+      readonly sql: string;
+    })
+  | (DecisionFacts & {
+      readonly action: 'refuse';
+      readonly event: 'blocked' | 'canary_tripped';
+      readonly rule: string;
+      readonly reason: string;
+      readonly sqlstate: string;
+      readonly tablesBlocked: readonly string[];
+    });
+
+function tables(analysis: StatementAnalysis, written: boolean): string[] {
+  const names = analysis.relations.filter((use) => use.written === written).flatMap((use) => use.candidates.map(qualified));
+  return [...new Set(names)];
+}
+
+/** Applies one policy to one analyzed statement: the first rule that refuses decides, in the order of the checks below. */
+export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, session: AnalysisSession = {}): PolicyDecision {
+  const facts: DecisionFacts = {
+    statementKind: analysis.kind,
+    tablesRead: tables(analysis, false),
+    tablesWritten: tables(analysis, true),
+    progress: analysis.ddl && !policy.read_only ? ['migration_flagged'] : [],
+  };
+  const refusal =
+    canaryCheck(analysis, policy) ??
+    effectCheck(analysis, policy) ??
+    unsupportedCheck(analysis) ??
+    functionCheck(analysis, policy) ??
+    tableCheck(analysis, policy);
+  if (refusal) return refused(facts, refusal);
+  const edits = maskCheck(analysis, policy);
+  if (!Array.isArray(edits)) return refused(facts, edits);
+  if (edits.length === 0) return { ...facts, action: 'allow', event: 'query', rule: '', reason: '', masks: [], sql: analysis.sql };
+  const outcome = applyMasks(analysis, edits, policy.masked_columns, session);
+  if (!outcome.ok) {
+    return refused(facts, {
+      rule: 'masked_columns.rewrite_failed',
+      reason: `masked columns could not be rewritten safely: ${outcome.why} (rule masked_columns.rewrite_failed). Simplify the expressions around ${edits[0]?.text ?? 'the masked columns'}.`,
+      sqlstate: INSUFFICIENT_PRIVILEGE,
+    });
+  }
+  const columns = [...new Set(edits.map((edit) => `${edit.column} (${edit.mode})`))];
+  return {
+    ...facts,
+    action: 'allow',
+    event: 'masked',
+    rule: 'masked_columns.masked',
+    reason: `masked ${columns.join(', ')}: every reference reads the masked value (rule masked_columns.masked).`,
+    masks: edits,
+    sql: outcome.sql,
+  };
+}
+
+function refused(facts: DecisionFacts, refusal: Refusal): PolicyDecision {
+  return {
+    ...facts,
+    action: 'refuse',
+    event: refusal.canary ? 'canary_tripped' : 'blocked',
+    rule: refusal.rule,
+    reason: refusal.reason,
+    sqlstate: refusal.sqlstate,
+    tablesBlocked: refusal.blocked ?? [],
+  };
+}
+
+/** The decision for text that did not parse or was too large to parse. */
+export function decideParseFailure(failure: ParseFailure): PolicyDecision {
+  const facts: DecisionFacts = { statementKind: '', tablesRead: [], tablesWritten: [], progress: [] };
+  if (failure.reason === 'too_large') {
+    return refused(facts, {
+      rule: 'parse.too_large',
+      reason: `the statement is ${failure.bytes} bytes; the limit is ${MAX_SQL_BYTES} (rule parse.too_large). Send smaller statements.`,
+      sqlstate: '54000',
+    });
+  }
+  const at = failure.position === null ? '' : ` at position ${failure.position}`;
+  return refused(facts, {
+    rule: 'parse.error',
+    reason: `the statement does not parse: ${failure.message}${at} (rule parse.error). Only valid PostgreSQL 17 statements run.`,
+    sqlstate: '42601',
+  });
+}

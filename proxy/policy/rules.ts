@@ -1,0 +1,185 @@
+import type { HoneytokenKind } from '../../src/events/honeytokens.js';
+import type { MaskMode } from '../../src/events/policies.js';
+import type { Effect, StatementAnalysis, WholeRowForm } from './analysis.js';
+import { isTempSchema, NEVER_READABLE } from './catalog.js';
+import type { MaskEdit } from './mask.js';
+import { isCatalog, qualified, type RelationName } from './names.js';
+import { SETTABLE } from './settings.js';
+
+/** A planted honeytoken, resolved from the policy's honeytoken ids by the caller. */
+export interface Canary {
+  readonly kind: HoneytokenKind;
+  /** `schema.table`, `schema.table.column`, or a literal value. */
+  readonly target: string;
+}
+
+/** The parts of a policy profile (projections/policies.ts PolicyRow) the statement rules read. */
+export interface PolicyRules {
+  readonly read_only: boolean;
+  readonly allowed_tables: readonly string[];
+  readonly masked_columns: Readonly<Record<string, MaskMode>>;
+  readonly allow_catalog: boolean;
+  readonly canaries: readonly Canary[];
+}
+
+export interface Refusal {
+  readonly rule: string;
+  readonly reason: string;
+  readonly sqlstate: string;
+  readonly canary?: boolean;
+  readonly blocked?: readonly string[];
+}
+
+export const INSUFFICIENT_PRIVILEGE = '42501';
+const FEATURE_NOT_SUPPORTED = '0A000';
+
+const refuse = (rule: string, reason: string, extra: Partial<Refusal> = {}): Refusal => ({ rule, reason, sqlstate: INSUFFICIENT_PRIVILEGE, ...extra });
+
+export function canaryCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
+  for (const canary of policy.canaries) {
+    const hit = canaryHit(analysis, canary);
+    if (hit) return refuse(`honeytoken.${canary.kind}`, `${hit} is not available to this credential (rule honeytoken.${canary.kind}).`, { canary: true });
+  }
+  return null;
+}
+
+function canaryHit(analysis: StatementAnalysis, canary: Canary): string | null {
+  switch (canary.kind) {
+    case 'table':
+      return analysis.relations.some((use) => use.candidates.some((table) => qualified(table) === canary.target)) ? canary.target : null;
+    case 'column': {
+      const table = canary.target.slice(0, canary.target.lastIndexOf('.'));
+      const touched =
+        analysis.columns.some((use) => use.candidates.some((c) => `${qualified(c.table)}.${c.column}` === canary.target)) ||
+        analysis.wholeRows.some((use) => use.tables.some((t) => qualified(t) === table));
+      return touched ? canary.target : null;
+    }
+    case 'value': {
+      const needle = canary.target.toLowerCase();
+      return analysis.literals.some((literal) => literal.toLowerCase().includes(needle)) ? 'a value in this statement' : null;
+    }
+  }
+}
+
+const GUIDANCE: Readonly<Record<Effect['family'], string>> = {
+  write: 'Only statements that read allowed tables run: SELECT, WITH without data-modifying parts, EXPLAIN without ANALYZE, SHOW.',
+  ddl: 'Schema changes are not allowed; only statements that read allowed tables run.',
+  lock: 'Drop the locking clause; plain reads need no locks.',
+  transaction: 'BEGIN, COMMIT, ROLLBACK and savepoints are fine; transactions stay read-only.',
+  setting: `Settings you may change: ${[...SETTABLE].join(', ')}.`,
+  procedure: 'It runs server-side code the gateway cannot inspect; send the statements themselves.',
+  notify: 'LISTEN and NOTIFY are not available through the gateway.',
+  prepare: "Use your driver's prepared statements (the extended query protocol), which are checked statement by statement.",
+  copy: 'Server files and programs are never reachable; use COPY ... TO STDOUT or FROM STDIN.',
+};
+
+/** Read-only refuses every effect; a write-capable policy refuses only the effects refused everywhere. */
+export function effectCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
+  const effect = analysis.effects.find((candidate) => policy.read_only || candidate.always);
+  if (!effect) return null;
+  const rule = `${policy.read_only ? 'read_only' : 'statement'}.${effect.family}`;
+  const why = policy.read_only ? "this credential's policy is read-only" : 'the gateway never runs it';
+  return refuse(rule, `${effect.detail} is not allowed: ${why} (rule ${rule}). ${GUIDANCE[effect.family]}`);
+}
+
+export function unsupportedCheck(analysis: StatementAnalysis): Refusal | null {
+  const what = analysis.unsupported[0];
+  if (what === undefined) return null;
+  return {
+    rule: 'parse.unsupported',
+    reason: `the statement uses ${what}, which the policy analyzer does not understand, so it is refused (rule parse.unsupported). Rewrite it with plain SELECT clauses.`,
+    sqlstate: FEATURE_NOT_SUPPORTED,
+  };
+}
+
+export function functionCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
+  const fn = analysis.functions.find((use) => !use.vetted);
+  if (!fn) return null;
+  const rule = policy.read_only ? 'read_only.function' : 'function.not_allowed';
+  return refuse(
+    rule,
+    `function ${fn.name} is not on the vetted function list (rule ${rule}). Only side-effect-free built-in functions run: arithmetic, string, date/time, JSON, array, aggregate and window functions.`,
+  );
+}
+
+function allowedByList(policy: PolicyRules, table: RelationName): boolean {
+  return policy.allowed_tables.some((entry) => {
+    const dot = entry.indexOf('.');
+    return entry.slice(0, dot) === table.schema && (entry.slice(dot + 1) === '*' || entry.slice(dot + 1) === table.name);
+  });
+}
+
+function allowedList(policy: PolicyRules): string {
+  const shown = policy.allowed_tables.slice(0, 10).join(', ');
+  if (policy.allowed_tables.length === 0) return 'none';
+  return policy.allowed_tables.length > 10 ? `${shown}, ...` : shown;
+}
+
+export function tableCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
+  for (const use of analysis.relations) {
+    if (use.candidates.length === 0) {
+      return refuse('allowed_tables.not_allowed', `table ${use.text} is on no schema of the search_path (rule allowed_tables.not_allowed); schema-qualify it.`, { blocked: [use.text] });
+    }
+    for (const table of use.candidates) {
+      const name = qualified(table);
+      if (isTempSchema(table.schema)) {
+        return refuse('allowed_tables.temp', `temporary table ${use.text} is not allowed (rule allowed_tables.temp): temporary tables could shadow allowed ones.`, { blocked: [name] });
+      }
+      if (isCatalog(table)) {
+        const never = NEVER_READABLE.has(name) || table.schema === 'pg_toast';
+        if (policy.allow_catalog && !use.written && !never) continue;
+        const why = never ? 'it is never readable through the gateway' : use.written ? 'catalogs are never written' : 'this credential may not read system catalogs';
+        return refuse('allowed_tables.catalog', `${name} is a system catalog and ${why} (rule allowed_tables.catalog).`, { blocked: [name] });
+      }
+      if (!allowedByList(policy, table)) {
+        const where = use.candidates.length > 1 ? ` (${use.text} may resolve to ${use.candidates.map(qualified).join(' or ')} on the search_path; schema-qualify it)` : '';
+        return refuse('allowed_tables.not_allowed', `table ${name} is not in the allowed tables (${allowedList(policy)}); query only those (rule allowed_tables.not_allowed)${where}.`, { blocked: [name] });
+      }
+    }
+  }
+  return null;
+}
+
+const WHOLE_ROW_FIX: Readonly<Record<WholeRowForm, string>> = {
+  star: 'list the columns you need instead of *',
+  row: 'select individual columns instead of the whole row (to_jsonb(t), row_to_json(t), t::text)',
+  function_notation: 'write the column without the table qualifier, or pick another column: t.name can also mean name(t), the whole row',
+  natural: 'join with ON instead of NATURAL JOIN',
+  column_alias: 'alias columns in the select list instead of in FROM',
+  copy: 'use COPY (SELECT the columns you need) TO STDOUT',
+  rename: 'tables with masked columns cannot be renamed',
+};
+
+function maskedColumnsOf(policy: PolicyRules, table: RelationName): string[] {
+  const prefix = `${qualified(table)}.`;
+  return Object.keys(policy.masked_columns).filter((key) => key.startsWith(prefix) && !key.slice(prefix.length).includes('.'));
+}
+
+/** Whole-row uses, unmaskable and ambiguous references refuse; every other masked reference becomes an edit. */
+export function maskCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | MaskEdit[] {
+  for (const use of analysis.wholeRows) {
+    const masked = use.tables.flatMap((table) => maskedColumnsOf(policy, table));
+    if (masked.length > 0) {
+      return refuse('masked_columns.whole_row', `${use.text} would expose masked column ${masked[0]} (rule masked_columns.whole_row); ${WHOLE_ROW_FIX[use.form]}.`);
+    }
+  }
+  const edits: MaskEdit[] = [];
+  for (const use of analysis.columns) {
+    if (use.written) continue;
+    const hits = use.candidates.flatMap((candidate) => {
+      const column = `${qualified(candidate.table)}.${candidate.column}`;
+      const mode = policy.masked_columns[column];
+      return mode ? [{ column, mode }] : [];
+    });
+    const first = hits[0];
+    if (!first) continue;
+    if (!use.rewritable) {
+      return refuse('masked_columns.unmaskable', `${use.text} uses masked column ${first.column} where no mask can be applied (rule masked_columns.unmaskable); compare or copy it in a select list or WHERE clause instead.`);
+    }
+    if (hits.some((hit) => hit.mode !== first.mode)) {
+      return refuse('masked_columns.ambiguous', `${use.text} may denote masked columns ${hits.map((hit) => hit.column).join(', ')} with different masks (rule masked_columns.ambiguous); qualify it with its table.`);
+    }
+    edits.push({ column: first.column, mode: first.mode, path: use.path, text: use.text });
+  }
+  return edits;
+}

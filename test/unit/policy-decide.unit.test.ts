@@ -1,0 +1,162 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { analyzeStatement, type AnalysisSession } from '../../proxy/policy/analyze.js';
+import { AnalysisCache } from '../../proxy/policy/cache.js';
+import { decideParseFailure, decidePolicy, type PolicyDecision } from '../../proxy/policy/decide.js';
+import { loadParser, parseStatements } from '../../proxy/policy/parser.js';
+import { decideSql } from '../../proxy/policy/policy.js';
+import type { PolicyRules } from '../../proxy/policy/rules.js';
+import { corpus, corpusPolicies } from '../security/corpus.js';
+
+beforeAll(loadParser);
+
+const readOnly: PolicyRules = {
+  read_only: true,
+  allowed_tables: ['public.orders', 'analytics.*'],
+  masked_columns: { 'public.orders.card': 'redact' },
+  allow_catalog: false,
+  canaries: [{ kind: 'table', target: 'public.api_keys' }],
+};
+const writable: PolicyRules = { ...readOnly, read_only: false };
+
+function decide(sql: string, policy: PolicyRules = readOnly, session: AnalysisSession = {}): PolicyDecision {
+  const parsed = parseStatements(sql);
+  if (!parsed.ok) return decideParseFailure(parsed);
+  return decidePolicy(analyzeStatement(parsed.statements[0]!, session), policy, session);
+}
+
+describe('decisions', () => {
+  it('allows a plain read with the facts the audit needs', () => {
+    expect(decide('SELECT id FROM orders o JOIN analytics.daily d ON d.id = o.id')).toEqual({
+      action: 'allow',
+      event: 'query',
+      rule: '',
+      reason: '',
+      masks: [],
+      sql: 'SELECT id FROM orders o JOIN analytics.daily d ON d.id = o.id',
+      statementKind: 'select',
+      tablesRead: ['public.orders', 'analytics.daily'],
+      tablesWritten: [],
+      progress: [],
+    });
+  });
+
+  it('explains a read-only refusal so the agent can fix it', () => {
+    expect(decide('UPDATE orders SET total = 0')).toMatchObject({
+      action: 'refuse',
+      event: 'blocked',
+      rule: 'read_only.write',
+      sqlstate: '42501',
+      reason:
+        "UPDATE is not allowed: this credential's policy is read-only (rule read_only.write). Only statements that read allowed tables run: SELECT, WITH without data-modifying parts, EXPLAIN without ANALYZE, SHOW.",
+      tablesWritten: ['public.orders'],
+    });
+  });
+
+  it('names the table, the rule and what is allowed', () => {
+    expect(decide('SELECT * FROM customers')).toMatchObject({
+      rule: 'allowed_tables.not_allowed',
+      reason: 'table public.customers is not in the allowed tables (public.orders, analytics.*); query only those (rule allowed_tables.not_allowed).',
+      tablesBlocked: ['public.customers'],
+    });
+  });
+
+  it('asks for a schema when a name may resolve to several tables', () => {
+    expect(decide('SELECT 1 FROM daily', readOnly, { searchPath: ['public', 'analytics'] })).toMatchObject({
+      rule: 'allowed_tables.not_allowed',
+      tablesBlocked: ['public.daily'],
+      reason: expect.stringContaining('daily may resolve to public.daily or analytics.daily on the search_path; schema-qualify it'),
+    });
+  });
+
+  it('matches allowed tables part by part, so a dotted name cannot pass for a wildcard', () => {
+    expect(decide('SELECT 1 FROM "analytics.x".t')).toMatchObject({ rule: 'allowed_tables.not_allowed' });
+    expect(decide('SELECT 1 FROM analytics."x.y"')).toMatchObject({ action: 'allow' });
+  });
+
+  it('uses the SQLSTATE of each failure kind', () => {
+    expect(decide('SELEC 1')).toMatchObject({ rule: 'parse.error', sqlstate: '42601' });
+    expect(decide(`SELECT '${'x'.repeat(70_000)}'`)).toMatchObject({ rule: 'parse.too_large', sqlstate: '54000' });
+    expect(decide('SELECT 1 FROM orders TABLESAMPLE SYSTEM (1)')).toMatchObject({ rule: 'parse.unsupported', sqlstate: '0A000' });
+    expect(decide('SELECT pg_sleep(1)')).toMatchObject({ rule: 'read_only.function', sqlstate: '42501' });
+  });
+
+  it('trips a canary before any other rule, without naming it a honeytoken to the agent', () => {
+    const decision = decide('DELETE FROM api_keys');
+    expect(decision).toMatchObject({ action: 'refuse', event: 'canary_tripped', rule: 'honeytoken.table' });
+    expect(decision.reason).not.toMatch(/honeypot|canary/i);
+  });
+
+  it('refuses effects by policy: read-only refuses writes, every policy refuses session changes', () => {
+    expect(decide('INSERT INTO orders VALUES (1)', writable)).toMatchObject({ action: 'allow', tablesWritten: ['public.orders'] });
+    expect(decide('SET ROLE admin', writable)).toMatchObject({ rule: 'statement.setting' });
+    expect(decide('SELECT pg_sleep(1)', writable)).toMatchObject({ rule: 'function.not_allowed' });
+  });
+
+  it('flags schema changes under a write-capable policy before deciding them', () => {
+    expect(decide('ALTER TABLE orders ADD COLUMN note text', writable)).toMatchObject({ action: 'allow', statementKind: 'ddl', progress: ['migration_flagged'] });
+    expect(decide('DROP TABLE customers', writable)).toMatchObject({ action: 'refuse', progress: ['migration_flagged'] });
+    expect(decide('DROP TABLE orders')).toMatchObject({ rule: 'read_only.ddl', progress: [] });
+  });
+
+  it('never writes a catalog, even with catalog access', () => {
+    expect(decide('ALTER TABLE pg_catalog.pg_class ADD COLUMN x int', { ...writable, allow_catalog: true })).toMatchObject({ rule: 'allowed_tables.catalog' });
+    expect(decide('SELECT relname FROM pg_class', { ...readOnly, allow_catalog: true })).toMatchObject({ action: 'allow' });
+  });
+
+  it('returns the masked rewrite and its edits', () => {
+    const decision = decide('SELECT card FROM orders WHERE card IS NOT NULL');
+    expect(decision).toMatchObject({
+      action: 'allow',
+      event: 'masked',
+      rule: 'masked_columns.masked',
+      sql: "SELECT '[redacted]'::text AS card FROM orders WHERE '[redacted]'::text IS NOT NULL",
+      masks: [
+        { column: 'public.orders.card', mode: 'redact', text: 'card' },
+        { column: 'public.orders.card', mode: 'redact', text: 'card' },
+      ],
+    });
+  });
+
+  it('refuses a reference that could be two masked columns with different masks', () => {
+    const policy = { ...readOnly, allowed_tables: ['public.*'], masked_columns: { 'public.a.x': 'hash', 'public.b.x': 'null' } } as const;
+    expect(decide('SELECT x FROM a, b', policy)).toMatchObject({ rule: 'masked_columns.ambiguous' });
+    expect(decide('SELECT a.x FROM a, b', policy)).toMatchObject({ event: 'masked' });
+  });
+});
+
+describe('decideSql', () => {
+  it('decides each statement of a simple query on its own', () => {
+    const verdicts = decideSql('SELECT id FROM orders; DELETE FROM orders', readOnly);
+    expect(verdicts.map((v) => [v.sql, v.decision.action])).toEqual([
+      ['SELECT id FROM orders', 'allow'],
+      ['DELETE FROM orders', 'refuse'],
+    ]);
+  });
+
+  it('uses a cache when given one', () => {
+    const cache = new AnalysisCache();
+    decideSql('SELECT id FROM orders', readOnly, {}, cache);
+    expect(decideSql('SELECT id FROM orders', readOnly, {}, cache)[0]?.decision.action).toBe('allow');
+    expect(cache.size).toBe(1);
+  });
+});
+
+/** The first refused statement decides a multi-statement string; otherwise masked outranks query. */
+function outcome(verdicts: ReturnType<typeof decideSql>): { action: string; rule: string; event: string } {
+  const decisions = verdicts.map((verdict) => verdict.decision);
+  const decisive = decisions.find((d) => d.action === 'refuse') ?? decisions.find((d) => d.event === 'masked') ?? decisions[0];
+  return decisive ? { action: decisive.action, rule: decisive.rule, event: decisive.event } : { action: 'allow', rule: '', event: 'query' };
+}
+
+describe('security corpus', () => {
+  it('holds at least 200 statements, 40 of them legitimate analytics', () => {
+    expect(corpus.length).toBeGreaterThanOrEqual(200);
+    expect(corpus.filter((entry) => entry.family === 'analytics' && entry.expect.action === 'allow').length).toBeGreaterThanOrEqual(40);
+  });
+
+  it.each(corpus.map((entry, index) => [index, entry.family, entry.sql.slice(0, 80).replace(/\p{Cc}/gu, ' '), entry] as const))('#%i %s: %s', (_index, _family, _sql, entry) => {
+    const got = outcome(decideSql(entry.sql, corpusPolicies[entry.policy], { searchPath: entry.searchPath }));
+    expect({ action: got.action, rule: got.rule }).toEqual({ action: entry.expect.action, rule: entry.expect.rule });
+    if (entry.expect.event) expect(got.event).toBe(entry.expect.event);
+  });
+});
