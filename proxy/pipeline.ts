@@ -4,6 +4,12 @@ import type { ScannedMessage, TransactionStatus } from './protocol/backend.js';
 export interface Statement {
   readonly sql: string;
   readonly kind: string;
+  /** What the policy decided before it ran: `masked` when it runs with column masks. */
+  readonly event: 'query' | 'masked';
+  readonly rule: string;
+  readonly reason: string;
+  readonly tablesRead: readonly string[];
+  readonly tablesWritten: readonly string[];
   readonly startedAt: bigint;
   readonly ts: string;
   rows: number;

@@ -12,6 +12,7 @@ import { encodeEvent } from '../src/events/envelope.js';
 import { CredentialUsed } from '../src/events/credentials.js';
 import type { EventStore } from '../src/store/port.js';
 import { DecisionPublisher } from './decisions.js';
+import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
 import { Session, SessionRegistry } from './session.js';
 import { Upstreams } from './upstreams.js';
@@ -49,6 +50,7 @@ const USED_EVERY_MS = 60_000;
  */
 export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
+  await loadParser();
   const metrics = createProxyMetrics(options.metrics);
   const credentials = new LiveView<CredentialRow>(store, {
     streamPrefix: 'credential-',

@@ -8,7 +8,7 @@ import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type Sc
 import type { AuditEventKind } from '../src/events/audit.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
-import { decideStatement, statementKind } from './policy/hook.js';
+import { decideStatement, type StatementDecision } from './policy/hook.js';
 import {
   BackendScanner,
   encodeAuthenticationOk,
@@ -27,7 +27,7 @@ import {
   type TransactionStatus,
 } from './protocol/backend.js';
 import { ProtocolViolation } from './protocol/errors.js';
-import { renameBindStatement, renameParse, renameTarget } from './protocol/rename.js';
+import { encodeQuery, renameBindStatement, renameParse, renameTarget, replaceParseSql } from './protocol/rename.js';
 import { ResponsePipeline, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
@@ -90,6 +90,17 @@ export class SessionRegistry {
 
 const AUTH_FAILED: ErrorFields = { severity: 'FATAL', code: '28P01', message: 'password authentication failed' };
 
+/** A statement the policy allowed: its text as sent (for the audit) and the decision (its text to run). */
+interface Allowed {
+  readonly sql: string;
+  readonly decision: Extract<StatementDecision, { action: 'allow' }>;
+}
+
+interface Prepared extends Allowed {
+  readonly serverName: string;
+  readonly parse: Buffer;
+}
+
 let sessionCounter = 0;
 
 /**
@@ -122,9 +133,9 @@ export class Session {
   private status: TransactionStatus = 'I';
   private readonly pipeline: ResponsePipeline;
   /** The client's named statements: their text and the server-side name they are prepared under. */
-  private readonly statements = new Map<string, { sql: string; serverName: string; parse: Buffer }>();
-  private unnamedSql = '';
-  private readonly portals = new Map<string, string>();
+  private readonly statements = new Map<string, Prepared>();
+  private unnamed: Allowed | undefined;
+  private readonly portals = new Map<string, Allowed | undefined>();
   private expiryTimer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -441,16 +452,16 @@ export class Session {
     if (this.skipUntilSync && message.kind !== 'Sync' && message.kind !== 'Terminate') return;
     switch (message.kind) {
       case 'Query':
-        return this.onStatement(message.sql, 'simple', message.raw, 'Z');
+        return this.onQuery(message.sql, message.raw);
       case 'Parse':
         return this.onParse(message.name, message.sql, message.paramTypes, message.raw);
       case 'Bind':
-        this.portals.set(message.portal, message.statement === '' ? this.unnamedSql : (this.statements.get(message.statement)?.sql ?? ''));
+        this.portals.set(message.portal, message.statement === '' ? this.unnamed : this.statements.get(message.statement));
         return this.withStatement(message.statement, message.raw, renameBindStatement, '2');
       case 'Describe':
         return message.target === 'S' ? this.withStatement(message.name, message.raw, renameTarget, 'Tn') : this.toServer(message.raw, { ends: 'Tn' });
       case 'Execute':
-        return this.onStatement(this.portals.get(message.portal) ?? '', 'extended', message.raw, 'CIs');
+        return this.toServer(message.raw, { ends: 'CIs', statement: this.statementOf(this.portals.get(message.portal)) });
       case 'Close':
         if (message.target === 'S' && message.name !== '') {
           this.statements.delete(message.name);
@@ -489,16 +500,19 @@ export class Session {
   }
 
   private onParse(name: string, sql: string, paramTypes: readonly number[], raw: Buffer): Promise<void> | void {
-    if (name === '') {
-      this.unnamedSql = sql;
-      return this.toServer(raw, { ends: '1' });
-    }
-    const known = this.statements.get(name);
+    const known = name === '' ? undefined : this.statements.get(name);
     if (known && known.sql !== sql) {
       return this.refuse({ severity: 'ERROR', code: '42P05', message: `prepared statement "${name}" already exists` }, 'extended');
     }
-    const serverName = serverStatementName(sql, paramTypes);
-    this.statements.set(name, { sql, serverName, parse: renameParse(raw, serverName) });
+    const decision = this.decide(sql, 'extended');
+    if (!decision) return;
+    const parse = decision.sql === sql ? raw : replaceParseSql(raw, decision.sql);
+    if (name === '') {
+      this.unnamed = { sql, decision };
+      return this.toServer(parse, { ends: '1' });
+    }
+    const serverName = serverStatementName(decision.sql, paramTypes);
+    this.statements.set(name, { sql, decision, serverName, parse: renameParse(parse, serverName) });
     this.unsynced = true;
     return this.withServer(() => {
       if (preparedStatements(this.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
@@ -528,32 +542,63 @@ export class Session {
     return this.withServer(() => this.send(raw, expectation));
   }
 
-  private onStatement(sql: string, protocol: 'simple' | 'extended', raw: Buffer, ends: string): Promise<void> | void {
+  /**
+   * The policy's decision on a message's SQL. A refusal is answered (and audited) here and yields
+   * undefined; so is any statement while strict auditing cannot take records.
+   */
+  private decide(sql: string, protocol: 'simple' | 'extended'): Extract<StatementDecision, { action: 'allow' }> | undefined {
     const policy = this.context.policies.get(this.credential!.policy_profile_id);
     if (policy?.audit_mode === 'strict' && !this.context.decisions.acceptingStrict()) {
       this.context.metrics.statements.inc({ event: 'blocked' });
-      return this.refuse(
+      this.refuse(
         { severity: 'ERROR', code: '58000', message: 'the audit trail cannot take records right now, and this credential’s policy (audit_mode strict) refuses statements it cannot audit; retry shortly' },
         protocol,
       );
+      return undefined;
     }
-    const decision = decideStatement(sql, { credential: this.credential!, protocol });
-    if (decision.action === 'refuse') {
-      this.context.decisions.publish(
-        this.decision({ event: decision.event, projectId: this.credential!.project_id, sql, kind: decision.statementKind, rule: decision.rule, reason: decision.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() }),
-      );
-      this.context.metrics.statements.inc({ event: decision.event });
-      return this.refuse({ severity: 'ERROR', code: decision.sqlstate, message: decision.reason }, protocol);
+    const decision = decideStatement(sql, { credential: this.credential!, policy, protocol });
+    for (const progress of decision.action === 'allow' ? decision.progress : []) {
+      this.context.decisions.publish(this.decision({ event: progress, projectId: this.credential!.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten }));
     }
-    if (protocol === 'simple' && /^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
-    const statement: Statement = { sql, kind: decision.statementKind || statementKind(sql), startedAt: process.hrtime.bigint(), ts: new Date().toISOString(), rows: 0, bytes: 0, failed: false };
-    return this.toServer(raw, { ends, statement });
+    if (decision.action === 'allow') return decision;
+    this.context.decisions.publish(
+      this.decision({ event: decision.event, projectId: this.credential!.project_id, sql, kind: decision.statementKind, rule: decision.rule, reason: decision.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, tablesBlocked: decision.tablesBlocked }),
+    );
+    this.context.metrics.statements.inc({ event: decision.event });
+    this.refuse({ severity: 'ERROR', code: decision.sqlstate, message: decision.reason }, protocol);
+    return undefined;
+  }
+
+  private onQuery(sql: string, raw: Buffer): Promise<void> | void {
+    const decision = this.decide(sql, 'simple');
+    if (!decision) return;
+    if (/^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
+    return this.toServer(decision.sql === sql ? raw : encodeQuery(decision.sql), { ends: 'Z', statement: this.statementOf({ sql, decision }) });
+  }
+
+  /** The audited statement an Execute or Query starts; an Execute of an unknown portal still gets one (it fails upstream). */
+  private statementOf(allowed: Allowed | undefined): Statement {
+    const decision = allowed?.decision;
+    return {
+      sql: allowed?.sql ?? '',
+      kind: decision?.statementKind ?? '',
+      event: decision?.event ?? 'query',
+      rule: decision?.rule ?? '',
+      reason: decision?.reason ?? '',
+      tablesRead: decision?.tablesRead ?? [],
+      tablesWritten: decision?.tablesWritten ?? [],
+      startedAt: process.hrtime.bigint(),
+      ts: new Date().toISOString(),
+      rows: 0,
+      bytes: 0,
+      failed: false,
+    };
   }
 
   private audit(statement: Statement): void {
     const failed = statement.failed;
     const latencyUs = Number((process.hrtime.bigint() - statement.startedAt) / 1000n);
-    const event: AuditEventKind = 'query';
+    const event = statement.event;
     this.context.metrics.statements.inc({ event: failed ? 'error' : event });
     this.context.metrics.latency.observe(latencyUs / 1e6);
     this.context.decisions.publish(
@@ -562,17 +607,33 @@ export class Session {
         projectId: this.credential!.project_id,
         sql: statement.sql,
         kind: statement.kind,
-        rule: '',
-        reason: failed ? 'the statement ran and failed upstream' : '',
+        rule: statement.rule,
+        reason: failed ? `the statement ran and failed upstream. ${statement.reason}`.trim() : statement.reason,
         rows: statement.rows,
         bytes: statement.bytes,
         latencyUs,
         ts: statement.ts,
+        tablesRead: statement.tablesRead,
+        tablesWritten: statement.tablesWritten,
       }),
     );
   }
 
-  private decision(input: { event: AuditEventKind; projectId: string; sql: string; kind: string; rule: string; reason: string; rows: number; bytes: number; latencyUs: number | null; ts: string }): Decision {
+  private decision(input: {
+    event: AuditEventKind;
+    projectId: string;
+    sql: string;
+    kind: string;
+    rule: string;
+    reason: string;
+    rows: number;
+    bytes: number;
+    latencyUs: number | null;
+    ts: string;
+    tablesRead?: readonly string[];
+    tablesWritten?: readonly string[];
+    tablesBlocked?: readonly string[];
+  }): Decision {
     return {
       event: input.event,
       project_id: input.projectId,
@@ -592,10 +653,10 @@ export class Session {
       rows_returned: String(input.rows),
       bytes_out: String(input.bytes),
       latency_us: input.latencyUs,
-      tables_read: [],
-      tables_written: [],
-      tables_blocked: [],
-      parsed: false,
+      tables_read: [...(input.tablesRead ?? [])],
+      tables_written: [...(input.tablesWritten ?? [])],
+      tables_blocked: [...(input.tablesBlocked ?? [])],
+      parsed: input.kind !== '',
       approval_id: null,
     };
   }

@@ -1,6 +1,12 @@
 /** Schemas whose relations are system catalogs: readable only when the policy sets allow_catalog. */
 export const CATALOG_SCHEMAS: ReadonlySet<string> = new Set(['pg_catalog', 'information_schema', 'pg_toast']);
 
+/**
+ * Type metadata that client drivers read on connect (postgres.js loads array types from pg_type,
+ * others read pg_range): readable whatever allow_catalog says. They describe types, not data.
+ */
+export const DRIVER_METADATA: ReadonlySet<string> = new Set(['pg_catalog.pg_type', 'pg_catalog.pg_range']);
+
 export function isTempSchema(schema: string): boolean {
   return /^pg_(toast_)?temp(_\d+)?$/.test(schema);
 }

@@ -1,7 +1,7 @@
 import type { HoneytokenKind } from '../../src/events/honeytokens.js';
 import type { MaskMode } from '../../src/events/policies.js';
 import type { Effect, StatementAnalysis, WholeRowForm } from './analysis.js';
-import { isTempSchema, NEVER_READABLE } from './catalog.js';
+import { DRIVER_METADATA, isTempSchema, NEVER_READABLE } from './catalog.js';
 import type { MaskEdit } from './mask.js';
 import { isCatalog, qualified, type RelationName } from './names.js';
 import { SETTABLE } from './settings.js';
@@ -127,7 +127,7 @@ export function tableCheck(analysis: StatementAnalysis, policy: PolicyRules): Re
       }
       if (isCatalog(table)) {
         const never = NEVER_READABLE.has(name) || table.schema === 'pg_toast';
-        if (policy.allow_catalog && !use.written && !never) continue;
+        if ((policy.allow_catalog || DRIVER_METADATA.has(name)) && !use.written && !never) continue;
         const why = never ? 'it is never readable through the gateway' : use.written ? 'catalogs are never written' : 'this credential may not read system catalogs';
         return refuse('allowed_tables.catalog', `${name} is a system catalog and ${why} (rule allowed_tables.catalog).`, { blocked: [name] });
       }

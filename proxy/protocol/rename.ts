@@ -36,3 +36,20 @@ export function renameBindStatement(raw: Buffer, statement: string): Buffer {
 export function renameTarget(raw: Buffer, name: string): Buffer {
   return rebuild(raw, 6, cstringEnd(raw, 6), name);
 }
+
+/** Parse with another statement text (a masked rewrite), keeping its name and parameter types. */
+export function replaceParseSql(raw: Buffer, sql: string): Buffer {
+  const start = cstringEnd(raw, 5) + 1;
+  return rebuild(raw, start, cstringEnd(raw, start), sql);
+}
+
+/** A simple Query message carrying `sql`. */
+export function encodeQuery(sql: string): Buffer {
+  const text = Buffer.from(sql, 'utf8');
+  const out = Buffer.allocUnsafe(6 + text.length);
+  out[0] = 'Q'.charCodeAt(0);
+  out.writeInt32BE(5 + text.length, 1);
+  text.copy(out, 5);
+  out[out.length - 1] = 0;
+  return out;
+}
