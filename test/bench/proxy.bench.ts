@@ -1,0 +1,229 @@
+/**
+ * Benchmark of pgward's proxy passthrough against direct PostgreSQL and PgBouncer
+ * (`npm run bench:proxy`). A measurement, not a test: figures below target print BELOW; only
+ * errors exit non-zero.
+ *
+ * A throwaway cluster (fsync off, `pgbench -i -s 10`), PgBouncer (transaction mode, pool 10) and
+ * pgward (transaction pooling, max_connections 10) run side by side; `pgbench -S` runs against
+ * each in turn for every protocol mode and client count, for several rounds, and each round's
+ * figures are compared with direct PostgreSQL's from the same round.
+ */
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { POOL_CONFIG, startGateway } from './proxy-gateway.js';
+import { initialize, runArgs, select, type Endpoint, type Latency, type Mode, type Outcome } from './proxy-pgbench.js';
+import { CLUSTER_SETTINGS, findBinaries, run, serverUser, startCluster, startPgBouncer, Teardown } from './proxy-servers.js';
+
+const ROUNDS = 3;
+const MODES: readonly Mode[] = ['simple', 'extended', 'prepared'];
+const CLIENTS = [1, 10, 50];
+const TARGETS = ['direct', 'PgBouncer', 'pgward'] as const;
+type Target = (typeof TARGETS)[number];
+type Succeeded = Extract<Outcome, { ok: true }>;
+/** A figure of one round from the outcomes of the targets asked for, in that order. */
+type Pick = (...outcomes: Succeeded[]) => number;
+const SCALE = 10;
+const DATABASE = 'pgbench';
+const PGBOUNCER = '/usr/sbin/pgbouncer';
+const MIN_VS_DIRECT = 0.6;
+const MIN_VS_PGBOUNCER = 0.9;
+const MAX_ADDED_P50_US = 80;
+
+const number = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+const ratio = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+
+function log(line: string): void {
+  console.log(`[bench:proxy] ${line}`);
+}
+
+function secondsPerRun(): number {
+  const given = process.env.PGWARD_BENCH_SECONDS ?? '5';
+  const seconds = Number(given);
+  if (!Number.isInteger(seconds) || seconds < 1) throw new Error(`PGWARD_BENCH_SECONDS must be a whole number of seconds, not ${JSON.stringify(given)}`);
+  return seconds;
+}
+
+function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+}
+
+/** Outcomes of one (mode, clients, target) by round; undefined where the target cannot serve the mode. */
+class Results {
+  private readonly cells = new Map<string, (Outcome | undefined)[]>();
+
+  private key(mode: Mode, clients: number, target: Target): string {
+    return `${mode}/${clients}/${target}`;
+  }
+
+  add(mode: Mode, clients: number, target: Target, outcome: Outcome | undefined): void {
+    const key = this.key(mode, clients, target);
+    this.cells.set(key, [...this.rounds(mode, clients, target), outcome]);
+  }
+
+  rounds(mode: Mode, clients: number, target: Target): readonly (Outcome | undefined)[] {
+    return this.cells.get(this.key(mode, clients, target)) ?? [];
+  }
+
+  /** Median over rounds of `pick` applied to each round's outcomes, counting only rounds where all of `targets` succeeded. */
+  median(mode: Mode, clients: number, targets: readonly Target[], pick: Pick): number {
+    const perTarget = targets.map((target) => this.rounds(mode, clients, target));
+    const values: number[] = [];
+    for (let round = 0; round < (perTarget[0]?.length ?? 0); round++) {
+      const outcomes = perTarget.map((rounds) => rounds[round]);
+      if (outcomes.every((outcome) => outcome?.ok)) values.push(pick(...(outcomes as Succeeded[])));
+    }
+    return median(values);
+  }
+
+  /** 'n/a' when the target cannot serve the mode, 'fail' when a round failed, else undefined. */
+  status(mode: Mode, clients: number, target: Target): 'n/a' | 'fail' | undefined {
+    const rounds = this.rounds(mode, clients, target);
+    if (rounds.every((outcome) => outcome === undefined)) return 'n/a';
+    return rounds.some((outcome) => outcome && !outcome.ok) ? 'fail' : undefined;
+  }
+}
+
+function describe(outcome: Outcome | undefined): string {
+  if (!outcome) return 'n/a';
+  if (!outcome.ok) return `failed (${outcome.reason})`;
+  const latency = outcome.latency ? `, p50 ${number.format(outcome.latency.p50)} µs, p99 ${number.format(outcome.latency.p99)} µs` : '';
+  return `${number.format(outcome.tps)} tps${latency}`;
+}
+
+function table(header: readonly string[], rows: readonly string[][]): string {
+  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)));
+  const line = (cells: readonly string[]): string => cells.map((cell, i) => (i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ');
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
+}
+
+function printReport(results: Results): void {
+  const figure = (mode: Mode, clients: number, targets: readonly Target[], pick: Pick, format: (n: number) => string): string => {
+    const status = targets.map((target) => results.status(mode, clients, target)).find((s) => s !== undefined);
+    return status ?? format(results.median(mode, clients, targets, pick));
+  };
+  const tps = (target: Target) => (mode: Mode, clients: number) => figure(mode, clients, [target], (o) => o.tps, number.format);
+  const share = (a: Target, b: Target) => (mode: Mode, clients: number) => figure(mode, clients, [a, b], (x, y) => x.tps / y.tps, (n) => `${ratio.format(n)}×`);
+  const throughput = MODES.flatMap((mode) =>
+    CLIENTS.map((clients) => [mode, String(clients), ...[tps('direct'), tps('PgBouncer'), tps('pgward'), share('pgward', 'direct'), share('pgward', 'PgBouncer'), share('PgBouncer', 'direct')].map((cell) => cell(mode, clients))]),
+  );
+  console.log(`\nThroughput: median TPS over ${ROUNDS} rounds; ratios are medians of the per-round ratios\n`);
+  console.log(table(['mode', 'c', 'direct tps', 'PgBouncer tps', 'pgward tps', 'pgward/direct', 'pgward/PgBouncer', 'PgBouncer/direct'], throughput));
+
+  const addedP50: Pick = (pgward, direct) => pgward.latency!.p50 - direct.latency!.p50;
+  const at = (target: Target, key: keyof Latency) => (mode: Mode) => figure(mode, 1, [target], (o) => o.latency![key], number.format);
+  const added = (mode: Mode): string => figure(mode, 1, ['pgward', 'direct'], addedP50, number.format);
+  const latency = MODES.map((mode) => [mode, '1', ...[at('direct', 'p50'), at('direct', 'p99'), at('PgBouncer', 'p50'), at('PgBouncer', 'p99'), at('pgward', 'p50'), at('pgward', 'p99'), added].map((cell) => cell(mode))]);
+  console.log(`\nLatency at c=1 (µs, from pgbench --log): medians over ${ROUNDS} rounds; added = pgward p50 − direct p50 of the same round\n`);
+  console.log(table(['mode', 'c', 'direct p50', 'direct p99', 'PgBouncer p50', 'PgBouncer p99', 'pgward p50', 'pgward p99', 'pgward added p50'], latency));
+
+  const failures = MODES.flatMap((mode) =>
+    CLIENTS.flatMap((clients) =>
+      TARGETS.flatMap((target) => results.rounds(mode, clients, target).flatMap((outcome, round) => (outcome && !outcome.ok ? [`  round ${round + 1} ${mode} c=${clients} ${target}: ${outcome.reason}`] : []))),
+    ),
+  );
+  if (failures.length > 0) console.log(`\nFailed runs (shown as fail above):\n${failures.join('\n')}`);
+
+  const verdict = (ok: boolean): string => (ok ? 'PASS' : 'BELOW');
+  const vsDirect = results.median('extended', 10, ['pgward', 'direct'], (w, d) => w.tps / d.tps);
+  const vsBouncer = results.median('extended', 10, ['pgward', 'PgBouncer'], (w, b) => w.tps / b.tps);
+  const addedByMode = MODES.map((mode) => ({ mode, us: results.median(mode, 1, ['pgward', 'direct'], addedP50) }));
+  const worst = Math.max(...addedByMode.map((a) => a.us));
+  console.log('');
+  console.log(`target pgward/direct at c=10 extended >= ${ratio.format(MIN_VS_DIRECT)}×: ${ratio.format(vsDirect)}× ${verdict(vsDirect >= MIN_VS_DIRECT)}`);
+  console.log(`target pgward/PgBouncer at c=10 extended >= ${ratio.format(MIN_VS_PGBOUNCER)}×: ${ratio.format(vsBouncer)}× ${verdict(vsBouncer >= MIN_VS_PGBOUNCER)}`);
+  console.log(
+    `target p50 added latency at c=1 <= ${MAX_ADDED_P50_US} µs: ${addedByMode.map((a) => `${a.mode} ${number.format(a.us)} µs`).join(', ')} ${verdict(worst <= MAX_ADDED_P50_US)}`,
+  );
+}
+
+async function admin(url: string, statements: readonly string[]): Promise<string[]> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const answers: string[] = [];
+    for (const sql of statements) answers.push(JSON.stringify((await client.query(sql)).rows[0] ?? null));
+    return answers;
+  } finally {
+    await client.end();
+  }
+}
+
+async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
+  const seconds = secondsPerRun();
+  if (!existsSync(PGBOUNCER)) throw new Error(`${PGBOUNCER} is missing: install the Debian package pgbouncer`);
+  const binaries = await findBinaries();
+  const runAs = serverUser();
+  const dir = await mkdtemp(join(tmpdir(), 'pgward-bench-proxy-'));
+  teardown.add(() => rm(dir, { recursive: true, force: true }));
+  if (runAs) await chmod(dir, 0o711);
+  const logs = join(dir, 'logs');
+  await mkdir(logs);
+  log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}), Node ${process.version}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(`PostgreSQL binaries: ${binaries.source}; ${(await run(binaries.pgbench, ['--version'])).trim()}`);
+
+  const cluster = await startCluster(dir, binaries, runAs, teardown);
+  const [version] = await admin(cluster.url('postgres'), ['select version()', `create database ${DATABASE}`, 'create database pgward_state']);
+  log(`cluster on 127.0.0.1:${cluster.port}: ${version}, ${CLUSTER_SETTINGS.join(', ')}, SCRAM auth`);
+  const direct: Endpoint = { port: cluster.port, user: cluster.user, password: cluster.password, database: DATABASE };
+  log(`pgbench -i -s ${SCALE}`);
+  await initialize(binaries.pgbench, direct, SCALE, signal);
+
+  const bouncer = await startPgBouncer(dir, PGBOUNCER, cluster, DATABASE, runAs, teardown);
+  log(`PgBouncer ${bouncer.version} on 127.0.0.1:${bouncer.port}: transaction mode, pool 10, SCRAM auth; prepared statements ${bouncer.servesPrepared ? 'served' : 'not served by this version (prepared rows n/a)'}`);
+  const gateway = await startGateway(cluster.url('pgward_state'), { port: cluster.port, database: DATABASE, user: cluster.user, password: cluster.password }, teardown);
+  log(`pgward proxy on 127.0.0.1:${gateway.port}: no TLS, pool ${JSON.stringify(POOL_CONFIG)}, agent ${gateway.agent.user}`);
+
+  const endpoints: Record<Target, Endpoint> = { direct, PgBouncer: { ...direct, port: bouncer.port }, pgward: { port: gateway.port, ...gateway.agent } };
+  const serves = (target: Target, mode: Mode): boolean => target !== 'PgBouncer' || mode !== 'prepared' || bouncer.servesPrepared;
+  const runs = ROUNDS * MODES.length * CLIENTS.length * TARGETS.length - (bouncer.servesPrepared ? 0 : ROUNDS * CLIENTS.length);
+  log(`${runs} runs of ${seconds} s: pgbench ${runArgs({ mode: 'extended', clients: 10, seconds }).join(' ')} (and the other modes and client counts), --log at c=1`);
+
+  const results = new Results();
+  let done = 0;
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const mode of MODES) {
+      for (const clients of CLIENTS) {
+        for (const target of TARGETS) {
+          signal.throwIfAborted();
+          if (!serves(target, mode)) {
+            results.add(mode, clients, target, undefined);
+            continue;
+          }
+          const logPrefix = clients === 1 ? join(logs, `${target}-${mode}-${round}`) : undefined;
+          const outcome = await select(binaries.pgbench, endpoints[target], { mode, clients, seconds, ...(logPrefix ? { logPrefix } : {}) }, signal);
+          results.add(mode, clients, target, outcome);
+          log(`[${++done}/${runs}] round ${round}/${ROUNDS} ${mode} c=${clients} ${target}: ${describe(outcome)}`);
+        }
+      }
+    }
+  }
+  log(`pgward published ${number.format(gateway.decisions())} decisions to the bus; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  printReport(results);
+}
+
+async function main(): Promise<void> {
+  const teardown = new Teardown();
+  const abort = new AbortController();
+  const interrupt = (): void => abort.abort(new Error('interrupted'));
+  process.on('SIGINT', interrupt);
+  process.on('SIGTERM', interrupt);
+  try {
+    await bench(teardown, abort.signal);
+  } finally {
+    log('cleaning up');
+    await teardown.run((error) => console.error('[bench:proxy] cleanup step failed:', error));
+    process.off('SIGINT', interrupt);
+    process.off('SIGTERM', interrupt);
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error('[bench:proxy] failed:', error);
+  process.exitCode = 1;
+});
