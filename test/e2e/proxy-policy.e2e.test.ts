@@ -65,7 +65,7 @@ describe('policy on the wire', () => {
     const audited = await (async () => {
       const deadline = Date.now() + 3000;
       while (Date.now() < deadline) {
-        const found = gateway.decisions.map((d) => d.decision as Record<string, unknown> | undefined).filter((d) => d?.credential_id === agent.credential.id);
+        const found = gateway.decisions.map((d) => d.decision as Record<string, unknown> | undefined).filter((d): d is Record<string, unknown> => d?.credential_id === agent.credential.id);
         if (found.length >= 3) return found;
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
