@@ -92,7 +92,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const context = {
     credentials,
     policies,
-    upstreamFor: (databaseId: string, projectId: string) => upstreams.for(databaseId, projectId),
+    upstreamFor: (databaseId: string, projectId: string, readOnly: boolean) => upstreams.for(databaseId, projectId, readOnly),
     decisions,
     registry,
     metrics,

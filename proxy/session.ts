@@ -39,7 +39,7 @@ import type { LiveView } from './views/live-view.js';
 export interface SessionContext {
   readonly credentials: LiveView<CredentialRow>;
   readonly policies: LiveView<PolicyRow>;
-  readonly upstreamFor: (databaseId: string, projectId: string) => Promise<UpstreamHandle | undefined>;
+  readonly upstreamFor: (databaseId: string, projectId: string, readOnly: boolean) => Promise<UpstreamHandle | undefined>;
   readonly decisions: DecisionPublisher;
   readonly registry: SessionRegistry;
   readonly metrics: ProxyMetrics;
@@ -299,7 +299,7 @@ export class Session {
     if (!credential) return this.refuseLogin('auth_failed', 'unknown user');
     const refusal = this.unusable(credential);
     if (refusal) return this.refuseLogin(refusal.event, refusal.reason);
-    const handle = await this.context.upstreamFor(credential.database_id, credential.project_id);
+    const handle = await this.context.upstreamFor(credential.database_id, credential.project_id, this.context.policies.get(credential.policy_profile_id)?.read_only ?? true);
     const requested = this.startup?.parameters.get('database') ?? credential.pg_username;
     if (!handle || requested !== handle.database.name) return this.refuseLogin('auth_failed', `database ${requested} is not the credential's database`);
     this.upstreamHandle = handle;

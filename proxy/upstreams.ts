@@ -18,7 +18,8 @@ interface Entry {
 }
 
 /**
- * One pool per registered database, made on first use with the database's stored (sealed)
+ * One pool per registered database and kind of policy (read-only sessions get connections whose
+ * transactions are read-only by default), made on first use with the database's stored (sealed)
  * credentials and pool_config. A change to the database (password, host, pool settings) makes a
  * new pool; the old one is closed once its sessions are done with it.
  */
@@ -31,7 +32,12 @@ export class Upstreams {
     private readonly options: { connectTimeoutMs: number; applicationName: string },
   ) {}
 
-  private target(database: DatabaseRow): UpstreamTarget {
+  private target(database: DatabaseRow, readOnly: boolean): UpstreamTarget {
+    const settings = {
+      ...(database.query_timeout_ms > 0 ? { statement_timeout: String(database.query_timeout_ms) } : {}),
+      // Defense in depth: what the policy proves read-only also runs in read-only transactions.
+      ...(readOnly ? { default_transaction_read_only: 'on' } : {}),
+    };
     return {
       host: database.host,
       port: database.port,
@@ -41,25 +47,27 @@ export class Upstreams {
       sslMode: database.ssl_mode as UpstreamTarget['sslMode'],
       applicationName: this.options.applicationName,
       connectTimeoutMs: this.options.connectTimeoutMs,
-      ...(database.query_timeout_ms > 0 ? { extraStartupParameters: { statement_timeout: String(database.query_timeout_ms) } } : {}),
+      ...(Object.keys(settings).length > 0 ? { extraStartupParameters: settings } : {}),
     };
   }
 
-  async for(databaseId: string, projectId: string): Promise<UpstreamHandle | undefined> {
+  /** The pool of a database for sessions of a read-only or a write-capable policy (separate connections). */
+  async for(databaseId: string, projectId: string, readOnly: boolean): Promise<UpstreamHandle | undefined> {
     const database = await this.databases.getOrRead(databaseId, `project-${projectId}`);
     if (!database || database.status !== 'active') return undefined;
-    const known = this.entries.get(databaseId);
+    const key = `${databaseId}:${readOnly ? 'ro' : 'rw'}`;
+    const known = this.entries.get(key);
     if (known && known.revision === database.revision) return known.handle;
-    const target = this.target(database);
+    const target = this.target(database, readOnly);
     const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1]);
     const handle: UpstreamHandle = { database, pool, cancel: (server) => sendCancel(target, server.backendKey).then(() => undefined) };
-    this.entries.set(databaseId, { revision: database.revision, handle });
+    this.entries.set(key, { revision: database.revision, handle });
     if (known) void known.handle.pool.close();
     return handle;
   }
 
   stats(): { database: string; size: number; idle: number; inUse: number; waiting: number }[] {
-    return [...this.entries].map(([database, entry]) => ({ database, ...entry.handle.pool.stats() }));
+    return [...this.entries].map(([key, entry]) => ({ database: key, ...entry.handle.pool.stats() }));
   }
 
   async close(): Promise<void> {
