@@ -7,6 +7,8 @@ export type Decision = Omit<StatementDecided, 'proxy_id' | 'boot_epoch' | 'seq'>
 /** What travels on the bus: a decision, or a marker for decisions this proxy had to drop. */
 export type BusRecord =
   | { readonly kind: 'decision'; readonly decision: StatementDecided }
+  /** Decisions queued together travel as one message: the bus costs per message, not per byte. */
+  | { readonly kind: 'batch'; readonly decisions: readonly StatementDecided[] }
   | {
       readonly kind: 'gap';
       readonly project_id: string;
@@ -18,6 +20,9 @@ export type BusRecord =
       readonly reason: string;
       readonly ts: string;
     };
+
+/** Decisions per bus message at most. */
+const BATCH = 256;
 
 export interface PublisherStats {
   readonly depth: number;
@@ -114,33 +119,46 @@ export class DecisionPublisher {
     }
   }
 
+  /** The next message: up to BATCH queued decisions in one, else a gap marker. */
+  private nextMessage(): { id: string; data: Buffer; taken: Pending[]; gap?: Pending['gap'] } | undefined {
+    const taken = this.queue.slice(0, BATCH);
+    if (taken.length === 1) return { id: taken[0]!.id, data: Buffer.from(JSON.stringify(taken[0]!.record)), taken };
+    if (taken.length > 1) {
+      const decisions = taken.map((p) => (p.record as Extract<BusRecord, { kind: 'decision' }>).decision);
+      const record: BusRecord = { kind: 'batch', decisions };
+      return { id: `${taken[0]!.id}..${decisions.at(-1)!.seq}`, data: Buffer.from(JSON.stringify(record)), taken };
+    }
+    const gap = this.gapMarker();
+    return gap ? { id: gap.id, data: Buffer.from(JSON.stringify(gap.record)), taken: [], ...(gap.gap ? { gap: gap.gap } : {}) } : undefined;
+  }
+
   private drain(): void {
     if (this.draining) return;
     this.draining = true;
     void (async () => {
       try {
-        while (this.queue.length > 0 || this.gaps.size > 0) {
-          const next = this.queue[0] ?? this.gapMarker();
-          if (!next) break;
+        for (let next = this.nextMessage(); next; next = this.nextMessage()) {
           try {
-            await this.bus.publish({ id: next.id, data: Buffer.from(JSON.stringify(next.record)) });
+            await this.bus.publish({ id: next.id, data: next.data });
             this.busAccepting = true;
           } catch (error) {
             this.busAccepting = false;
             this.onPublishError(error);
             if (next.gap) this.mergeGap(next.gap.projectId, next.gap.gap);
-            if (next.done) {
-              this.queue.shift();
-              next.done.reject(error as Error);
+            const strict = next.taken.filter((p) => p.done);
+            if (strict.length > 0) {
+              // Strict callers learn at once; the rest of the batch is retried.
+              this.queue.splice(0, this.queue.length, ...this.queue.filter((p) => !p.done || !strict.includes(p)));
+              for (const pending of strict) pending.done!.reject(error as Error);
               continue;
             }
             await new Promise((resolve) => setTimeout(resolve, 100));
             if (this.closed) break;
             continue;
           }
-          if (this.queue[0] === next) this.queue.shift();
-          this.published++;
-          next.done?.resolve();
+          this.queue.splice(0, next.taken.length);
+          this.published += next.taken.length + (next.gap ? 1 : 0);
+          for (const pending of next.taken) pending.done?.resolve();
         }
       } finally {
         this.draining = false;

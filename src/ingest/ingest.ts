@@ -99,9 +99,13 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       holes.explain(gap.proxy_id, gap.boot_epoch, BigInt(gap.from_seq), BigInt(gap.to_seq));
       return;
     }
-    const decision = StatementDecided.schema.parse(record.decision);
-    await append(StatementDecided, decision, decision.project_id, `decision:${decision.proxy_id}:${decision.boot_epoch}:${decision.seq}`);
-    if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
+    const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map((d) => StatementDecided.schema.parse(d));
+    await Promise.all(
+      decisions.map((decision) => {
+        if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
+        return append(StatementDecided, decision, decision.project_id, `decision:${decision.proxy_id}:${decision.boot_epoch}:${decision.seq}`);
+      }),
+    );
   };
 
   let lastDelivery = 0;

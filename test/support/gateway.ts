@@ -53,7 +53,10 @@ export async function startGateway(label: string, upstreamServerUrl?: string): P
   const bus = createMemoryBus();
   const decisions: Record<string, unknown>[] = [];
   const consumer = await bus.consume({ durable: 'test', maxInFlight: 64 }, async (delivery: Delivery) => {
-    decisions.push(JSON.parse(Buffer.from(delivery.data).toString('utf8')) as Record<string, unknown>);
+    const record = JSON.parse(Buffer.from(delivery.data).toString('utf8')) as Record<string, unknown>;
+    // One record per decision, whether it travelled alone or in a batch.
+    if (record.kind === 'batch') decisions.push(...(record.decisions as unknown[]).map((decision) => ({ kind: 'decision', decision })));
+    else decisions.push(record);
   });
   const keyring = parseKeyring(api.masterKey);
   const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));

@@ -28,19 +28,19 @@ describe('decision publisher', () => {
     const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 10);
     publisher.publish(decision('select 1'));
     publisher.publish(decision(`select '${'x'.repeat(5000)}'`));
-    await until(() => received.length === 2);
-    const stamped = received.map((r) => (r.kind === 'decision' ? r.decision : undefined));
+    await until(() => received.flatMap((r) => (r.kind === 'batch' ? r.decisions : r.kind === 'decision' ? [r.decision] : [])).length === 2);
+    const stamped = received.flatMap((r) => (r.kind === 'batch' ? r.decisions : r.kind === 'decision' ? [r.decision] : []));
     expect(stamped.map((d) => [d?.proxy_id, d?.boot_epoch, d?.seq])).toEqual([['p1', 7, '1'], ['p1', 7, '2']]);
     expect(stamped[1]?.sql.length).toBe(4096);
     await bus.close();
   });
 
   it('drops when full without blocking, reports a gap marker with the exact count once the bus accepts, and refuses strict statements meanwhile', async () => {
-    const bus = createMemoryBus({ maxRetained: 2 });
+    const bus = createMemoryBus({ maxRetained: 1 });
     const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 1 }, 3);
     for (let i = 0; i < 10; i++) publisher.publish(decision(`select ${i}`));
-    await until(() => publisher.stats().published === 2 && !publisher.acceptingStrict());
-    expect(publisher.stats()).toMatchObject({ depth: 1, dropped: 7, published: 2 });
+    await until(() => publisher.stats().published === 1 && !publisher.acceptingStrict());
+    expect(publisher.stats()).toMatchObject({ depth: 2, dropped: 7, published: 1 });
     await expect(publisher.publishStrict(decision('select strict'))).rejects.toThrow('not accepting records');
 
     const received: BusRecord[] = [];
@@ -49,7 +49,7 @@ describe('decision publisher', () => {
     await until(() => publisher.acceptingStrict());
     const gap = received.find((r) => r.kind === 'gap');
     expect(gap).toMatchObject({ kind: 'gap', project_id: project, proxy_id: 'p1', boot_epoch: 1, count: '8', reason: 'proxy_buffer_full' });
-    const decided = received.filter((r) => r.kind === 'decision').length;
+    const decided = received.reduce((n, r) => n + (r.kind === 'batch' ? r.decisions.length : r.kind === 'decision' ? 1 : 0), 0);
     expect(decided + Number((gap as { count: string }).count)).toBe(11);
     await publisher.close();
     await bus.close();
