@@ -126,6 +126,7 @@ export class Session {
   private server: UpstreamConnection | undefined;
   private scanner: BackendScanner | undefined;
   private pinned = false;
+  private expiresAtMs = Number.POSITIVE_INFINITY;
   private corked: UpstreamConnection['socket'] | undefined;
   private unsynced = false;
   /** After the proxy refused a message of an extended-protocol batch, the rest is dropped until Sync, as PostgreSQL does. */
@@ -312,6 +313,7 @@ export class Session {
     }
     this.useServer(server);
     this.context.registry.bind(this, credential.credential_id);
+    this.expiresAtMs = credential.expires_at ? Date.parse(credential.expires_at) : Number.POSITIVE_INFINITY;
     this.context.onLogin?.(credential.credential_id);
     this.scheduleExpiry(credential);
     this.state = 'ready';
@@ -446,9 +448,8 @@ export class Session {
   }
 
   private onMessage(message: FrontendMessage): Promise<void> | void {
-    const credential = this.credential!;
-    const refusal = this.unusable(credential);
-    if (refusal) return this.terminate(refusal.event, refusal.reason);
+    // Disable, revoke and rotation end the session when their events arrive; expiry is checked here, before every message.
+    if (Date.now() >= this.expiresAtMs) return this.terminate('credential_expired', 'the credential expired');
     if (this.skipUntilSync && message.kind !== 'Sync' && message.kind !== 'Terminate') return;
     switch (message.kind) {
       case 'Query':

@@ -219,6 +219,35 @@ describe('live enforcement', () => {
     await fresh.end();
   });
 
+  it('ends a session when its credential’s expires_at passes, refuses logins after, and audits credential_expired', async () => {
+    const expiresAt = new Date(Date.now() + 1500).toISOString();
+    const registered = await gateway.api.call(gateway.owner.apiKey, {
+      method: 'POST',
+      url: `/v1/projects/${gateway.projectId}/agents`,
+      payload: { name: 'short-lived', policy_profile_id: gateway.policyId, expires_at: expiresAt },
+    });
+    const secrets = registered.json() as AgentSecrets;
+    const client = new pg.Client({ connectionString: secrets.connection_string });
+    let ended = false;
+    client.on('error', () => undefined);
+    client.on('end', () => (ended = true));
+    await client.connect();
+    expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    await waitFor(() => ended, 3000, 'session ended at expiry');
+    expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(expiresAt));
+    const late = new pg.Client({ connectionString: secrets.connection_string });
+    const error = (await late.connect().then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as { code?: string };
+    expect(error.code).toBe('28P01');
+    await waitFor(
+      () => gateway.decisions.filter((d) => (d.decision as { credential_id?: string; event?: string } | undefined)?.credential_id === secrets.credential.id && (d.decision as { event: string }).event === 'credential_expired').length >= 2,
+      2000,
+      'credential_expired decisions for the session and the refused login',
+    );
+  });
+
   it('publishes a decision per statement with rows, bytes and latency', async () => {
     const client = new pg.Client({ connectionString: agent.connection_string });
     await client.connect();
