@@ -1,10 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { openSecret, parseKeyring } from '../../src/crypto/seal.js';
 import { startApi, type TestApi } from '../support/api.js';
 
 let api: TestApi;
 let owner: { orgId: string; apiKey: string };
-const pgUrl = new URL(process.env.PGWARD_TEST_PG_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres');
+const pgUrl = new URL(inject('pgUrl'));
+/** The test server's own password (the embedded one has one; the machine's server trusts). */
+const serverPassword = decodeURIComponent(pgUrl.password) || 'unused-with-trust';
 
 beforeAll(async () => {
   api = await startApi('databases');
@@ -42,7 +44,7 @@ describe('databases', () => {
   });
 
   it('tests the connection: the server version when it answers, the reason when it does not', async () => {
-    const good = await project('unused-with-trust');
+    const good = await project(serverPassword);
     const ok = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${good.project.id}/databases/${good.database.id}/test` });
     expect(ok.json()).toMatchObject({ ok: true, error: null });
     expect((ok.json() as { server_version: string }).server_version).toMatch(/^\d+/);
