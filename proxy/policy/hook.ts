@@ -2,35 +2,12 @@ import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
 import type { AuditEventKind } from '../../src/events/audit.js';
 import { AnalysisCache } from './cache.js';
+import type { PolicyDecision } from './decide.js';
 import { decideSql } from './policy.js';
 import type { PolicyRules } from './rules.js';
 
-/** What the policy engine says about one client message's SQL (one or several statements). */
-export type StatementDecision =
-  | {
-      readonly action: 'allow';
-      readonly event: 'query' | 'masked';
-      readonly statementKind: string;
-      readonly rule: string;
-      readonly reason: string;
-      /** The text to run upstream: as sent, or rewritten with masks. */
-      readonly sql: string;
-      readonly tablesRead: readonly string[];
-      readonly tablesWritten: readonly string[];
-      /** Progress rows to audit before the statement's own decision (migration_flagged). */
-      readonly progress: readonly AuditEventKind[];
-    }
-  | {
-      readonly action: 'refuse';
-      readonly event: AuditEventKind;
-      readonly statementKind: string;
-      readonly rule: string;
-      readonly reason: string;
-      readonly sqlstate: string;
-      readonly tablesRead: readonly string[];
-      readonly tablesWritten: readonly string[];
-      readonly tablesBlocked: readonly string[];
-    };
+/** What the policy engine says about one client message's SQL (one or several statements): a statement's decision, less its mask edits. */
+export type StatementDecision = Omit<Extract<PolicyDecision, { action: 'allow' }>, 'masks'> | Extract<PolicyDecision, { action: 'refuse' }>;
 
 export interface StatementContext {
   readonly credential: CredentialRow;
@@ -63,7 +40,7 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   const policy = context.policy;
   if (!policy || policy.status !== 'active') {
     return {
-      action: 'refuse', event: 'blocked', statementKind: statementKind(sql), rule: 'policy.missing', sqlstate: '42501', tablesRead: [], tablesWritten: [], tablesBlocked: [],
+      action: 'refuse', event: 'blocked', statementKind: statementKind(sql), rule: 'policy.missing', sqlstate: '42501', tablesRead: [], tablesWritten: [], tablesBlocked: [], progress: [],
       reason: 'this credential’s policy profile cannot be found, so the gateway refuses every statement (rule policy.missing); ask its owner to attach a policy',
     };
   }
@@ -73,9 +50,7 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   const written = unique(decisions.map((d) => d.tablesWritten));
   const kind = decisions[0]?.statementKind ?? statementKind(sql);
   const refused = decisions.find((d) => d.action === 'refuse');
-  if (refused?.action === 'refuse') {
-    return { action: 'refuse', event: refused.event, statementKind: refused.statementKind, rule: refused.rule, reason: refused.reason, sqlstate: refused.sqlstate, tablesRead: read, tablesWritten: written, tablesBlocked: refused.tablesBlocked };
-  }
+  if (refused?.action === 'refuse') return { ...refused, tablesRead: read, tablesWritten: written };
   const allowed = decisions.filter((d) => d.action === 'allow');
   const masked = allowed.some((d) => d.event === 'masked');
   return {

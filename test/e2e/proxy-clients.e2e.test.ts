@@ -32,6 +32,26 @@ async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: n
   }
 }
 
+/** A connected client and whether the proxy has since ended its session. */
+async function openSession(connectionString: string): Promise<{ client: pg.Client; ended: () => boolean }> {
+  const client = new pg.Client({ connectionString });
+  let ended = false;
+  client.on('error', () => undefined);
+  client.on('end', () => (ended = true));
+  await client.connect();
+  return { client, ended: () => ended };
+}
+
+/** The SQLSTATE a login fails with, or undefined when it succeeds. */
+async function loginError(connectionString: string): Promise<string | undefined> {
+  const client = new pg.Client({ connectionString });
+  const error = (await client.connect().then(
+    () => client.end().then(() => undefined),
+    (e: unknown) => e,
+  )) as { code?: string } | undefined;
+  return error?.code;
+}
+
 beforeAll(async () => {
   gateway = await startGateway('proxy_clients');
   agent = await gateway.register('clients');
@@ -184,35 +204,22 @@ for mode in ('disable', 'require'):
 describe('live enforcement', () => {
   it('closes an open session within 2 s of the kill-switch and refuses new logins', async () => {
     const secrets = await gateway.register('to be disabled');
-    const client = new pg.Client({ connectionString: secrets.connection_string });
-    let ended = false;
-    client.on('error', () => undefined);
-    client.on('end', () => (ended = true));
-    await client.connect();
+    const { client, ended } = await openSession(secrets.connection_string);
     expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
     const started = Date.now();
     const patched = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/agents/${secrets.credential.id}`, payload: { status: 'disabled' } });
     expect(patched.statusCode).toBe(200);
-    await waitFor(() => ended, 2000, 'session closed after disable');
+    await waitFor(ended, 2000, 'session closed after disable');
     expect(Date.now() - started).toBeLessThan(2000);
-    const again = new pg.Client({ connectionString: secrets.connection_string });
-    const error = (await again.connect().then(
-      () => undefined,
-      (e: unknown) => e,
-    )) as { code?: string };
-    expect(error.code).toBe('28P01');
+    expect(await loginError(secrets.connection_string)).toBe('28P01');
   });
 
   it('closes sessions on the old password within 2 s of a rotation; the new password logs in', async () => {
     const secrets = await gateway.register('to be rotated');
-    const client = new pg.Client({ connectionString: secrets.connection_string });
-    let ended = false;
-    client.on('error', () => undefined);
-    client.on('end', () => (ended = true));
-    await client.connect();
+    const { ended } = await openSession(secrets.connection_string);
     const rotated = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/agents/${secrets.credential.id}/rotate` });
     expect(rotated.statusCode).toBe(200);
-    await waitFor(() => ended, 2000, 'session closed after rotation');
+    await waitFor(ended, 2000, 'session closed after rotation');
     const fresh = new pg.Client({ connectionString: (rotated.json() as AgentSecrets).connection_string });
     await fresh.connect();
     expect((await fresh.query('select 2 as two')).rows).toEqual([{ two: 2 }]);
@@ -227,20 +234,11 @@ describe('live enforcement', () => {
       payload: { name: 'short-lived', policy_profile_id: gateway.policyId, expires_at: expiresAt },
     });
     const secrets = registered.json() as AgentSecrets;
-    const client = new pg.Client({ connectionString: secrets.connection_string });
-    let ended = false;
-    client.on('error', () => undefined);
-    client.on('end', () => (ended = true));
-    await client.connect();
+    const { client, ended } = await openSession(secrets.connection_string);
     expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
-    await waitFor(() => ended, 3000, 'session ended at expiry');
+    await waitFor(ended, 3000, 'session ended at expiry');
     expect(Date.now()).toBeGreaterThanOrEqual(Date.parse(expiresAt));
-    const late = new pg.Client({ connectionString: secrets.connection_string });
-    const error = (await late.connect().then(
-      () => undefined,
-      (e: unknown) => e,
-    )) as { code?: string };
-    expect(error.code).toBe('28P01');
+    expect(await loginError(secrets.connection_string)).toBe('28P01');
     await waitFor(
       () => gateway.decisions.filter((d) => (d.decision as { credential_id?: string; event?: string } | undefined)?.credential_id === secrets.credential.id && (d.decision as { event: string }).event === 'credential_expired').length >= 2,
       2000,
