@@ -3,6 +3,7 @@ import {
   CredentialEnabled,
   CredentialExpired,
   CredentialRegistered,
+  CredentialRenamed,
   CredentialRevoked,
   CredentialRotated,
   CredentialUsed,
@@ -51,6 +52,10 @@ export function evolveCredential(row: CredentialRow | undefined, event: Recorded
     case CredentialRotated.type: {
       const { data, metadata } = decodeWith(CredentialRotated, event);
       return { ...row, scram: data.scram, token_hash: data.token_hash, token_prefix: data.token_prefix, secret_version: data.secret_version, revision: event.revision, updated_at: metadata.at };
+    }
+    case CredentialRenamed.type: {
+      const { data, metadata } = decodeWith(CredentialRenamed, event);
+      return { ...row, name: data.name, revision: event.revision, updated_at: metadata.at };
     }
     case CredentialDisabled.type:
       return { ...row, status: 'disabled', revision: event.revision, updated_at: decodeWith(CredentialDisabled, event).metadata.at };

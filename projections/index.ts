@@ -4,6 +4,7 @@ import type { Projection } from './projection.js';
 import { apiKeysProjection } from './api-keys.js';
 import { credentialsProjection } from './credentials.js';
 import { databasesProjection, replicasProjection } from './databases.js';
+import { honeytokensProjection } from './honeytokens.js';
 import { organizationsProjection } from './organizations.js';
 import { policiesProjection } from './policies.js';
 import { projectsProjection } from './projects.js';
@@ -15,5 +16,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, credentialsProjection, auditProjection(options.auditKeys)];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, credentialsProjection, auditProjection(options.auditKeys)];
 }

@@ -23,6 +23,8 @@ export type BusRecord =
 
 /** Decisions per bus message at most. */
 const BATCH = 256;
+/** How long a decision may wait for others to share its bus message. */
+const LINGER_MS = 5;
 
 export interface PublisherStats {
   readonly depth: number;
@@ -38,10 +40,11 @@ interface Pending {
   readonly gap?: { projectId: string; gap: Gap };
 }
 
+/** Sequence numbers are plain numbers: 2^53 decisions exceed any proxy's lifetime. */
 interface Gap {
-  from: bigint;
-  to: bigint;
-  count: bigint;
+  from: number;
+  to: number;
+  count: number;
 }
 
 export function truncateSql(sql: string): string {
@@ -56,8 +59,9 @@ export function truncateSql(sql: string): string {
  */
 export class DecisionPublisher {
   private readonly queue: Pending[] = [];
-  private seq = 0n;
+  private seq = 0;
   private draining = false;
+  private lingering: NodeJS.Timeout | undefined;
   private closed = false;
   private dropped = 0;
   private published = 0;
@@ -72,13 +76,19 @@ export class DecisionPublisher {
     private readonly onPublishError: (error: unknown) => void = () => undefined,
   ) {}
 
+  /** Stamps the decision in place (the publisher owns what it is given): copying 25 fields per statement shows in profiles. */
   private stamp(decision: Decision): Pending {
-    this.seq += 1n;
-    const stamped: StatementDecided = { ...decision, sql: truncateSql(decision.sql), proxy_id: this.identity.proxyId, boot_epoch: this.identity.bootEpoch, seq: String(this.seq) };
+    this.seq += 1;
+    if (decision.sql.length > AUDIT_SQL_MAX) decision.sql = truncateSql(decision.sql);
+    const stamped: StatementDecided = Object.assign(decision, { proxy_id: this.identity.proxyId, boot_epoch: this.identity.bootEpoch, seq: String(this.seq) });
     return { record: { kind: 'decision', decision: stamped }, id: `${this.identity.proxyId}:${this.identity.bootEpoch}:${this.seq}` };
   }
 
-  /** Best effort: queued, or dropped (and later reported in a gap marker) when the buffer is full. Returns whether it was queued. */
+  /**
+   * Takes ownership of `decision`. Best effort: queued, or dropped (and later reported in a gap marker) when the buffer is full.
+   * Returns whether it was queued. A queued decision goes out within LINGER_MS, sharing its bus
+   * message with the decisions that came meanwhile.
+   */
   publish(decision: Decision): boolean {
     const pending = this.stamp(decision);
     if (this.closed || this.queue.length >= this.capacity) {
@@ -86,7 +96,8 @@ export class DecisionPublisher {
       return false;
     }
     this.queue.push(pending);
-    this.drain();
+    if (this.queue.length >= BATCH) this.drain();
+    else this.lingering ??= setTimeout(() => this.drain(), LINGER_MS);
     return true;
   }
 
@@ -104,17 +115,17 @@ export class DecisionPublisher {
     });
   }
 
-  private recordDrop(projectId: string, seq: bigint): void {
+  private recordDrop(projectId: string, seq: number): void {
     this.dropped++;
-    this.mergeGap(projectId, { from: seq, to: seq, count: 1n });
+    this.mergeGap(projectId, { from: seq, to: seq, count: 1 });
   }
 
   private mergeGap(projectId: string, add: Gap): void {
     const gap = this.gaps.get(projectId);
     if (!gap) this.gaps.set(projectId, { ...add });
     else {
-      gap.from = gap.from < add.from ? gap.from : add.from;
-      gap.to = gap.to > add.to ? gap.to : add.to;
+      gap.from = Math.min(gap.from, add.from);
+      gap.to = Math.max(gap.to, add.to);
       gap.count += add.count;
     }
   }
@@ -133,6 +144,8 @@ export class DecisionPublisher {
   }
 
   private drain(): void {
+    clearTimeout(this.lingering);
+    this.lingering = undefined;
     if (this.draining) return;
     this.draining = true;
     void (async () => {

@@ -10,21 +10,28 @@ export interface Statement {
   readonly reason: string;
   readonly tablesRead: readonly string[];
   readonly tablesWritten: readonly string[];
-  readonly startedAt: bigint;
+  /** performance.now() when it was sent. */
+  readonly startedAt: number;
   readonly ts: string;
   rows: number;
   bytes: number;
   failed: boolean;
+  /** The policy's row cap cut its result short. */
+  truncated: boolean;
 }
+
+/** What the client gets instead of one server reply: undefined keeps it, null hides it, a buffer replaces it. */
+export type Rewrite = (message: ScannedMessage) => Buffer | null | undefined;
 
 /**
  * What the client is owed, in order: replies the server will send (ending at one of `ends`), or a
  * reply the proxy makes itself. `suppress` hides the server's replies to a message the proxy
- * injected (a Parse re-prepared on this connection); `prepares` names the server statement that
- * Parse creates, counted as prepared from the moment it is sent and forgotten if it fails.
+ * injected (a Parse re-prepared on this connection); `rewrite` changes replies one by one (a row
+ * cap's completion); `prepares` names the server statement that Parse creates, counted as
+ * prepared from the moment it is sent and forgotten if it fails.
  */
 export type Expectation =
-  | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly statement?: Statement; readonly prepares?: string }
+  | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly rewrite?: Rewrite; readonly statement?: Statement; readonly prepares?: string }
   | { readonly kind: 'synthetic'; readonly reply: () => Buffer };
 
 /** Replies that may arrive at any time and belong to no request. */
@@ -75,7 +82,7 @@ export class ResponsePipeline {
 
   /** Handles one chunk from the server with what the scanner found in it; writes what the client gets. */
   onServerChunk(chunk: Buffer, scanned: readonly ScannedMessage[]): void {
-    if (!this.queue.some((e) => e.kind === 'synthetic' || e.suppress) && this.held.length === 0) {
+    if (!this.queue.some((e) => e.kind === 'synthetic' || e.suppress || e.rewrite) && this.held.length === 0) {
       for (const message of scanned) this.account(message);
       this.write([chunk]);
       return;
@@ -84,20 +91,28 @@ export class ResponsePipeline {
     let cursor = 0;
     for (const message of scanned) {
       out = this.flushSyntheticInto(out);
-      const head = this.queue[0];
-      const hidden = head?.kind === 'server' && head.suppress && !ASYNC.has(message.type) && message.kind !== 'ErrorResponse';
-      if (!hidden) out.push(...this.held, chunk.subarray(cursor, message.end));
+      const replacement = this.replacementOf(message);
+      if (replacement === undefined) out.push(...this.held, chunk.subarray(cursor, message.end));
+      else if (replacement !== null) out.push(replacement);
       this.held = [];
       cursor = message.end;
       this.account(message);
     }
     out = this.flushSyntheticInto(out);
     if (cursor < chunk.length) {
+      // The start of a message that may be hidden or replaced waits until it is whole.
       const head = this.queue[0];
-      if (head?.kind === 'server' && head.suppress) this.held.push(chunk.subarray(cursor));
+      if (head?.kind === 'server' && (head.suppress || head.rewrite)) this.held.push(chunk.subarray(cursor));
       else out.push(chunk.subarray(cursor));
     }
     if (out.length > 0) this.write(out);
+  }
+
+  private replacementOf(message: ScannedMessage): Buffer | null | undefined {
+    const head = this.queue[0];
+    if (head?.kind !== 'server' || ASYNC.has(message.type)) return undefined;
+    if (head.suppress) return message.kind === 'ErrorResponse' ? undefined : null;
+    return head.rewrite?.(message);
   }
 
   private flushSyntheticInto(out: Buffer[]): Buffer[] {

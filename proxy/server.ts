@@ -3,20 +3,29 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
+import { disableForHoneytoken } from '../commands/credentials/disable-for-honeytoken.js';
 import { evolveCredential, type CredentialRow } from '../projections/credentials.js';
 import { databaseIdOf, evolveDatabase, type DatabaseRow } from '../projections/databases.js';
+import { evolveHoneytoken, honeytokenIdOf, type HoneytokenRow } from '../projections/honeytokens.js';
+import { evolveOrganization, type OrganizationRow } from '../projections/organizations.js';
 import { evolvePolicy, type PolicyRow } from '../projections/policies.js';
+import { evolveProject, type ProjectRow } from '../projections/projects.js';
+import type { Plan } from '../src/events/organizations.js';
+import { plans } from '../src/plans.js';
 import type { DecisionBus } from '../src/bus/port.js';
 import type { Keyring } from '../src/crypto/seal.js';
 import { encodeEvent } from '../src/events/envelope.js';
 import { CredentialUsed } from '../src/events/credentials.js';
 import type { EventStore } from '../src/store/port.js';
+import { Budgets, sessionBudgets, type SpentSource } from './budgets.js';
 import { DecisionPublisher } from './decisions.js';
+import { LiveHoneytokens } from './honeytokens.js';
 import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
 import { Session, SessionRegistry } from './session.js';
 import { Upstreams } from './upstreams.js';
 import { LiveView } from './views/live-view.js';
+import { evolvePolicyRoles, type PolicyRoles } from './views/policy-roles.js';
 
 export interface ProxyOptions {
   readonly store: EventStore;
@@ -32,6 +41,8 @@ export interface ProxyOptions {
   readonly maxMessageBytes: number;
   readonly decisionBufferSize?: number;
   readonly upstreamConnectTimeoutMs?: number;
+  /** What a budget scope spent this period according to the audit trail; without it budgets count from the proxy's start. */
+  readonly spent?: SpentSource;
 }
 
 export interface RunningProxy {
@@ -59,7 +70,12 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   });
   const databases = new LiveView<DatabaseRow>(store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase });
   const policies = new LiveView<PolicyRow>(store, { streamPrefix: 'policy-', keyOf: (event) => event.stream.slice('policy-'.length), evolve: evolvePolicy });
-  await Promise.all([credentials.start(), databases.start(), policies.start()]);
+  const honeytokenRows = new LiveView<HoneytokenRow>(store, { streamPrefix: 'honeytoken-', keyOf: honeytokenIdOf, evolve: evolveHoneytoken });
+  const policyRoles = new LiveView<PolicyRoles>(store, { streamPrefix: 'policy-', keyOf: (event) => event.stream.slice('policy-'.length), evolve: evolvePolicyRoles });
+  const projects = new LiveView<ProjectRow>(store, { streamPrefix: 'project-', keyOf: (event) => event.stream.slice('project-'.length), evolve: evolveProject });
+  const organizations = new LiveView<OrganizationRow>(store, { streamPrefix: 'org-', keyOf: (event) => event.stream.slice('org-'.length), evolve: evolveOrganization });
+  const views = [credentials, databases, policies, honeytokenRows, policyRoles, projects, organizations];
+  await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
   const decisions = new DecisionPublisher(options.bus, { proxyId: options.proxyId, bootEpoch }, options.decisionBufferSize ?? 10_000, (error) =>
@@ -89,10 +105,33 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     store.append(`credential-${credentialId}`, [event], 'exists').catch((error: unknown) => logger.warn({ err: error, credentialId }, 'could not record credential use'));
   };
 
+  // A tripped honeytoken that says so disables the credential; the credential view then ends its sessions.
+  const honeytokens = new LiveHoneytokens(honeytokenRows, (credential, honeytoken) => {
+    disableForHoneytoken(store, credential.credential_id, honeytoken.honeytoken_id, `proxy:${options.proxyId}`).catch((error: unknown) =>
+      logger.warn({ err: error, credentialId: credential.credential_id, honeytokenId: honeytoken.honeytoken_id }, 'could not disable a credential that tripped a honeytoken'),
+    );
+  });
+
+  const budgets = sessionBudgets(
+    new Budgets(options.spent, (error, scope) => logger.warn({ err: error, scope }, 'could not read what a budget scope spent; its statements are refused until it can')),
+    (projectId) => {
+      const orgId = projects.get(projectId)?.org_id;
+      const org = orgId === undefined ? undefined : organizations.get(orgId);
+      return org ? { id: org.org_id, plan: org.plan, terms: plans[org.plan as Plan] } : undefined;
+    },
+  );
+
   const context = {
     credentials,
+    budgets,
     policies,
-    upstreamFor: (databaseId: string, projectId: string, readOnly: boolean) => upstreams.for(databaseId, projectId, readOnly),
+    honeytokens,
+    // A read-only policy provisioned on the credential's database runs as its own upstream role.
+    upstreamFor: (credential: CredentialRow) => {
+      const readOnly = policies.get(credential.policy_profile_id)?.read_only ?? true;
+      const role = readOnly ? policyRoles.get(credential.policy_profile_id)?.[credential.database_id] : undefined;
+      return upstreams.for(credential.database_id, credential.project_id, readOnly, role);
+    },
     decisions,
     registry,
     metrics,
@@ -131,7 +170,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       });
       await decisions.close();
       await upstreams.close();
-      await Promise.all([credentials.stop(), databases.stop(), policies.stop()]);
+      await Promise.all(views.map((view) => view.stop()));
     },
   };
 }

@@ -6,9 +6,10 @@ import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
 import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type ScramSession } from '../src/crypto/scram.js';
 import type { AuditEventKind } from '../src/events/audit.js';
+import type { SessionBudgets } from './budgets.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
-import { decideStatement, type StatementDecision } from './policy/hook.js';
+import { decideStatement, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
 import {
   BackendScanner,
   encodeAuthenticationOk,
@@ -17,6 +18,7 @@ import {
   encodeAuthenticationSaslFinal,
   encodeBackendKeyData,
   encodeCloseComplete,
+  encodeCommandComplete,
   encodeErrorResponse,
   encodeGssEncResponse,
   encodeParameterStatus,
@@ -27,8 +29,10 @@ import {
   type TransactionStatus,
 } from './protocol/backend.js';
 import { ProtocolViolation } from './protocol/errors.js';
-import { encodeQuery, renameBindStatement, renameParse, renameTarget, replaceParseSql } from './protocol/rename.js';
-import { ResponsePipeline, type Statement } from './pipeline.js';
+import { encodeQuery, renameBindStatement, renameParse, renameTarget, replaceParseSql, withRowLimit } from './protocol/rename.js';
+import { capRewrite, cappedQuery, ROW_KINDS } from './row-cap.js';
+import { DRIVER_METADATA } from './policy/catalog.js';
+import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
 import type { UpstreamConnection } from './upstream/connection.js';
@@ -39,7 +43,9 @@ import type { LiveView } from './views/live-view.js';
 export interface SessionContext {
   readonly credentials: LiveView<CredentialRow>;
   readonly policies: LiveView<PolicyRow>;
-  readonly upstreamFor: (databaseId: string, projectId: string, readOnly: boolean) => Promise<UpstreamHandle | undefined>;
+  readonly upstreamFor: (credential: CredentialRow) => Promise<UpstreamHandle | undefined>;
+  readonly honeytokens: Honeytokens;
+  readonly budgets: SessionBudgets;
   readonly decisions: DecisionPublisher;
   readonly registry: SessionRegistry;
   readonly metrics: ProxyMetrics;
@@ -126,8 +132,12 @@ export class Session {
   private server: UpstreamConnection | undefined;
   private scanner: BackendScanner | undefined;
   private pinned = false;
+  /** Between transactions in transaction pooling: the upstream stays attached, lent to the pool, which may reclaim it. */
+  private parked = false;
   private expiresAtMs = Number.POSITIVE_INFINITY;
-  private corked: UpstreamConnection['socket'] | undefined;
+  /** What this turn forwards upstream, and where: written together when the turn ends. */
+  private outgoing: Buffer[] = [];
+  private outgoingTo: UpstreamConnection['socket'] | undefined;
   private unsynced = false;
   /** After the proxy refused a message of an extended-protocol batch, the rest is dropped until Sync, as PostgreSQL does. */
   private skipUntilSync = false;
@@ -137,7 +147,10 @@ export class Session {
   private readonly statements = new Map<string, Prepared>();
   private unnamed: Allowed | undefined;
   private readonly portals = new Map<string, Allowed | undefined>();
+  /** Rows each portal has handed the client while a row cap applies. */
+  private readonly portalRows = new Map<string, number>();
   private expiryTimer: NodeJS.Timeout | undefined;
+  private readonly clientIp: string;
 
   constructor(
     socket: Socket,
@@ -145,6 +158,7 @@ export class Session {
   ) {
     this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
     this.socket = socket;
+    this.clientIp = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline((pieces) => this.writeClient(pieces), {
       completed: (statement) => this.audit(statement),
@@ -166,9 +180,6 @@ export class Session {
     return this.state === 'closed';
   }
 
-  private get clientIp(): string {
-    return (this.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
-  }
 
   private attach(socket: Socket): void {
     socket.setNoDelay(true);
@@ -203,6 +214,8 @@ export class Session {
         }
       }
     } catch (error) {
+      // A frame whose body does not decode (a query string with bytes after its terminator, say).
+      if (error instanceof ProtocolViolation) return this.fatal({ severity: 'FATAL', code: error.code, message: error.message });
       this.context.logger.error({ err: error, session: this.id }, 'session failed');
       this.fatal({ severity: 'FATAL', code: 'XX000', message: 'internal error in the gateway; the connection is closed' });
     } finally {
@@ -300,7 +313,8 @@ export class Session {
     if (!credential) return this.refuseLogin('auth_failed', 'unknown user');
     const refusal = this.unusable(credential);
     if (refusal) return this.refuseLogin(refusal.event, refusal.reason);
-    const handle = await this.context.upstreamFor(credential.database_id, credential.project_id, this.context.policies.get(credential.policy_profile_id)?.read_only ?? true);
+    await this.context.budgets.prepare(credential);
+    const handle = await this.context.upstreamFor(credential);
     const requested = this.startup?.parameters.get('database') ?? credential.pg_username;
     if (!handle || requested !== handle.database.name) return this.refuseLogin('auth_failed', `database ${requested} is not the credential's database`);
     this.upstreamHandle = handle;
@@ -376,6 +390,7 @@ export class Session {
 
   private readonly onServerClosed = (): void => {
     if (this.state === 'closed') return;
+    if (this.parked) return this.dropParked();
     this.detachServer();
     this.pipeline.abandon();
     this.fatal({ severity: 'FATAL', code: '08006', message: 'the connection to the upstream database was lost during the query' });
@@ -383,6 +398,8 @@ export class Session {
 
   private readonly onServerData = (chunk: Buffer): void => {
     if (this.state === 'closed') return;
+    // A parked connection owes nothing: whatever it sends (a termination notice, most likely) means it is gone.
+    if (this.parked) return this.dropParked();
     this.context.metrics.bytesOut.inc(chunk.length);
     let scanned;
     try {
@@ -404,17 +421,47 @@ export class Session {
     this.socket.uncork();
   }
 
-  /** In transaction pooling, hands the upstream back when nothing is pending and no transaction is open. */
+  /**
+   * In transaction pooling, hands the upstream back when nothing is pending and no transaction is
+   * open: parked (kept attached until another session needs it), or released when others wait.
+   */
   private releaseIfIdle(): void {
-    if (this.pinned || this.status !== 'I' || this.unsynced || !this.pipeline.empty) return;
-    if (this.upstreamHandle?.database.pool_config.mode !== 'transaction') return;
+    if (this.parked || this.pinned || this.status !== 'I' || this.unsynced || !this.pipeline.empty) return;
+    const handle = this.upstreamHandle;
+    if (!this.server || handle?.database.pool_config.mode !== 'transaction') return;
+    if (handle.pool.park(this.server, this.reclaim)) {
+      this.parked = true;
+      return;
+    }
     const server = this.detachServer();
-    if (server) void this.upstreamHandle.pool.release(server, { reset: false });
+    if (server) void handle.pool.release(server, { reset: false });
+  }
+
+  /** The pool takes the parked upstream back for another session. */
+  private readonly reclaim = (): void => {
+    this.parked = false;
+    this.detachServer();
+  };
+
+  /** Takes the parked upstream up again before using it. */
+  private unpark(): void {
+    if (!this.parked) return;
+    this.parked = false;
+    this.upstreamHandle!.pool.unpark(this.server!);
+  }
+
+  private dropParked(): void {
+    this.unpark();
+    const server = this.detachServer();
+    if (server) this.upstreamHandle!.pool.destroy(server);
   }
 
   /** Runs `work` with an upstream connection: at once when one is held or idle, else once one is acquired. */
   private withServer(work: () => void): Promise<void> | void {
-    if (this.server) return work();
+    if (this.server) {
+      this.unpark();
+      return work();
+    }
     const idle = this.upstreamHandle!.pool.tryAcquire();
     if (idle) {
       this.useServer(idle);
@@ -433,19 +480,38 @@ export class Session {
     );
   }
 
-  /** Writes to the upstream; what one client chunk yields leaves in one write (corked until the current turn ends). */
+  /**
+   * Writes to the upstream; what one client chunk yields leaves in one write when the turn ends.
+   * Messages forwarded unchanged lie back to back in the client's chunk, so they merge into one view.
+   */
   private forward(raw: Buffer): void {
+    this.unpark();
     const socket = this.server!.socket;
-    if (this.corked !== socket) {
-      socket.cork();
-      this.corked = socket;
-      process.nextTick(() => {
-        socket.uncork();
-        if (this.corked === socket) this.corked = undefined;
-      });
+    if (this.outgoingTo !== socket) {
+      this.flushOutgoing();
+      this.outgoingTo = socket;
+      process.nextTick(this.flushOutgoing);
     }
-    socket.write(raw);
+    const last = this.outgoing.at(-1);
+    if (last && last.buffer === raw.buffer && last.byteOffset + last.length === raw.byteOffset) {
+      this.outgoing[this.outgoing.length - 1] = Buffer.from(raw.buffer, last.byteOffset, last.length + raw.length);
+    } else this.outgoing.push(raw);
   }
+
+  private readonly flushOutgoing = (): void => {
+    const socket = this.outgoingTo;
+    const out = this.outgoing;
+    this.outgoingTo = undefined;
+    this.outgoing = [];
+    if (!socket || socket.destroyed || out.length === 0) return;
+    if (out.length === 1) {
+      socket.write(out[0]!);
+      return;
+    }
+    socket.cork();
+    for (const piece of out) socket.write(piece);
+    socket.uncork();
+  };
 
   private onMessage(message: FrontendMessage): Promise<void> | void {
     // Disable, revoke and rotation end the session when their events arrive; expiry is checked here, before every message.
@@ -458,11 +524,12 @@ export class Session {
         return this.onParse(message.name, message.sql, message.paramTypes, message.raw);
       case 'Bind':
         this.portals.set(message.portal, message.statement === '' ? this.unnamed : this.statements.get(message.statement));
+        this.portalRows.delete(message.portal);
         return this.withStatement(message.statement, message.raw, renameBindStatement, '2');
       case 'Describe':
         return message.target === 'S' ? this.withStatement(message.name, message.raw, renameTarget, 'Tn') : this.toServer(message.raw, { ends: 'Tn' });
       case 'Execute':
-        return this.toServer(message.raw, { ends: 'CIs', statement: this.statementOf(this.portals.get(message.portal)) });
+        return this.onExecute(message.portal, message.maxRows, message.raw);
       case 'Close':
         if (message.target === 'S' && message.name !== '') {
           this.statements.delete(message.name);
@@ -532,13 +599,20 @@ export class Session {
     });
   }
 
-  private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement }): void {
+  private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite }): void {
     if (expectation.prepares) preparedStatements(this.server!).add(expectation.prepares);
-    this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, ...(expectation.statement ? { statement: expectation.statement } : {}), ...(expectation.prepares ? { prepares: expectation.prepares } : {}) });
+    this.pipeline.expect({
+      kind: 'server',
+      ends: expectation.ends,
+      suppress: expectation.suppress ?? false,
+      ...(expectation.statement ? { statement: expectation.statement } : {}),
+      ...(expectation.prepares ? { prepares: expectation.prepares } : {}),
+      ...(expectation.rewrite ? { rewrite: expectation.rewrite } : {}),
+    });
     this.forward(raw);
   }
 
-  private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement }): Promise<void> | void {
+  private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement; rewrite?: Rewrite }): Promise<void> | void {
     if (!expectation.synced && expectation.ends !== 'Z') this.unsynced = true;
     return this.withServer(() => this.send(raw, expectation));
   }
@@ -548,25 +622,39 @@ export class Session {
    * undefined; so is any statement while strict auditing cannot take records.
    */
   private decide(sql: string, protocol: 'simple' | 'extended'): Extract<StatementDecision, { action: 'allow' }> | undefined {
-    const policy = this.context.policies.get(this.credential!.policy_profile_id);
+    const credential = this.credential!;
+    const policy = this.context.policies.get(credential.policy_profile_id);
     if (policy?.audit_mode === 'strict' && !this.context.decisions.acceptingStrict()) {
-      this.context.metrics.statements.inc({ event: 'blocked' });
+      this.context.metrics.statementsOf('blocked').inc();
       this.refuse(
         { severity: 'ERROR', code: '58000', message: 'the audit trail cannot take records right now, and this credential’s policy (audit_mode strict) refuses statements it cannot audit; retry shortly' },
         protocol,
       );
       return undefined;
     }
-    const decision = decideStatement(sql, { credential: this.credential!, policy, protocol });
+    const overBudget = policy && this.context.budgets.refusal(credential, policy);
+    if (overBudget) {
+      return this.refuseStatement(sql, protocol, { event: 'budget_exhausted', sqlstate: '53400', kind: statementKind(sql), ...overBudget, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
+    }
+    const decision = decideStatement(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens });
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
-      this.context.decisions.publish(this.decision({ event: progress, projectId: this.credential!.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten }));
+      this.context.decisions.publish(this.decision({ event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten }));
     }
     if (decision.action === 'allow') return decision;
+    return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
+  }
+
+  /** Refuses a statement before it runs: audited, counted, and answered with `refusal.sqlstate` and its reason. */
+  private refuseStatement(
+    sql: string,
+    protocol: 'simple' | 'extended',
+    refusal: { event: AuditEventKind; rule: string; reason: string; sqlstate: string; kind: string; tablesRead: readonly string[]; tablesWritten: readonly string[]; tablesBlocked: readonly string[] },
+  ): undefined {
     this.context.decisions.publish(
-      this.decision({ event: decision.event, projectId: this.credential!.project_id, sql, kind: decision.statementKind, rule: decision.rule, reason: decision.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, tablesBlocked: decision.tablesBlocked }),
+      this.decision({ event: refusal.event, projectId: this.credential!.project_id, sql, kind: refusal.kind, rule: refusal.rule, reason: refusal.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: refusal.tablesRead, tablesWritten: refusal.tablesWritten, tablesBlocked: refusal.tablesBlocked }),
     );
-    this.context.metrics.statements.inc({ event: decision.event });
-    this.refuse({ severity: 'ERROR', code: decision.sqlstate, message: decision.reason }, protocol);
+    this.context.metrics.statementsOf(refusal.event).inc();
+    this.refuse({ severity: 'ERROR', code: refusal.sqlstate, message: refusal.reason }, protocol);
     return undefined;
   }
 
@@ -574,7 +662,53 @@ export class Session {
     const decision = this.decide(sql, 'simple');
     if (!decision) return;
     if (/^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
-    return this.toServer(decision.sql === sql ? raw : encodeQuery(decision.sql), { ends: 'Z', statement: this.statementOf({ sql, decision }) });
+    const statement = this.statementOf({ sql, decision });
+    const cap = this.rowCap(decision);
+    if (cap !== undefined && ROW_KINDS.has(decision.statementKind)) {
+      if (decision.statementCount > 1) {
+        return this.refuseStatement(sql, 'simple', {
+          event: 'blocked',
+          rule: 'max_rows.multi_statement',
+          reason: `this credential’s policy caps results at ${cap} rows (rule max_rows), which the gateway enforces one statement at a time; send each statement as its own query`,
+          sqlstate: '0A000',
+          kind: decision.statementKind,
+          tablesRead: decision.tablesRead,
+          tablesWritten: decision.tablesWritten,
+          tablesBlocked: [],
+        });
+      }
+      // The simple protocol has no row limit: the statement runs as one extended-protocol turn whose Execute carries the cap.
+      return this.toServer(cappedQuery(decision.sql, cap), { ends: 'Z', statement, rewrite: capRewrite(statement, cap, 0, { simple: true }) });
+    }
+    return this.toServer(decision.sql === sql ? raw : encodeQuery(decision.sql), { ends: 'Z', statement });
+  }
+
+  /** The policy's max_rows, when it caps this statement's results; drivers' own type lookups are not the agent's results. */
+  private rowCap(decision: Allowed['decision'] | undefined): number | undefined {
+    const cap = this.context.policies.get(this.credential!.policy_profile_id)?.max_rows;
+    if (!cap || cap <= 0) return undefined;
+    return decision && decision.tablesRead.length > 0 && decision.tablesRead.every((table) => DRIVER_METADATA.has(table)) ? undefined : cap;
+  }
+
+  /** Execute under a row cap asks the server for no more rows than the cap leaves for the portal, so the server stops producing. */
+  private onExecute(portal: string, maxRows: number, raw: Buffer): Promise<void> | void {
+    const allowed = this.portals.get(portal);
+    const statement = this.statementOf(allowed);
+    const cap = this.rowCap(allowed?.decision);
+    if (cap === undefined) return this.toServer(raw, { ends: 'CIs', statement });
+    const before = this.portalRows.get(portal) ?? 0;
+    const left = cap - before;
+    if (left <= 0) {
+      // The client was told this portal completed at the cap; a further Execute gets nothing more.
+      this.unsynced = true;
+      return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeCommandComplete('SELECT 0') });
+    }
+    const limit = maxRows > 0 && maxRows <= left ? maxRows : left;
+    return this.toServer(limit === maxRows ? raw : withRowLimit(raw, limit), {
+      ends: 'CIs',
+      statement,
+      rewrite: capRewrite(statement, cap, before, { simple: false, onRows: (total) => this.portalRows.set(portal, total) }),
+    });
   }
 
   /** The audited statement an Execute or Query starts; an Execute of an unknown portal still gets one (it fails upstream). */
@@ -588,28 +722,33 @@ export class Session {
       reason: decision?.reason ?? '',
       tablesRead: decision?.tablesRead ?? [],
       tablesWritten: decision?.tablesWritten ?? [],
-      startedAt: process.hrtime.bigint(),
+      startedAt: performance.now(),
       ts: new Date().toISOString(),
       rows: 0,
       bytes: 0,
       failed: false,
+      truncated: false,
     };
   }
 
   private audit(statement: Statement): void {
     const failed = statement.failed;
-    const latencyUs = Number((process.hrtime.bigint() - statement.startedAt) / 1000n);
-    const event = statement.event;
-    this.context.metrics.statements.inc({ event: failed ? 'error' : event });
+    const latencyUs = Math.round((performance.now() - statement.startedAt) * 1000);
+    // A cut result outranks masking: the agent saw masked values, and not all of them.
+    const event = statement.truncated ? 'truncated' : statement.event;
+    const rule = statement.truncated ? 'max_rows.truncated' : statement.rule;
+    const reason = statement.truncated ? `${statement.reason} the result was cut at the policy’s max_rows.`.trim() : statement.reason;
+    this.context.metrics.statementsOf(failed ? 'error' : event).inc();
     this.context.metrics.latency.observe(latencyUs / 1e6);
+    this.context.budgets.spent(this.credential!, statement.bytes);
     this.context.decisions.publish(
       this.decision({
         event,
         projectId: this.credential!.project_id,
         sql: statement.sql,
         kind: statement.kind,
-        rule: statement.rule,
-        reason: failed ? `the statement ran and failed upstream. ${statement.reason}`.trim() : statement.reason,
+        rule,
+        reason: failed ? `the statement ran and failed upstream. ${reason}`.trim() : reason,
         rows: statement.rows,
         bytes: statement.bytes,
         latencyUs,
@@ -675,6 +814,7 @@ export class Session {
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
     const idle = this.status === 'I' && !this.unsynced && this.pipeline.empty;
+    this.unpark();
     const server = this.detachServer();
     // A pinned connection goes back after DISCARD ALL (its statements go too); one in the middle of anything cannot be trusted by the next client.
     if (server && idle && this.pinned) {

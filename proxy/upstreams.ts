@@ -1,9 +1,11 @@
 import type { DatabaseRow } from '../projections/databases.js';
+import { DEFAULT_SEARCH_PATH } from './policy/names.js';
 import { openSecret, type Keyring } from '../src/crypto/seal.js';
 import { sendCancel } from './upstream/cancel.js';
 import type { UpstreamConnection, UpstreamTarget } from './upstream/connection.js';
 import { UpstreamPool } from './upstream/pool.js';
 import type { LiveView } from './views/live-view.js';
+import type { PolicyRole } from './views/policy-roles.js';
 
 /** A database's upstream pool, as the sessions of its credentials use it. */
 export interface UpstreamHandle {
@@ -13,27 +15,31 @@ export interface UpstreamHandle {
 }
 
 interface Entry {
-  readonly revision: number;
+  /** The database's revision, and the role's when the pool logs in as a provisioned role. */
+  readonly revision: string;
   readonly handle: UpstreamHandle;
 }
 
 /**
  * One pool per registered database and kind of policy (read-only sessions get connections whose
  * transactions are read-only by default), made on first use with the database's stored (sealed)
- * credentials and pool_config. A change to the database (password, host, pool settings) makes a
- * new pool; the old one is closed once its sessions are done with it.
+ * credentials and pool_config, or as a policy's provisioned role. A change to the database
+ * (password, host, pool settings) or a new provisioning makes a new pool; the old one is closed
+ * once its sessions are done with it.
  */
 export class Upstreams {
   private readonly entries = new Map<string, Entry>();
 
   constructor(
-    private readonly databases: LiveView<DatabaseRow>,
+    private readonly databases: Pick<LiveView<DatabaseRow>, 'getOrRead'>,
     private readonly keyring: Keyring,
     private readonly options: { connectTimeoutMs: number; applicationName: string },
   ) {}
 
-  private target(database: DatabaseRow, readOnly: boolean): UpstreamTarget {
+  private target(database: DatabaseRow, readOnly: boolean, role: PolicyRole | undefined): UpstreamTarget {
     const settings = {
+      // The policy resolves names on this search_path: a role's or database's own default (ALTER ROLE … SET search_path) must not move them.
+      search_path: DEFAULT_SEARCH_PATH.map((schema) => `"${schema}"`).join(', '),
       ...(database.query_timeout_ms > 0 ? { statement_timeout: String(database.query_timeout_ms) } : {}),
       // Defense in depth: what the policy proves read-only also runs in read-only transactions.
       ...(readOnly ? { default_transaction_read_only: 'on' } : {}),
@@ -42,26 +48,27 @@ export class Upstreams {
       host: database.host,
       port: database.port,
       database: database.name,
-      user: database.username,
-      password: openSecret(database.password_sealed, this.keyring, database.database_id),
+      user: role?.role_name ?? database.username,
+      password: role ? openSecret(role.password, this.keyring, role.role_name) : openSecret(database.password_sealed, this.keyring, database.database_id),
       sslMode: database.ssl_mode as UpstreamTarget['sslMode'],
       applicationName: this.options.applicationName,
       connectTimeoutMs: this.options.connectTimeoutMs,
-      ...(Object.keys(settings).length > 0 ? { extraStartupParameters: settings } : {}),
+      extraStartupParameters: settings,
     };
   }
 
-  /** The pool of a database for sessions of a read-only or a write-capable policy (separate connections). */
-  async for(databaseId: string, projectId: string, readOnly: boolean): Promise<UpstreamHandle | undefined> {
+  /** The pool of a database for sessions of a read-only or a write-capable policy, or of a policy's provisioned role (separate connections). */
+  async for(databaseId: string, projectId: string, readOnly: boolean, role?: PolicyRole): Promise<UpstreamHandle | undefined> {
     const database = await this.databases.getOrRead(databaseId, `project-${projectId}`);
     if (!database || database.status !== 'active') return undefined;
-    const key = `${databaseId}:${readOnly ? 'ro' : 'rw'}`;
+    const key = `${databaseId}:${readOnly ? 'ro' : 'rw'}:${role?.role_name ?? ''}`;
+    const revision = `${database.revision}:${role?.revision ?? ''}`;
     const known = this.entries.get(key);
-    if (known && known.revision === database.revision) return known.handle;
-    const target = this.target(database, readOnly);
+    if (known && known.revision === revision) return known.handle;
+    const target = this.target(database, readOnly, role);
     const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1]);
     const handle: UpstreamHandle = { database, pool, cancel: (server) => sendCancel(target, server.backendKey).then(() => undefined) };
-    this.entries.set(key, { revision: database.revision, handle });
+    this.entries.set(key, { revision, handle });
     if (known) void known.handle.pool.close();
     return handle;
   }

@@ -1,6 +1,9 @@
 import type pg from 'pg';
 import type { CredentialRow } from '../projections/credentials.js';
 
+/** A credential as its MCP token finds it: everything but the password's verifier. */
+export type TokenCredential = Omit<CredentialRow, 'scram'>;
+
 /** What an API response may be built from: no verifier, no token hash. */
 export type CredentialView = Omit<CredentialRow, 'scram' | 'token_hash' | 'token_prefix' | 'secret_version'>;
 
@@ -35,8 +38,8 @@ export async function countLiveCredentialsUsingPolicy(pool: pg.Pool, policyId: s
  * The credential whose MCP token hashes to `tokenHash`, only while it is usable: active, and
  * not past expires_at by the database's clock (fail-closed), so every refusal looks alike.
  */
-export async function findCredentialByTokenHash(pool: pg.Pool, tokenHash: string): Promise<Omit<CredentialRow, 'scram'> | undefined> {
-  const { rows } = await pool.query<{ row: Omit<CredentialRow, 'scram'> }>(
+export async function findCredentialByTokenHash(pool: pg.Pool, tokenHash: string): Promise<TokenCredential | undefined> {
+  const { rows } = await pool.query<{ row: TokenCredential }>(
     `select to_jsonb(c) - 'scram' as row from rm.credentials c
       where token_hash = $1 and status = 'active' and (expires_at is null or expires_at > now())`,
     [tokenHash],

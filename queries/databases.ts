@@ -31,3 +31,9 @@ export async function listReplicas(db: pg.Pool, databaseId: string, after: strin
   );
   return rows.map((r) => r.row);
 }
+
+/** The whole row, sealed password included, whatever its status: for opening upstream connections (the hosted MCP), never for a response. */
+export async function findDatabaseRow(db: pg.Pool, databaseId: string): Promise<DatabaseRow | undefined> {
+  const { rows } = await db.query<{ row: DatabaseRow }>(`select to_jsonb(d) as row from rm.databases d where database_id = $1`, [databaseId]);
+  return rows[0]?.row;
+}

@@ -19,3 +19,12 @@ export async function policyNameTaken(db: pg.Pool, projectId: string, name: stri
   const { rowCount } = await db.query(`select 1 from rm.policies where project_id = $1 and name = $2 and status = 'active' and policy_id is distinct from $3`, [projectId, name, except ?? null]);
   return (rowCount ?? 0) > 0;
 }
+
+/** The live profiles of the project that plant the honeytoken. */
+export async function policiesPlanting(db: pg.Pool, projectId: string, honeytokenId: string): Promise<string[]> {
+  const { rows } = await db.query<{ policy_id: string }>(
+    `select policy_id from rm.policies where project_id = $1 and status = 'active' and honeytokens ? $2 order by policy_id`,
+    [projectId, honeytokenId],
+  );
+  return rows.map((r) => r.policy_id);
+}

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseKeyring } from './crypto/seal.js';
 
@@ -75,4 +76,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const issue = parsed.error.issues[0]!;
   // The value itself is not echoed: a URL variable may carry a password.
   throw new ConfigError(String(issue.path[0]), issue.message);
+}
+
+/** This process's name on the decision bus and in audit entries: PGWARD_PROXY_ID, else the host name and process id. */
+export function instanceId(config: Config): string {
+  return config.PGWARD_PROXY_ID ?? `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_.:-]/g, '-').slice(0, 64);
 }

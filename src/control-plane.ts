@@ -5,7 +5,8 @@ import type { Projection } from '../projections/projection.js';
 import { awaitApplied, awaitCaughtUp } from '../projections/maintenance.js';
 import { findActiveApiKeyByHash } from '../queries/api-keys.js';
 import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
-import type { Config } from './config.js';
+import type { DecisionBus } from './bus/port.js';
+import { instanceId, type Config } from './config.js';
 import { loadOrCreateKeyringFile, openSecret, parseKeyring, sealBlob, type Keyring } from './crypto/seal.js';
 import { sha256Hex } from './crypto/tokens.js';
 import type { ControlPlane } from './http/app.js';
@@ -75,12 +76,24 @@ export function controlPlane(
   logger: Logger,
   projections: readonly Projection[],
   audit: ApiDeps['audit'],
+  bus: DecisionBus,
 ): ControlPlane {
   const settle = async (stream: string, position: bigint): Promise<void> => {
     if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');
   };
   return {
-    deps: { store, pool, keyring, publicHost: config.PGWARD_PUBLIC_HOST, proxyPort: config.PGWARD_PROXY_PORT, now: () => new Date(), settle, audit },
+    deps: {
+      store,
+      pool,
+      keyring,
+      publicHost: config.PGWARD_PUBLIC_HOST,
+      proxyPort: config.PGWARD_PROXY_PORT,
+      now: () => new Date(),
+      settle,
+      audit,
+      // A publisher id of its own: the proxy of this process numbers its decisions separately.
+      decisions: { bus, publisherId: `${instanceId(config).slice(0, 60)}:mcp`, region: config.PGWARD_REGION },
+    },
     authenticators: authenticators(config, store, pool),
     rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },
     sealer: { seal: (body, aad) => JSON.stringify(sealBlob(body, keyring, aad)), open: (stored, aad) => openSecret(JSON.parse(stored), keyring, aad) },

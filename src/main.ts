@@ -5,10 +5,10 @@ import { ANCHOR_KEY_NAME, auditKeysFrom, loadAnchor } from './audit/keys.js';
 import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
-import type { Config } from './config.js';
-import { hostname } from 'node:os';
+import { instanceId, type Config } from './config.js';
 import { resolve } from 'node:path';
 import { startProxy } from '../proxy/server.js';
+import { spentSince } from '../queries/budget-usage.js';
 import { loadTls } from '../proxy/tls.js';
 import { controlPlane, loadKeyring } from './control-plane.js';
 import { buildApp, type PartState } from './http/app.js';
@@ -76,14 +76,15 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     cleanup.push(() => state.close());
     logger.info({ state: state.source }, 'state database ready');
 
-    const pool = createPool(state.url, { max: 10, applicationName: 'pgward-serve' });
+    const projections = projectionsFor({ auditKeys: auditKeysFrom(config) });
+    // Every projection runner keeps one connection for its advisory lock; the other ten serve queries and batches.
+    const pool = createPool(state.url, { max: 10 + projections.length, applicationName: 'pgward-serve' });
     cleanup.push(() => pool.end());
     const store = instrumentStore(await openEventStore(config, state.url), metrics);
     cleanup.push(() => store.close());
     const bus = await openBus(config);
     cleanup.push(() => bus.close());
 
-    const projections = projectionsFor({ auditKeys: auditKeysFrom(config) });
     const runners: RunningProjection[] = (roles.has('projector') ? projections : []).map((projection) =>
       runProjection({
         store,
@@ -129,6 +130,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       const proxy = await startProxy({
         store,
         bus,
+        spent: (scope, day, month) => spentSince(pool, scope, day, month),
         keyring: keyring!,
         logger: logger.child({ role: 'proxy' }),
         metrics: metrics.registry,
@@ -136,7 +138,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         port: config.PGWARD_PROXY_PORT,
         tls: await loadTls({ certFile: config.PGWARD_TLS_CERT, keyFile: config.PGWARD_TLS_KEY, dataDir: resolve(config.PGWARD_DATA_DIR), host: config.PGWARD_PUBLIC_HOST }),
         region: config.PGWARD_REGION,
-        proxyId: config.PGWARD_PROXY_ID ?? `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_.:-]/g, '-').slice(0, 64),
+        proxyId: instanceId(config),
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
       });
       cleanup.push(() => proxy.stop());
@@ -149,7 +151,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     }
 
     const app = await buildApp({
-      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, await auditDeps(config)) } : {}),
+      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, await auditDeps(config), bus) } : {}),
       logger,
       metrics: metrics.registry,
       health: async () => ({

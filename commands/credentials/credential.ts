@@ -5,6 +5,7 @@ import {
   CredentialEnabled,
   CredentialExpired,
   CredentialRegistered,
+  CredentialRenamed,
   CredentialRevoked,
   CredentialRotated,
   CredentialUsed,
@@ -21,6 +22,7 @@ export type CredentialStatus = 'active' | 'disabled' | 'revoked';
 export interface CredentialState {
   readonly exists: boolean;
   readonly credentialId?: string;
+  readonly name: string;
   readonly status: CredentialStatus;
   readonly expiresAt: string | null;
   /** A CredentialExpired event is on the stream. */
@@ -34,7 +36,8 @@ export type Secrets = Pick<Registration, 'scram' | 'token_hash' | 'token_prefix'
 
 export type CredentialCommand =
   | { readonly kind: 'register'; readonly credential: Registration }
-  | { readonly kind: 'set-status'; readonly status: 'active' | 'disabled'; readonly ifRevision?: number }
+  /** A PATCH: a new label, the kill-switch, or both; `reason` is recorded when it disables. */
+  | { readonly kind: 'update'; readonly name?: string; readonly status?: 'active' | 'disabled'; readonly reason?: string; readonly ifRevision?: number }
   | { readonly kind: 'rotate'; readonly secrets: Secrets; readonly ifRevision?: number }
   | { readonly kind: 'revoke'; readonly ifRevision?: number }
   | { readonly kind: 'expire' };
@@ -43,9 +46,11 @@ function evolve(state: CredentialState, event: CatalogEvent): CredentialState {
   const next = { ...state, revision: event.revision };
   switch (event.type) {
     case CredentialRegistered.type:
-      return { ...next, exists: true, credentialId: event.data.credential_id, status: 'active', expiresAt: event.data.expires_at, secretVersion: 1 };
+      return { ...next, exists: true, credentialId: event.data.credential_id, name: event.data.name, status: 'active', expiresAt: event.data.expires_at, secretVersion: 1 };
     case CredentialRotated.type:
       return { ...next, secretVersion: event.data.secret_version };
+    case CredentialRenamed.type:
+      return { ...next, name: event.data.name };
     case CredentialDisabled.type:
       return { ...next, status: 'disabled' };
     case CredentialEnabled.type:
@@ -82,12 +87,30 @@ function refusedWhenExpired(state: CredentialState, what: string, now: string): 
 }
 
 /** The kill-switch. Asking for the state the credential is already in decides nothing: 200, no event. */
-function setStatus(state: CredentialState, target: 'active' | 'disabled', now: string): Emit[] | DomainError {
+function setStatus(state: CredentialState, target: 'active' | 'disabled', reason: string, now: string): Emit[] | DomainError {
   const refused = refusedWhenRevoked(state, 're-enabled or disabled') ?? (target === 'active' ? refusedWhenExpired(state, 're-enabled', now) : undefined);
   if (refused) return refused;
   if (state.status === target) return [];
   const credentialId = state.credentialId!;
-  return target === 'disabled' ? [emit(CredentialDisabled, { credential_id: credentialId, reason: '' })] : [emit(CredentialEnabled, { credential_id: credentialId })];
+  return target === 'disabled' ? [emit(CredentialDisabled, { credential_id: credentialId, reason })] : [emit(CredentialEnabled, { credential_id: credentialId })];
+}
+
+/** A new label; the label it already has decides nothing. */
+function rename(state: CredentialState, name: string): Emit[] | DomainError {
+  const refused = refusedWhenRevoked(state, 'renamed');
+  if (refused) return refused;
+  return state.name === name ? [] : [emit(CredentialRenamed, { credential_id: state.credentialId!, name })];
+}
+
+type Update = Extract<CredentialCommand, { kind: 'update' }>;
+
+/** Both parts of a PATCH decide together: either refusal refuses the whole request. */
+function update(state: CredentialState, command: Update, now: string): Emit[] | DomainError {
+  const renamed = command.name === undefined ? [] : rename(state, command.name);
+  if (renamed instanceof DomainError) return renamed;
+  const switched = command.status === undefined ? [] : setStatus(state, command.status, command.reason ?? '', now);
+  if (switched instanceof DomainError) return switched;
+  return [...renamed, ...switched];
 }
 
 function rotate(state: CredentialState, secrets: Secrets, now: string): Emit[] | DomainError {
@@ -114,8 +137,8 @@ function decide(state: CredentialState, command: CredentialCommand, now: string)
   }
   if (!state.exists) return new DomainError('NOT_FOUND', 'credential not found');
   switch (command.kind) {
-    case 'set-status':
-      return precondition(state, command.ifRevision) ?? setStatus(state, command.status, now);
+    case 'update':
+      return precondition(state, command.ifRevision) ?? update(state, command, now);
     case 'rotate':
       return precondition(state, command.ifRevision) ?? rotate(state, command.secrets, now);
     case 'revoke':
@@ -129,7 +152,7 @@ function decide(state: CredentialState, command: CredentialCommand, now: string)
 }
 
 export const credential: Aggregate<CredentialState, CredentialCommand> = {
-  initial: { exists: false, status: 'active', expiresAt: null, expiryRecorded: false, secretVersion: 0, revision: -1 },
+  initial: { exists: false, name: '', status: 'active', expiresAt: null, expiryRecorded: false, secretVersion: 0, revision: -1 },
   evolve,
   decide,
 };

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { CatalogEvent } from '../../src/events/catalog.js';
-import { PolicyProfileCreated, PolicyProfileDeleted, PolicyProfileUpdated } from '../../src/events/policies.js';
+import { PolicyProfileCreated, PolicyProfileDeleted, PolicyProfileUpdated, PolicyRoleProvisioned } from '../../src/events/policies.js';
 import { DomainError } from '../domain-error.js';
 import { emit, type Aggregate, type Emit } from '../handle.js';
 
@@ -8,6 +8,7 @@ export interface PolicyState {
   readonly exists: boolean;
   readonly deleted: boolean;
   readonly policyId?: string;
+  readonly readOnly: boolean;
   readonly version: number;
   readonly revision: number;
 }
@@ -19,19 +20,33 @@ export type PolicyCommand =
   | { readonly kind: 'create'; readonly policy: PolicyCreatedData }
   | { readonly kind: 'update'; readonly changes: PolicyChanges; readonly ifRevision?: number }
   /** `inUse` counts live credentials enforcing the policy; the route looks it up. */
-  | { readonly kind: 'delete'; readonly inUse: number; readonly ifRevision?: number };
+  | { readonly kind: 'delete'; readonly inUse: number; readonly ifRevision?: number }
+  /** Records an upstream role the route has just made for the policy on one database. */
+  | { readonly kind: 'record-role'; readonly role: Omit<z.input<typeof PolicyRoleProvisioned.schema>, 'policy_id'>; readonly version: number };
 
 function evolve(state: PolicyState, event: CatalogEvent): PolicyState {
   switch (event.type) {
     case PolicyProfileCreated.type:
-      return { ...state, exists: true, policyId: event.data.policy_id, version: 1, revision: event.revision };
+      return { ...state, exists: true, policyId: event.data.policy_id, readOnly: event.data.read_only, version: 1, revision: event.revision };
     case PolicyProfileUpdated.type:
-      return { ...state, version: event.data.version, revision: event.revision };
+      return { ...state, readOnly: event.data.changes.read_only ?? state.readOnly, version: event.data.version, revision: event.revision };
     case PolicyProfileDeleted.type:
       return { ...state, deleted: true, revision: event.revision };
     default:
       return state;
   }
+}
+
+/** Why a write-capable policy gets no upstream role. */
+export const WRITE_CAPABLE = 'the policy is write-capable (read_only false); database-side enforcement makes SELECT-only roles, so only read-only policies can be provisioned';
+
+/** The role's grants were computed from policy version `version`; a policy changed since then is provisioned again, not recorded. */
+function recordRole(state: PolicyState, command: Extract<PolicyCommand, { kind: 'record-role' }>): Emit[] | DomainError {
+  if (!state.readOnly) return new DomainError('INVALID_STATE', WRITE_CAPABLE);
+  if (state.version !== command.version) {
+    return new DomainError('CONFLICT', `the policy changed (version ${command.version} → ${state.version}) while its role was provisioned; provision again`);
+  }
+  return [emit(PolicyRoleProvisioned, { policy_id: state.policyId!, ...command.role })];
 }
 
 function decide(state: PolicyState, command: PolicyCommand): Emit[] | DomainError {
@@ -40,6 +55,7 @@ function decide(state: PolicyState, command: PolicyCommand): Emit[] | DomainErro
     return [emit(PolicyProfileCreated, command.policy)];
   }
   if (!state.exists || state.deleted) return new DomainError('NOT_FOUND', 'policy not found');
+  if (command.kind === 'record-role') return recordRole(state, command);
   if (command.ifRevision !== undefined && command.ifRevision !== state.revision) {
     return new DomainError('PRECONDITION_FAILED', `the policy is at revision ${state.revision}, not ${command.ifRevision}: fetch it again and retry with its ETag`);
   }
@@ -51,7 +67,7 @@ function decide(state: PolicyState, command: PolicyCommand): Emit[] | DomainErro
 }
 
 export const policy: Aggregate<PolicyState, PolicyCommand> = {
-  initial: { exists: false, deleted: false, version: 0, revision: -1 },
+  initial: { exists: false, deleted: false, readOnly: true, version: 0, revision: -1 },
   evolve,
   decide,
 };

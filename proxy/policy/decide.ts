@@ -31,6 +31,8 @@ export type PolicyDecision =
       readonly reason: string;
       readonly sqlstate: string;
       readonly tablesBlocked: readonly string[];
+      /** Set when the refusal is a tripped canary. */
+      readonly honeytokenId?: string;
     });
 
 function tables(analysis: StatementAnalysis, written: boolean): string[] {
@@ -80,11 +82,12 @@ function refused(facts: DecisionFacts, refusal: Refusal): PolicyDecision {
   return {
     ...facts,
     action: 'refuse',
-    event: refusal.canary ? 'canary_tripped' : 'blocked',
+    event: refusal.honeytokenId === undefined ? 'blocked' : 'canary_tripped',
     rule: refusal.rule,
     reason: refusal.reason,
     sqlstate: refusal.sqlstate,
     tablesBlocked: refusal.blocked ?? [],
+    ...(refusal.honeytokenId === undefined ? {} : { honeytokenId: refusal.honeytokenId }),
   };
 }
 

@@ -2,18 +2,30 @@ import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
 import type { AuditEventKind } from '../../src/events/audit.js';
 import { AnalysisCache } from './cache.js';
+import { AllowedDecisions } from './decision-cache.js';
 import type { PolicyDecision } from './decide.js';
 import { decideSql } from './policy.js';
-import type { PolicyRules } from './rules.js';
+import type { Canary, PolicyRules } from './rules.js';
 
 /** What the policy engine says about one client message's SQL (one or several statements): a statement's decision, less its mask edits. */
-export type StatementDecision = Omit<Extract<PolicyDecision, { action: 'allow' }>, 'masks'> | Extract<PolicyDecision, { action: 'refuse' }>;
+export type StatementDecision =
+  | (Omit<Extract<PolicyDecision, { action: 'allow' }>, 'masks'> & { /** Statements in the message. */ readonly statementCount: number })
+  | Extract<PolicyDecision, { action: 'refuse' }>;
+
+/** The honeytokens statements are checked against, and who hears when one trips. */
+export interface Honeytokens {
+  /** The canaries a policy plants: its honeytoken ids resolved; ids of removed honeytokens resolve to nothing. */
+  canariesOf(policy: PolicyRow): readonly Canary[];
+  /** A statement of `credential` touched honeytoken `honeytokenId` and was refused. */
+  tripped(credential: CredentialRow, honeytokenId: string): void;
+}
 
 export interface StatementContext {
   readonly credential: CredentialRow;
   /** The credential's policy profile; undefined when it cannot be found, which refuses everything. */
   readonly policy: PolicyRow | undefined;
   readonly protocol: 'simple' | 'extended';
+  readonly honeytokens: Honeytokens;
 }
 
 const KIND = /^\s*(?:(?:--[^\n]*\n|\/\*[\s\S]*?\*\/)\s*)*([A-Za-z]+)/;
@@ -25,16 +37,19 @@ export function statementKind(sql: string): string {
 
 /** Analyses depend on the text and search_path only; decisions are made per policy each time. */
 const analyses = new AnalysisCache();
+/** What a policy allowed, so that a statement an agent repeats costs one lookup. */
+const allowedDecisions = new AllowedDecisions<Extract<StatementDecision, { action: 'allow' }>>();
 
-function rulesOf(policy: PolicyRow): PolicyRules {
-  return { read_only: policy.read_only, allowed_tables: policy.allowed_tables, masked_columns: policy.masked_columns, allow_catalog: policy.allow_catalog, canaries: [] };
+function rulesOf(policy: PolicyRow, canaries: readonly Canary[]): PolicyRules {
+  return { read_only: policy.read_only, allowed_tables: policy.allowed_tables, masked_columns: policy.masked_columns, allow_catalog: policy.allow_catalog, canaries };
 }
 
 const unique = (lists: readonly (readonly string[])[]): string[] => [...new Set(lists.flat())];
 
 /**
  * The policy hook every statement passes through, on the wire and (later) on MCP. A message with
- * several statements runs only if every one of them is allowed; then the first refusal decides.
+ * several statements runs only if every one of them is allowed; a tripped canary in any of them
+ * decides (and is reported to `honeytokens`), else the first refusal does.
  */
 export function decideStatement(sql: string, context: StatementContext): StatementDecision {
   const policy = context.policy;
@@ -44,16 +59,22 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
       reason: 'this credential’s policy profile cannot be found, so the gateway refuses every statement (rule policy.missing); ask its owner to attach a policy',
     };
   }
-  const verdicts = decideSql(sql, rulesOf(policy), {}, analyses);
+  const canaries = context.honeytokens.canariesOf(policy);
+  const known = allowedDecisions.get(policy, canaries, sql);
+  if (known) return known;
+  const verdicts = decideSql(sql, rulesOf(policy, canaries), {}, analyses);
   const decisions = verdicts.map((v) => v.decision);
   const read = unique(decisions.map((d) => d.tablesRead));
   const written = unique(decisions.map((d) => d.tablesWritten));
   const kind = decisions[0]?.statementKind ?? statementKind(sql);
-  const refused = decisions.find((d) => d.action === 'refuse');
-  if (refused?.action === 'refuse') return { ...refused, tablesRead: read, tablesWritten: written };
+  const refused = decisions.find((d) => d.event === 'canary_tripped') ?? decisions.find((d) => d.action === 'refuse');
+  if (refused?.action === 'refuse') {
+    if (refused.honeytokenId !== undefined) context.honeytokens.tripped(context.credential, refused.honeytokenId);
+    return { ...refused, tablesRead: read, tablesWritten: written };
+  }
   const allowed = decisions.filter((d) => d.action === 'allow');
   const masked = allowed.some((d) => d.event === 'masked');
-  return {
+  const decision: Extract<StatementDecision, { action: 'allow' }> = {
     action: 'allow',
     event: masked ? 'masked' : 'query',
     statementKind: kind,
@@ -64,5 +85,8 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
     tablesRead: read,
     tablesWritten: written,
     progress: unique(decisions.map((d) => d.progress)) as AuditEventKind[],
+    statementCount: verdicts.length,
   };
+  allowedDecisions.set(policy, canaries, sql, decision);
+  return decision;
 }

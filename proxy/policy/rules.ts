@@ -8,6 +8,7 @@ import { SETTABLE } from './settings.js';
 
 /** A planted honeytoken, resolved from the policy's honeytoken ids by the caller. */
 export interface Canary {
+  readonly honeytoken_id: string;
   readonly kind: HoneytokenKind;
   /** `schema.table`, `schema.table.column`, or a literal value. */
   readonly target: string;
@@ -26,7 +27,8 @@ export interface Refusal {
   readonly rule: string;
   readonly reason: string;
   readonly sqlstate: string;
-  readonly canary?: boolean;
+  /** The honeytoken the statement touched: the refusal is a tripped canary. */
+  readonly honeytokenId?: string;
   readonly blocked?: readonly string[];
 }
 
@@ -38,7 +40,8 @@ const refuse = (rule: string, reason: string, extra: Partial<Refusal> = {}): Ref
 export function canaryCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
   for (const canary of policy.canaries) {
     const hit = canaryHit(analysis, canary);
-    if (hit) return refuse(`honeytoken.${canary.kind}`, `${hit} is not available to this credential (rule honeytoken.${canary.kind}).`, { canary: true });
+    // The reason reaches the agent: it names no rule, so the trap stays unrecognizable; the audit record carries the rule.
+    if (hit) return refuse(`honeytoken.${canary.kind}`, `${hit} is not available to this credential.`, { honeytokenId: canary.honeytoken_id });
   }
   return null;
 }
@@ -102,7 +105,8 @@ export function functionCheck(analysis: StatementAnalysis, policy: PolicyRules):
   );
 }
 
-function allowedByList(policy: PolicyRules, table: RelationName): boolean {
+/** Whether the allowed_tables list names the table, or its schema with `*`. */
+export function allowedByList(policy: Pick<PolicyRules, 'allowed_tables'>, table: RelationName): boolean {
   return policy.allowed_tables.some((entry) => {
     const dot = entry.indexOf('.');
     return entry.slice(0, dot) === table.schema && (entry.slice(dot + 1) === '*' || entry.slice(dot + 1) === table.name);

@@ -197,7 +197,6 @@ interface Scanned {
 export type ScannedMessage =
   | (Scanned & { readonly kind: 'ReadyForQuery'; readonly status: TransactionStatus })
   | (Scanned & { readonly kind: 'ErrorResponse'; readonly error: ErrorFields })
-  | (Scanned & { readonly kind: 'CommandComplete'; readonly tag: string })
   | (Scanned & { readonly kind: 'BackendKeyData'; readonly processId: number; readonly secretKey: Buffer })
   | (Scanned & { readonly kind: 'ParameterStatus'; readonly name: string; readonly value: string })
   | (Scanned & { readonly kind: 'Authentication'; readonly code: number; readonly data: Buffer })
@@ -215,7 +214,7 @@ interface Run {
 const DATA_ROW = 0x44;
 const COPY_DATA = 0x64;
 /** Types whose bodies are decoded (and buffered when split across chunks); every other body is skipped. */
-const DECODED = new Set(['Z', 'E', 'C', 'K', 'S', 'R'].map((type) => type.charCodeAt(0)));
+const DECODED = new Set(['Z', 'E', 'K', 'S', 'R'].map((type) => type.charCodeAt(0)));
 
 export interface BackendScannerOptions {
   /** Largest declared length accepted for a message whose body is decoded. Skipped messages have no limit. */
@@ -320,20 +319,13 @@ function decodeScanned(type: string, body: Buffer, bytes: number, end: number): 
   const at = { type, bytes, end };
   switch (type) {
     case 'Z': {
-      const reader = new BodyReader(body, 'ReadyForQuery');
-      const status = String.fromCharCode(reader.byte());
-      reader.end();
-      if (status !== 'I' && status !== 'T' && status !== 'E') throw reader.fail(`invalid transaction status ${JSON.stringify(status)}`);
-      return { ...at, kind: 'ReadyForQuery', status };
+      // Once per statement: read the status byte without a reader.
+      const status = body.length === 1 ? String.fromCharCode(body[0]!) : '';
+      if (status !== 'I' && status !== 'T' && status !== 'E') throw new BodyReader(body, 'ReadyForQuery').fail(`invalid transaction status or length (${body.length} bytes)`);
+      return { type, bytes, end, kind: 'ReadyForQuery', status };
     }
     case 'E':
       return { ...at, kind: 'ErrorResponse', error: decodeErrorFields(body) };
-    case 'C': {
-      const reader = new BodyReader(body, 'CommandComplete');
-      const tag = reader.cstring();
-      reader.end();
-      return { ...at, kind: 'CommandComplete', tag };
-    }
     case 'K': {
       const reader = new BodyReader(body, 'BackendKeyData');
       const processId = reader.int32();

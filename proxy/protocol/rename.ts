@@ -53,3 +53,10 @@ export function encodeQuery(sql: string): Buffer {
   out[out.length - 1] = 0;
   return out;
 }
+
+/** Execute with another row limit: 'E' len portal\0 int32 — the limit is the last four bytes. */
+export function withRowLimit(raw: Buffer, rows: number): Buffer {
+  const out = Buffer.from(raw);
+  out.writeInt32BE(rows, out.length - 4);
+  return out;
+}

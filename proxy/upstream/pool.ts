@@ -2,7 +2,9 @@
  * The upstream connections of one database: idle ones are reused, at most max_connections exist,
  * acquirers beyond that wait in FIFO order up to acquire_timeout_ms, a release may reset the
  * session with DISCARD ALL, and idle connections beyond min_connections close after
- * idle_timeout_ms.
+ * idle_timeout_ms. A holder between transactions may park its connection instead of releasing it:
+ * it keeps using it at no cost while nobody else needs it, and the pool reclaims it the moment
+ * an acquirer would otherwise wait.
  */
 import { setMaxListeners } from 'node:events';
 import type net from 'node:net';
@@ -46,6 +48,12 @@ interface Waiter {
   cleanup(): void;
 }
 
+interface Parked {
+  /** Detaches the holder from the connection, synchronously; the connection is the pool's again. */
+  readonly reclaim: () => void;
+  readonly since: number;
+}
+
 interface Idle {
   readonly connection: UpstreamConnection;
   /** Listens on the socket while idle: any byte, error or close means the connection is gone. */
@@ -66,6 +74,9 @@ export class UpstreamPool {
   /** The most recently released is reused first, so that the surplus reaches the idle timeout. */
   readonly #idle: Idle[] = [];
   readonly #inUse = new Set<UpstreamConnection>();
+  /** In use but reclaimable, oldest first (a Map keeps insertion order). */
+  readonly #parked = new Map<UpstreamConnection, Parked>();
+  #parkSweep: NodeJS.Timeout | undefined;
   readonly #waiters: Waiter[] = [];
   readonly #closing = new AbortController();
   #opening = 0;
@@ -105,14 +116,37 @@ export class UpstreamPool {
     });
   }
 
-  /** An idle connection at once, or undefined: the hot path's way to skip a promise when nobody is waiting. */
+  /** An idle (or, at max_connections, a reclaimed parked) connection at once, or undefined: the hot path's way to skip a promise. */
   tryAcquire(): UpstreamConnection | undefined {
     if (this.#closed || this.#waiters.length > 0) return undefined;
     const idle = this.#idle.pop();
-    if (!idle) return undefined;
-    this.#unidle(idle);
-    this.#inUse.add(idle.connection);
-    return idle.connection;
+    if (idle) {
+      this.#unidle(idle);
+      this.#inUse.add(idle.connection);
+      return idle.connection;
+    }
+    return this.#size() >= this.#config.max_connections ? this.#reclaimOldest() : undefined;
+  }
+
+  /**
+   * Lends a connection that is in use back to the pool without detaching it: the holder may take
+   * it up again with `unpark` while the pool has not reclaimed it. Refused (false) while acquirers
+   * wait, so that they are served by a plain release instead. The holder vouches, as for release,
+   * that the connection is at a ReadyForQuery with status I.
+   */
+  park(connection: UpstreamConnection, reclaim: () => void): boolean {
+    if (this.#closed || this.#waiters.length > 0 || !this.#inUse.has(connection)) return false;
+    this.#parked.set(connection, { reclaim, since: Date.now() });
+    if (!this.#parkSweep && this.#config.idle_timeout_ms > 0) {
+      const every = Math.max(250, Math.min(this.#config.idle_timeout_ms / 2, 30_000));
+      this.#parkSweep = setInterval(() => this.#sweepParked(), every).unref();
+    }
+    return true;
+  }
+
+  /** Takes a parked connection up again; false when the pool reclaimed it meanwhile (the reclaim callback ran). */
+  unpark(connection: UpstreamConnection): boolean {
+    return this.#parked.delete(connection);
   }
 
   /**
@@ -123,6 +157,7 @@ export class UpstreamPool {
    */
   async release(connection: UpstreamConnection, options: { reset: boolean }): Promise<void> {
     if (!this.#inUse.has(connection)) return;
+    this.#parked.delete(connection);
     // A listener left behind by the previous user would read the next user's replies.
     if (connection.socket.destroyed || connection.socket.listenerCount('data') > 0) return this.destroy(connection);
     if (options.reset && !(await this.#reset(connection))) return this.destroy(connection);
@@ -131,13 +166,14 @@ export class UpstreamPool {
 
   /** Drops a connection that is in use (e.g. its query was interrupted mid-way) and frees its slot. */
   destroy(connection: UpstreamConnection): void {
+    this.#parked.delete(connection);
     if (!this.#inUse.delete(connection)) return;
     connection.socket.destroy();
     this.#dispatch();
   }
 
   stats(): PoolStats {
-    return { size: this.#size(), idle: this.#idle.length, inUse: this.#inUse.size, waiting: this.#waiters.length };
+    return { size: this.#size(), idle: this.#idle.length + this.#parked.size, inUse: this.#inUse.size - this.#parked.size, waiting: this.#waiters.length };
   }
 
   /** Closes every connection, idle or in use, and rejects every acquirer; resolves once the sockets are closed. */
@@ -145,6 +181,9 @@ export class UpstreamPool {
     if (this.#closed) return;
     this.#closing.abort(this.#closedError());
     for (const waiter of [...this.#waiters]) this.#fail(waiter, this.#closedError());
+    clearInterval(this.#parkSweep);
+    for (const parked of [...this.#parked.values()]) parked.reclaim();
+    this.#parked.clear();
     const sockets: net.Socket[] = [];
     for (const idle of this.#idle.splice(0)) {
       this.#unidle(idle);
@@ -182,8 +221,36 @@ export class UpstreamPool {
         this.#waiters.shift();
         this.#openFor(waiter);
       } else {
-        return;
+        const reclaimed = this.#reclaimOldest();
+        if (!reclaimed) return;
+        this.#inUse.delete(reclaimed);
+        this.#grant(waiter, reclaimed);
       }
+    }
+  }
+
+  /** The longest-parked connection, taken from its holder; it stays in use, now for the taker. */
+  #reclaimOldest(): UpstreamConnection | undefined {
+    const oldest = this.#parked.entries().next().value;
+    if (!oldest) return undefined;
+    const [connection, parked] = oldest;
+    this.#parked.delete(connection);
+    parked.reclaim();
+    return connection;
+  }
+
+  /** Parked past the idle timeout: back to the idle list, where the idle timeout applies. */
+  #sweepParked(): void {
+    const cutoff = Date.now() - this.#config.idle_timeout_ms;
+    for (const [connection, parked] of [...this.#parked]) {
+      if (parked.since > cutoff) break;
+      this.#parked.delete(connection);
+      parked.reclaim();
+      if (this.#inUse.delete(connection)) this.#makeIdle(connection);
+    }
+    if (this.#parked.size === 0) {
+      clearInterval(this.#parkSweep);
+      this.#parkSweep = undefined;
     }
   }
 

@@ -5,6 +5,8 @@ import { CredentialId, DatabaseId, PolicyId, ProjectId, Reason, ScramVerifier, S
 export const PrincipalType = z.enum(['agent', 'human']);
 export type PrincipalType = z.infer<typeof PrincipalType>;
 
+const CredentialName = text(128, 1);
+
 /** The Postgres user name presented in the startup message. */
 const PgUsername = z.string().regex(/^[^\s\0]{1,63}$/, { message: 'expected 1-63 characters without whitespace or NUL' });
 
@@ -24,7 +26,7 @@ export const CredentialRegistered = defineEvent(
     project_id: ProjectId,
     database_id: DatabaseId,
     policy_profile_id: PolicyId,
-    name: text(128, 1),
+    name: CredentialName,
     pg_username: PgUsername,
     principal_type: PrincipalType,
     ...secretFields,
@@ -41,6 +43,10 @@ export const CredentialRotated = defineEvent(
   z.strictObject({ credential_id: CredentialId, ...secretFields, secret_version: z.int().min(2) }),
 );
 export type CredentialRotated = z.infer<typeof CredentialRotated.schema>;
+
+/** A credential's label changed. */
+export const CredentialRenamed = defineEvent('CredentialRenamed', 1, z.strictObject({ credential_id: CredentialId, name: CredentialName }));
+export type CredentialRenamed = z.infer<typeof CredentialRenamed.schema>;
 
 /** The kill-switch was thrown: the credential is suspended until enabled again. */
 export const CredentialDisabled = defineEvent('CredentialDisabled', 1, z.strictObject({ credential_id: CredentialId, reason: Reason }));

@@ -12,6 +12,11 @@ const targetByKind: Readonly<Record<HoneytokenKind, z.ZodType<string>>> = {
   value: text(1_000, 1),
 };
 
+/** Whether `target` has the shape its kind needs. */
+export function targetFitsKind(kind: HoneytokenKind, target: string): boolean {
+  return targetByKind[kind].safeParse(target).success;
+}
+
 /** A honeytoken was planted: touching its target trips the canary (audit event `canary_tripped`). */
 export const HoneytokenCreated = defineEvent(
   'HoneytokenCreated',
@@ -25,7 +30,7 @@ export const HoneytokenCreated = defineEvent(
       /** Whether tripping it also disables the credential that touched it. */
       disable_credential: z.boolean(),
     })
-    .refine((h) => targetByKind[h.kind].safeParse(h.target).success, { message: 'target does not fit its kind', path: ['target'] }),
+    .refine((h) => targetFitsKind(h.kind, h.target), { message: 'target does not fit its kind', path: ['target'] }),
 );
 export type HoneytokenCreated = z.infer<typeof HoneytokenCreated.schema>;
 

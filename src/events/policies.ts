@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineEvent } from './envelope.js';
-import { changes, HoneytokenId, Int64String, PolicyId, ProjectId, QualifiedColumn, QualifiedTable, StatementKind, text } from './fields.js';
+import { changes, DatabaseId, HoneytokenId, Int64String, PolicyId, ProjectId, QualifiedColumn, QualifiedTable, SealedSecret, StatementKind, text } from './fields.js';
 
 export const MaskMode = z.enum(['redact', 'hash', 'partial', 'null']);
 export type MaskMode = z.infer<typeof MaskMode>;
@@ -54,3 +54,25 @@ export type PolicyProfileUpdated = z.infer<typeof PolicyProfileUpdated.schema>;
 /** A policy profile was deleted. */
 export const PolicyProfileDeleted = defineEvent('PolicyProfileDeleted', 1, z.strictObject({ policy_id: PolicyId }));
 export type PolicyProfileDeleted = z.infer<typeof PolicyProfileDeleted.schema>;
+
+/** An upstream PostgreSQL role name: what `CREATE ROLE` accepts unquoted, at most 63 bytes. */
+const UpstreamRoleName = z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/, { message: 'expected a lowercase role name' });
+
+/**
+ * An upstream login role was made for a read-only policy on one of the project's databases: it
+ * may SELECT exactly `tables` and its transactions are read-only by default. The proxy runs the
+ * policy's sessions on that database as this role; re-provisioning replaces role and grants.
+ */
+export const PolicyRoleProvisioned = defineEvent(
+  'PolicyRoleProvisioned',
+  1,
+  z.strictObject({
+    policy_id: PolicyId,
+    database_id: DatabaseId,
+    role_name: UpstreamRoleName,
+    /** Sealed under the keyring with the role name as associated data. */
+    password: SealedSecret,
+    tables: z.array(QualifiedTable).max(10_000),
+  }),
+);
+export type PolicyRoleProvisioned = z.infer<typeof PolicyRoleProvisioned.schema>;

@@ -12,6 +12,7 @@ import { projectionsFor } from '../../projections/index.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import { runProjection } from '../../projections/runner.js';
 import { startProxy } from '../../proxy/server.js';
+import { spentSince } from '../../queries/budget-usage.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import { loadConfig } from '../../src/config.js';
 import { controlPlane } from '../../src/control-plane.js';
@@ -66,10 +67,22 @@ export async function startGateway(stateUrl: string, upstream: Upstream, teardow
   const consumer = await bus.consume({ durable: 'bench', maxInFlight: 64 }, async () => void decisions++);
   teardown.add(() => consumer.stop());
 
-  const proxy = await startProxy({ store, bus, keyring, logger, metrics: new Registry(), host: '127.0.0.1', port, region: 'local', proxyId: 'bench-proxy', maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES });
+  const proxy = await startProxy({
+    store,
+    bus,
+    keyring,
+    logger,
+    metrics: new Registry(),
+    host: '127.0.0.1',
+    port,
+    region: 'local',
+    proxyId: 'bench-proxy',
+    maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
+    spent: (scope, day, month) => spentSince(pool, scope, day, month),
+  });
   teardown.add(() => proxy.stop());
 
-  const app = await buildApp({ logger, metrics: new Registry(), health: async () => ({}), controlPlane: controlPlane(config, keyring, store, pool, logger, projections, benchAuditDeps()) });
+  const app = await buildApp({ logger, metrics: new Registry(), health: async () => ({}), controlPlane: controlPlane(config, keyring, store, pool, logger, projections, benchAuditDeps(), bus) });
   teardown.add(() => app.close());
   const { api_key: apiKey, org_id: orgId } = await createOrganization(store, { name: 'Bench org', plan: 'pro' }, { correlationId: 'bench', actor: 'bench' });
   const call = async (url: string, payload: object): Promise<Record<string, unknown>> => {

@@ -17,9 +17,7 @@ import { POOL_CONFIG, startGateway } from './proxy-gateway.js';
 import { initialize, runArgs, select, type Endpoint, type Latency, type Mode, type Outcome } from './proxy-pgbench.js';
 import { CLUSTER_SETTINGS, findBinaries, run, serverUser, startCluster, startPgBouncer, Teardown } from './proxy-servers.js';
 
-const ROUNDS = 3;
-const MODES: readonly Mode[] = ['simple', 'extended', 'prepared'];
-const CLIENTS = [1, 10, 50];
+const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared'];
 const TARGETS = ['direct', 'PgBouncer', 'pgward'] as const;
 type Target = (typeof TARGETS)[number];
 type Succeeded = Extract<Outcome, { ok: true }>;
@@ -45,6 +43,26 @@ function secondsPerRun(): number {
   if (!Number.isInteger(seconds) || seconds < 1) throw new Error(`PGWARD_BENCH_SECONDS must be a whole number of seconds, not ${JSON.stringify(given)}`);
   return seconds;
 }
+
+/** A comma-separated subset from the environment (for quick partial runs), or all of `all`. */
+function subset<T extends string | number>(variable: string, all: readonly T[]): readonly T[] {
+  const given = process.env[variable];
+  if (!given) return all;
+  const chosen = all.filter((item) => given.split(',').map((part) => part.trim()).includes(String(item)));
+  if (chosen.length === 0) throw new Error(`${variable} must list some of ${all.join(', ')}, not ${JSON.stringify(given)}`);
+  return chosen;
+}
+
+function rounds(): number {
+  const given = process.env.PGWARD_BENCH_ROUNDS ?? '3';
+  const count = Number(given);
+  if (!Number.isInteger(count) || count < 1) throw new Error(`PGWARD_BENCH_ROUNDS must be a whole number, not ${JSON.stringify(given)}`);
+  return count;
+}
+
+const ROUNDS = rounds();
+const MODES = subset('PGWARD_BENCH_MODES', ALL_MODES);
+const CLIENTS = subset('PGWARD_BENCH_CLIENTS', [1, 10, 50]);
 
 function median(values: readonly number[]): number {
   if (values.length === 0) return Number.NaN;
@@ -181,7 +199,7 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
 
   const endpoints: Record<Target, Endpoint> = { direct, PgBouncer: { ...direct, port: bouncer.port }, pgward: { port: gateway.port, ...gateway.agent } };
   const serves = (target: Target, mode: Mode): boolean => target !== 'PgBouncer' || mode !== 'prepared' || bouncer.servesPrepared;
-  const runs = ROUNDS * MODES.length * CLIENTS.length * TARGETS.length - (bouncer.servesPrepared ? 0 : ROUNDS * CLIENTS.length);
+  const runs = ROUNDS * MODES.length * CLIENTS.length * TARGETS.length - (bouncer.servesPrepared || !MODES.includes('prepared') ? 0 : ROUNDS * CLIENTS.length);
   log(`${runs} runs of ${seconds} s: pgbench ${runArgs({ mode: 'extended', clients: 10, seconds }).join(' ')} (and the other modes and client counts), --log at c=1`);
 
   const results = new Results();
@@ -196,9 +214,13 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
             continue;
           }
           const logPrefix = clients === 1 ? join(logs, `${target}-${mode}-${round}`) : undefined;
+          // pgward runs in this process: its CPU time per transaction is a figure the machine's noise barely moves.
+          const cpuBefore = process.cpuUsage();
           const outcome = await select(binaries.pgbench, endpoints[target], { mode, clients, seconds, ...(logPrefix ? { logPrefix } : {}) }, signal);
+          const cpu = process.cpuUsage(cpuBefore);
           results.add(mode, clients, target, outcome);
-          log(`[${++done}/${runs}] round ${round}/${ROUNDS} ${mode} c=${clients} ${target}: ${describe(outcome)}`);
+          const perTransaction = target === 'pgward' && outcome.ok && outcome.transactions > 0 ? `, ${number.format((cpu.user + cpu.system) / outcome.transactions)} µs CPU per transaction in pgward` : '';
+          log(`[${++done}/${runs}] round ${round}/${ROUNDS} ${mode} c=${clients} ${target}: ${describe(outcome)}${perTransaction}`);
         }
       }
     }

@@ -12,7 +12,9 @@ import type { BusRecord, Decision } from '../../proxy/decisions.js';
 import { canonicalBytes } from '../../src/crypto/canonical-json.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { pino } from 'pino';
+import { spentSince } from '../../queries/budget-usage.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { runOnce } from '../support/wire.js';
 
 let gateway: TestGateway;
 let agent: AgentSecrets;
@@ -144,5 +146,43 @@ describe('the audit trail', () => {
     expect(withHole.filter((e) => e.sql === 'select 1')).toHaveLength(1);
     expect(withHole.find((e) => e.event === 'gap_marker')?.gap).toEqual({ from_seq: 2, to_seq: 4, count: 3 });
     expect(withHole.length).toBe(before + 3);
+  });
+
+  it('keeps counting a daily statement budget across a proxy restart, from the audit trail', async () => {
+    const policy = await gateway.api.call(gateway.owner.apiKey, {
+      method: 'POST',
+      url: `/v1/projects/${gateway.projectId}/policies`,
+      payload: { name: 'three a day', read_only: true, allowed_tables: ['public.orders'], queries_per_day: 3 },
+    });
+    const registered = await gateway.api.call(gateway.owner.apiKey, {
+      method: 'POST',
+      url: `/v1/projects/${gateway.projectId}/agents`,
+      payload: { name: 'budgeted', policy_profile_id: (policy.json() as { id: string }).id },
+    });
+    const budgeted = registered.json() as AgentSecrets;
+    expect((await runOnce(budgeted.connection_string, 'select count(*)::int as n from orders')).rows).toEqual([{ n: 1000 }]);
+    expect((await runOnce(budgeted.connection_string, 'select 2 as n')).rows).toEqual([{ n: 2 }]);
+    const now = Date.now();
+    const day = new Date(now - (now % 86_400_000));
+    const month = new Date(Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), 1));
+    await until(() => spentSince(gateway.api.pool, { kind: 'credential', id: budgeted.credential.id }, day, month), (spent) => spent.queries === 2, 'the trail to count two statements');
+
+    await gateway.restartProxy();
+    const client = new pg.Client({ connectionString: budgeted.connection_string });
+    await client.connect();
+    try {
+      expect((await client.query('select 3 as n')).rows).toEqual([{ n: 3 }]);
+      const refused = await client.query('select 4 as n').then(
+        () => undefined,
+        (error: { code?: string; message: string }) => error,
+      );
+      expect(refused?.code).toBe('53400');
+      expect(refused?.message).toContain('daily budget of 3 statements');
+      expect(refused?.message).toContain(`resets at ${new Date(day.getTime() + 86_400_000).toISOString()}`);
+    } finally {
+      await client.end();
+    }
+    const refusals = await until(entries, (list) => list.some((e) => e.event === 'budget_exhausted'), 'the refusal in the trail');
+    expect(refusals.filter((e) => e.event === 'budget_exhausted')).toEqual([expect.objectContaining({ sql: 'select 4 as n' })]);
   });
 });

@@ -9,6 +9,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { missingTool } from '../support/tools.js';
+import { loginError, openSession, waitFor } from '../support/wire.js';
 
 const noPsql = missingTool('psql');
 const noPgbench = missingTool('pgbench');
@@ -22,34 +23,6 @@ function withSsl(url: string, mode: string): string {
   const parsed = new URL(url);
   parsed.searchParams.set('sslmode', mode);
   return parsed.toString();
-}
-
-async function waitFor(condition: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-/** A connected client and whether the proxy has since ended its session. */
-async function openSession(connectionString: string): Promise<{ client: pg.Client; ended: () => boolean }> {
-  const client = new pg.Client({ connectionString });
-  let ended = false;
-  client.on('error', () => undefined);
-  client.on('end', () => (ended = true));
-  await client.connect();
-  return { client, ended: () => ended };
-}
-
-/** The SQLSTATE a login fails with, or undefined when it succeeds. */
-async function loginError(connectionString: string): Promise<string | undefined> {
-  const client = new pg.Client({ connectionString });
-  const error = (await client.connect().then(
-    () => client.end().then(() => undefined),
-    (e: unknown) => e,
-  )) as { code?: string } | undefined;
-  return error?.code;
 }
 
 beforeAll(async () => {
@@ -260,6 +233,29 @@ describe('live enforcement', () => {
 });
 
 describe('transaction pooling', () => {
+  it('serves an idle client on a fresh upstream connection after the one it held between transactions was terminated', async () => {
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    let failed: unknown;
+    client.on('error', (error) => (failed = error));
+    await client.connect();
+    const upstream = new pg.Client({ connectionString: gateway.upstream.url });
+    await upstream.connect();
+    const proxyBackends = async (): Promise<number[]> =>
+      (await upstream.query(`select pid from pg_stat_activity where datname = current_database() and application_name = 'pgward' and pid <> pg_backend_pid() order by pid`)).rows.map((row: { pid: number }) => row.pid);
+    try {
+      expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+      const before = await proxyBackends();
+      expect(before.length).toBeGreaterThan(0);
+      await upstream.query('select pg_terminate_backend(pid) from unnest($1::int[]) as pid', [before]);
+      await waitFor(async () => (await proxyBackends()).every((pid) => !before.includes(pid)), 5_000, 'the backends to exit');
+      expect((await client.query('select 41 + 1 as answer')).rows).toEqual([{ answer: 42 }]);
+      expect((await proxyBackends()).some((pid) => !before.includes(pid))).toBe(true);
+      expect(failed).toBeUndefined();
+    } finally {
+      await Promise.all([client.end(), upstream.end()]);
+    }
+  });
+
   it('keeps each client’s named prepared statements working while clients share one upstream connection', async () => {
     const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
     const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;

@@ -1,6 +1,8 @@
 import pg from 'pg';
+import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { runOnce } from '../support/wire.js';
 
 let gateway: TestGateway;
 
@@ -23,16 +25,17 @@ async function upstreamState(): Promise<string> {
   return rows[0].state as string;
 }
 
-async function run(agent: AgentSecrets, sql: string): Promise<{ rows?: Record<string, unknown>[]; code?: string; message?: string }> {
-  const client = new pg.Client({ connectionString: agent.connection_string });
-  await client.connect();
-  try {
-    return { rows: (await client.query(sql)).rows };
-  } catch (error) {
-    return { code: (error as { code?: string }).code, message: (error as Error).message };
-  } finally {
-    await client.end();
+async function decisionsOf(agent: AgentSecrets, count: number): Promise<Record<string, unknown>[]> {
+  const deadline = Date.now() + 3000;
+  for (;;) {
+    const found = gateway.decisions.map((d) => d.decision as Record<string, unknown> | undefined).filter((d): d is Record<string, unknown> => d?.credential_id === agent.credential.id);
+    if (found.length >= count || Date.now() > deadline) return found;
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+function run(agent: AgentSecrets, sql: string): ReturnType<typeof runOnce> {
+  return runOnce(agent.connection_string, sql);
 }
 
 beforeAll(async () => {
@@ -62,16 +65,72 @@ describe('policy on the wire', () => {
     expect((await run(agent, "SELECT count(*)::int AS n FROM customers WHERE email LIKE 'user1%'")).rows).toEqual([{ n: 0 }]);
     const whole = await run(agent, 'SELECT to_jsonb(c) FROM customers c');
     expect(whole.code).toBe('42501');
-    const audited = await (async () => {
-      const deadline = Date.now() + 3000;
-      while (Date.now() < deadline) {
-        const found = gateway.decisions.map((d) => d.decision as Record<string, unknown> | undefined).filter((d): d is Record<string, unknown> => d?.credential_id === agent.credential.id);
-        if (found.length >= 3) return found;
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
-      return [];
-    })();
+    const audited = await decisionsOf(agent, 3);
     expect(audited.map((d) => d.event)).toEqual(['masked', 'masked', 'blocked']);
     expect(JSON.stringify(audited)).not.toMatch(/user\d+@example\.com/);
+  });
+
+  it('caps results at max_rows on the simple and the extended protocol, with a NOTICE and a truncated decision', async () => {
+    const agent = await agentWith({ name: 'capped reader', read_only: true, allowed_tables: ['public.orders'], max_rows: 3 });
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    const notices: string[] = [];
+    client.on('notice', (notice) => notices.push(notice.message ?? ''));
+    await client.connect();
+    try {
+      const simple = await client.query('SELECT id FROM orders ORDER BY id');
+      expect(simple.rows).toEqual([{ id: 1 }, { id: 2 }, { id: 3 }]);
+      expect(simple.rowCount).toBe(3);
+      const extended = await client.query('SELECT id FROM orders WHERE id > $1 ORDER BY id', [10]);
+      expect(extended.rows).toEqual([{ id: 11 }, { id: 12 }, { id: 13 }]);
+      expect((await client.query('SELECT count(*)::int AS n FROM orders')).rows).toEqual([{ n: 1000 }]);
+      expect(notices).toEqual([expect.stringContaining('cut at 3 rows'), expect.stringContaining('cut at 3 rows')]);
+      const multi = await client.query('SELECT 1; SELECT id FROM orders').then(
+        () => undefined,
+        (error: { code?: string; message: string }) => error,
+      );
+      expect(multi?.code).toBe('0A000');
+      expect(multi?.message).toContain('max_rows');
+    } finally {
+      await client.end();
+    }
+
+    const sql = postgres(agent.connection_string, { max: 1, onnotice: () => undefined });
+    try {
+      const batches: number[][] = [];
+      await sql`SELECT id FROM orders ORDER BY id`.cursor(2, (rows) => void batches.push(rows.map((row) => row.id as number)));
+      expect(batches).toEqual([[1, 2], [3]]);
+    } finally {
+      await sql.end();
+    }
+
+    // postgres.js first reads the array types from pg_type: a driver's lookup, not capped.
+    const audited = await decisionsOf(agent, 7);
+    expect(audited.map((d) => [d.event, d.decision_rule, d.rows_returned])).toEqual([
+      ['truncated', 'max_rows.truncated', '3'],
+      ['truncated', 'max_rows.truncated', '3'],
+      ['query', '', '1'],
+      ['blocked', 'max_rows.multi_statement', '0'],
+      ['query', '', expect.not.stringMatching(/^[0-3]$/)],
+      ['query', '', '2'],
+      ['truncated', 'max_rows.truncated', '1'],
+    ]);
+  });
+
+  it('resolves names on the search_path the policy decided on, whatever default the upstream database sets', async () => {
+    const agent = await agentWith({ name: 'orders only', read_only: true, allowed_tables: ['public.orders'] });
+    const admin = new pg.Client({ connectionString: gateway.upstream.url });
+    await admin.connect();
+    const database = (await admin.query('select current_database() as name')).rows[0].name as string;
+    try {
+      await admin.query(`create schema shadow; create table shadow.orders (id int, secret text); insert into shadow.orders values (1, 'shadow-secret')`);
+      await admin.query(`alter database "${database}" set search_path = shadow, public`);
+      await gateway.restartProxy();
+      const result = await run(agent, 'SELECT count(*)::int AS n FROM orders');
+      expect(result.rows).toEqual([{ n: 1000 }]);
+    } finally {
+      await admin.query(`alter database "${database}" reset search_path`);
+      await admin.query('drop schema shadow cascade');
+      await admin.end();
+    }
   });
 });

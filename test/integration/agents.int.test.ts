@@ -53,6 +53,7 @@ interface Secrets {
   mcp_token: string;
 }
 interface StoredRow {
+  name: string;
   scram: ScramVerifier;
   token_hash: string;
   token_prefix: string;
@@ -375,6 +376,52 @@ describe('transitions (spec §3.1)', () => {
       expect(Date.parse((await storedRow(refused.credential.id)).expired_at!)).toBe(Date.parse(refused.credential.expires_at!));
       expect((await get(refused.credential.id)).json()).toMatchObject({ status: 'active', expired: true });
     });
+  });
+});
+
+describe('rename (PATCH name)', () => {
+  const rename = (id: string, payload: Record<string, unknown>, headers: Record<string, string> = {}) => api.call(owner.apiKey, { method: 'PATCH', url: agent(id), headers, payload });
+
+  it('renames with one CredentialRenamed event; the list and the read model show the new name', async () => {
+    const { credential } = await register({ name: 'before' });
+    const response = await rename(credential.id, { name: 'nightly reporting' }, { 'if-match': '"0"' });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toMatchObject({ id: credential.id, name: 'nightly reporting', status: 'active' });
+    expect(response.headers.etag).toBe('"1"');
+    expect(await events(credential.id)).toEqual(['CredentialRegistered', 'CredentialRenamed']);
+    expect((await get(credential.id)).json()).toMatchObject({ name: 'nightly reporting' });
+    expect((await storedRow(credential.id)).name).toBe('nightly reporting');
+  });
+
+  it('renames and disables in one request: both events in one append, one ETag step per event', async () => {
+    const { credential } = await register({ name: 'both' });
+    const response = await rename(credential.id, { name: 'both, disabled', status: 'disabled' });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toMatchObject({ name: 'both, disabled', status: 'disabled' });
+    expect(response.headers.etag).toBe('"2"');
+    expect(await events(credential.id)).toEqual(['CredentialRegistered', 'CredentialRenamed', 'CredentialDisabled']);
+  });
+
+  it('the name it already has → 200, no event, same ETag', async () => {
+    const { credential } = await register({ name: 'same' });
+    const response = await rename(credential.id, { name: 'same' });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers.etag).toBe('"0"');
+    expect(await events(credential.id)).toEqual(['CredentialRegistered']);
+  });
+
+  it('revoked + PATCH name → 409 INVALID_STATE; a bad name or an empty body → 400; a stale If-Match → 412; nothing recorded', async () => {
+    const { credential } = await register({ name: 'kept' });
+    expect(problem(await rename(credential.id, { name: '' })).errors?.map((e) => e.field)).toEqual(['name']);
+    expect(problem(await rename(credential.id, { name: 'x'.repeat(129) })).code).toBe('INVALID_INPUT');
+    expect(problem(await rename(credential.id, {})).code).toBe('INVALID_INPUT');
+    expect(problem(await rename(credential.id, { name: 'late' }, { 'if-match': '"7"' })).code).toBe('PRECONDITION_FAILED');
+    await revoke(credential.id);
+    const refused = await rename(credential.id, { name: 'after revoke' });
+    expect(refused.statusCode).toBe(409);
+    expect(problem(refused).code).toBe('INVALID_STATE');
+    expect(await events(credential.id)).toEqual(['CredentialRegistered', 'CredentialRevoked']);
+    expect((await get(credential.id)).json()).toMatchObject({ name: 'kept' });
   });
 });
 

@@ -123,8 +123,7 @@ describe('BackendScanner against a real PostgreSQL', () => {
       socket.write(serialize.query("select g, repeat('x', 200) from generate_series(1, 20000) g"));
       const rows = await turn(socket, scanner, readyFor);
       expect(rowCount(rows.messages)).toBe(20_000);
-      expect(rows.messages.filter((m) => m.kind !== 'Run').map((m) => m.kind)).toEqual(['Other', 'CommandComplete', 'ReadyForQuery']);
-      expect(rows.messages).toContainEqual(expect.objectContaining({ kind: 'CommandComplete', tag: 'SELECT 20000' }));
+      expect(rows.messages.filter((m) => m.kind !== 'Run').map((m) => [m.kind, m.type])).toEqual([['Other', 'T'], ['Other', 'C'], ['ReadyForQuery', 'Z']]);
       expectSameAsPgParser(rows);
 
       socket.write(serialize.query('begin; select 1/0'));

@@ -33,9 +33,13 @@ async function workload(): Promise<void> {
     const replica = (await call('POST', `${base}/databases/${project.database.id}/replicas`, { host: '10.0.0.2', port: 5433 })).json() as { id: string };
     if (p === 1) await call('DELETE', `${base}/databases/${project.database.id}/replicas/${replica.id}`);
     if (p === 2) await call('DELETE', `${base}/databases/${second.id}`);
-    const policy = (await call('POST', `${base}/policies`, { name: 'ro', allowed_tables: ['public.orders'], masked_columns: { 'public.orders.email': 'hash' } })).json() as { id: string };
+    const canary = (await call('POST', `${base}/honeytokens`, { kind: 'table', target: 'public.api_keys', disable_credential: p === 0 })).json() as { id: string };
+    const removed = (await call('POST', `${base}/honeytokens`, { kind: 'value', target: `canary ${p}` })).json() as { id: string };
+    await call('DELETE', `${base}/honeytokens/${removed.id}`);
+    const policy = (await call('POST', `${base}/policies`, { name: 'ro', allowed_tables: ['public.orders'], masked_columns: { 'public.orders.email': 'hash' }, honeytokens: [canary.id] })).json() as { id: string };
     await call('PATCH', `${base}/policies/${policy.id}`, { max_rows: 50 });
-    await call('POST', `${base}/agents`, { name: `agent ${p}`, policy_profile_id: policy.id });
+    const agent = (await call('POST', `${base}/agents`, { name: `agent ${p}`, policy_profile_id: policy.id })).json() as { credential: { id: string } };
+    await call('PATCH', `${base}/agents/${agent.credential.id}`, { name: `renamed agent ${p}` });
     await appendAuditDecision(project.project.id, p);
     if (p === 2) await call('DELETE', base);
   }

@@ -510,6 +510,55 @@ describe('UpstreamPool', () => {
     }
   });
 
+  it('lets a holder park a connection and take it up again, and reclaims the oldest parked one at max_connections', async () => {
+    const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig({ max_connections: 2 }));
+    try {
+      const [a, b] = await Promise.all([pool.acquire(), pool.acquire()]);
+      const reclaimed: string[] = [];
+      expect(pool.park(a!, () => reclaimed.push('a'))).toBe(true);
+      expect(pool.park(b!, () => reclaimed.push('b'))).toBe(true);
+      expect(pool.stats()).toEqual({ size: 2, idle: 2, inUse: 0, waiting: 0 });
+      expect(pool.unpark(b!)).toBe(true);
+      expect(pool.park(b!, () => reclaimed.push('b'))).toBe(true);
+
+      const taken = pool.tryAcquire();
+      expect(taken?.id).toBe(a!.id);
+      expect(reclaimed).toEqual(['a']);
+      expect(pool.unpark(a!)).toBe(false);
+      expect(await scalar(taken!, 'select 1')).toBe('1');
+
+      const waited = await pool.acquire();
+      expect(waited.id).toBe(b!.id);
+      expect(reclaimed).toEqual(['a', 'b']);
+      expect(pool.stats()).toEqual({ size: 2, idle: 0, inUse: 2, waiting: 0 });
+
+      const third = pool.acquire();
+      expect(pool.park(taken!, () => reclaimed.push('never'))).toBe(false);
+      await pool.release(taken!, { reset: false });
+      expect((await third).id).toBe(a!.id);
+      expect(reclaimed).toEqual(['a', 'b']);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('returns a connection parked past the idle timeout to the idle list, and reclaims parked ones when it closes', async () => {
+    const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig({ max_connections: 2, min_connections: 1, idle_timeout_ms: 300 }));
+    const connection = await pool.acquire();
+    let reclaims = 0;
+    pool.park(connection, () => reclaims++);
+    await until(() => reclaims === 1, 'the parked connection to be reclaimed');
+    expect(pool.unpark(connection)).toBe(false);
+    expect(pool.stats()).toEqual({ size: 1, idle: 1, inUse: 0, waiting: 0 });
+
+    const again = await pool.acquire();
+    expect(again.id).toBe(connection.id);
+    pool.park(again, () => reclaims++);
+    await pool.close();
+    expect(reclaims).toBe(2);
+    expect(again.socket.destroyed).toBe(true);
+  });
+
   it('destroys a connection released with a data listener still attached', async () => {
     const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig());
     try {

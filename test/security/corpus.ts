@@ -12,7 +12,7 @@ export interface CorpusPolicy {
   readonly allowed_tables: readonly string[];
   readonly masked_columns: Readonly<Record<string, 'redact' | 'hash' | 'partial' | 'null'>>;
   readonly allow_catalog: boolean;
-  readonly canaries: readonly { readonly kind: 'table' | 'column' | 'value'; readonly target: string }[];
+  readonly canaries: readonly { readonly honeytoken_id: string; readonly kind: 'table' | 'column' | 'value'; readonly target: string }[];
 }
 
 export interface CorpusEntry {
@@ -31,9 +31,9 @@ const masked = {
 } as const;
 
 const canaries = [
-  { kind: 'table', target: 'public.api_keys' },
-  { kind: 'column', target: 'public.accounts.recovery_code' },
-  { kind: 'value', target: 'canary-4411@example.com' },
+  { honeytoken_id: 'hnt_corpustable00000000000000', kind: 'table', target: 'public.api_keys' },
+  { honeytoken_id: 'hnt_corpuscolumn0000000000000', kind: 'column', target: 'public.accounts.recovery_code' },
+  { honeytoken_id: 'hnt_corpusvalue00000000000000', kind: 'value', target: 'canary-4411@example.com' },
 ] as const;
 
 export const corpusPolicies: Readonly<Record<CorpusPolicyName, CorpusPolicy>> = {

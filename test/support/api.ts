@@ -6,6 +6,10 @@ import { Registry } from 'prom-client';
 import { createOrganization } from '../../commands/organizations/create-organization.js';
 import { projectionsFor } from '../../projections/index.js';
 import { runProjection, type RunningProjection } from '../../projections/runner.js';
+import type { HmacKeyring } from '../../src/audit/chain.js';
+import { auditKeysFrom } from '../../src/audit/keys.js';
+import { createMemoryBus } from '../../src/bus/memory.js';
+import type { DecisionBus } from '../../src/bus/port.js';
 import { loadConfig } from '../../src/config.js';
 import { controlPlane } from '../../src/control-plane.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
@@ -32,26 +36,30 @@ export interface TestApi {
   stop(): Promise<void>;
 }
 
-function testAuditDeps(anchorPem: string) {
+function testAuditDeps(anchorPem: string, keys: HmacKeyring) {
   const anchor = loadAnchorKey(anchorPem);
-  return { keys: { keys: new Map() }, anchorPublicKey: anchor.publicKey, signer: { keyId: 'pgward-audit-anchor', privateKey: anchor.privateKey } };
+  return { keys, anchorPublicKey: anchor.publicKey, signer: { keyId: 'pgward-audit-anchor', privateKey: anchor.privateKey } };
 }
 
-/** The real control plane (composition, plugins, routes, projections) over a fresh database. */
-export async function startApi(label: string, env: NodeJS.ProcessEnv = {}): Promise<TestApi> {
+/** The real control plane (composition, plugins, routes, projections) over a fresh database; `env` is its configuration (PGWARD_AUDIT_HMAC_KEYS keys the audit chain). */
+export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus } = {}): Promise<TestApi> {
   const database = await freshDatabase(label);
   const store = await createPostgresEventStore(database.url);
-  const pool = createPool(database.url);
   const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
-  const projections = projectionsFor({ auditKeys: { keys: new Map() } });
+  const auditKeys = auditKeysFrom(config);
+  const projections = projectionsFor({ auditKeys });
+  // As in serve: each projection runner keeps one connection for its advisory lock.
+  const pool = createPool(database.url, { max: 10 + projections.length });
   const anchorPem = generateAnchorKey();
+  // The hosted agent MCP publishes its decisions here; the test gateway passes the proxy's bus.
+  const bus = options.bus ?? createMemoryBus();
   const runners: RunningProjection[] = projections.map((projection) => runProjection({ store, pool, projection }));
   await Promise.all(runners.map((r) => r.active));
   const app = await buildApp({
     logger: pino({ level: 'silent' }),
     metrics: new Registry(),
     health: async () => ({}),
-    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' }), projections, testAuditDeps(anchorPem)),
+    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' }), projections, testAuditDeps(anchorPem, auditKeys), bus),
   });
   return {
     app,
@@ -69,6 +77,7 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}): Prom
     },
     async stop() {
       await app.close();
+      if (!options.bus) await bus.close();
       await Promise.all(runners.map((r) => r.stop()));
       await store.close();
       await pool.end();

@@ -5,6 +5,7 @@ import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import pg from 'pg';
 import { startProxy, type RunningProxy } from '../../proxy/server.js';
+import { spentSince } from '../../queries/budget-usage.js';
 import { loadTls } from '../../proxy/tls.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import type { Delivery, DecisionBus } from '../../src/bus/port.js';
@@ -16,12 +17,13 @@ import { freshDatabase, type TestDatabase } from './pg.js';
 export interface AgentSecrets {
   credential: { id: string; project_id: string };
   connection_string: string;
+  mcp_url: string;
   mcp_token: string;
 }
 
 export interface TestGateway {
   api: TestApi;
-  proxy: RunningProxy;
+  readonly proxy: RunningProxy;
   bus: DecisionBus;
   /** The upstream database the project's primary database points at. */
   upstream: TestDatabase;
@@ -30,6 +32,8 @@ export interface TestGateway {
   policyId: string;
   /** Decisions published so far, in arrival order. */
   decisions: Record<string, unknown>[];
+  /** Stops the proxy and starts a new one on the same port: nothing of the old one's memory survives. */
+  restartProxy(): Promise<void>;
   register(name?: string): Promise<AgentSecrets>;
   stop(): Promise<void>;
 }
@@ -41,7 +45,8 @@ export interface TestGateway {
  */
 export async function startGateway(label: string, upstreamServerUrl?: string): Promise<TestGateway> {
   const proxyPort = await freePort();
-  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort) });
+  const bus = createMemoryBus();
+  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort) }, { bus });
   const upstream = await freshDatabase(`${label}_up`, upstreamServerUrl);
   const seed = new pg.Client({ connectionString: upstream.url });
   await seed.connect();
@@ -50,7 +55,6 @@ export async function startGateway(label: string, upstreamServerUrl?: string): P
     create table customers (id int primary key, email text not null);
     insert into customers select g, 'user' || g || '@example.com' from generate_series(1, 10) g;`);
   await seed.end();
-  const bus = createMemoryBus();
   const decisions: Record<string, unknown>[] = [];
   const consumer = await bus.consume({ durable: 'test', maxInFlight: 64 }, async (delivery: Delivery) => {
     const record = JSON.parse(Buffer.from(delivery.data).toString('utf8')) as Record<string, unknown>;
@@ -60,8 +64,9 @@ export async function startGateway(label: string, upstreamServerUrl?: string): P
   });
   const keyring = parseKeyring(api.masterKey);
   const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));
-  const proxy = await startProxy({
-    tls: await loadTls({ dataDir: tlsDir, host: '127.0.0.1' }),
+  const tls = await loadTls({ dataDir: tlsDir, host: '127.0.0.1' });
+  const launch = (): Promise<RunningProxy> => startProxy({
+    tls,
     store: api.store,
     bus,
     keyring,
@@ -72,7 +77,9 @@ export async function startGateway(label: string, upstreamServerUrl?: string): P
     region: 'local',
     proxyId: 'test-proxy',
     maxMessageBytes: 1024 * 1024,
+    spent: (scope, day, month) => spentSince(api.pool, scope, day, month),
   });
+  let proxy = await launch();
   const owner = await api.org('pro');
   const target = new URL(upstream.url);
   const created = await api.call(owner.apiKey, {
@@ -96,7 +103,13 @@ export async function startGateway(label: string, upstreamServerUrl?: string): P
   const policyId = (policy.json() as { id: string }).id;
   return {
     api,
-    proxy,
+    get proxy() {
+      return proxy;
+    },
+    async restartProxy() {
+      await proxy.stop();
+      proxy = await launch();
+    },
     bus,
     upstream,
     owner,

@@ -14,7 +14,8 @@ function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
-async function admin<T>(serverUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+/** Runs `work` on a client connected to `serverUrl`, then ends it. */
+export async function admin<T>(serverUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: serverUrl });
   await client.connect();
   try {

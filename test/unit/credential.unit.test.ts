@@ -62,8 +62,8 @@ function refusal(result: Emit[] | DomainError): { code: string; message: string 
   return { code: result.code, message: result.message };
 }
 
-const disable: CredentialCommand = { kind: 'set-status', status: 'disabled' };
-const enable: CredentialCommand = { kind: 'set-status', status: 'active' };
+const disable: CredentialCommand = { kind: 'update', status: 'disabled' };
+const enable: CredentialCommand = { kind: 'update', status: 'active' };
 const revoke: CredentialCommand = { kind: 'revoke' };
 const rotate = (): CredentialCommand => ({ kind: 'rotate', secrets: secrets() });
 
@@ -174,10 +174,10 @@ describe('If-Match', () => {
   it('refuses a stale revision with PRECONDITION_FAILED and accepts the current one', () => {
     const state = disabled();
     expect(state.revision).toBe(1);
-    for (const command of [{ kind: 'set-status', status: 'active', ifRevision: 0 }, { kind: 'rotate', secrets: secrets(), ifRevision: 0 }, { kind: 'revoke', ifRevision: 0 }] as const) {
+    for (const command of [{ kind: 'update', status: 'active', ifRevision: 0 }, { kind: 'rotate', secrets: secrets(), ifRevision: 0 }, { kind: 'revoke', ifRevision: 0 }] as const) {
       expect(refusal(credential.decide(state, command, NOW)).code).toBe('PRECONDITION_FAILED');
     }
-    expect(types(credential.decide(state, { kind: 'set-status', status: 'active', ifRevision: 1 }, NOW))).toEqual(['CredentialEnabled']);
+    expect(types(credential.decide(state, { kind: 'update', status: 'active', ifRevision: 1 }, NOW))).toEqual(['CredentialEnabled']);
   });
 
   it('counts CredentialUsed in the revision, as the read model does', () => {

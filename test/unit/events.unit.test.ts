@@ -125,6 +125,7 @@ const samples: Record<string, Record<string, unknown>> = {
     expires_at: null,
   },
   'CredentialRotated.v1': { credential_id: id('agt_'), scram, token_hash: hash, token_prefix: 'pgwa_y1', secret_version: 2 },
+  'CredentialRenamed.v1': { credential_id: id('agt_'), name: 'nightly reporting' },
   'CredentialDisabled.v1': { credential_id: id('agt_'), reason: 'runaway loop' },
   'CredentialEnabled.v1': { credential_id: id('agt_') },
   'CredentialRevoked.v1': { credential_id: id('agt_'), reason: '' },
@@ -191,6 +192,7 @@ const samples: Record<string, Record<string, unknown>> = {
     disable_credential: true,
   },
   'HoneytokenDeleted.v1': { honeytoken_id: id('hnt_') },
+  'PolicyRoleProvisioned.v1': { policy_id: id('pol_'), database_id: id('db_'), role_name: 'pgward_0f3a9c', password: sealed, tables: ['public.orders'] },
 };
 
 function sampleOf(definition: EventDefinition): Record<string, unknown> {
@@ -285,7 +287,7 @@ describe('integers, never floats', () => {
 });
 
 describe('no plaintext secrets', () => {
-  const secretBearing = definitions.filter((d) => d.name.startsWith('Credential') || d.name.startsWith('Database') || d.name.startsWith('Replica'));
+  const secretBearing = definitions.filter((d) => d.name.startsWith('Credential') || d.name.startsWith('Database') || d.name.startsWith('Replica') || d.name === 'PolicyRoleProvisioned');
 
   it.each(secretBearing.map((d) => [d.type, d] as const))('%s refuses a plaintext password', (_type, definition) => {
     expect(rejects(definition, { ...sampleOf(definition), password: 'hunter2' })).toBe(true);

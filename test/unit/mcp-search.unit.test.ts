@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { buildCatalog } from '../../src/mcp/management/catalog.js';
-import { SearchIndex, stem, tokenize } from '../../src/mcp/management/search.js';
+import { SearchIndex, stem, tokenize } from '../../src/mcp/search.js';
 
 describe('tokenize', () => {
   it('splits camelCase, paths and punctuation, drops stop words and possessives, and stems', () => {

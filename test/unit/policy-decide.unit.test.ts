@@ -14,7 +14,7 @@ const readOnly: PolicyRules = {
   allowed_tables: ['public.orders', 'analytics.*'],
   masked_columns: { 'public.orders.card': 'redact' },
   allow_catalog: false,
-  canaries: [{ kind: 'table', target: 'public.api_keys' }],
+  canaries: [{ honeytoken_id: 'hnt_apikeys000000000000000000', kind: 'table', target: 'public.api_keys' }],
 };
 const writable: PolicyRules = { ...readOnly, read_only: false };
 
@@ -82,8 +82,8 @@ describe('decisions', () => {
 
   it('trips a canary before any other rule, without naming it a honeytoken to the agent', () => {
     const decision = decide('DELETE FROM api_keys');
-    expect(decision).toMatchObject({ action: 'refuse', event: 'canary_tripped', rule: 'honeytoken.table' });
-    expect(decision.reason).not.toMatch(/honeypot|canary/i);
+    expect(decision).toMatchObject({ action: 'refuse', event: 'canary_tripped', rule: 'honeytoken.table', honeytokenId: 'hnt_apikeys000000000000000000' });
+    expect(decision.reason).toBe('public.api_keys is not available to this credential.');
   });
 
   it('refuses effects by policy: read-only refuses writes, every policy refuses session changes', () => {

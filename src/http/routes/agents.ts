@@ -33,7 +33,11 @@ const CreateAgentCredentialRequest = z
   .meta({ title: 'CreateAgentCredentialRequest' });
 
 const UpdateAgentCredentialRequest = z
-  .strictObject({ status: z.enum(['active', 'disabled']).describe('`disabled` throws the kill-switch; `active` re-enables') })
+  .strictObject({
+    name: CreateAgentCredentialRequest.shape.name.optional().describe('A new label'),
+    status: z.enum(['active', 'disabled']).optional().describe('`disabled` throws the kill-switch; `active` re-enables'),
+  })
+  .refine((body) => body.name !== undefined || body.status !== undefined, { message: 'name at least one of name and status' })
   .meta({ title: 'UpdateAgentCredentialRequest' });
 
 const AgentCredential = z
@@ -257,10 +261,10 @@ export function agentRoutes(app: Api, deps: ApiDeps): void {
     {
       schema: {
         operationId: 'updateAgentCredential',
-        summary: 'Kill-switch: disable an agent credential, or enable it again',
+        summary: 'Rename an agent credential, or throw its kill-switch (disable, enable again)',
         description:
-          'Asking for the status the credential already has changes nothing and answers 200. A revoked credential, or enabling an expired one, ' +
-          'answers 409 INVALID_STATE. Honours If-Match.',
+          'Asking for the name or status the credential already has changes nothing and answers 200. A revoked credential, or enabling an expired one, ' +
+          'answers 409 INVALID_STATE and changes nothing. Honours If-Match.',
         tags: ['agents'],
         params: AgentParams,
         body: UpdateAgentCredentialRequest,
@@ -271,7 +275,7 @@ export function agentRoutes(app: Api, deps: ApiDeps): void {
       const caller = await agentCaller(deps, request, 'member');
       const { project_id: projectId, agent_id: agentId } = request.params;
       const before = await storedCredential(deps, caller.orgId, projectId, agentId);
-      const result = await execute(deps, request, `credential-${agentId}`, credential, { kind: 'set-status', status: request.body.status, ifRevision: ifMatch(request) });
+      const result = await execute(deps, request, `credential-${agentId}`, credential, { kind: 'update', ...request.body, ifRevision: ifMatch(request) });
       const row = fold(evolveCredential, result.recorded, before);
       etag(reply, row.revision);
       return toAgentCredential(row, deps.now());

@@ -32,7 +32,7 @@ function toReplica(row: ReplicaRow): z.infer<typeof Replica> {
 }
 
 /** The database as stored, from the project's stream: authoritative, and right after a write too. */
-async function databaseFromStream(deps: ApiDeps, projectId: string, databaseId: string): Promise<DatabaseRow | undefined> {
+export async function databaseFromStream(deps: ApiDeps, projectId: string, databaseId: string): Promise<DatabaseRow | undefined> {
   const row = await foldStream(deps, `project-${projectId}`, evolveDatabase, (event) => databaseIdOf(event) === databaseId);
   return row?.status === 'active' ? row : undefined;
 }
@@ -44,7 +44,21 @@ async function visibleDatabase(deps: ApiDeps, orgId: string, projectId: string, 
   return row;
 }
 
-const TEST_TIMEOUT_MS = 5_000;
+const CONNECT_TIMEOUT_MS = 5_000;
+
+/** How the control plane connects to a registered database as its registered user. */
+export function upstreamClientConfig(stored: DatabaseRow, deps: Pick<ApiDeps, 'keyring'>, applicationName: string): pg.ClientConfig {
+  return {
+    host: stored.host,
+    port: stored.port,
+    database: stored.name,
+    user: stored.username,
+    password: openSecret(stored.password_sealed, deps.keyring, stored.database_id),
+    ssl: stored.ssl_mode === 'disable' || stored.ssl_mode === 'allow' || stored.ssl_mode === 'prefer' ? false : { rejectUnauthorized: stored.ssl_mode === 'verify-full' || stored.ssl_mode === 'verify-ca' },
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    application_name: applicationName,
+  };
+}
 
 export function databaseRoutes(app: Api, deps: ApiDeps): void {
   app.get(
@@ -176,16 +190,7 @@ export function databaseRoutes(app: Api, deps: ApiDeps): void {
       const stored = await databaseFromStream(deps, projectId, databaseId);
       if (!stored) throw new Problem('NOT_FOUND', `database ${databaseId} not found in project ${projectId}`);
       const started = Date.now();
-      const client = new pg.Client({
-        host: stored.host,
-        port: stored.port,
-        database: stored.name,
-        user: stored.username,
-        password: openSecret(stored.password_sealed, deps.keyring, databaseId),
-        ssl: stored.ssl_mode === 'disable' || stored.ssl_mode === 'allow' || stored.ssl_mode === 'prefer' ? false : { rejectUnauthorized: stored.ssl_mode === 'verify-full' || stored.ssl_mode === 'verify-ca' },
-        connectionTimeoutMillis: TEST_TIMEOUT_MS,
-        application_name: 'pgward-test',
-      });
+      const client = new pg.Client(upstreamClientConfig(stored, deps, 'pgward-test'));
       client.on('error', () => undefined);
       try {
         await client.connect();

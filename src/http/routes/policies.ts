@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { policy } from '../../../commands/policies/policy.js';
 import { evolvePolicy, type PolicyRow } from '../../../projections/policies.js';
 import { countLiveCredentialsUsingPolicy } from '../../../queries/credentials.js';
+import { unknownHoneytokens } from '../../../queries/honeytokens.js';
 import { findPolicy, listPolicies, policyNameTaken } from '../../../queries/policies.js';
 import { HoneytokenId, QualifiedColumn, StatementKind, text } from '../../events/fields.js';
 import { AuditMode, MaskMode } from '../../events/policies.js';
@@ -98,10 +99,19 @@ function toEventFields<T extends { bytes_per_month?: number }>(body: T): Omit<T,
   return { ...rest, ...(bytes === undefined ? {} : { bytes_per_month: String(bytes) }) };
 }
 
-
 async function assertNameFree(deps: ApiDeps, projectId: string, name: string | undefined, except?: string): Promise<void> {
   if (name !== undefined && (await policyNameTaken(deps.pool, projectId, name, except))) {
     throw new Problem('RESOURCE_EXISTS', `the project already has a policy profile named ${JSON.stringify(name)}; pick another name`);
+  }
+}
+
+/** Every honeytoken a profile plants must be a live honeytoken of its project. */
+async function assertHoneytokensExist(deps: ApiDeps, projectId: string, ids: readonly string[] | undefined): Promise<void> {
+  const unknown = ids && ids.length > 0 ? await unknownHoneytokens(deps.pool, projectId, ids) : [];
+  if (unknown.length > 0) {
+    throw new Problem('INVALID_INPUT', `honeytoken(s) ${unknown.join(', ')} not found in project ${projectId}; plant them first (POST .../honeytokens)`, {
+      errors: unknown.map((id) => ({ field: `honeytokens.${ids!.indexOf(id)}`, message: 'names no honeytoken of this project' })),
+    });
   }
 }
 
@@ -156,6 +166,7 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
       const caller = requireRole(request, 'member');
       const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
       await assertNameFree(deps, projectId, request.body.name);
+      await assertHoneytokensExist(deps, projectId, request.body.honeytokens);
       const policyId = newId('pol_');
       const fields = toEventFields(request.body) as Required<ReturnType<typeof toEventFields<typeof request.body>>>;
       const result = await execute(deps, request, `policy-${policyId}`, policy, { kind: 'create', policy: { policy_id: policyId, project_id: projectId, ...fields } });
@@ -201,6 +212,7 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
       const caller = requireRole(request, 'member');
       const current = await visiblePolicy(deps, caller.orgId, request.params.project_id, request.params.policy_id);
       await assertNameFree(deps, current.project_id, request.body.name, current.policy_id);
+      await assertHoneytokensExist(deps, current.project_id, request.body.honeytokens);
       const result = await execute(deps, request, `policy-${current.policy_id}`, policy, { kind: 'update', changes: toEventFields(request.body), ifRevision: ifMatch(request) });
       const row = fold(evolvePolicy, result.recorded, current);
       etag(reply, row.revision);

@@ -4,6 +4,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type pg from 'pg';
 import { z } from 'zod';
 import { handle, type Aggregate, type CommandContext, type Handled } from '../../../commands/handle.js';
+import type { DecisionBus } from '../../bus/port.js';
 import type { Keyring } from '../../crypto/seal.js';
 import type { EventStore, RecordedEvent } from '../../store/port.js';
 import type { HmacKeyring } from '../../audit/chain.js';
@@ -27,6 +28,8 @@ export interface ApiDeps {
   readonly audit: { readonly keys: HmacKeyring; readonly anchorPublicKey: KeyObject; readonly signer: AnchorSigner };
   /** Waits (bounded) until every read model fed by `stream` has applied `position`, so a write is visible to the next read. */
   readonly settle: (stream: string, position: bigint) => Promise<void>;
+  /** Where the hosted agent MCP publishes its statement decisions: the proxy's bus, under its own publisher id, in this region. */
+  readonly decisions: { readonly bus: DecisionBus; readonly publisherId: string; readonly region: string };
 }
 
 const rank: Record<Role, number> = { viewer: 0, member: 1, admin: 2, owner: 3 };

@@ -1,4 +1,4 @@
-import { SearchIndex } from './search.js';
+import { SearchIndex } from '../search.js';
 
 export type JsonSchema = Record<string, unknown>;
 

@@ -1,14 +1,7 @@
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { Problem } from '../../http/problem.js';
+import type { FastifyInstance } from 'fastify';
+import { baseUrl, bearerChallenge, RESOURCE_METADATA, serveMcp } from '../transport.js';
 import { buildCatalog, type Catalog } from './catalog.js';
 import { createManagementServer } from './server.js';
-
-const RESOURCE_METADATA = '/.well-known/oauth-protected-resource';
-
-function baseUrl(request: FastifyRequest): string {
-  return `${request.protocol}://${request.host}`;
-}
 
 /**
  * The management MCP at POST /v1/mcp (spec §4.6): Streamable HTTP, stateless (a server and
@@ -30,35 +23,19 @@ export function managementMcpRoutes(app: FastifyInstance): void {
     '/v1/mcp',
     {
       schema: { hide: true },
-      // RFC 9728 §5.1: the 401 of the shared auth hook points MCP clients at the resource metadata.
+      // The 401 of the shared auth hook points MCP clients at the resource metadata.
       onSend: async (request, reply, payload) => {
-        if (reply.statusCode === 401) void reply.header('www-authenticate', `Bearer realm="pgward", resource_metadata="${baseUrl(request)}${RESOURCE_METADATA}"`);
+        if (reply.statusCode === 401) void reply.header('www-authenticate', bearerChallenge(request));
         return payload;
       },
     },
     async (request, reply) => {
-      if (request.body === undefined) throw new Problem('INVALID_INPUT', 'send a JSON-RPC 2.0 message as the body');
       const authorization = request.headers.authorization ?? '';
       const server = createManagementServer({
         catalog: catalogOf(),
         inject: (options) => app.inject({ ...options, remoteAddress: request.ip, headers: { ...options.headers, authorization, 'x-request-id': request.id } }),
       });
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      reply.hijack();
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
-      reply.raw.on('close', () => {
-        void transport.close();
-        void server.close();
-      });
-      try {
-        await server.connect(transport);
-        await transport.handleRequest(request.raw, reply.raw, request.body);
-      } catch (error) {
-        request.log.error({ err: error }, 'management MCP request failed');
-        if (!reply.raw.headersSent) {
-          reply.raw.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32603, message: `the server failed; quote request id ${request.id}` }, id: null }));
-        }
-      }
+      await serveMcp(request, reply, server);
     },
   );
 }

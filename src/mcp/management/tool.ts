@@ -1,6 +1,7 @@
-import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import type { z } from 'zod';
+import { toolError, type McpTool } from '../tool.js';
 import type { Catalog } from './catalog.js';
 
 /** What a tool runs against: the live catalog, and the REST routes as the MCP caller. */
@@ -10,23 +11,7 @@ export interface ToolContext {
   inject(options: InjectOptions): Promise<LightMyRequestResponse>;
 }
 
-export interface ManagementTool<Input extends z.ZodType> {
-  name: string;
-  title: string;
-  description: string;
-  inputSchema: Input;
-  outputSchema: z.ZodType;
-  annotations: ToolAnnotations;
-  handler(args: z.output<Input>, context: ToolContext): Promise<CallToolResult>;
-}
-
-export function structuredResult(value: Record<string, unknown>): CallToolResult {
-  return { content: [{ type: 'text', text: JSON.stringify(value) }], structuredContent: value };
-}
-
-export function toolError(text: string, structured?: Record<string, unknown>): CallToolResult {
-  return { isError: true, content: [{ type: 'text', text }], ...(structured ? { structuredContent: structured } : {}) };
-}
+export type ManagementTool<Input extends z.ZodType> = McpTool<Input, ToolContext>;
 
 /** The tool error for an operation id the catalog lacks: the closest ids and every valid one. */
 export function unknownOperation(catalog: Catalog, operationId: string): CallToolResult {

@@ -3,7 +3,8 @@ import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { z } from 'zod';
 import type { ProblemBody } from '../../../http/problem.js';
 import type { Operation } from '../catalog.js';
-import { structuredResult, toolError, unknownOperation, type ManagementTool } from '../tool.js';
+import { structuredResult, toolError } from '../../tool.js';
+import { unknownOperation, type ManagementTool } from '../tool.js';
 
 export const CallEndpointInput = z.strictObject({
   operation_id: z.string().min(1).max(200).describe('An operation id from search_endpoints, e.g. rotateAgentCredential'),

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { problemCatalog } from '../../../http/problem.js';
 import type { Operation, OperationResponse } from '../catalog.js';
-import { structuredResult, unknownOperation, type ManagementTool } from '../tool.js';
+import { structuredResult } from '../../tool.js';
+import { unknownOperation, type ManagementTool } from '../tool.js';
 
 export const DescribeEndpointInput = z.strictObject({
   operation_id: z.string().min(1).max(200).describe('An operation id from search_endpoints, e.g. registerAgentCredential'),

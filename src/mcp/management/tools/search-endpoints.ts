@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { structuredResult, type ManagementTool } from '../tool.js';
+import { structuredResult } from '../../tool.js';
+import type { ManagementTool } from '../tool.js';
 
 export const SearchEndpointsInput = z.strictObject({
   query: z.string().min(1).max(500).describe('What you want to do, in words: "rotate an agent\'s password", "list databases"'),

@@ -1,0 +1,181 @@
+/**
+ * Query budgets on the wire (spec §1, issue #6): statements per UTC day and bytes sent per UTC
+ * month, per credential (its policy's queries_per_day and bytes_per_month) and per organization
+ * (its plan's limits); 0 means no limit. What a scope spent before this proxy started counting
+ * comes from the audit trail's usage rollups, read once per period at login; from then on this
+ * proxy adds what its own sessions run. Other proxies' spending arrives with the next period's read.
+ */
+import type { CredentialRow } from '../projections/credentials.js';
+import type { PolicyRow } from '../projections/policies.js';
+import type { BudgetScope, SpentSince } from '../queries/budget-usage.js';
+import type { PlanTerms } from '../src/plans.js';
+
+export type SpentSource = (scope: BudgetScope, day: Date, month: Date) => Promise<SpentSince>;
+
+const DAY_MS = 86_400_000;
+/** After a failed read of the trail, how long before the next statement tries again. */
+const RETRY_MS = 5_000;
+
+interface Tally {
+  /** Start of the UTC day and month counted, epoch ms. */
+  day: number;
+  month: number;
+  queries: number;
+  /** Bytes as a number: exact to 8 PiB a month. */
+  bytes: number;
+  /** 'unread' until the trail's figures are added; 'failed' when they could not be read. */
+  state: 'unread' | 'read' | 'failed';
+  retryAt: number;
+}
+
+export interface BudgetRefusal {
+  readonly rule: string;
+  readonly reason: string;
+}
+
+function monthStartOf(dayStart: number): number {
+  const day = new Date(dayStart);
+  return Date.UTC(day.getUTCFullYear(), day.getUTCMonth(), 1);
+}
+
+function nextMonthOf(monthStart: number): number {
+  const month = new Date(monthStart);
+  return Date.UTC(month.getUTCFullYear(), month.getUTCMonth() + 1, 1);
+}
+
+/** The limits that apply to one statement of a credential: its policy's and its organization's plan's. */
+export interface Limits {
+  readonly policy: Pick<PolicyRow, 'name' | 'queries_per_day' | 'bytes_per_month'>;
+  readonly org?: { readonly id: string; readonly plan: string; readonly terms: Pick<PlanTerms, 'queriesPerDay' | 'bytesPerMonth'> };
+}
+
+export class Budgets {
+  private readonly tallies = new Map<string, Tally>();
+
+  constructor(
+    private readonly source: SpentSource | undefined,
+    private readonly onError: (error: unknown, scope: BudgetScope) => void,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  private static key(scope: BudgetScope): string {
+    return `${scope.kind}:${scope.id}`;
+  }
+
+  /** The scope's tally for the current period, rolled over when a day or month has passed. */
+  private tally(scope: BudgetScope): Tally {
+    const now = this.now();
+    const day = now - (now % DAY_MS);
+    const key = Budgets.key(scope);
+    let tally = this.tallies.get(key);
+    if (!tally) {
+      tally = { day, month: monthStartOf(day), queries: 0, bytes: 0, state: 'unread', retryAt: 0 };
+      this.tallies.set(key, tally);
+    } else if (tally.day !== day) {
+      const month = monthStartOf(day);
+      // A new period starts from what the trail holds for it: read it again.
+      Object.assign(tally, { day, queries: 0, state: 'unread', retryAt: 0 }, month !== tally.month ? { month, bytes: 0 } : {});
+    }
+    return tally;
+  }
+
+  /**
+   * Reads what the trail says the scope spent this period, once per period; never rejects. What
+   * this proxy counted before the read is in the trail already (or will be within the projection's
+   * lag), so the read replaces it; what it counts during the read is added.
+   */
+  async prepare(scope: BudgetScope): Promise<void> {
+    const tally = this.tally(scope);
+    if (tally.state === 'read' || !this.source) {
+      tally.state = 'read';
+      return;
+    }
+    const { day, month, queries, bytes } = tally;
+    tally.retryAt = this.now() + RETRY_MS;
+    try {
+      const spent = await this.source(scope, new Date(day), new Date(month));
+      // The period may have rolled over, or another read finished, during the await.
+      if (tally.day !== day || this.isRead(tally)) return;
+      tally.queries = spent.queries + (tally.queries - queries);
+      if (tally.month === month) tally.bytes = Number(spent.bytes) + (tally.bytes - bytes);
+      tally.state = 'read';
+    } catch (error) {
+      tally.state = 'failed';
+      this.onError(error, scope);
+    }
+  }
+
+  private isRead(tally: Tally): boolean {
+    return tally.state === 'read';
+  }
+
+  /** Why a statement may not run now, or undefined. Unknown spending refuses (fail closed) and is read again shortly. */
+  refusal(credentialId: string, limits: Limits): BudgetRefusal | undefined {
+    const queries = limits.policy.queries_per_day;
+    const bytes = Number(limits.policy.bytes_per_month);
+    const own = queries > 0 || bytes > 0 ? this.over({ kind: 'credential', id: credentialId }, queries, bytes, `this credential’s policy “${limits.policy.name}”`, 'budget') : undefined;
+    if (own || !limits.org) return own;
+    const { terms, plan, id } = limits.org;
+    if (terms.queriesPerDay === 0 && terms.bytesPerMonth === 0n) return undefined;
+    return this.over({ kind: 'org', id }, terms.queriesPerDay, Number(terms.bytesPerMonth), `the organization’s ${plan} plan`, 'budget.plan');
+  }
+
+  private over(scope: BudgetScope, queriesPerDay: number, bytesPerMonth: number, whose: string, rule: string): BudgetRefusal | undefined {
+    const tally = this.tally(scope);
+    if (tally.state !== 'read') {
+      if (this.now() >= tally.retryAt) void this.prepare(scope);
+      return {
+        rule: `${rule}.unknown`,
+        reason: `the gateway cannot read how much of the budget of ${whose} is spent right now, so it refuses statements until it can (rule ${rule}.unknown); retry in a few seconds`,
+      };
+    }
+    if (queriesPerDay > 0 && tally.queries >= queriesPerDay) {
+      return {
+        rule: `${rule}.queries_per_day`,
+        reason: `the daily budget of ${queriesPerDay} statements set by ${whose} is spent (rule ${rule}.queries_per_day); it resets at ${new Date(tally.day + DAY_MS).toISOString()}`,
+      };
+    }
+    if (bytesPerMonth > 0 && tally.bytes >= bytesPerMonth) {
+      return {
+        rule: `${rule}.bytes_per_month`,
+        reason: `the monthly budget of ${bytesPerMonth} bytes of results set by ${whose} is spent (rule ${rule}.bytes_per_month); it resets at ${new Date(nextMonthOf(tally.month)).toISOString()}`,
+      };
+    }
+    return undefined;
+  }
+
+  /** A statement of the credential ran and sent `bytes` to the client. */
+  spent(scopes: readonly BudgetScope[], bytes: number): void {
+    for (const scope of scopes) {
+      const tally = this.tally(scope);
+      tally.queries += 1;
+      tally.bytes += bytes;
+    }
+  }
+}
+
+/** What a session asks of the budgets, for its credential. */
+export interface SessionBudgets {
+  prepare(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>): Promise<void>;
+  refusal(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>, policy: PolicyRow): BudgetRefusal | undefined;
+  spent(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>, bytes: number): void;
+}
+
+/** A credential's organization and its plan's terms, when known. */
+export type OrgOf = (projectId: string) => { readonly id: string; readonly plan: string; readonly terms: Pick<PlanTerms, 'queriesPerDay' | 'bytesPerMonth'> } | undefined;
+
+/** Budgets as sessions use them: the credential's own scope and its organization's. */
+export function sessionBudgets(budgets: Budgets, orgOf: OrgOf): SessionBudgets {
+  const scopes = (credential: Pick<CredentialRow, 'credential_id' | 'project_id'>): BudgetScope[] => {
+    const org = orgOf(credential.project_id);
+    return org ? [{ kind: 'credential', id: credential.credential_id }, { kind: 'org', id: org.id }] : [{ kind: 'credential', id: credential.credential_id }];
+  };
+  return {
+    prepare: async (credential) => void (await Promise.all(scopes(credential).map((scope) => budgets.prepare(scope)))),
+    refusal: (credential, policy) => {
+      const org = orgOf(credential.project_id);
+      return budgets.refusal(credential.credential_id, { policy, ...(org ? { org } : {}) });
+    },
+    spent: (credential, bytes) => budgets.spent(scopes(credential), bytes),
+  };
+}

@@ -1,0 +1,37 @@
+import type { FastifyRequest } from 'fastify';
+import type pg from 'pg';
+import { credentialsProjection } from '../../../projections/credentials.js';
+import { awaitCaughtUp } from '../../../projections/maintenance.js';
+import { findCredentialByTokenHash, type TokenCredential } from '../../../queries/credentials.js';
+import { matchesHash, sha256Hex } from '../../crypto/tokens.js';
+import { Problem } from '../../http/problem.js';
+import type { EventStore } from '../../store/port.js';
+import { bearerChallenge } from '../transport.js';
+
+const AGENT_TOKEN = /^pgw_agt_[A-Za-z0-9_-]{43}$/;
+
+/** How long a token lookup waits for the credentials read model before refusing (read-your-writes right after registration or rotation). */
+const FRESHNESS_MS = 2_000;
+
+function unauthorized(request: FastifyRequest, detail: string): Problem {
+  return new Problem('UNAUTHORIZED', detail, { headers: { 'www-authenticate': bearerChallenge(request) } });
+}
+
+/**
+ * The credential an agent token (`pgw_agt_...`) belongs to, checked on every request: only an
+ * active credential not past expires_at is found, so a disabled, revoked, rotated-away or expired
+ * one is refused at once (401). The stored hash is compared in constant time. With `projectId`
+ * (the /v1/projects/{project_id}/mcp form) the token must belong to that project.
+ */
+export async function authenticateAgent(deps: { store: EventStore; pool: pg.Pool }, request: FastifyRequest, projectId?: string): Promise<TokenCredential> {
+  const header = request.headers.authorization;
+  const token = typeof header === 'string' ? /^Bearer +(\S+)$/i.exec(header)?.[1] : undefined;
+  if (token === undefined) throw unauthorized(request, 'send Authorization: Bearer <agent token (pgw_agt_...)>');
+  if (!AGENT_TOKEN.test(token)) throw unauthorized(request, 'the bearer token is not an agent token (pgw_agt_...)');
+  const hash = sha256Hex(token);
+  const lookup = () => findCredentialByTokenHash(deps.pool, hash);
+  const credential = (await lookup()) ?? ((await awaitCaughtUp(deps.store, deps.pool, credentialsProjection, FRESHNESS_MS)) ? await lookup() : undefined);
+  if (!credential || !matchesHash(token, credential.token_hash)) throw unauthorized(request, 'the agent token is unknown, disabled, revoked, rotated away or expired');
+  if (projectId !== undefined && credential.project_id !== projectId) throw unauthorized(request, `the agent token does not belong to project ${projectId}`);
+  return credential;
+}

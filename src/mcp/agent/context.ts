@@ -1,0 +1,34 @@
+import type pg from 'pg';
+import type { z } from 'zod';
+import type { PolicyRow } from '../../../projections/policies.js';
+import type { DecisionPublisher } from '../../../proxy/decisions.js';
+import type { Honeytokens } from '../../../proxy/policy/hook.js';
+import type { TokenCredential } from '../../../queries/credentials.js';
+import type { DocsLibrary } from '../docs.js';
+import type { McpTool } from '../tool.js';
+import type { AgentDatabases } from './upstream.js';
+
+/** What every agent MCP request shares: the upstream pools, the decision publisher, the docs. */
+export interface AgentServices {
+  /** The read models. */
+  readonly pool: pg.Pool;
+  readonly databases: AgentDatabases;
+  readonly decisions: DecisionPublisher;
+  /** The data-plane region audit entries carry. */
+  readonly region: string;
+  readonly docs: DocsLibrary;
+}
+
+/** One authenticated agent MCP request: the credential, its policy and honeytokens, and where it came from. */
+export interface AgentContext {
+  readonly services: AgentServices;
+  readonly credential: TokenCredential;
+  /** Undefined when the credential's policy profile is gone: every statement is then refused. */
+  readonly policy: PolicyRow | undefined;
+  readonly honeytokens: Honeytokens;
+  /** Groups the statements of this HTTP request in the audit trail. */
+  readonly sessionId: string;
+  readonly clientIp: string;
+}
+
+export type AgentTool<Input extends z.ZodType> = McpTool<Input, AgentContext>;

@@ -1,0 +1,62 @@
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { decideStatement, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
+import { toolError } from '../tool.js';
+import { audit } from './audit.js';
+import type { AgentContext } from './context.js';
+
+export type Allowed = Extract<StatementDecision, { action: 'allow' }>;
+export type Refused = Extract<StatementDecision, { action: 'refuse' }>;
+
+/** The key of a refusal's machine-readable form in a tool result's `_meta`. */
+export const DECISION_META = 'pgward/decision';
+
+/** A policy refusal as the agent gets it: the reason verbatim, with the rule and SQLSTATE, so it can correct itself (spec §4.7, §7 rule 5). */
+export function refusal(decision: Refused): CallToolResult {
+  return {
+    ...toolError(`Refused by the policy (decision_rule ${decision.rule}, SQLSTATE ${decision.sqlstate}): ${decision.reason}`),
+    _meta: { [DECISION_META]: { event: decision.event, decision_rule: decision.rule, reason: decision.reason, sqlstate: decision.sqlstate, tables_blocked: decision.tablesBlocked } },
+  };
+}
+
+/**
+ * The policy engine's decision on `sql`, exactly as the wire decides an extended-protocol Parse.
+ * The hook's context names a whole CredentialRow, verifier included, though nothing in it reads
+ * the verifier; the MCP never loads one.
+ */
+export function decide(context: AgentContext, sql: string): StatementDecision {
+  const credential = context.credential as StatementContext['credential'];
+  return decideStatement(sql, { credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens });
+}
+
+/**
+ * Decides a statement the agent wants run, and audits what the wire would: progress rows, and a
+ * refusal (returned as the tool error). Under `audit_mode: strict` nothing runs while the audit
+ * trail cannot take records.
+ */
+export function admit(context: AgentContext, sql: string): { allowed: Allowed } | { refused: CallToolResult } {
+  if (context.policy?.audit_mode === 'strict' && !context.services.decisions.acceptingStrict()) {
+    return { refused: toolError('The audit trail cannot take records right now, and this credential’s policy (audit_mode strict) refuses statements it cannot audit; retry shortly.') };
+  }
+  const decision = decide(context, sql);
+  for (const progress of decision.action === 'allow' ? decision.progress : []) {
+    audit(context, { event: progress, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
+  }
+  if (decision.action === 'allow') return { allowed: decision };
+  auditRefusal(context, sql, decision);
+  return { refused: refusal(decision) };
+}
+
+/** Records a refusal in the audit trail, as the wire does. */
+export function auditRefusal(context: AgentContext, sql: string, decision: Refused): void {
+  audit(context, {
+    event: decision.event,
+    sql,
+    kind: decision.statementKind,
+    rule: decision.rule,
+    reason: decision.reason,
+    ran: false,
+    tablesRead: decision.tablesRead,
+    tablesWritten: decision.tablesWritten,
+    tablesBlocked: decision.tablesBlocked,
+  });
+}

@@ -1,0 +1,62 @@
+import { z } from 'zod';
+import type { TokenCredential } from '../../../queries/credentials.js';
+import type { PolicyRow } from '../../../projections/policies.js';
+
+const when = (value: string | null): string | null => (value === null ? null : new Date(value).toISOString());
+
+export const CredentialSummary = z.object({
+  id: z.string(),
+  name: z.string(),
+  project_id: z.string(),
+  principal_type: z.string(),
+  status: z.enum(['active', 'disabled', 'revoked']),
+  expires_at: z.string().nullable().describe('After this instant the credential is refused; null means never'),
+  last_used_at: z.string().nullable(),
+  created_at: z.string(),
+});
+
+export const PolicySummary = z.object({
+  policy_id: z.string(),
+  name: z.string(),
+  version: z.int(),
+  read_only: z.boolean(),
+  allowed_tables: z.array(z.string()).describe('schema.table, or schema.* for every table of a schema'),
+  masked_columns: z.record(z.string(), z.string()).describe('schema.table.column → mask (redact, hash, partial, null)'),
+  max_rows: z.int().nullable().describe('Rows per result at most; null for no cap'),
+  queries_per_day: z.int().describe('0 means no limit'),
+  bytes_per_month: z.string().describe('"0" means no limit'),
+  allow_catalog: z.boolean().describe('Whether statements may read pg_catalog and information_schema'),
+  audit_mode: z.string().describe('strict: nothing runs while the audit trail cannot record it'),
+  approval: z.object({ held_kinds: z.array(z.string()), row_threshold: z.int().nullable(), expiry_seconds: z.int() }),
+});
+
+export function credentialSummary(row: TokenCredential): z.infer<typeof CredentialSummary> {
+  return {
+    id: row.credential_id,
+    name: row.name,
+    project_id: row.project_id,
+    principal_type: row.principal_type,
+    status: row.status,
+    expires_at: when(row.expires_at),
+    last_used_at: when(row.last_used_at),
+    created_at: when(row.created_at)!,
+  };
+}
+
+/** What the agent may know of its policy; honeytokens stay out of it. */
+export function policySummary(row: PolicyRow): z.infer<typeof PolicySummary> {
+  return {
+    policy_id: row.policy_id,
+    name: row.name,
+    version: row.version,
+    read_only: row.read_only,
+    allowed_tables: row.allowed_tables,
+    masked_columns: row.masked_columns,
+    max_rows: row.max_rows,
+    queries_per_day: row.queries_per_day,
+    bytes_per_month: row.bytes_per_month,
+    allow_catalog: row.allow_catalog,
+    audit_mode: row.audit_mode,
+    approval: row.approval,
+  };
+}

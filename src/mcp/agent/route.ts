@@ -1,0 +1,58 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import { DecisionPublisher } from '../../../proxy/decisions.js';
+import { findPolicy } from '../../../queries/policies.js';
+import { IdParam, type Api, type ApiDeps } from '../../http/routes/support.js';
+import { loadDocs, type DocsLibrary } from '../docs.js';
+import { serveMcp } from '../transport.js';
+import { authenticateAgent } from './auth.js';
+import type { AgentContext, AgentServices } from './context.js';
+import { requestHoneytokens } from './honeytokens.js';
+import { createAgentServer } from './server.js';
+import { AgentDatabases } from './upstream.js';
+
+/** Decisions waiting for the bus at most; beyond, they are dropped and reported in a gap marker, as on the wire. */
+const DECISION_BUFFER = 10_000;
+
+/**
+ * The hosted agent MCP (spec §4.7): `POST /mcp` on the project host, whose project the agent token
+ * names, and `POST /v1/projects/{project_id}/mcp` in single-host setups. Each request authenticates
+ * its agent token itself (not the org API-key hook), then gets a stateless server over the
+ * credential, its policy and honeytokens.
+ */
+export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
+  const bootEpoch = Math.floor(Date.now() / 1000);
+  const decisions = new DecisionPublisher(deps.decisions.bus, { proxyId: deps.decisions.publisherId, bootEpoch }, DECISION_BUFFER, (error) =>
+    app.log.warn({ err: error }, 'decision bus refused an MCP record; retrying'),
+  );
+  const databases = new AgentDatabases(deps.pool, deps.keyring);
+  let docs: Promise<DocsLibrary> | undefined;
+  app.addHook('onClose', async () => {
+    await decisions.close();
+    await databases.close();
+  });
+
+  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, region: deps.decisions.region, docs: await (docs ??= loadDocs()) });
+
+  const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
+    const credential = await authenticateAgent(deps, request, projectId);
+    const policy = await findPolicy(deps.pool, credential.project_id, credential.policy_profile_id);
+    const context: AgentContext = {
+      services: await services(),
+      credential,
+      policy,
+      honeytokens: await requestHoneytokens(deps.pool, deps.store, policy, request.id, request.log),
+      sessionId: `mcp.${request.id}`.slice(0, 128),
+      clientIp: request.ip.replace(/^::ffff:/, ''),
+    };
+    await serveMcp(request, reply, createAgentServer(context));
+  };
+
+  app.post('/mcp', { schema: { hide: true } }, (request, reply) => serve(request, reply));
+  app.post(
+    '/v1/projects/:project_id/mcp',
+    // Agent tokens are not org API keys: this route authenticates them itself.
+    { schema: { hide: true, params: z.object({ project_id: IdParam('project id') }) }, config: { public: true } },
+    (request, reply) => serve(request, reply, request.params.project_id),
+  );
+}

@@ -1,0 +1,91 @@
+import type pg from 'pg';
+import { Upstreams } from '../../../proxy/upstreams.js';
+import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
+import type { TokenCredential } from '../../../queries/credentials.js';
+import { findDatabaseRow } from '../../../queries/databases.js';
+import type { Keyring } from '../../crypto/seal.js';
+import { runStatement, StatementFailed, type StatementResult, type StatementRun } from './statement.js';
+import { decodeValue, type JsonValue } from './values.js';
+
+/** The credential's database cannot be reached (removed, unreachable, pool exhausted, the stream broke). */
+export class UpstreamUnavailable extends Error {
+  override readonly name = 'UpstreamUnavailable';
+  readonly code = 'UPSTREAM_UNAVAILABLE';
+}
+
+export interface Column {
+  readonly name: string;
+  /** As format_type names it: `integer`, `text`, `timestamp with time zone`, ... */
+  readonly type: string;
+}
+
+export interface TypedResult extends Omit<StatementResult, 'columns' | 'rows'> {
+  readonly columns: readonly Column[];
+  readonly rows: readonly (readonly JsonValue[])[];
+}
+
+const TYPE_NAMES_SQL = 'select oid::int, format_type(oid, null) from pg_type where oid = any($1::oid[])';
+const CONNECT_TIMEOUT_MS = 5_000;
+const CATALOG_TIMEOUT_MS = 5_000;
+
+/**
+ * The hosted MCP's way to its credentials' databases: the proxy's own upstream pools (sealed
+ * password opened per pool, read-only pools for read-only policies), fed by the databases read
+ * model instead of a live view. Each statement takes a connection, runs in its own transaction and
+ * gives the connection back reset (DISCARD ALL), so no session state outlives a call.
+ */
+export class AgentDatabases {
+  private readonly upstreams: Upstreams;
+  /** Type names by OID, per database: OIDs of user types differ between databases. */
+  private readonly typeNames = new Map<string, Map<number, string>>();
+
+  constructor(pool: pg.Pool, keyring: Keyring) {
+    this.upstreams = new Upstreams({ getOrRead: (databaseId) => findDatabaseRow(pool, databaseId) }, keyring, { connectTimeoutMs: CONNECT_TIMEOUT_MS, applicationName: 'pgward-mcp' });
+  }
+
+  /** Runs one statement on the credential's database; StatementFailed when PostgreSQL refuses it, UpstreamUnavailable when it cannot be run. */
+  async run(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, readOnlyPool: boolean, run: StatementRun): Promise<TypedResult> {
+    const handle = await this.upstreams.for(credential.database_id, credential.project_id, readOnlyPool);
+    if (!handle) throw new UpstreamUnavailable('the credential’s database is no longer registered');
+    let connection: UpstreamConnection;
+    try {
+      connection = await handle.pool.acquire();
+    } catch (error) {
+      throw new UpstreamUnavailable(`the upstream database is unavailable: ${(error as Error).message}`, { cause: error });
+    }
+    try {
+      // The database's own query_timeout_ms, when set, is the tighter bound.
+      const limit = handle.database.query_timeout_ms;
+      const result = await runStatement(connection, { ...run, timeoutMs: limit > 0 ? Math.min(limit, run.timeoutMs) : run.timeoutMs });
+      const names = await this.typeNamesOf(connection, handle.database.database_id, result.columns.map((c) => c.typeOid));
+      void handle.pool.release(connection, { reset: true });
+      return {
+        ...result,
+        columns: result.columns.map((c) => ({ name: c.name, type: names.get(c.typeOid) ?? String(c.typeOid) })),
+        rows: result.rows.map((row) => row.map((value, i) => decodeValue(value, result.columns[i]!.typeOid))),
+      };
+    } catch (error) {
+      if (error instanceof StatementFailed) {
+        void handle.pool.release(connection, { reset: true });
+        throw error;
+      }
+      handle.pool.destroy(connection);
+      throw new UpstreamUnavailable(`the connection to the upstream database failed: ${(error as Error).message}`, { cause: error });
+    }
+  }
+
+  private async typeNamesOf(connection: UpstreamConnection, databaseId: string, oids: readonly number[]): Promise<Map<number, string>> {
+    let known = this.typeNames.get(databaseId);
+    if (!known) this.typeNames.set(databaseId, (known = new Map()));
+    const missing = [...new Set(oids)].filter((oid) => !known.has(oid));
+    if (missing.length > 0) {
+      const found = await runStatement(connection, { sql: TYPE_NAMES_SQL, params: [`{${missing.join(',')}}`], readOnly: true, maxRows: missing.length, timeoutMs: CATALOG_TIMEOUT_MS });
+      for (const [oid, name] of found.rows) known.set(Number(oid), name ?? '');
+    }
+    return known;
+  }
+
+  close(): Promise<void> {
+    return this.upstreams.close();
+  }
+}

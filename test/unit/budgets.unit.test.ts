@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { Budgets, type SpentSource } from '../../proxy/budgets.js';
+import type { BudgetScope } from '../../queries/budget-usage.js';
+
+const policy = (queries: number, bytes: string) => ({ name: 'p', queries_per_day: queries, bytes_per_month: bytes });
+const credential: BudgetScope = { kind: 'credential', id: 'cred_1' };
+
+function clock(start: string): { now: () => number; set: (iso: string) => void } {
+  let at = Date.parse(start);
+  return { now: () => at, set: (iso) => void (at = Date.parse(iso)) };
+}
+
+describe('Budgets', () => {
+  it('adds what the trail spent this period to what the proxy counts, and refuses at the limit with the reset time', async () => {
+    const time = clock('2026-03-31T23:00:00Z');
+    const reads: [string, string][] = [];
+    const source: SpentSource = async (_scope, day, month) => (reads.push([day.toISOString(), month.toISOString()]), { queries: 2, bytes: 100n });
+    const budgets = new Budgets(source, () => undefined, time.now);
+    await budgets.prepare(credential);
+    expect(reads).toEqual([['2026-03-31T00:00:00.000Z', '2026-03-01T00:00:00.000Z']]);
+    expect(budgets.refusal('cred_1', { policy: policy(3, '0') })).toBeUndefined();
+    budgets.spent([credential], 10);
+    expect(budgets.refusal('cred_1', { policy: policy(3, '0') })).toEqual({
+      rule: 'budget.queries_per_day',
+      reason: 'the daily budget of 3 statements set by this credential’s policy “p” is spent (rule budget.queries_per_day); it resets at 2026-04-01T00:00:00.000Z',
+    });
+    expect(budgets.refusal('cred_1', { policy: policy(0, '110') })?.rule).toBe('budget.bytes_per_month');
+    expect(budgets.refusal('cred_1', { policy: policy(0, '111') })).toBeUndefined();
+
+    time.set('2026-04-01T00:00:01Z');
+    expect(budgets.refusal('cred_1', { policy: policy(3, '0') })?.rule).toBe('budget.unknown');
+    await budgets.prepare(credential);
+    expect(reads.at(-1)).toEqual(['2026-04-01T00:00:00.000Z', '2026-04-01T00:00:00.000Z']);
+    expect(budgets.refusal('cred_1', { policy: policy(3, '0') })).toBeUndefined();
+  });
+
+  it('refuses while the trail cannot be read, and tries again after a pause', async () => {
+    const time = clock('2026-05-10T12:00:00Z');
+    let failing = true;
+    const errors: unknown[] = [];
+    const budgets = new Budgets(async () => {
+      if (failing) throw new Error('read model down');
+      return { queries: 0, bytes: 0n };
+    }, (error) => errors.push(error), time.now);
+    await budgets.prepare(credential);
+    expect(errors).toHaveLength(1);
+    expect(budgets.refusal('cred_1', { policy: policy(5, '0') })?.rule).toBe('budget.unknown');
+    failing = false;
+    time.set('2026-05-10T12:00:06Z');
+    expect(budgets.refusal('cred_1', { policy: policy(5, '0') })?.rule).toBe('budget.unknown');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(budgets.refusal('cred_1', { policy: policy(5, '0') })).toBeUndefined();
+  });
+
+  it('counts an organization’s plan limit across its credentials', async () => {
+    const budgets = new Budgets(async () => ({ queries: 0, bytes: 0n }), () => undefined, clock('2026-05-10T12:00:00Z').now);
+    const org: BudgetScope = { kind: 'org', id: 'org_1' };
+    const limits = { policy: policy(0, '0'), org: { id: 'org_1', plan: 'free', terms: { queriesPerDay: 2, bytesPerMonth: 0n } } };
+    await budgets.prepare(org);
+    budgets.spent([{ kind: 'credential', id: 'cred_1' }, org], 1);
+    budgets.spent([{ kind: 'credential', id: 'cred_2' }, org], 1);
+    expect(budgets.refusal('cred_3', limits)?.reason).toContain('the organization’s free plan');
+    expect(budgets.refusal('cred_3', limits)?.rule).toBe('budget.plan.queries_per_day');
+  });
+});
