@@ -32,11 +32,20 @@ export interface Upstream {
 
 export interface Gateway {
   readonly port: number;
-  /** The agent's login, from the connection string the API returned. */
+  /** The agent's login, from the connection string the API returned; its policy allows every table. */
   readonly agent: { readonly user: string; readonly password: string; readonly database: string };
+  /** An agent under REALISTIC_POLICY. */
+  readonly governed: { readonly user: string; readonly password: string; readonly database: string };
   /** Decisions the proxy published and the bus delivered so far. */
   decisions(): number;
 }
+
+/** The bench's realistic policy: read-only, an allowlist, two masked columns of the rows policyScript() reads. */
+export const REALISTIC_POLICY = {
+  read_only: true,
+  allowed_tables: ['public.pgbench_accounts', 'public.pgbench_branches'],
+  masked_columns: { 'public.pgbench_accounts.abalance': 'null', 'public.pgbench_accounts.filler': 'hash' },
+} as const;
 
 export const POOL_CONFIG = { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } as const;
 
@@ -94,11 +103,12 @@ export async function startGateway(stateUrl: string, upstream: Upstream, teardow
   const { project } = (await call('/v1/projects', { name: 'bench', org_id: orgId, database })) as { project: { id: string } };
   const policy = (await call(`/v1/projects/${project.id}/policies`, { name: 'pgbench', read_only: true, allowed_tables: ['public.*'] })) as { id: string };
   const agent = (await call(`/v1/projects/${project.id}/agents`, { name: 'pgbench', policy_profile_id: policy.id })) as { connection_string: string };
+  const realistic = (await call(`/v1/projects/${project.id}/policies`, { name: 'realistic', ...REALISTIC_POLICY })) as { id: string };
+  const governed = (await call(`/v1/projects/${project.id}/agents`, { name: 'governed', policy_profile_id: realistic.id })) as { connection_string: string };
 
-  const login = new URL(agent.connection_string);
-  return {
-    port,
-    agent: { user: decodeURIComponent(login.username), password: decodeURIComponent(login.password), database: decodeURIComponent(login.pathname.slice(1)) },
-    decisions: () => decisions,
+  const loginOf = (connectionString: string): Gateway['agent'] => {
+    const login = new URL(connectionString);
+    return { user: decodeURIComponent(login.username), password: decodeURIComponent(login.password), database: decodeURIComponent(login.pathname.slice(1)) };
   };
+  return { port, agent: loginOf(agent.connection_string), governed: loginOf(governed.connection_string), decisions: () => decisions };
 }

@@ -10,7 +10,13 @@ export interface Endpoint {
   readonly database: string;
 }
 
-export type Mode = 'simple' | 'extended' | 'prepared';
+/** pgbench's protocol modes, and `policy`: the ten-row script of policyScript() on the extended protocol. */
+export type Mode = 'simple' | 'extended' | 'prepared' | 'policy';
+
+/** Ten consecutive accounts of a `pgbench -i -s <scale>` database, with the two columns the bench's policy masks. */
+export function policyScript(scale: number): string {
+  return `\\set aid random(1, ${scale * 100_000 - 9})\nSELECT aid, bid, abalance, filler FROM pgbench_accounts WHERE aid BETWEEN :aid AND :aid + 9;\n`;
+}
 
 export interface Run {
   readonly mode: Mode;
@@ -18,6 +24,8 @@ export interface Run {
   readonly seconds: number;
   /** Where `--log` writes its per-transaction log; no log without it. */
   readonly logPrefix?: string;
+  /** The file holding policyScript(), for mode `policy`. */
+  readonly script?: string;
 }
 
 export interface Latency {
@@ -64,12 +72,13 @@ export async function initialize(binary: string, endpoint: Endpoint, scale: numb
 
 /** The pgbench arguments of one run, as the report prints them. */
 export function runArgs(run: Run): string[] {
-  const args = ['-S', '-n', '-M', run.mode, '-c', String(run.clients), '-j', String(Math.min(run.clients, 2)), '-T', String(run.seconds)];
+  const workload = run.mode === 'policy' ? ['-f', run.script ?? 'policy.sql', '-M', 'extended'] : ['-S', '-M', run.mode];
+  const args = [...workload, '-n', '-c', String(run.clients), '-j', String(Math.min(run.clients, 2)), '-T', String(run.seconds)];
   return run.logPrefix ? [...args, '--log', `--log-prefix=${run.logPrefix}`] : args;
 }
 
 /**
- * One `pgbench -S` run. A run pgbench reports as failed (a client aborted, a connection refused)
+ * One pgbench run. A run pgbench reports as failed (a client aborted, a connection refused)
  * is an outcome to report, not an error of the bench.
  */
 export async function select(binary: string, endpoint: Endpoint, run: Run, signal: AbortSignal): Promise<Outcome> {
