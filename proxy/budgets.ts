@@ -144,6 +144,12 @@ export class Budgets {
     return undefined;
   }
 
+  /** What the scope spent this period as far as this process knows; undefined until the trail was read. */
+  spentBy(scope: BudgetScope): { readonly queries: number; readonly bytes: number } | undefined {
+    const tally = this.tally(scope);
+    return tally.state === 'read' ? { queries: tally.queries, bytes: tally.bytes } : undefined;
+  }
+
   /** A statement of the credential ran and sent `bytes` to the client. */
   spent(scopes: readonly BudgetScope[], bytes: number): void {
     for (const scope of scopes) {
@@ -159,6 +165,8 @@ export interface SessionBudgets {
   prepare(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>): Promise<void>;
   refusal(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>, policy: PolicyRow): BudgetRefusal | undefined;
   spent(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>, bytes: number): void;
+  /** What the credential spent today and this month, when known. */
+  spentBy(credential: Pick<CredentialRow, 'credential_id'>): { readonly queries: number; readonly bytes: number } | undefined;
 }
 
 /** A credential's organization and its plan's terms, when known. */
@@ -177,5 +185,6 @@ export function sessionBudgets(budgets: Budgets, orgOf: OrgOf): SessionBudgets {
       return budgets.refusal(credential.credential_id, { policy, ...(org ? { org } : {}) });
     },
     spent: (credential, bytes) => budgets.spent(scopes(credential), bytes),
+    spentBy: (credential) => budgets.spentBy({ kind: 'credential', id: credential.credential_id }),
   };
 }

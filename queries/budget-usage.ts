@@ -25,3 +25,9 @@ export async function spentSince(db: pg.Pool | pg.PoolClient, scope: BudgetScope
   );
   return { queries: Number(rows[0]?.queries ?? 0), bytes: BigInt(rows[0]?.bytes ?? 0) };
 }
+
+/** The organization a project belongs to and its plan, from the read models. */
+export async function projectOrganization(db: pg.Pool, projectId: string): Promise<{ org_id: string; plan: string } | undefined> {
+  const { rows } = await db.query<{ org_id: string; plan: string }>('select o.org_id, o.plan from rm.projects p join rm.organizations o using (org_id) where p.project_id = $1', [projectId]);
+  return rows[0];
+}

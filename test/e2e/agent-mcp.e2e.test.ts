@@ -211,7 +211,7 @@ describe('tools', () => {
       policy: { read_only: true, allowed_tables: ['public.customers'], masked_columns: { 'public.customers.email': 'redact' } },
       tables: ['public.customers'],
       caps: { default_max_rows: 100, max_rows_limit: 1000, policy_max_rows: null },
-      budget: { enforced: false },
+      budget: { queries_per_day: 0, bytes_per_month: '0', queries_today: expect.any(Number) },
     });
     expect(brief).not.toHaveProperty('policy.honeytokens');
   });
@@ -295,6 +295,26 @@ describe('tools', () => {
     expect(failed.isError).toBe(true);
     expect(textOf(failed)).toMatch(/^The database refused the statement \(SQLSTATE 22012\): division by zero/);
     await client.close();
+  });
+});
+
+describe('budgets', () => {
+  it('counts what query runs against the daily budget, and then refuses with budget_exhausted and the reset time', async () => {
+    const budgeted = await agentWith({ name: 'two a day', read_only: true, allowed_tables: ['public.orders'], queries_per_day: 2 });
+    const client = await connect(budgeted.mcp_token);
+    expect(await ok(client, 'briefing')).toMatchObject({ budget: { queries_per_day: 2, queries_today: 0 } });
+    expect(await ok(client, 'query', { sql: 'SELECT 1 AS one' })).toMatchObject({ rows: [[1]] });
+    expect(await ok(client, 'query', { sql: 'SELECT 2 AS two' })).toMatchObject({ rows: [[2]] });
+    const refused = await call(client, 'query', { sql: 'SELECT 3 AS three' });
+    expect(refused.isError).toBe(true);
+    expect(textOf(refused)).toMatch(/^Refused by the policy \(decision_rule budget\.queries_per_day, SQLSTATE 53400\): the daily budget of 2 statements .* resets at \d{4}-\d{2}-\d{2}T00:00:00\.000Z$/);
+    await client.close();
+    const audited = await auditOf(budgeted.credential.id, 3);
+    expect(audited.map((row) => [row.source, row.event, row.decision_rule])).toEqual([
+      ['mcp', 'query', ''],
+      ['mcp', 'query', ''],
+      ['mcp', 'budget_exhausted', 'budget.queries_per_day'],
+    ]);
   });
 });
 

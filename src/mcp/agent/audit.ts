@@ -52,5 +52,6 @@ export function mcpDecision(context: AgentContext, outcome: Outcome): Decision {
 
 /** Hands the outcome to the decision bus (best effort, as the wire path does). */
 export function audit(context: AgentContext, outcome: Outcome): void {
+  if (outcome.ran) context.budgets.spent(context.credential, outcome.bytes ?? 0);
   context.services.decisions.publish(mcpDecision(context, outcome));
 }

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { z } from 'zod';
 import type { PolicyRow } from '../../../projections/policies.js';
+import type { Budgets, SessionBudgets } from '../../../proxy/budgets.js';
 import type { DecisionPublisher } from '../../../proxy/decisions.js';
 import type { Honeytokens } from '../../../proxy/policy/hook.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
@@ -14,6 +15,8 @@ export interface AgentServices {
   readonly pool: pg.Pool;
   readonly databases: AgentDatabases;
   readonly decisions: DecisionPublisher;
+  /** Budget tallies of every credential this process serves, as the proxy keeps its own. */
+  readonly budgets: Budgets;
   /** The data-plane region audit entries carry. */
   readonly region: string;
   readonly docs: DocsLibrary;
@@ -26,6 +29,8 @@ export interface AgentContext {
   /** Undefined when the credential's policy profile is gone: every statement is then refused. */
   readonly policy: PolicyRow | undefined;
   readonly honeytokens: Honeytokens;
+  /** The credential's budgets (its policy's and its organization's plan's), read from the trail for this period. */
+  readonly budgets: SessionBudgets;
   /** Groups the statements of this HTTP request in the audit trail. */
   readonly sessionId: string;
   readonly clientIp: string;

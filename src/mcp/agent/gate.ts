@@ -1,5 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import { decideStatement, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
+import { decideStatement, statementKind, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
+import type { AuditEventKind } from '../../events/audit.js';
 import { toolError } from '../tool.js';
 import { audit } from './audit.js';
 import type { AgentContext } from './context.js';
@@ -11,7 +12,7 @@ export type Refused = Extract<StatementDecision, { action: 'refuse' }>;
 export const DECISION_META = 'pgward/decision';
 
 /** A policy refusal as the agent gets it: the reason verbatim, with the rule and SQLSTATE, so it can correct itself (spec §4.7, §7 rule 5). */
-export function refusal(decision: Refused): CallToolResult {
+export function refusal(decision: Pick<Refused, 'rule' | 'reason' | 'sqlstate' | 'tablesBlocked'> & { readonly event: AuditEventKind }): CallToolResult {
   return {
     ...toolError(`Refused by the policy (decision_rule ${decision.rule}, SQLSTATE ${decision.sqlstate}): ${decision.reason}`),
     _meta: { [DECISION_META]: { event: decision.event, decision_rule: decision.rule, reason: decision.reason, sqlstate: decision.sqlstate, tables_blocked: decision.tablesBlocked } },
@@ -36,6 +37,11 @@ export function decide(context: AgentContext, sql: string): StatementDecision {
 export function admit(context: AgentContext, sql: string): { allowed: Allowed } | { refused: CallToolResult } {
   if (context.policy?.audit_mode === 'strict' && !context.services.decisions.acceptingStrict()) {
     return { refused: toolError('The audit trail cannot take records right now, and this credential’s policy (audit_mode strict) refuses statements it cannot audit; retry shortly.') };
+  }
+  const overBudget = context.policy && context.budgets.refusal(context.credential, context.policy);
+  if (overBudget) {
+    audit(context, { event: 'budget_exhausted', sql, kind: statementKind(sql), rule: overBudget.rule, reason: overBudget.reason, ran: false });
+    return { refused: refusal({ event: 'budget_exhausted', sqlstate: '53400', tablesBlocked: [], ...overBudget }) };
   }
   const decision = decide(context, sql);
   for (const progress of decision.action === 'allow' ? decision.progress : []) {

@@ -1,6 +1,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import { Budgets, sessionBudgets } from '../../../proxy/budgets.js';
 import { DecisionPublisher } from '../../../proxy/decisions.js';
+import { projectOrganization, spentSince } from '../../../queries/budget-usage.js';
+import type { Plan } from '../../events/organizations.js';
+import { plans } from '../../plans.js';
 import { findPolicy } from '../../../queries/policies.js';
 import { IdParam, type Api, type ApiDeps } from '../../http/routes/support.js';
 import { loadDocs, type DocsLibrary } from '../docs.js';
@@ -26,22 +30,30 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
     app.log.warn({ err: error }, 'decision bus refused an MCP record; retrying'),
   );
   const databases = new AgentDatabases(deps.pool, deps.keyring);
+  const budgets = new Budgets(
+    (scope, day, month) => spentSince(deps.pool, scope, day, month),
+    (error, scope) => app.log.warn({ err: error, scope }, 'could not read what a budget scope spent; its MCP statements are refused until it can'),
+  );
   let docs: Promise<DocsLibrary> | undefined;
   app.addHook('onClose', async () => {
     await decisions.close();
     await databases.close();
   });
 
-  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, region: deps.decisions.region, docs: await (docs ??= loadDocs()) });
+  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadDocs()) });
 
   const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
     const credential = await authenticateAgent(deps, request, projectId);
     const policy = await findPolicy(deps.pool, credential.project_id, credential.policy_profile_id);
+    const org = await projectOrganization(deps.pool, credential.project_id);
+    const credentialBudgets = sessionBudgets(budgets, () => (org ? { id: org.org_id, plan: org.plan, terms: plans[org.plan as Plan] } : undefined));
+    await credentialBudgets.prepare(credential);
     const context: AgentContext = {
       services: await services(),
       credential,
       policy,
       honeytokens: await requestHoneytokens(deps.pool, deps.store, policy, request.id, request.log),
+      budgets: credentialBudgets,
       sessionId: `mcp.${request.id}`.slice(0, 128),
       clientIp: request.ip.replace(/^::ffff:/, ''),
     };

@@ -15,7 +15,7 @@ const Briefing = z.object({
   policy: PolicySummary.nullable(),
   tables: z.array(z.string()).nullable().describe('The tables you may query; null when the database could not be reached'),
   caps: z.object({ default_max_rows: z.int(), max_rows_limit: z.int(), policy_max_rows: z.int().nullable(), statement_timeout_ms: z.int() }),
-  budget: z.object({ queries_per_day: z.int(), bytes_per_month: z.string(), enforced: z.boolean(), note: z.string() }),
+  budget: z.object({ queries_per_day: z.int(), bytes_per_month: z.string(), queries_today: z.int().nullable(), bytes_this_month: z.string().nullable(), note: z.string() }),
   approval: z.object({ held_kinds: z.array(z.string()), how_to_ask: z.string() }),
   how_to_work: z.array(z.string()),
 });
@@ -46,6 +46,7 @@ export const briefing: AgentTool<typeof BriefingInput> = {
   annotations: { title: 'What you may do here', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async handler(_args, context) {
     const { credential, policy } = context;
+    const spent = context.budgets.spentBy(credential);
     const database = await findDatabase(context.services.pool, credential.project_id, credential.database_id);
     return structuredResult({
       credential: credentialSummary(credential),
@@ -56,8 +57,9 @@ export const briefing: AgentTool<typeof BriefingInput> = {
       budget: {
         queries_per_day: policy?.queries_per_day ?? 0,
         bytes_per_month: policy?.bytes_per_month ?? '0',
-        enforced: false,
-        note: 'The limits are part of your policy; the gateway does not enforce budgets yet, on MCP or on the wire.',
+        queries_today: spent?.queries ?? null,
+        bytes_this_month: spent === undefined ? null : String(spent.bytes),
+        note: 'Statements that run count against queries_per_day (UTC day) and the bytes they return against bytes_per_month (UTC month), on MCP and on the wire alike; 0 means no limit, and your organization’s plan may set limits too. A spent budget refuses statements with event budget_exhausted until it resets.',
       },
       approval: {
         held_kinds: policy?.approval.held_kinds ?? [],
