@@ -32,6 +32,7 @@ import { ProtocolViolation } from './protocol/errors.js';
 import { encodeQuery, renameBindStatement, renameParse, renameTarget, replaceParseSql, withRowLimit } from './protocol/rename.js';
 import { capRewrite, cappedQuery, ROW_KINDS } from './row-cap.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
+import { statementIdentity } from './policy/identity.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
@@ -784,8 +785,7 @@ export class Session {
       client_ip: this.clientIp,
       ts: input.ts,
       sql: input.sql,
-      normalized_sql: '',
-      query_hash: '',
+      ...statementIdentity(input.sql),
       statement_kind: input.kind,
       decision_rule: input.rule,
       reason: input.reason,

@@ -229,6 +229,8 @@ describe('live enforcement', () => {
     expect(record).toMatchObject({ event: 'query', source: 'wire', credential_id: agent.credential.id, project_id: gateway.projectId, statement_kind: 'select', rows_returned: '25', proxy_id: 'test-proxy' });
     expect(Number(record.bytes_out)).toBeGreaterThan(25 * 11);
     expect(record.latency_us).toEqual(expect.any(Number));
+    expect(record.normalized_sql).toBe('select id from orders where id <= $1 /* decision-probe */');
+    expect(record.query_hash).toMatch(/^[0-9a-f]{16}$/);
   });
 });
 

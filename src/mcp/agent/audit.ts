@@ -1,4 +1,5 @@
 import type { Decision } from '../../../proxy/decisions.js';
+import { statementIdentity } from '../../../proxy/policy/identity.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import type { AgentContext } from './context.js';
 
@@ -33,8 +34,7 @@ export function mcpDecision(context: AgentContext, outcome: Outcome): Decision {
     client_ip: context.clientIp,
     ts: outcome.ts ?? new Date().toISOString(),
     sql: outcome.sql,
-    normalized_sql: '',
-    query_hash: '',
+    ...statementIdentity(outcome.sql),
     statement_kind: outcome.kind,
     decision_rule: outcome.rule,
     reason: outcome.reason,
