@@ -174,9 +174,16 @@ export type OrgOf = (projectId: string) => { readonly id: string; readonly plan:
 
 /** Budgets as sessions use them: the credential's own scope and its organization's. */
 export function sessionBudgets(budgets: Budgets, orgOf: OrgOf): SessionBudgets {
-  const scopes = (credential: Pick<CredentialRow, 'credential_id' | 'project_id'>): BudgetScope[] => {
+  // A project never moves to another organization: its credentials' scopes are kept once known.
+  const known = new Map<string, readonly BudgetScope[]>();
+  const scopes = (credential: Pick<CredentialRow, 'credential_id' | 'project_id'>): readonly BudgetScope[] => {
+    const hit = known.get(credential.credential_id);
+    if (hit) return hit;
     const org = orgOf(credential.project_id);
-    return org ? [{ kind: 'credential', id: credential.credential_id }, { kind: 'org', id: org.id }] : [{ kind: 'credential', id: credential.credential_id }];
+    if (!org) return [{ kind: 'credential', id: credential.credential_id }];
+    const found: readonly BudgetScope[] = [{ kind: 'credential', id: credential.credential_id }, { kind: 'org', id: org.id }];
+    known.set(credential.credential_id, found);
+    return found;
   };
   return {
     prepare: async (credential) => void (await Promise.all(scopes(credential).map((scope) => budgets.prepare(scope)))),

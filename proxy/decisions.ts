@@ -33,7 +33,13 @@ export interface PublisherStats {
 }
 
 interface Pending {
-  readonly record: BusRecord;
+  /**
+   * The record as JSON: a decision is serialized when it is queued, so the buffer holds one string
+   * per decision rather than an object graph the garbage collector must trace while it waits.
+   */
+  readonly json: string;
+  /** The last sequence number the record covers. */
+  readonly seq: number;
   readonly id: string;
   readonly done?: { resolve: () => void; reject: (error: Error) => void };
   /** A gap marker being sent: merged back if the bus refuses it. */
@@ -81,7 +87,7 @@ export class DecisionPublisher {
     this.seq += 1;
     if (decision.sql.length > AUDIT_SQL_MAX) decision.sql = truncateSql(decision.sql);
     const stamped: StatementDecided = Object.assign(decision, { proxy_id: this.identity.proxyId, boot_epoch: this.identity.bootEpoch, seq: String(this.seq) });
-    return { record: { kind: 'decision', decision: stamped }, id: `${this.identity.proxyId}:${this.identity.bootEpoch}:${this.seq}` };
+    return { json: JSON.stringify(stamped), seq: this.seq, id: `${this.identity.proxyId}:${this.identity.bootEpoch}:${this.seq}` };
   }
 
   /**
@@ -133,14 +139,13 @@ export class DecisionPublisher {
   /** The next message: up to BATCH queued decisions in one, else a gap marker. */
   private nextMessage(): { id: string; data: Buffer; taken: Pending[]; gap?: Pending['gap'] } | undefined {
     const taken = this.queue.slice(0, BATCH);
-    if (taken.length === 1) return { id: taken[0]!.id, data: Buffer.from(JSON.stringify(taken[0]!.record)), taken };
+    // The BusRecord shapes, assembled from the decisions' JSON.
+    if (taken.length === 1) return { id: taken[0]!.id, data: Buffer.from(`{"kind":"decision","decision":${taken[0]!.json}}`), taken };
     if (taken.length > 1) {
-      const decisions = taken.map((p) => (p.record as Extract<BusRecord, { kind: 'decision' }>).decision);
-      const record: BusRecord = { kind: 'batch', decisions };
-      return { id: `${taken[0]!.id}..${decisions.at(-1)!.seq}`, data: Buffer.from(JSON.stringify(record)), taken };
+      return { id: `${taken[0]!.id}..${taken.at(-1)!.seq}`, data: Buffer.from(`{"kind":"batch","decisions":[${taken.map((p) => p.json).join(',')}]}`), taken };
     }
     const gap = this.gapMarker();
-    return gap ? { id: gap.id, data: Buffer.from(JSON.stringify(gap.record)), taken: [], ...(gap.gap ? { gap: gap.gap } : {}) } : undefined;
+    return gap ? { id: gap.id, data: Buffer.from(gap.json), taken: [], ...(gap.gap ? { gap: gap.gap } : {}) } : undefined;
   }
 
   private drain(): void {
@@ -194,7 +199,7 @@ export class DecisionPublisher {
       reason: 'proxy_buffer_full',
       ts: new Date().toISOString(),
     };
-    return { record, id: `${this.identity.proxyId}:${this.identity.bootEpoch}:gap:${gap.from}-${gap.to}`, gap: { projectId, gap } };
+    return { json: JSON.stringify(record), seq: gap.to, id: `${this.identity.proxyId}:${this.identity.bootEpoch}:gap:${gap.from}-${gap.to}`, gap: { projectId, gap } };
   }
 
   /**

@@ -78,7 +78,8 @@ describe('honeytokens on the wire', () => {
     const [tripped, ...rest] = await decisionsOf(agent.credential.id, 1);
     expect(tripped).toMatchObject({ event: 'canary_tripped', decision_rule: 'honeytoken.table', tables_blocked: [] });
     expect(rest.map((d) => d.event)).not.toContain('query');
-    expect(await credentialStatus(agent.credential.id)).toBe('disabled');
+    // The read model may trail the event that closed the session by a moment.
+    await waitFor(async () => (await credentialStatus(agent.credential.id)) === 'disabled', 2000, 'credential disabled in the read model');
     const disabled = (await gateway.api.store.readStream(`credential-${agent.credential.id}`)).map(decodeEvent).at(-1)!;
     expect(disabled.type).toBe('CredentialDisabled.v1');
     expect(disabled.metadata.actor).toBe(`honeytoken:${tableCanary}`);
