@@ -50,7 +50,8 @@ export interface Limits {
 }
 
 export class Budgets {
-  private readonly tallies = new Map<string, Tally>();
+  /** Tallies by scope kind, then id: no key string to build per statement. */
+  private readonly tallies: Readonly<Record<BudgetScope['kind'], Map<string, Tally>>> = { credential: new Map(), org: new Map() };
 
   constructor(
     private readonly source: SpentSource | undefined,
@@ -58,19 +59,15 @@ export class Budgets {
     private readonly now: () => number = Date.now,
   ) {}
 
-  private static key(scope: BudgetScope): string {
-    return `${scope.kind}:${scope.id}`;
-  }
-
   /** The scope's tally for the current period, rolled over when a day or month has passed. */
   private tally(scope: BudgetScope): Tally {
     const now = this.now();
     const day = now - (now % DAY_MS);
-    const key = Budgets.key(scope);
-    let tally = this.tallies.get(key);
+    const tallies = this.tallies[scope.kind];
+    let tally = tallies.get(scope.id);
     if (!tally) {
       tally = { day, month: monthStartOf(day), queries: 0, bytes: 0, state: 'unread', retryAt: 0 };
-      this.tallies.set(key, tally);
+      tallies.set(scope.id, tally);
     } else if (tally.day !== day) {
       const month = monthStartOf(day);
       // A new period starts from what the trail holds for it: read it again.
