@@ -1,8 +1,9 @@
-import { chainEntry, type ChainTip, type HmacKeyring } from '../src/audit/chain.js';
+import { chainEntryWithBytes, type ChainedEntry, type ChainTip, type HmacKeyring } from '../src/audit/chain.js';
 import { entryFromDecision, entryFromGap, type AuditEntry, type AuditEntryContent } from '../src/audit/entry.js';
 import { AuditGapRecorded, StatementDecided } from '../src/events/audit.js';
-import { decodeWith } from '../src/events/envelope.js';
+import { decodeData } from '../src/events/envelope.js';
 import type { RecordedEvent } from '../src/store/port.js';
+import { auditUsageTables, rollUpUsage } from './audit-usage.js';
 import type { Projection, ProjectionTx } from './projection.js';
 
 export const AUDIT_STREAM_PREFIX = 'audit-';
@@ -23,42 +24,89 @@ const ENTRY_COLUMNS = [
   'tables_blocked', 'parsed', 'proxy_id', 'boot_epoch', 'proxy_seq', 'approval_id', 'gap', 'key_id', 'prev_hash', 'entry_hash',
 ] as const;
 
+/** The array type each inserted column travels as (one array per column, zipped by unnest); jsonb columns travel as JSON text. */
+const INSERTED_TYPES: Readonly<Record<(typeof ENTRY_COLUMNS)[number] | 'ts_at' | 'position', string>> = {
+  id: 'text', project_id: 'text', seq: 'bigint', event: 'text', ts: 'text', credential_id: 'text', session_id: 'text', source: 'text', region: 'text',
+  client_ip: 'text', sql: 'text', normalized_sql: 'text', query_hash: 'text', statement_kind: 'text', decision_rule: 'text', reason: 'text',
+  cache_status: 'text', rows_returned: 'bigint', bytes_out: 'bigint', latency_ms: 'double precision', latency_us: 'bigint', tables_read: 'jsonb',
+  tables_written: 'jsonb', tables_blocked: 'jsonb', parsed: 'boolean', proxy_id: 'text', boot_epoch: 'integer', proxy_seq: 'bigint', approval_id: 'text',
+  gap: 'jsonb', key_id: 'text', prev_hash: 'text', entry_hash: 'text', ts_at: 'timestamptz', position: 'bigint',
+};
+const INSERTED = Object.entries(INSERTED_TYPES);
+
 export const auditEntryColumns: readonly string[] = ENTRY_COLUMNS;
 
 export function entryOf(event: RecordedEvent): AuditEntryContent | undefined {
   const seq = event.revision + 1;
-  if (event.type === StatementDecided.type) return entryFromDecision(decodeWith(StatementDecided, event).data, seq);
-  if (event.type === AuditGapRecorded.type) return entryFromGap(decodeWith(AuditGapRecorded, event).data, seq);
+  if (event.type === StatementDecided.type) return entryFromDecision(decodeData(StatementDecided, event), seq);
+  if (event.type === AuditGapRecorded.type) return entryFromGap(decodeData(AuditGapRecorded, event), seq);
   return undefined;
+}
+
+interface DecodedAuditEvent {
+  readonly content: AuditEntryContent;
+  readonly event: RecordedEvent;
+}
+
+interface Chained extends ChainedEntry {
+  readonly event: RecordedEvent;
+}
+
+/** The audit events among `events`, each decoded once into the content of its entry. */
+function decodeAuditEvents(events: readonly RecordedEvent[]): DecodedAuditEvent[] {
+  const out: DecodedAuditEvent[] = [];
+  for (const event of events) {
+    const content = entryOf(event);
+    if (content) out.push({ content, event });
+  }
+  return out;
 }
 
 async function tips(tx: ProjectionTx, projectIds: string[]): Promise<Map<string, ChainTip>> {
   const { rows } = await tx.query<{ project_id: string; entry_hash: string; key_id: string | null }>(
-    `select distinct on (project_id) project_id, entry_hash, key_id from ${tx.table('audit_entries')}
-      where project_id = any($1::text[]) order by project_id, seq desc`,
+    // One index probe per project: `distinct on` would read every entry of the project.
+    `select p.project_id, e.entry_hash, e.key_id from unnest($1::text[]) as p (project_id)
+      cross join lateral (select entry_hash, key_id from ${tx.table('audit_entries')} where project_id = p.project_id order by seq desc limit 1) as e`,
     [projectIds],
   );
   return new Map(rows.map((row) => [row.project_id, { entry_hash: row.entry_hash, key_id: row.key_id }]));
 }
 
-/** Chains audit events in order onto each project's tip (updated in place): the one rule both the projection and `audit verify --from-events` use. */
-export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, ChainTip>, keyring: HmacKeyring): { entry: AuditEntry; event: RecordedEvent }[] {
-  const out: { entry: AuditEntry; event: RecordedEvent }[] = [];
-  for (const event of events) {
-    const content = entryOf(event);
-    if (!content) continue;
-    const entry = chainEntry(tips.get(content.project_id), content, keyring, content.project_id);
+function chainDecoded(decoded: readonly DecodedAuditEvent[], tips: Map<string, ChainTip>, keyring: HmacKeyring): Chained[] {
+  return decoded.map(({ content, event }) => {
+    const { entry, canonical } = chainEntryWithBytes(tips.get(content.project_id), content, keyring, content.project_id);
     tips.set(entry.project_id, { entry_hash: entry.entry_hash, key_id: entry.key_id });
-    out.push({ entry, event });
-  }
-  return out;
+    return { entry, canonical, event };
+  });
+}
+
+/** Chains audit events in order onto each project's tip (updated in place): the one rule both the projection and `audit verify --from-events` use. */
+export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, ChainTip>, keyring: HmacKeyring): Chained[] {
+  return chainDecoded(decodeAuditEvents(events), tips, keyring);
+}
+
+function columnValues(column: string, type: string, chained: readonly Chained[]): unknown[] {
+  if (column === 'ts_at') return chained.map(({ entry }) => entry.ts);
+  if (column === 'position') return chained.map(({ event }) => String(event.position));
+  const field = column as keyof AuditEntry;
+  if (type === 'jsonb') return chained.map(({ entry }) => (entry[field] === null ? null : JSON.stringify(entry[field])));
+  return chained.map(({ entry }) => entry[field]);
+}
+
+async function insertEntries(tx: ProjectionTx, chained: readonly Chained[]): Promise<void> {
+  await tx.query(
+    `insert into ${tx.table('audit_entries')} (${INSERTED.map(([column]) => `"${column}"`).join(', ')})
+     select * from unnest(${INSERTED.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')})`,
+    INSERTED.map(([column, type]) => columnValues(column, type, chained)),
+  );
 }
 
 /**
  * The per-project hash chain (ARCHITECTURE.md §6): each audit event becomes the entry at
  * seq = its stream revision + 1, chained onto the project's previous entry. Hashing uses only the
  * events and the HMAC keyring, so a rebuild from position 0 reproduces every hash — as long as the
- * deployment keeps its keyring (keys are added, never removed).
+ * deployment keeps its keyring (keys are added, never removed). The usage rollups of the same
+ * entries are written in the same transaction (projections/audit-usage.ts).
  */
 export function auditProjection(keyring: HmacKeyring): Projection {
   return {
@@ -75,19 +123,17 @@ export function auditProjection(keyring: HmacKeyring): Projection {
           boot_epoch integer, proxy_seq bigint, approval_id text, gap jsonb, key_id text, prev_hash text not null, entry_hash text not null,
           position bigint not null, primary key (project_id, seq)`,
         orderBy: 'project_id, seq',
-        indexes: ['project_id, ts_at desc, seq desc', 'project_id, session_id, seq', 'project_id, credential_id, ts_at'],
+        indexes: ['project_id, ts_at desc, seq desc', 'project_id, session_id, seq', 'project_id, credential_id, ts_at', 'project_id, event, ts_at, seq'],
       },
+      ...auditUsageTables,
     ],
     async apply(tx, events) {
-      const projectIds = [...new Set(events.map((event) => entryOf(event)?.project_id).filter((id): id is string => id !== undefined))];
-      if (projectIds.length === 0) return;
-      const rows = chainEvents(events, await tips(tx, projectIds), keyring).map(({ entry, event }) => ({ ...entry, ts_at: entry.ts, position: String(event.position) }));
-      const columns = [...ENTRY_COLUMNS, 'ts_at', 'position'].map((c) => `"${c}"`).join(', ');
-      await tx.query(
-        `insert into ${tx.table('audit_entries')} (${columns})
-         select ${columns} from json_populate_recordset(null::${tx.table('audit_entries')}, $1::json)`,
-        [JSON.stringify(rows)],
-      );
+      const decoded = decodeAuditEvents(events);
+      if (decoded.length === 0) return;
+      const projectIds = [...new Set(decoded.map(({ content }) => content.project_id))];
+      const chained = chainDecoded(decoded, await tips(tx, projectIds), keyring);
+      await insertEntries(tx, chained);
+      await rollUpUsage(tx, chained.map(({ entry }) => entry));
     },
   };
 }

@@ -5,7 +5,7 @@
  */
 import { createHash, createHmac } from 'node:crypto';
 import { parseKeyring } from '../crypto/seal.js';
-import { canonicalEntryBytes, genesisHash, type AuditEntry, type AuditEntryContent, type HashedEntryContent } from './entry.js';
+import { canonicalEntryBytes, genesisHash, type AuditEntry, type AuditEntryContent } from './entry.js';
 
 /** HMAC keys for audit entries (PGWARD_AUDIT_HMAC_KEYS); without `current`, new entries are unkeyed. */
 export interface HmacKeyring {
@@ -47,12 +47,18 @@ export interface ChainTip {
   readonly key_id: string | null;
 }
 
+/** A chained entry with the canonical bytes its hash covers, which are also its Merkle leaf. */
+export interface ChainedEntry {
+  readonly entry: AuditEntry;
+  readonly canonical: Buffer;
+}
+
 /**
  * Chains `entry` after `previous` (the project's last entry; undefined for its first), keyed with
  * the keyring's current key when there is one. Throws AuditChainError 'KEY_DOWNGRADE' rather than
  * write an unkeyed entry after a keyed one.
  */
-export function chainEntry(previous: ChainTip | undefined, entry: AuditEntryContent, keyring: HmacKeyring, projectId: string): AuditEntry {
+export function chainEntryWithBytes(previous: ChainTip | undefined, entry: AuditEntryContent, keyring: HmacKeyring, projectId: string): ChainedEntry {
   if (entry.project_id !== projectId) throw new AuditChainError('PROJECT_MISMATCH', `the entry belongs to ${entry.project_id}, not ${projectId}`);
   const keyId = keyring.current ?? null;
   if (keyId === null && previous !== undefined && previous.key_id !== null) {
@@ -61,6 +67,14 @@ export function chainEntry(previous: ChainTip | undefined, entry: AuditEntryCont
   const key = keyId === null ? undefined : keyring.keys.get(keyId);
   if (keyId !== null && !key) throw new AuditChainError('UNKNOWN_KEY', `the keyring has no key ${keyId}`);
   const prevHash = previous?.entry_hash || genesisHash(projectId);
-  const content: HashedEntryContent = { ...entry, key_id: keyId };
-  return { ...content, prev_hash: prevHash, entry_hash: entryHash(prevHash, canonicalEntryBytes(content), key) };
+  // One object per entry: the canonical bytes leave prev_hash and entry_hash out, so the hash can be filled in after.
+  const chained: AuditEntry = { ...entry, key_id: keyId, prev_hash: prevHash, entry_hash: '' };
+  const canonical = canonicalEntryBytes(chained);
+  chained.entry_hash = entryHash(prevHash, canonical, key);
+  return { entry: chained, canonical };
+}
+
+/** chainEntryWithBytes without the bytes. */
+export function chainEntry(previous: ChainTip | undefined, entry: AuditEntryContent, keyring: HmacKeyring, projectId: string): AuditEntry {
+  return chainEntryWithBytes(previous, entry, keyring, projectId).entry;
 }

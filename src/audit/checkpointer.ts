@@ -3,27 +3,72 @@ import { MerkleBuilder } from '../crypto/merkle.js';
 import { AuditCheckpointSigned } from '../events/audit.js';
 import { encodeEvent } from '../events/envelope.js';
 import type { EventStore } from '../store/port.js';
-import type { HmacKeyring } from './chain.js';
+import type { ChainTip, HmacKeyring } from './chain.js';
 import { signAuditCheckpoint, type AnchorSigner } from './checkpoints.js';
-import { canonicalEntryBytes } from './entry.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
 
+/** What a checkpointer has read of one project's chain: the Merkle frontier, the chain tip and the next revision to read. */
+interface ChainProgress {
+  readonly tree: MerkleBuilder;
+  readonly tips: Map<string, ChainTip>;
+  revision: number;
+}
+
+export interface Checkpointer {
+  /** Signs a checkpoint of everything the project's chain holds now; undefined when it holds nothing. */
+  sign(projectId: string, now: Date): Promise<AuditCheckpointSigned | undefined>;
+}
+
 /**
- * Signs a checkpoint of a project's chain as the event log has it (never the read model, which an
+ * Signs checkpoints of projects' chains as the event log has them (never the read model, which an
  * attacker may have edited): size = every entry so far, root = RFC 6962 Merkle root of their
- * canonical bytes. Stored as an AuditCheckpointSigned event; signing the same size twice appends once.
+ * canonical bytes. Each project's stream is read once: later checkpoints read only the events
+ * appended since the last one (the stream is append-only). Stored as an AuditCheckpointSigned
+ * event; signing the same size twice appends once.
  */
-export async function signProjectCheckpoint(store: EventStore, projectId: string, keys: HmacKeyring, anchor: AnchorSigner, now: Date): Promise<AuditCheckpointSigned | undefined> {
-  const entries = chainEvents(await store.readStream(auditStream(projectId)), new Map(), keys).map(({ entry }) => entry);
-  if (entries.length === 0) return undefined;
-  const tree = new MerkleBuilder();
-  for (const entry of entries) tree.append(canonicalEntryBytes(entry));
-  const record = signAuditCheckpoint({ origin: projectId, size: entries.length, root: tree.root(), chainStartSeq: 1 }, anchor, now.toISOString());
-  const event = encodeEvent(AuditCheckpointSigned, record, { event_id: derivedUuid(`pgward-checkpoint\0${projectId}\0${entries.length}`), correlation_id: 'checkpoint', actor: 'audit-checkpointer', at: record.signed_at });
-  const stored = await store.append(checkpointStream(projectId), [event], 'any');
-  if (stored.duplicate) {
+export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor: AnchorSigner): Checkpointer {
+  const progress = new Map<string, ChainProgress>();
+  const pending = new Map<string, Promise<unknown>>();
+
+  /** Runs one project's signings one after another, so two never read the same events into one tree. */
+  function serially<T>(projectId: string, work: () => Promise<T>): Promise<T> {
+    const next = (pending.get(projectId) ?? Promise.resolve()).then(work);
+    pending.set(projectId, next.catch(() => undefined));
+    return next;
+  }
+
+  async function caughtUp(projectId: string): Promise<ChainProgress> {
+    const chain = progress.get(projectId) ?? { tree: new MerkleBuilder(), tips: new Map(), revision: 0 };
+    const events = await store.readStream(auditStream(projectId), chain.revision);
+    try {
+      for (const { canonical } of chainEvents(events, chain.tips, keys)) chain.tree.append(canonical);
+    } catch (error) {
+      // chainEvents may have moved the tip before failing: start over from the stream's beginning next time.
+      progress.delete(projectId);
+      throw error;
+    }
+    chain.revision += events.length;
+    progress.set(projectId, chain);
+    return chain;
+  }
+
+  async function signNow(projectId: string, now: Date): Promise<AuditCheckpointSigned | undefined> {
+    const { tree } = await caughtUp(projectId);
+    if (tree.size === 0) return undefined;
+    const record = signAuditCheckpoint({ origin: projectId, size: tree.size, root: tree.root(), chainStartSeq: 1 }, anchor, now.toISOString());
+    const event = encodeEvent(AuditCheckpointSigned, record, { event_id: derivedUuid(`pgward-checkpoint\0${projectId}\0${tree.size}`), correlation_id: 'checkpoint', actor: 'audit-checkpointer', at: record.signed_at });
+    const stored = await store.append(checkpointStream(projectId), [event], 'any');
+    if (!stored.duplicate) return record;
     const existing = (await store.readStream(checkpointStream(projectId))).find((e) => e.id === event.id);
     return existing ? (JSON.parse(Buffer.from(existing.data).toString('utf8')) as AuditCheckpointSigned) : record;
   }
-  return record;
+
+  return {
+    sign: (projectId, now) => serially(projectId, () => signNow(projectId, now)),
+  };
+}
+
+/** A one-off checkpoint (on demand): reads the project's whole stream. */
+export function signProjectCheckpoint(store: EventStore, projectId: string, keys: HmacKeyring, anchor: AnchorSigner, now: Date): Promise<AuditCheckpointSigned | undefined> {
+  return createCheckpointer(store, keys, anchor).sign(projectId, now);
 }

@@ -5,9 +5,9 @@
  */
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { canonicalBytes } from '../crypto/canonical-json.js';
 import { AuditEventKind, type AuditGapRecorded, StatementDecided } from '../events/audit.js';
 import { AuditEntryId, KeyId, ProjectId, Region, Sha256Hex, text, Timestamp } from '../events/fields.js';
+import { canonicalEntryText, type CanonicalEntryInput } from './canonical-entry.js';
 
 const decision = StatementDecided.schema.shape;
 
@@ -182,7 +182,6 @@ export function entryFromGap(g: AuditGapRecorded, seq: number): AuditEntryConten
 }
 
 /** RFC 8785 canonical JSON of the entry without prev_hash and entry_hash: what its hash covers. */
-export function canonicalEntryBytes(entry: HashedEntryContent & Partial<Pick<AuditEntry, 'prev_hash' | 'entry_hash'>>): Uint8Array {
-  const { prev_hash: _prev, entry_hash: _hash, ...content } = entry;
-  return canonicalBytes(content);
+export function canonicalEntryBytes(entry: CanonicalEntryInput): Buffer {
+  return Buffer.from(canonicalEntryText(entry), 'utf8');
 }

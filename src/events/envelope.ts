@@ -48,6 +48,11 @@ export function decodeMetadata(event: Pick<RecordedEvent, 'metadata'>): EventMet
   return EventMetadata.parse(parseJson(event.metadata));
 }
 
+/** The event's payload alone, validated: for readers that have no use for its metadata. */
+export function decodeData<S extends z.ZodType>(definition: EventDefinition<string, S>, event: Pick<RecordedEvent, 'data'>): z.output<S> {
+  return definition.schema.parse(parseJson(event.data));
+}
+
 export function decodeWith<T extends string, S extends z.ZodType>(definition: EventDefinition<T, S>, event: RecordedEvent): DecodedEvent<`${T}.v${number}`, z.output<S>> {
   return {
     type: definition.type,

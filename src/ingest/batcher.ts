@@ -1,5 +1,8 @@
 import { StoreError, type EventStore, type NewEvent } from '../store/port.js';
 
+/** Events per append at most: larger appends hold the store's append lock longer without adding throughput. */
+export const MAX_EVENTS_PER_APPEND = 1_000;
+
 interface Waiter {
   readonly event: NewEvent;
   readonly resolve: () => void;
@@ -45,17 +48,21 @@ export class AppendBatcher {
     // A record delivered twice into one batch is one event.
     const events = [...new Map(waiters.map((w) => [w.event.id, w.event])).values()];
     try {
-      const result = await this.store.append(stream, events, 'any').catch(async (error: unknown) => {
-        if (!(error instanceof StoreError && error.code === 'EVENT_ID_CONFLICT')) throw error;
-        let last = await this.store.append(stream, [events[0]!], 'any');
-        for (const event of events.slice(1)) last = await this.store.append(stream, [event], 'any');
-        return { ...last, duplicate: false };
-      });
-      const after = result.nextExpectedRevision + 1;
-      if (!result.duplicate) await this.committed(stream, after - events.length, after);
+      for (let i = 0; i < events.length; i += MAX_EVENTS_PER_APPEND) await this.appendChunk(stream, events.slice(i, i + MAX_EVENTS_PER_APPEND));
       for (const waiter of waiters) waiter.resolve();
     } catch (error) {
       for (const waiter of waiters) waiter.reject(error);
     }
+  }
+
+  private async appendChunk(stream: string, events: NewEvent[]): Promise<void> {
+    const result = await this.store.append(stream, events, 'any').catch(async (error: unknown) => {
+      if (!(error instanceof StoreError && error.code === 'EVENT_ID_CONFLICT')) throw error;
+      let last = await this.store.append(stream, [events[0]!], 'any');
+      for (const event of events.slice(1)) last = await this.store.append(stream, [event], 'any');
+      return { ...last, duplicate: false };
+    });
+    const after = result.nextExpectedRevision + 1;
+    if (!result.duplicate) await this.committed(stream, after - events.length, after);
   }
 }

@@ -9,7 +9,7 @@ import { encodeEvent, type EventDefinition } from '../events/envelope.js';
 import type { EventStore } from '../store/port.js';
 import type { HmacKeyring } from '../audit/chain.js';
 import type { AnchorSigner } from '../audit/checkpoints.js';
-import { signProjectCheckpoint } from '../audit/checkpointer.js';
+import { createCheckpointer } from '../audit/checkpointer.js';
 import { AppendBatcher } from './batcher.js';
 import { HoleTracker, type Hole } from './holes.js';
 
@@ -60,9 +60,10 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   const holes = new HoleTracker(options.holeGraceMs ?? 30_000);
 
   const cadence = options.checkpoints;
+  const checkpointer = cadence && createCheckpointer(store, cadence.keys, cadence.anchor);
   const batcher = new AppendBatcher(store, async (stream, before, after) => {
-    if (cadence && Math.floor(after / cadence.every) > Math.floor(before / cadence.every)) {
-      await signProjectCheckpoint(store, stream.slice(auditStream('').length), cadence.keys, cadence.anchor, now());
+    if (cadence && checkpointer && Math.floor(after / cadence.every) > Math.floor(before / cadence.every)) {
+      await checkpointer.sign(stream.slice(auditStream('').length), now());
     }
   });
 

@@ -2,6 +2,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../src/crypto/canonical-json.js';
 
+/** Any UTF-16 code unit, weighted towards those JSON escapes or that sit at the edges of its ranges. */
+const codeUnit = fc.oneof(fc.nat(0xffff).map((code) => String.fromCharCode(code)), fc.constantFrom('"', '\\', '/', '\u0000', '\u001f', ' ', '\u007f', '\u2028', '\ud800', '\udbff', '\udc00', '\udfff', 'a', '\u00e9'));
+
 describe('RFC 8785 canonical JSON', () => {
   it('sorts keys by UTF-16 code units and escapes strings as JCS specifies (RFC 8785 §3.2.3 example)', () => {
     const input = { '\u20ac': 'Euro Sign', '\r': 'Carriage Return', '\ufb33': 'Hebrew Letter Dalet With Dagesh', '1': 'One', '\ud83d\ude00': 'Emoji: Grinning Face', '\u0080': 'Control', '\u00f6': 'Latin Small Letter O With Diaeresis' };
@@ -23,6 +26,15 @@ describe('RFC 8785 canonical JSON', () => {
     expect(() => canonicalize({ a: Number.NaN })).toThrow('cannot carry');
     expect(() => canonicalize({ a: 1n })).toThrow('cannot carry a bigint');
     expect(() => canonicalize([() => 1])).toThrow('cannot carry a function');
+  });
+
+  it('writes every string as JSON.stringify does, whichever UTF-16 code units it holds', () => {
+    fc.assert(
+      fc.property(fc.string({ unit: codeUnit }), (text) => {
+        expect(canonicalize(text)).toBe(JSON.stringify(text));
+      }),
+      { numRuns: 2_000 },
+    );
   });
 
   it('is independent of key insertion order and parses back to the same value', () => {

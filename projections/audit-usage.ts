@@ -1,0 +1,113 @@
+/**
+ * Usage rollups of the audit trail, for the agent usage report (spec §2.4, docs/audit.md): per
+ * project, UTC hour, credential, event, cache status and whether a latency was recorded, the
+ * entry count and sums; and per project, UTC day and credential, a histogram of measured latencies
+ * in log-linear buckets. The audit projection writes them from the entries it chains, in the same
+ * transaction, so a report reading both in one snapshot sees the trail at one position.
+ * `credential` is '' for entries without one (credential ids are never empty).
+ */
+import { latencyBucket } from '../src/audit/latency-buckets.js';
+import { outcomeOf } from '../src/audit/usage.js';
+import type { AuditEntryContent } from '../src/audit/entry.js';
+import type { ProjectionTx, ReadModelTable } from './projection.js';
+
+export const HOUR_MS = 3_600_000;
+export const DAY_MS = 86_400_000;
+
+interface HourRow {
+  project_id: string;
+  hour: string;
+  credential: string;
+  event: string;
+  cache_status: string;
+  timed: boolean;
+  entries: number;
+  rows_returned: number;
+  bytes_out: number;
+  latency_us: number;
+  first_seen: string;
+  last_seen: string;
+}
+
+interface LatencyRow {
+  project_id: string;
+  day: string;
+  credential: string;
+  bucket: number;
+  entries: number;
+}
+
+const startOf = (ts: string, unit: number) => new Date(Math.floor(Date.parse(ts) / unit) * unit).toISOString();
+
+function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; latencies: LatencyRow[] } {
+  const hours = new Map<string, HourRow>();
+  const latencies = new Map<string, LatencyRow>();
+  for (const entry of entries) {
+    const credential = entry.credential_id ?? '';
+    const timed = entry.latency_us !== null;
+    const hour = startOf(entry.ts, HOUR_MS);
+    const key = JSON.stringify([entry.project_id, hour, credential, entry.event, entry.cache_status, timed]);
+    const row = hours.get(key);
+    if (row) {
+      row.entries += 1;
+      row.rows_returned += entry.rows_returned;
+      row.bytes_out += entry.bytes_out;
+      row.latency_us += entry.latency_us ?? 0;
+      if (entry.ts < row.first_seen) row.first_seen = entry.ts;
+      if (entry.ts > row.last_seen) row.last_seen = entry.ts;
+    } else {
+      hours.set(key, {
+        project_id: entry.project_id, hour, credential, event: entry.event, cache_status: entry.cache_status, timed, entries: 1,
+        rows_returned: entry.rows_returned, bytes_out: entry.bytes_out, latency_us: entry.latency_us ?? 0, first_seen: entry.ts, last_seen: entry.ts,
+      });
+    }
+    if (entry.latency_us === null || !outcomeOf(entry.event).ran) continue;
+    const day = startOf(entry.ts, DAY_MS);
+    const bucket = latencyBucket(entry.latency_us);
+    const latencyKey = JSON.stringify([entry.project_id, day, credential, bucket]);
+    const latency = latencies.get(latencyKey);
+    if (latency) latency.entries += 1;
+    else latencies.set(latencyKey, { project_id: entry.project_id, day, credential, bucket, entries: 1 });
+  }
+  return { hours: [...hours.values()], latencies: [...latencies.values()] };
+}
+
+async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], key: string, merge: string): Promise<void> {
+  if (rows.length === 0) return;
+  await tx.query(
+    `insert into ${tx.table(table)} as t select * from json_populate_recordset(null::${tx.table(table)}, $1::json)
+     on conflict (${key}) do update set ${merge}`,
+    [JSON.stringify(rows)],
+  );
+}
+
+const added = (columns: readonly string[]) => columns.map((c) => `${c} = t.${c} + excluded.${c}`).join(', ');
+
+export const auditUsageTables: readonly ReadModelTable[] = [
+  {
+    name: 'audit_usage_hourly',
+    columns: `project_id text not null, hour timestamptz not null, credential text not null, event text not null, cache_status text not null, timed boolean not null,
+      entries bigint not null, rows_returned bigint not null, bytes_out bigint not null, latency_us bigint not null, first_seen timestamptz not null, last_seen timestamptz not null,
+      primary key (project_id, hour, credential, event, cache_status, timed)`,
+    orderBy: 'project_id, hour, credential, event, cache_status, timed',
+  },
+  {
+    name: 'audit_latency_daily',
+    columns: `project_id text not null, day timestamptz not null, credential text not null, bucket integer not null, entries bigint not null,
+      primary key (project_id, day, credential, bucket)`,
+    orderBy: 'project_id, day, credential, bucket',
+  },
+];
+
+/** Adds the entries (in any order) to the rollups of auditUsageTables. */
+export async function rollUpUsage(tx: ProjectionTx, entries: readonly AuditEntryContent[]): Promise<void> {
+  const { hours, latencies } = rollup(entries);
+  await upsert(
+    tx,
+    'audit_usage_hourly',
+    hours,
+    'project_id, hour, credential, event, cache_status, timed',
+    `${added(['entries', 'rows_returned', 'bytes_out', 'latency_us'])}, first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
+  );
+  await upsert(tx, 'audit_latency_daily', latencies, 'project_id, day, credential, bucket', added(['entries']));
+}

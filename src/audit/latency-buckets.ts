@@ -1,0 +1,46 @@
+/**
+ * Log-linear latency buckets for the usage rollups (docs/audit.md, "Percentiles"): a latency of v
+ * microseconds keeps its 7 most significant bits. Below 128 µs every value is its own bucket;
+ * above, a bucket spans [floor, floor + 2^shift) with 2^shift ≤ floor / 64, so the bucket floor is
+ * below any value in it by less than 1/64 of that value.
+ */
+import type { LatencyPercentiles } from './usage.js';
+
+const BITS = 7;
+const SUB = 1 << (BITS - 1);
+
+/** The bucket of a latency (a non-negative safe integer of microseconds); buckets order as their latencies. */
+export function latencyBucket(us: number): number {
+  const shift = Math.max(0, us.toString(2).length - BITS);
+  return shift * SUB + Math.floor(us / 2 ** shift);
+}
+
+/** The smallest latency of a bucket: what a percentile that falls in it reports. */
+export function bucketFloor(bucket: number): number {
+  if (bucket < 2 * SUB) return bucket;
+  const shift = Math.floor(bucket / SUB) - 1;
+  return (bucket - shift * SUB) * 2 ** shift;
+}
+
+/** latencyBucket as a SQL expression over the bigint expression `us` (exact integer arithmetic, no floating log). */
+export function latencyBucketSql(us: string): string {
+  const shift = `(65 - position('1' in (${us})::bit(64)::text) - ${BITS})`;
+  return `(case when (${us}) < ${2 * SUB} then (${us}) else ${shift} * ${SUB} + ((${us}) >> ${shift}) end)`;
+}
+
+/** Nearest-rank p50, p95, p99 (rank ⌈p·n⌉, as percentile_disc) of a histogram of bucket → count, as bucket floors. */
+export function histogramPercentiles(histogram: ReadonlyMap<number, number>): LatencyPercentiles | undefined {
+  const buckets = [...histogram].filter(([, count]) => count > 0).sort(([a], [b]) => a - b);
+  const total = buckets.reduce((sum, [, count]) => sum + count, 0);
+  if (total === 0) return undefined;
+  const at = (p: number): number => {
+    const rank = Math.max(1, Math.ceil(p * total));
+    let seen = 0;
+    for (const [bucket, count] of buckets) {
+      seen += count;
+      if (seen >= rank) return bucketFloor(bucket);
+    }
+    return bucketFloor(buckets.at(-1)![0]);
+  };
+  return [at(0.5), at(0.95), at(0.99)];
+}

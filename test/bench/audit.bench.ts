@@ -1,0 +1,244 @@
+/**
+ * Benchmark of the audit trail (`npm run bench:audit`): decisions ingested and chained end to end
+ * (published on the in-process bus → ingest → event store → audit read model), chain verification
+ * rate, and the agent usage report over 1,000,000 entries (by default). A measurement, not a test: figures
+ * below target print BELOW; only errors exit non-zero.
+ */
+import { performance } from 'node:perf_hooks';
+import { pino } from 'pino';
+import type pg from 'pg';
+import { auditProjection, auditStream } from '../../projections/audit.js';
+import { runProjection } from '../../projections/runner.js';
+import { agentUsageRows } from '../../queries/audit-usage.js';
+import { auditCheckpoints, auditEntries } from '../../queries/audit.js';
+import { agentUsageReport } from '../../src/audit/usage.js';
+import { verifyChain } from '../../src/audit/verify.js';
+import { createMemoryBus } from '../../src/bus/memory.js';
+import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
+import { StatementDecided } from '../../src/events/audit.js';
+import { encodeEvent } from '../../src/events/envelope.js';
+import { startIngest } from '../../src/ingest/ingest.js';
+import { plans } from '../../src/plans.js';
+import { createPool } from '../../src/pg/pool.js';
+import { createPostgresEventStore } from '../../src/store/postgres.js';
+import { withBenchServer } from './server.js';
+
+const PROJECT = 'prj_benchaudit0000000000000000';
+/** Smaller runs (for profiling) via PGWARD_BENCH_AUDIT_DECISIONS and PGWARD_BENCH_AUDIT_ENTRIES. */
+const E2E_DECISIONS = Number(process.env.PGWARD_BENCH_AUDIT_DECISIONS ?? 100_000);
+const TOTAL_ENTRIES = Math.max(E2E_DECISIONS, Number(process.env.PGWARD_BENCH_AUDIT_ENTRIES ?? 1_000_000));
+/** Offered load of the end-to-end phase, above the 10,000/s target. */
+const OFFERED_PER_S = 12_000;
+const BUS_BATCH = 256;
+const SEED_BATCH = 1_000;
+const VERIFY_ENTRIES = Math.min(200_000, TOTAL_ENTRIES);
+const USAGE_RUNS = 5;
+const PHASE_TIMEOUT_MS = 300_000;
+const SAMPLE_MS = 100;
+/** The entries spread evenly over 30 days. */
+const T0 = Date.parse('2026-01-01T00:00:00.000Z');
+const SPACING_MS = (30 * 86_400_000) / TOTAL_ENTRIES;
+const CREDENTIALS = ['agt_aaaaaaaaaaaaaaaaaaaaaaaa', 'agt_bbbbbbbbbbbbbbbbbbbbbbbb', 'agt_cccccccccccccccccccccccc', 'agt_dddddddddddddddddddddddd', 'agt_eeeeeeeeeeeeeeeeeeeeeeee'];
+const EVENTS = ['query', 'query', 'query', 'query', 'query', 'query', 'masked', 'truncated', 'blocked', 'approval_requested'] as const;
+const CACHE = ['hit', 'miss', 'miss', 'bypass', 'stale'] as const;
+
+const number = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
+const decimal = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+
+function log(line: string): void {
+  console.log(`[bench:audit] ${line}`);
+}
+
+/** Decision n, deterministic: its timestamp places it in the 30 days, its fields vary like traffic does. */
+function decision(n: number): StatementDecided {
+  const event = EVENTS[n % EVENTS.length]!;
+  const ran = event === 'query' || event === 'masked' || event === 'truncated';
+  return {
+    event, project_id: PROJECT, credential_id: n % 11 === 0 ? null : CREDENTIALS[n % CREDENTIALS.length]!, session_id: `px.1.${n % 97}`, source: 'wire', region: 'local',
+    client_ip: '10.0.0.1', ts: new Date(T0 + Math.floor(n * SPACING_MS)).toISOString(), sql: `select * from orders where id = ${n}`, normalized_sql: 'select * from orders where id = $1',
+    query_hash: '0123456789abcdef', statement_kind: 'select', decision_rule: ran ? '' : 'deny', reason: '', cache_status: ran ? CACHE[n % CACHE.length]! : 'none',
+    rows_returned: ran ? String(n % 50) : '0', bytes_out: ran ? String((n % 50) * 120) : '0', latency_us: ran ? 200 + ((n * 7919) % 50_000) : null, tables_read: ['public.orders'],
+    tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'bench-proxy', boot_epoch: 1, seq: String(n + 1), approval_id: event === 'approval_requested' ? 'apr_aaaaaaaaaaaaaaaaaaaaaaaa' : null,
+  };
+}
+
+async function projectedCount(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>('select coalesce(max(seq), 0)::int as n from rm.audit_entries where project_id = $1', [PROJECT]);
+  return rows[0]!.n;
+}
+
+async function appendedCount(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>('select coalesce(max(revision) + 1, 0)::int as n from pgward.events where stream = $1', [auditStream(PROJECT)]);
+  return rows[0]!.n;
+}
+
+function quantile(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] ?? Number.NaN;
+}
+
+interface Sample {
+  readonly at: number;
+  readonly published: number;
+  readonly projected: number;
+}
+
+/** For each sample, how long until the read model held every decision published by then. */
+function lags(samples: readonly Sample[]): number[] {
+  return samples
+    .filter((s) => s.published > 0)
+    .map((s) => (samples.find((later) => later.at >= s.at && later.projected >= s.published)?.at ?? Number.NaN) - s.at)
+    .sort((a, b) => a - b);
+}
+
+const anchor = loadAnchorKey(generateAnchorKey());
+
+async function endToEnd(storeUrl: string, pool: pg.Pool) {
+  const store = await createPostgresEventStore(storeUrl, { poolSize: 4 });
+  const bus = createMemoryBus();
+  const keys = { keys: new Map() };
+  const projection = runProjection({ store, pool, projection: auditProjection(keys) });
+  await projection.active;
+  const ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 1000, keys, anchor: { keyId: 'bench-anchor', privateKey: anchor.privateKey } } });
+  const samples: Sample[] = [];
+  let published = 0;
+  const start = performance.now();
+  const deadline = Date.now() + PHASE_TIMEOUT_MS;
+  const sampler = setInterval(() => {
+    void projectedCount(pool).then((projected) => samples.push({ at: performance.now(), published, projected }));
+  }, SAMPLE_MS);
+  try {
+    for (let n = 0; n < E2E_DECISIONS; n += BUS_BATCH) {
+      const due = start + (n / OFFERED_PER_S) * 1000;
+      const wait = due - performance.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const decisions = Array.from({ length: Math.min(BUS_BATCH, E2E_DECISIONS - n) }, (_, i) => decision(n + i));
+      await bus.publish({ id: `bench-${n}`, data: Buffer.from(JSON.stringify({ kind: 'batch', decisions })) });
+      published = n + decisions.length;
+    }
+    const publishedIn = performance.now() - start;
+    log(`end to end: published ${number.format(E2E_DECISIONS)} decisions in ${decimal.format(publishedIn / 1000)} s`);
+    while ((await projectedCount(pool)) < E2E_DECISIONS) {
+      if (Date.now() > deadline) throw new Error('end to end: not projected in time');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const seconds = (performance.now() - start) / 1000;
+    samples.push({ at: performance.now(), published, projected: E2E_DECISIONS });
+    const checkpoints = await auditCheckpoints(store, PROJECT);
+    return { seconds, lags: lags(samples), checkpoints: checkpoints.length };
+  } finally {
+    clearInterval(sampler);
+    await ingest.stop();
+    await projection.stop();
+    await bus.close();
+    await store.close();
+  }
+}
+
+/** The rest of the TOTAL_ENTRIES entries, appended as ingest would (batches of 1,000), then projected. */
+async function seed(storeUrl: string, pool: pg.Pool) {
+  const store = await createPostgresEventStore(storeUrl, { poolSize: 4 });
+  const from = await appendedCount(pool);
+  const start = performance.now();
+  for (let n = from; n < TOTAL_ENTRIES; n += SEED_BATCH) {
+    const events = Array.from({ length: Math.min(SEED_BATCH, TOTAL_ENTRIES - n) }, (_, i) => {
+      const d = decision(n + i);
+      return encodeEvent(StatementDecided, d, { event_id: `00000000-0000-4000-8000-${String(n + i).padStart(12, '0')}`, correlation_id: 'bench', actor: 'ingest', at: d.ts });
+    });
+    await store.append(auditStream(PROJECT), events, 'any');
+    if ((n - from) % 100_000 === 0) log(`seeding: ${number.format(n)} appended`);
+  }
+  const appendSeconds = (performance.now() - start) / 1000;
+  const projection = runProjection({ store, pool, projection: auditProjection({ keys: new Map() }) });
+  const caughtUpStart = performance.now();
+  const deadline = Date.now() + PHASE_TIMEOUT_MS * 2;
+  try {
+    for (let last = 0; ; ) {
+      const projected = await projectedCount(pool);
+      if (projected >= TOTAL_ENTRIES) break;
+      if (Date.now() > deadline) throw new Error('seeding: not projected in time');
+      if (projected - last >= 100_000) log(`seeding: ${number.format((last = projected))} projected`);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  } finally {
+    await projection.stop();
+    await store.close();
+  }
+  await pool.query('analyze rm.audit_entries, rm.audit_usage_hourly, rm.audit_latency_daily');
+  return { appended: TOTAL_ENTRIES - from, appendSeconds, projectSeconds: (performance.now() - caughtUpStart) / 1000 };
+}
+
+async function verification(storeUrl: string, pool: pg.Pool) {
+  const store = await createPostgresEventStore(storeUrl, { poolSize: 1 });
+  try {
+    const readStart = performance.now();
+    const entries = await auditEntries(pool, PROJECT, 1, VERIFY_ENTRIES);
+    const checkpoints = await auditCheckpoints(store, PROJECT);
+    const readSeconds = (performance.now() - readStart) / 1000;
+    const verifyStart = performance.now();
+    const result = verifyChain({ projectId: PROJECT, entries, checkpoints, hmacKeys: new Map(), anchorPublicKey: anchor.publicKey, verifiedAt: new Date().toISOString(), toSeq: VERIFY_ENTRIES });
+    const verifySeconds = (performance.now() - verifyStart) / 1000;
+    if (!result.ok || result.verified_count !== VERIFY_ENTRIES) throw new Error(`verification: ${JSON.stringify(result)}`);
+    return { entries: entries.length, checkpoints: checkpoints.filter((c) => Number(c.size) <= VERIFY_ENTRIES).length, readSeconds, verifySeconds };
+  } finally {
+    await store.close();
+  }
+}
+
+async function usage(pool: pg.Pool) {
+  const windows = [
+    { name: '30 days, all entries, ragged edges', start: new Date(T0 - 1_234), end: new Date(T0 + 30 * 86_400_000 + 4_321) },
+    { name: '30 days, whole hours', start: new Date(T0), end: new Date(T0 + 30 * 86_400_000) },
+    { name: '7 days from mid-hour', start: new Date(T0 + 3 * 86_400_000 + 1_800_000), end: new Date(T0 + 10 * 86_400_000 + 1_799_999) },
+  ];
+  const results = [];
+  for (const window of windows) {
+    const times: number[] = [];
+    let entries = 0;
+    for (let run = 0; run < USAGE_RUNS; run++) {
+      const began = performance.now();
+      const rows = await agentUsageRows(pool, PROJECT, window.start, window.end);
+      const report = agentUsageReport({ projectId: PROJECT, requestedStart: window.start.toISOString(), requestedEnd: window.end.toISOString(), ...rows, plan: 'pro', terms: plans.pro });
+      times.push(performance.now() - began);
+      entries = report.totals.entries;
+    }
+    times.sort((a, b) => a - b);
+    results.push({ name: window.name, entries, median: quantile(times, 0.5), max: times.at(-1)! });
+  }
+  return results;
+}
+
+async function main(): Promise<void> {
+  await withBenchServer(async (server) => {
+    log(`server: ${server.label}`);
+    const pool = createPool(server.url, { max: 6, applicationName: 'pgward-bench' });
+    try {
+      const e2e = await endToEnd(server.url, pool);
+      log(`end to end: ${number.format(E2E_DECISIONS)} decisions projected in ${decimal.format(e2e.seconds)} s, ${e2e.checkpoints} checkpoints signed`);
+      const seeded = await seed(server.url, pool);
+      log(`seeding: ${number.format(seeded.appended)} appended in ${decimal.format(seeded.appendSeconds)} s, projected in ${decimal.format(seeded.projectSeconds)} s`);
+      const verified = await verification(server.url, pool);
+      const reports = await usage(pool);
+      const e2eRate = E2E_DECISIONS / e2e.seconds;
+      const lagP50 = quantile(e2e.lags, 0.5) / 1000;
+      const lagMax = e2e.lags.at(-1)! / 1000;
+      const verifyRate = verified.entries / verified.verifySeconds;
+      console.log('');
+      console.log(`end to end (offered ${number.format(OFFERED_PER_S)}/s): ${number.format(e2eRate)} decisions/s; projection lag p50 ${decimal.format(lagP50)} s, p99 ${decimal.format(quantile(e2e.lags, 0.99) / 1000)} s, max ${decimal.format(lagMax)} s`);
+      console.log(`projection catch-up: ${number.format(seeded.appended / seeded.projectSeconds)} entries/s (${number.format(seeded.appended)} entries)`);
+      console.log(`verification: ${number.format(verifyRate)} entries/s (${number.format(verified.entries)} entries and ${verified.checkpoints} checkpoints in ${decimal.format(verified.verifySeconds)} s; reading them took ${decimal.format(verified.readSeconds)} s)`);
+      for (const r of reports) console.log(`usage report, ${r.name}: ${number.format(r.entries)} entries, median ${decimal.format(r.median)} ms, max ${decimal.format(r.max)} ms (${USAGE_RUNS} runs)`);
+      console.log('');
+      const verdict = (pass: boolean) => (pass ? 'PASS' : 'BELOW');
+      console.log(`target end to end >= 10,000 decisions/s with lag < 2 s: ${verdict(e2eRate >= 10_000 && lagMax < 2)}`);
+      console.log(`target verification >= 100,000 entries/s: ${verdict(verifyRate >= 100_000)}`);
+      console.log(`target usage report over ${number.format(TOTAL_ENTRIES)} entries <= 300 ms: ${verdict(reports[0]!.entries === TOTAL_ENTRIES && reports[0]!.median <= 300)}`);
+    } finally {
+      await pool.end();
+    }
+  });
+}
+
+main().catch((error: unknown) => {
+  console.error('[bench:audit] failed:', error);
+  process.exitCode = 1;
+});
