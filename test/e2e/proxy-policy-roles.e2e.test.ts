@@ -7,11 +7,11 @@ let gateway: TestGateway;
 let policyId: string;
 let roleName: string | undefined;
 
-/** The upstream users of the proxy's open connections to the test database. */
-async function upstreamUsers(): Promise<string[]> {
+/** The upstream users of the proxy's (or the hosted MCP's) open connections to the test database. */
+async function upstreamUsers(application = 'pgward'): Promise<string[]> {
   const client = new pg.Client({ connectionString: gateway.upstream.url });
   await client.connect();
-  const { rows } = await client.query<{ usename: string }>(`select distinct usename from pg_stat_activity where datname = $1 and application_name = 'pgward' order by 1`, [gateway.upstream.name]);
+  const { rows } = await client.query<{ usename: string }>(`select distinct usename from pg_stat_activity where datname = $1 and application_name = $2 order by 1`, [gateway.upstream.name, application]);
   await client.end();
   return rows.map((r) => r.usename);
 }
@@ -57,5 +57,15 @@ describe('a provisioned policy on the wire', () => {
     expect(refused).toMatchObject({ code: '42501' });
     expect((refused as { message: string }).message).toMatch(/rule allowed_tables\.not_allowed/);
     await client.end();
+
+    const agent = await register('over mcp');
+    const response = await gateway.api.app.inject({
+      method: 'POST',
+      url: `/v1/projects/${gateway.projectId}/mcp`,
+      headers: { authorization: `Bearer ${agent.mcp_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      payload: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'query', arguments: { sql: 'SELECT count(*)::int AS n FROM orders' } } },
+    });
+    expect(response.json()).toMatchObject({ result: { structuredContent: { rows: [[1000]] } } });
+    expect(await upstreamUsers('pgward-mcp')).toEqual([roleName]);
   });
 });

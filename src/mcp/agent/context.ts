@@ -7,7 +7,7 @@ import type { Honeytokens } from '../../../proxy/policy/hook.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
 import type { DocsLibrary } from '../docs.js';
 import type { McpTool } from '../tool.js';
-import type { AgentDatabases } from './upstream.js';
+import type { AgentDatabases, UpstreamChoice } from './upstream.js';
 
 /** What every agent MCP request shares: the upstream pools, the decision publisher, the docs. */
 export interface AgentServices {
@@ -31,6 +31,8 @@ export interface AgentContext {
   readonly honeytokens: Honeytokens;
   /** The credential's budgets (its policy's and its organization's plan's), read from the trail for this period. */
   readonly budgets: SessionBudgets;
+  /** The upstream pool its statements run on, as the wire would choose it. */
+  readonly upstream: UpstreamChoice;
   /** Groups the statements of this HTTP request in the audit trail. */
   readonly sessionId: string;
   readonly clientIp: string;

@@ -37,7 +37,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
   const started = process.hrtime.bigint();
   const facts = { sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, ts };
   try {
-    const result = await context.services.databases.run(context.credential, context.policy?.read_only ?? true, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: MCP_STATEMENT_TIMEOUT_MS });
+    const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: MCP_STATEMENT_TIMEOUT_MS });
     const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
     const cut = result.truncated ? `the result was cut at ${cap.rows} rows by the ${cap.by === 'policy' ? 'policy’s' : 'requested'} max_rows (rule max_rows.${cap.by}).` : '';
     const ran: Ran = {

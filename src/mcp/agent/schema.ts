@@ -54,7 +54,7 @@ function splitName(table: string): { schema: string; name: string } {
 }
 
 async function catalog(context: AgentContext, sql: string, params: readonly string[]) {
-  return context.services.databases.run(context.credential, context.policy?.read_only ?? true, { sql, params, readOnly: true, maxRows: CATALOG_ROWS, timeoutMs: CATALOG_TIMEOUT_MS });
+  return context.services.databases.run(context.credential, context.upstream, { sql, params, readOnly: true, maxRows: CATALOG_ROWS, timeoutMs: CATALOG_TIMEOUT_MS });
 }
 
 /** The relations of the database the policy allows, in schema and name order; none without a policy. */

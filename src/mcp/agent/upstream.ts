@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { Upstreams } from '../../../proxy/upstreams.js';
+import type { PolicyRole } from '../../../proxy/views/policy-roles.js';
 import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
 import { findDatabaseRow } from '../../../queries/databases.js';
@@ -11,6 +12,12 @@ import { decodeValue, type JsonValue } from './values.js';
 export class UpstreamUnavailable extends Error {
   override readonly name = 'UpstreamUnavailable';
   readonly code = 'UPSTREAM_UNAVAILABLE';
+}
+
+/** Which of a database's pools a credential's statements use: read-only for a read-only policy, as the policy's provisioned role when it has one. */
+export interface UpstreamChoice {
+  readonly readOnly: boolean;
+  readonly role: PolicyRole | undefined;
 }
 
 export interface Column {
@@ -44,8 +51,8 @@ export class AgentDatabases {
   }
 
   /** Runs one statement on the credential's database; StatementFailed when PostgreSQL refuses it, UpstreamUnavailable when it cannot be run. */
-  async run(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, readOnlyPool: boolean, run: StatementRun): Promise<TypedResult> {
-    const handle = await this.upstreams.for(credential.database_id, credential.project_id, readOnlyPool);
+  async run(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice, run: StatementRun): Promise<TypedResult> {
+    const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role);
     if (!handle) throw new UpstreamUnavailable('the credential’s database is no longer registered');
     let connection: UpstreamConnection;
     try {
