@@ -83,8 +83,9 @@ export class ResponsePipeline {
   /** Handles one chunk from the server with what the scanner found in it; writes what the client gets. */
   onServerChunk(chunk: Buffer, scanned: readonly ScannedMessage[]): void {
     if (!this.queue.some((e) => e.kind === 'synthetic' || e.suppress || e.rewrite) && this.held.length === 0) {
-      for (const message of scanned) this.account(message);
+      // The client first: accounting (the audit record among it) need not delay the reply.
       this.write([chunk]);
+      for (const message of scanned) this.account(message);
       return;
     }
     let out: Buffer[] = [];
