@@ -7,6 +7,7 @@ import type { PolicyRow } from '../projections/policies.js';
 import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type ScramSession } from '../src/crypto/scram.js';
 import type { AuditEventKind } from '../src/events/audit.js';
 import type { SessionBudgets } from './budgets.js';
+import { decisionRecord, type DecisionFacts } from './decision-record.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
 import { decideStatement, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
@@ -32,7 +33,6 @@ import { ProtocolViolation } from './protocol/errors.js';
 import { encodeQuery, renameBindStatement, renameParse, renameTarget, replaceParseSql, withRowLimit } from './protocol/rename.js';
 import { capRewrite, cappedQuery, ROW_KINDS } from './row-cap.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
-import { statementIdentity } from './policy/identity.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
@@ -745,6 +745,7 @@ export class Session {
     this.context.decisions.publish(
       this.decision({
         event,
+        ran: true,
         projectId: this.credential!.project_id,
         sql: statement.sql,
         kind: statement.kind,
@@ -760,45 +761,17 @@ export class Session {
     );
   }
 
-  private decision(input: {
-    event: AuditEventKind;
-    projectId: string;
-    sql: string;
-    kind: string;
-    rule: string;
-    reason: string;
-    rows: number;
-    bytes: number;
-    latencyUs: number | null;
-    ts: string;
-    tablesRead?: readonly string[];
-    tablesWritten?: readonly string[];
-    tablesBlocked?: readonly string[];
-  }): Decision {
-    return {
-      event: input.event,
-      project_id: input.projectId,
-      credential_id: this.credential?.credential_id ?? null,
-      session_id: this.id,
+  /** The record of a decision of this session; `ran` only for statements that went upstream. */
+  private decision(facts: Omit<DecisionFacts, 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp' | 'ran'> & { readonly ran?: boolean }): Decision {
+    return decisionRecord({
+      ran: false,
+      ...facts,
+      credentialId: this.credential?.credential_id ?? null,
+      sessionId: this.id,
       source: 'wire',
       region: this.context.identity.region,
-      client_ip: this.clientIp,
-      ts: input.ts,
-      sql: input.sql,
-      ...statementIdentity(input.sql),
-      statement_kind: input.kind,
-      decision_rule: input.rule,
-      reason: input.reason,
-      cache_status: input.event === 'query' ? 'bypass' : 'none',
-      rows_returned: String(input.rows),
-      bytes_out: String(input.bytes),
-      latency_us: input.latencyUs,
-      tables_read: [...(input.tablesRead ?? [])],
-      tables_written: [...(input.tablesWritten ?? [])],
-      tables_blocked: [...(input.tablesBlocked ?? [])],
-      parsed: input.kind !== '',
-      approval_id: null,
-    };
+      clientIp: this.clientIp,
+    });
   }
 
   private fatal(fields: ErrorFields): void {

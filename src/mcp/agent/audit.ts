@@ -1,5 +1,5 @@
 import type { Decision } from '../../../proxy/decisions.js';
-import { statementIdentity } from '../../../proxy/policy/identity.js';
+import { decisionRecord } from '../../../proxy/decision-record.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import type { AgentContext } from './context.js';
 
@@ -23,31 +23,20 @@ export interface Outcome {
 }
 
 /** The audit record of an outcome: a StatementDecided of source `mcp`, shaped as the wire's are. */
-export function mcpDecision(context: AgentContext, outcome: Outcome): Decision {
-  return {
-    event: outcome.event,
-    project_id: context.credential.project_id,
-    credential_id: context.credential.credential_id,
-    session_id: context.sessionId,
+function mcpDecision(context: AgentContext, outcome: Outcome): Decision {
+  return decisionRecord({
+    ...outcome,
+    ts: outcome.ts ?? new Date().toISOString(),
+    rows: outcome.rows ?? 0,
+    bytes: outcome.bytes ?? 0,
+    latencyUs: outcome.latencyUs ?? null,
+    projectId: context.credential.project_id,
+    credentialId: context.credential.credential_id,
+    sessionId: context.sessionId,
     source: 'mcp',
     region: context.services.region,
-    client_ip: context.clientIp,
-    ts: outcome.ts ?? new Date().toISOString(),
-    sql: outcome.sql,
-    ...statementIdentity(outcome.sql),
-    statement_kind: outcome.kind,
-    decision_rule: outcome.rule,
-    reason: outcome.reason,
-    cache_status: outcome.ran ? 'bypass' : 'none',
-    rows_returned: String(outcome.rows ?? 0),
-    bytes_out: String(outcome.bytes ?? 0),
-    latency_us: outcome.latencyUs ?? null,
-    tables_read: [...(outcome.tablesRead ?? [])],
-    tables_written: [...(outcome.tablesWritten ?? [])],
-    tables_blocked: [...(outcome.tablesBlocked ?? [])],
-    parsed: outcome.kind !== '',
-    approval_id: null,
-  };
+    clientIp: context.clientIp,
+  });
 }
 
 /** Hands the outcome to the decision bus (best effort, as the wire path does). */

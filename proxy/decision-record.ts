@@ -1,0 +1,56 @@
+import type { AuditEventKind } from '../src/events/audit.js';
+import type { Decision } from './decisions.js';
+import { statementIdentity } from './policy/identity.js';
+
+/** What a path (the wire or MCP) knows about one decision; the record's shape is the same for both. */
+export interface DecisionFacts {
+  readonly event: AuditEventKind;
+  readonly projectId: string;
+  readonly credentialId: string | null;
+  readonly sessionId: string;
+  readonly source: 'wire' | 'mcp';
+  readonly region: string;
+  readonly clientIp: string;
+  /** When it started, ISO 8601. */
+  readonly ts: string;
+  readonly sql: string;
+  readonly kind: string;
+  readonly rule: string;
+  readonly reason: string;
+  /** Whether the statement went upstream: no cache served it, so its cache status is `bypass` (else `none`). */
+  readonly ran: boolean;
+  readonly rows: number;
+  readonly bytes: number;
+  readonly latencyUs: number | null;
+  readonly tablesRead?: readonly string[];
+  readonly tablesWritten?: readonly string[];
+  readonly tablesBlocked?: readonly string[];
+}
+
+/** The StatementDecided record of a decision, less what the publisher stamps. */
+export function decisionRecord(facts: DecisionFacts): Decision {
+  return {
+    event: facts.event,
+    project_id: facts.projectId,
+    credential_id: facts.credentialId,
+    session_id: facts.sessionId,
+    source: facts.source,
+    region: facts.region,
+    client_ip: facts.clientIp,
+    ts: facts.ts,
+    sql: facts.sql,
+    ...statementIdentity(facts.sql),
+    statement_kind: facts.kind,
+    decision_rule: facts.rule,
+    reason: facts.reason,
+    cache_status: facts.ran ? 'bypass' : 'none',
+    rows_returned: String(facts.rows),
+    bytes_out: String(facts.bytes),
+    latency_us: facts.latencyUs,
+    tables_read: [...(facts.tablesRead ?? [])],
+    tables_written: [...(facts.tablesWritten ?? [])],
+    tables_blocked: [...(facts.tablesBlocked ?? [])],
+    parsed: facts.kind !== '',
+    approval_id: null,
+  };
+}
