@@ -1,5 +1,7 @@
-import { chainEntryWithBytes, type ChainedEntry, type ChainTip, type HmacKeyring } from '../src/audit/chain.js';
+import { setImmediate } from 'node:timers/promises';
+import { linkEntry, prepareEntry, type ChainedEntry, type ChainTip, type HmacKeyring, type PreparedEntry } from '../src/audit/chain.js';
 import { entryFromDecision, entryFromGap, type AuditEntry, type AuditEntryContent } from '../src/audit/entry.js';
+import { storedDecision } from '../src/audit/stored-decision.js';
 import { AuditGapRecorded, StatementDecided } from '../src/events/audit.js';
 import { decodeData } from '../src/events/envelope.js';
 import type { RecordedEvent } from '../src/store/port.js';
@@ -38,13 +40,12 @@ export const auditEntryColumns: readonly string[] = ENTRY_COLUMNS;
 
 export function entryOf(event: RecordedEvent): AuditEntryContent | undefined {
   const seq = event.revision + 1;
-  if (event.type === StatementDecided.type) return entryFromDecision(decodeData(StatementDecided, event), seq);
+  if (event.type === StatementDecided.type) return entryFromDecision(storedDecision(event.data), seq);
   if (event.type === AuditGapRecorded.type) return entryFromGap(decodeData(AuditGapRecorded, event), seq);
   return undefined;
 }
 
-interface DecodedAuditEvent {
-  readonly content: AuditEntryContent;
+interface Prepared extends PreparedEntry {
   readonly event: RecordedEvent;
 }
 
@@ -52,12 +53,24 @@ interface Chained extends ChainedEntry {
   readonly event: RecordedEvent;
 }
 
-/** The audit events among `events`, each decoded once into the content of its entry. */
-function decodeAuditEvents(events: readonly RecordedEvent[]): DecodedAuditEvent[] {
-  const out: DecodedAuditEvent[] = [];
+/** Entries prepared between two yields to the event loop, so that a batch being written meanwhile gets its replies handled. */
+const PREPARE_SLICE = 100;
+
+/** The audit events among `events`, each decoded once and prepared for chaining. */
+function prepareEvents(events: readonly RecordedEvent[], keyring: HmacKeyring): Prepared[] {
+  const out: Prepared[] = [];
   for (const event of events) {
     const content = entryOf(event);
-    if (content) out.push({ content, event });
+    if (content) out.push({ ...prepareEntry(content, keyring), event });
+  }
+  return out;
+}
+
+async function prepareSliced(events: readonly RecordedEvent[], keyring: HmacKeyring): Promise<Prepared[]> {
+  const out: Prepared[] = [];
+  for (let i = 0; i < events.length; i += PREPARE_SLICE) {
+    if (i > 0) await setImmediate();
+    out.push(...prepareEvents(events.slice(i, i + PREPARE_SLICE), keyring));
   }
   return out;
 }
@@ -72,17 +85,22 @@ async function tips(tx: ProjectionTx, projectIds: string[]): Promise<Map<string,
   return new Map(rows.map((row) => [row.project_id, { entry_hash: row.entry_hash, key_id: row.key_id }]));
 }
 
-function chainDecoded(decoded: readonly DecodedAuditEvent[], tips: Map<string, ChainTip>, keyring: HmacKeyring): Chained[] {
-  return decoded.map(({ content, event }) => {
-    const { entry, canonical } = chainEntryWithBytes(tips.get(content.project_id), content, keyring, content.project_id);
+function linkPrepared(prepared: readonly Prepared[], tips: Map<string, ChainTip>): Chained[] {
+  return prepared.map((item) => {
+    const { entry, canonical } = linkEntry(tips.get(item.entry.project_id), item, item.entry.project_id);
     tips.set(entry.project_id, { entry_hash: entry.entry_hash, key_id: entry.key_id });
-    return { entry, canonical, event };
+    return { entry, canonical, event: item.event };
   });
 }
 
 /** Chains audit events in order onto each project's tip (updated in place): the one rule both the projection and `audit verify --from-events` use. */
 export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, ChainTip>, keyring: HmacKeyring): Chained[] {
-  return chainDecoded(decodeAuditEvents(events), tips, keyring);
+  return linkPrepared(prepareEvents(events, keyring), tips);
+}
+
+/** The Merkle leaves of the audit events among `events`: their entries' canonical bytes, which do not depend on the chain's hashes. */
+export function leavesOf(events: readonly RecordedEvent[], keyring: HmacKeyring): Buffer[] {
+  return prepareEvents(events, keyring).map(({ canonical }) => canonical);
 }
 
 function columnValues(column: string, type: string, chained: readonly Chained[]): unknown[] {
@@ -109,6 +127,17 @@ async function insertEntries(tx: ProjectionTx, chained: readonly Chained[]): Pro
  * entries are written in the same transaction (projections/audit-usage.ts).
  */
 export function auditProjection(keyring: HmacKeyring): Projection {
+  // Decoding and canonical JSON need only the events; the tips, the hashes and the writes need the transaction.
+  const prepare = async (events: readonly RecordedEvent[]) => {
+    const prepared = await prepareSliced(events, keyring);
+    return async (tx: ProjectionTx): Promise<void> => {
+      if (prepared.length === 0) return;
+      const projectIds = [...new Set(prepared.map(({ entry }) => entry.project_id))];
+      const chained = linkPrepared(prepared, await tips(tx, projectIds));
+      await insertEntries(tx, chained);
+      await rollUpUsage(tx, chained.map(({ entry }) => entry));
+    };
+  };
   return {
     name: 'audit_entries',
     streamPrefixes: [AUDIT_STREAM_PREFIX],
@@ -127,13 +156,7 @@ export function auditProjection(keyring: HmacKeyring): Projection {
       },
       ...auditUsageTables,
     ],
-    async apply(tx, events) {
-      const decoded = decodeAuditEvents(events);
-      if (decoded.length === 0) return;
-      const projectIds = [...new Set(decoded.map(({ content }) => content.project_id))];
-      const chained = chainDecoded(decoded, await tips(tx, projectIds), keyring);
-      await insertEntries(tx, chained);
-      await rollUpUsage(tx, chained.map(({ entry }) => entry));
-    },
+    prepare,
+    apply: async (tx, events) => (await prepare(events))(tx),
   };
 }

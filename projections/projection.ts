@@ -23,6 +23,12 @@ export interface Projection {
   readonly tables: readonly ReadModelTable[];
   /** Applies a batch in order, inside the runner's transaction. Must use only the events' data, never the clock. */
   apply(tx: ProjectionTx, events: readonly RecordedEvent[]): Promise<void>;
+  /**
+   * Optionally, apply in two steps: the work that needs only the events, then (the function it
+   * resolves to) the work that needs the transaction; `(await prepare(events))(tx)` must do what
+   * `apply(tx, events)` does. The runner prepares the next batch while the current one is written.
+   */
+  prepare?(events: readonly RecordedEvent[]): Promise<(tx: ProjectionTx) => Promise<void>>;
 }
 
 export function qualified(schema: string, table: string): string {

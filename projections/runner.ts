@@ -4,7 +4,7 @@ import { migrate } from '../src/pg/migrate.js';
 import { inTransaction } from '../src/pg/transaction.js';
 import type { EventStore } from '../src/store/port.js';
 import { batches } from '../src/store/batches.js';
-import { projectionTx, tableDdl, type Projection } from './projection.js';
+import { projectionTx, tableDdl, type Projection, type ProjectionTx } from './projection.js';
 
 export const LIVE_SCHEMA = 'rm';
 
@@ -46,9 +46,10 @@ export async function applyBatch(
   events: Parameters<Projection['apply']>[1],
   from: bigint,
   to: bigint,
+  write: (tx: ProjectionTx) => Promise<void> = (tx) => projection.apply(tx, events),
 ): Promise<void> {
   await inTransaction(pool, async (client) => {
-    await projection.apply(projectionTx(client, schema), events);
+    await write(projectionTx(client, schema));
     const moved =
       from === -1n
         ? await client.query(
@@ -106,12 +107,25 @@ export function runProjection(options: {
     let position = await readCheckpoint(pool, projection.name);
     subscription = store.subscribe(position, { streamPrefixes: projection.streamPrefixes });
     markActive();
-    for await (const batch of batches(subscription, batchSize)) {
-      if (stopped) return;
-      const to = batch[batch.length - 1]!.position;
-      await applyBatch(pool, projection, schema, batch, position, to);
-      position = to;
-      hooks.onBatch?.(projection.name, batch.length, position);
+    let writing: Promise<void> = Promise.resolve();
+    try {
+      for await (const batch of batches(subscription, batchSize)) {
+        if (stopped) return;
+        const to = batch[batch.length - 1]!.position;
+        // Prepared while the previous batch is still being written; written only after it committed.
+        const prepared = projection.prepare?.(batch);
+        prepared?.catch(() => undefined);
+        await writing;
+        const write = await prepared;
+        writing = applyBatch(pool, projection, schema, batch, position, to, write).then(() => {
+          position = to;
+          hooks.onBatch?.(projection.name, batch.length, position);
+        });
+        // Awaited before the next batch or on the way out; until then a failure must not count as unhandled.
+        writing.catch(() => undefined);
+      }
+    } finally {
+      await writing;
     }
   }
 

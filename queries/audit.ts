@@ -28,6 +28,31 @@ export async function auditEntries(db: pg.Pool, projectId: string, fromSeq = 1, 
   return rows.map(toEntry);
 }
 
+/** Rows per page of auditEntryPages; the caller holds one page, and one more is read ahead. */
+const ENTRY_PAGE = 10_000;
+
+/**
+ * auditEntries in pages of ascending seq (keyset pagination), each page's query sent before the
+ * previous page is handed on, so the server reads the next while the caller works on this one.
+ */
+export async function* auditEntryPages(db: pg.Pool, projectId: string, fromSeq = 1, toSeq?: number, pageSize = ENTRY_PAGE): AsyncGenerator<AuditEntry[]> {
+  const page = async (from: number): Promise<AuditEntry[]> => {
+    const { rows } = await db.query(
+      `select ${selectEntry} from rm.audit_entries where project_id = $1 and seq >= $2 and ($3::bigint is null or seq <= $3) order by seq limit $4`,
+      [projectId, from, toSeq ?? null, pageSize],
+    );
+    return rows.map(toEntry);
+  };
+  let next: Promise<AuditEntry[]> | undefined = page(fromSeq);
+  while (next) {
+    const entries: AuditEntry[] = await next;
+    next = entries.length === pageSize ? page(entries[entries.length - 1]!.seq + 1) : undefined;
+    // A caller that stops early never awaits the page read ahead.
+    next?.catch(() => undefined);
+    if (entries.length > 0) yield entries;
+  }
+}
+
 export interface AuditFilter {
   readonly start?: string;
   readonly end?: string;

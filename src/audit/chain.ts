@@ -54,27 +54,47 @@ export interface ChainedEntry {
 }
 
 /**
- * Chains `entry` after `previous` (the project's last entry; undefined for its first), keyed with
- * the keyring's current key when there is one. Throws AuditChainError 'KEY_DOWNGRADE' rather than
- * write an unkeyed entry after a keyed one.
+ * An entry keyed for chaining but not linked yet: its canonical bytes (its Merkle leaf) depend on
+ * the keyring, not on the entries before it, so they can be computed ahead of the chain's tip.
  */
-export function chainEntryWithBytes(previous: ChainTip | undefined, entry: AuditEntryContent, keyring: HmacKeyring, projectId: string): ChainedEntry {
-  if (entry.project_id !== projectId) throw new AuditChainError('PROJECT_MISMATCH', `the entry belongs to ${entry.project_id}, not ${projectId}`);
-  const keyId = keyring.current ?? null;
-  if (keyId === null && previous !== undefined && previous.key_id !== null) {
-    throw new AuditChainError('KEY_DOWNGRADE', `the chain of ${projectId} is keyed; configure PGWARD_AUDIT_HMAC_KEYS with a current key`);
-  }
-  const key = keyId === null ? undefined : keyring.keys.get(keyId);
-  if (keyId !== null && !key) throw new AuditChainError('UNKNOWN_KEY', `the keyring has no key ${keyId}`);
-  const prevHash = previous?.entry_hash || genesisHash(projectId);
-  // One object per entry: the canonical bytes leave prev_hash and entry_hash out, so the hash can be filled in after.
-  const chained: AuditEntry = { ...entry, key_id: keyId, prev_hash: prevHash, entry_hash: '' };
-  const canonical = canonicalEntryBytes(chained);
-  chained.entry_hash = entryHash(prevHash, canonical, key);
-  return { entry: chained, canonical };
+export interface PreparedEntry extends ChainedEntry {
+  readonly key: Buffer | undefined;
 }
 
-/** chainEntryWithBytes without the bytes. */
+/** Keys `entry` with the keyring's current key (none without one) and writes its canonical bytes. Throws AuditChainError 'UNKNOWN_KEY'. */
+export function prepareEntry(entry: AuditEntryContent, keyring: HmacKeyring): PreparedEntry {
+  const keyId = keyring.current ?? null;
+  const key = keyId === null ? undefined : keyring.keys.get(keyId);
+  if (keyId !== null && !key) throw new AuditChainError('UNKNOWN_KEY', `the keyring has no key ${keyId}`);
+  // One object per entry: the canonical bytes leave prev_hash and entry_hash out, so linkEntry fills them in after.
+  // The chain fields come first: added after a spread of 30 fields, they would turn the object into a
+  // slow dictionary (about 6 µs an entry, and slower reads in canonical JSON and the insert after).
+  const prepared: AuditEntry = { key_id: keyId, prev_hash: '', entry_hash: '', ...entry };
+  // Again after the spread, for content that is an AuditEntry and carries its own.
+  prepared.key_id = keyId;
+  prepared.prev_hash = '';
+  prepared.entry_hash = '';
+  return { entry: prepared, canonical: canonicalEntryBytes(prepared), key };
+}
+
+/**
+ * Links a prepared entry after `previous` (the project's last entry; undefined for its first) and
+ * fills in its hashes. Throws AuditChainError 'PROJECT_MISMATCH', or 'KEY_DOWNGRADE' rather than
+ * write an unkeyed entry after a keyed one.
+ */
+export function linkEntry(previous: ChainTip | undefined, prepared: PreparedEntry, projectId: string): ChainedEntry {
+  const { entry, canonical, key } = prepared;
+  if (entry.project_id !== projectId) throw new AuditChainError('PROJECT_MISMATCH', `the entry belongs to ${entry.project_id}, not ${projectId}`);
+  if (entry.key_id === null && previous !== undefined && previous.key_id !== null) {
+    throw new AuditChainError('KEY_DOWNGRADE', `the chain of ${projectId} is keyed; configure PGWARD_AUDIT_HMAC_KEYS with a current key`);
+  }
+  const prevHash = previous?.entry_hash || genesisHash(projectId);
+  entry.prev_hash = prevHash;
+  entry.entry_hash = entryHash(prevHash, canonical, key);
+  return { entry, canonical };
+}
+
+/** Chains `entry` after `previous`: prepareEntry, then linkEntry. */
 export function chainEntry(previous: ChainTip | undefined, entry: AuditEntryContent, keyring: HmacKeyring, projectId: string): AuditEntry {
-  return chainEntryWithBytes(previous, entry, keyring, projectId).entry;
+  return linkEntry(previous, prepareEntry(entry, keyring), projectId).entry;
 }

@@ -1,16 +1,15 @@
-import { auditStream, chainEvents, checkpointStream } from '../../projections/audit.js';
+import { auditStream, checkpointStream, leavesOf } from '../../projections/audit.js';
 import { MerkleBuilder } from '../crypto/merkle.js';
 import { AuditCheckpointSigned } from '../events/audit.js';
 import { encodeEvent } from '../events/envelope.js';
 import type { EventStore } from '../store/port.js';
-import type { ChainTip, HmacKeyring } from './chain.js';
+import type { HmacKeyring } from './chain.js';
 import { signAuditCheckpoint, type AnchorSigner } from './checkpoints.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
 
-/** What a checkpointer has read of one project's chain: the Merkle frontier, the chain tip and the next revision to read. */
+/** What a checkpointer has read of one project's chain: the Merkle frontier and the next revision to read. */
 interface ChainProgress {
   readonly tree: MerkleBuilder;
-  readonly tips: Map<string, ChainTip>;
   revision: number;
 }
 
@@ -23,8 +22,9 @@ export interface Checkpointer {
  * Signs checkpoints of projects' chains as the event log has them (never the read model, which an
  * attacker may have edited): size = every entry so far, root = RFC 6962 Merkle root of their
  * canonical bytes. Each project's stream is read once: later checkpoints read only the events
- * appended since the last one (the stream is append-only). Stored as an AuditCheckpointSigned
- * event; signing the same size twice appends once.
+ * appended since the last one (the stream is append-only). The leaves are not hashes of the chain,
+ * so the entries are not chained here, only decoded and serialized. Stored as an
+ * AuditCheckpointSigned event; signing the same size twice appends once.
  */
 export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor: AnchorSigner): Checkpointer {
   const progress = new Map<string, ChainProgress>();
@@ -38,15 +38,10 @@ export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor:
   }
 
   async function caughtUp(projectId: string): Promise<ChainProgress> {
-    const chain = progress.get(projectId) ?? { tree: new MerkleBuilder(), tips: new Map(), revision: 0 };
+    const chain = progress.get(projectId) ?? { tree: new MerkleBuilder(), revision: 0 };
     const events = await store.readStream(auditStream(projectId), chain.revision);
-    try {
-      for (const { canonical } of chainEvents(events, chain.tips, keys)) chain.tree.append(canonical);
-    } catch (error) {
-      // chainEvents may have moved the tip before failing: start over from the stream's beginning next time.
-      progress.delete(projectId);
-      throw error;
-    }
+    // Decoded in full before the tree grows, so a failure leaves the tree and the revision as they were.
+    for (const leaf of leavesOf(events, keys)) chain.tree.append(leaf);
     chain.revision += events.length;
     progress.set(projectId, chain);
     return chain;

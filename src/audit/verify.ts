@@ -1,6 +1,7 @@
 /**
  * Verification of a project's audit chain (spec §2.7). One pass in seq order checks each entry,
- * then each checkpoint whose size that entry completes; the first failure ends the pass. The
+ * then each checkpoint whose size that entry completes; the first failure ends the pass, whether
+ * the entries come as one array (verifyChain) or in pages (verifyChainPages). The
  * order of checks, which decides the reason when several apply, is in docs/audit-verification.md.
  */
 import { timingSafeEqual, type KeyObject } from 'node:crypto';
@@ -9,9 +10,9 @@ import { CheckpointError, verifyCheckpoint } from '../crypto/checkpoint.js';
 import { MerkleBuilder } from '../crypto/merkle.js';
 import type { AuditCheckpointSigned } from '../events/audit.js';
 import { Timestamp } from '../events/fields.js';
-import { entryHash } from './chain.js';
 import { auditCheckpointNote, recordCheckpoint } from './checkpoints.js';
-import { canonicalEntryBytes, genesisHash, type AuditEntry } from './entry.js';
+import { EntryDigests } from './entry-digests.js';
+import { genesisHash, type AuditEntry } from './entry.js';
 
 export const AuditFailureReason = z.enum([
   'hash_mismatch',
@@ -41,18 +42,21 @@ export const AuditChainVerification = z.strictObject({
 });
 export type AuditChainVerification = z.infer<typeof AuditChainVerification>;
 
-export interface VerifyChainInput {
+export interface VerifyChainOptions {
   readonly projectId: string;
-  /** Entries as stored, in any order; holes and duplicates are findings, not errors. */
-  readonly entries: readonly AuditEntry[];
   readonly checkpoints: readonly AuditCheckpointSigned[];
   readonly hmacKeys: ReadonlyMap<string, Buffer>;
   readonly anchorPublicKey: KeyObject;
   readonly verifiedAt: string;
-  /** First seq to verify (default 1). Above 1, `entries` must also hold the entry at fromSeq - 1, the window's anchor. */
+  /** First seq to verify (default 1). Above 1, the entries must also hold the entry at fromSeq - 1, the window's anchor. */
   readonly fromSeq?: number;
   /** Last seq to verify (default: the last stored). */
   readonly toSeq?: number;
+}
+
+export interface VerifyChainInput extends VerifyChainOptions {
+  /** Entries as stored, in any order; holes and duplicates are findings, not errors. */
+  readonly entries: readonly AuditEntry[];
 }
 
 const HEX_SHA256 = /^[0-9a-f]{64}$/;
@@ -61,6 +65,11 @@ const HEX_SHA256 = /^[0-9a-f]{64}$/;
 interface Link {
   readonly hash: string;
   readonly keyed: boolean;
+}
+
+interface Failure {
+  readonly seq: number;
+  readonly reason: AuditFailureReason;
 }
 
 function isLegacy(entry: AuditEntry): boolean {
@@ -82,9 +91,10 @@ function groupBy<T>(items: readonly T[], key: (item: T) => number): Map<number, 
   return groups;
 }
 
-function hashMatches(entry: AuditEntry, canonicalEntry: Uint8Array, key: Buffer | undefined): boolean {
-  if (!HEX_SHA256.test(entry.prev_hash) || !HEX_SHA256.test(entry.entry_hash)) return false;
-  return timingSafeEqual(Buffer.from(entry.entry_hash), Buffer.from(entryHash(entry.prev_hash, canonicalEntry, key)));
+/** The entry's seq; not a finding when invalid: no store holds such a seq, and the walk would skip the entry. */
+function seqOf(entry: AuditEntry): number {
+  if (!Number.isSafeInteger(entry.seq) || entry.seq < 1) throw new RangeError(`an entry has seq ${String(entry.seq)}, not a positive integer`);
+  return entry.seq;
 }
 
 /** True when the record is a checkpoint of `projectId` signed by the anchor key. */
@@ -97,102 +107,187 @@ function opens(record: AuditCheckpointSigned, projectId: string, publicKey: KeyO
   }
 }
 
-export function verifyChain(input: VerifyChainInput): AuditChainVerification {
-  const { projectId, hmacKeys, anchorPublicKey } = input;
-  const from = input.fromSeq ?? 1;
-  const to = input.toSeq ?? Number.POSITIVE_INFINITY;
-  if (!Number.isSafeInteger(from) || from < 1) throw new RangeError('fromSeq must be a positive integer');
-  if (input.toSeq !== undefined && (!Number.isSafeInteger(to) || to < from)) throw new RangeError('toSeq must be an integer no less than fromSeq');
-
-  const entries = groupBy(input.entries, (e) => {
-    // Not a finding: no store holds such a seq, and the walk would skip the entry.
-    if (!Number.isSafeInteger(e.seq) || e.seq < 1) throw new RangeError(`an entry has seq ${String(e.seq)}, not a positive integer`);
-    return e.seq;
-  });
-  const checkpoints = groupBy(
-    input.checkpoints.filter((c) => Number(c.size) >= from && Number(c.size) <= to),
-    (c) => Number(c.size),
-  );
-  let last = from - 1;
-  for (const seq of entries.keys()) if (seq >= from && seq <= to && seq > last) last = seq;
+/**
+ * One pass over a window of the chain in seq order: the anchor (the entry before the window, when
+ * the window does not start at 1), then each seq's candidates, then the checkpoints beyond the end.
+ */
+class ChainWalk {
+  readonly from: number;
+  readonly to: number;
+  readonly #options: VerifyChainOptions;
+  readonly #checkpoints: Map<number, AuditCheckpointSigned[]>;
   // A root covers entries 1..size, so only a window from seq 1 can recompute it.
-  const tree = from === 1 ? new MerkleBuilder() : undefined;
-  const genesis = genesisHash(projectId);
+  readonly #tree: MerkleBuilder | undefined;
+  readonly #genesis: string;
+  readonly #digests = new EntryDigests();
+  #link: Link | undefined;
+  #verified = 0;
+  #keyed = 0;
+  #unchained = 0;
+  #chainStart: number | null = null;
+  #chainEnd: number | null = null;
 
-  let link: Link | undefined;
-  let verified = 0;
-  let keyed = 0;
-  let unchained = 0;
-  let chainStart: number | null = null;
-  let chainEnd: number | null = null;
-  const report = (failure?: { seq: number; reason: AuditFailureReason }): AuditChainVerification => ({
-    ok: failure === undefined,
-    verified_count: verified,
-    keyed_count: keyed,
-    unchained_count: unchained,
-    chain_start_seq: chainStart,
-    chain_end_seq: chainEnd,
-    first_broken_seq: failure?.seq ?? null,
-    failure_reason: failure?.reason ?? null,
-    verified_at: input.verifiedAt,
-  });
+  constructor(options: VerifyChainOptions) {
+    this.#options = options;
+    this.from = options.fromSeq ?? 1;
+    this.to = options.toSeq ?? Number.POSITIVE_INFINITY;
+    if (!Number.isSafeInteger(this.from) || this.from < 1) throw new RangeError('fromSeq must be a positive integer');
+    if (options.toSeq !== undefined && (!Number.isSafeInteger(this.to) || this.to < this.from)) throw new RangeError('toSeq must be an integer no less than fromSeq');
+    this.#checkpoints = groupBy(
+      options.checkpoints.filter((c) => Number(c.size) >= this.from && Number(c.size) <= this.to),
+      (c) => Number(c.size),
+    );
+    this.#tree = this.from === 1 ? new MerkleBuilder() : undefined;
+    this.#genesis = genesisHash(options.projectId);
+  }
 
-  const entryFailure = (entry: AuditEntry, canonicalEntry: Uint8Array): AuditFailureReason | undefined => {
-    if (link === undefined && isLegacy(entry)) return entry.project_id === projectId ? undefined : 'broken_link';
+  report(failure?: Failure): AuditChainVerification {
+    return {
+      ok: failure === undefined,
+      verified_count: this.#verified,
+      keyed_count: this.#keyed,
+      unchained_count: this.#unchained,
+      chain_start_seq: this.#chainStart,
+      chain_end_seq: this.#chainEnd,
+      first_broken_seq: failure?.seq ?? null,
+      failure_reason: failure?.reason ?? null,
+      verified_at: this.#options.verifiedAt,
+    };
+  }
+
+  /** The candidates for seq fromSeq - 1, when the window holds any entry. */
+  anchor(candidates: readonly AuditEntry[] | undefined): Failure | undefined {
+    const seq = this.from - 1;
+    if (!candidates) return { seq, reason: 'missing_entry' };
+    if (candidates.length > 1) return { seq, reason: 'broken_link' };
+    this.#link = linkAfter(candidates[0]!);
+    return undefined;
+  }
+
+  /** The candidates for `seq`, the next seq of the window. */
+  step(seq: number, candidates: readonly AuditEntry[] | undefined): Failure | undefined {
+    if (!candidates) return { seq, reason: 'missing_entry' };
+    // Two entries claiming one seq fork the chain, whichever of them is genuine.
+    if (candidates.length > 1) return { seq, reason: 'broken_link' };
+    const entry = candidates[0]!;
+    this.#digests.load(entry);
+    const entryReason = this.#entryFailure(entry);
+    if (entryReason) return { seq, reason: entryReason };
+
+    this.#link = linkAfter(entry);
+    if (this.#link === undefined) this.#unchained += 1;
+    else {
+      this.#verified += 1;
+      if (this.#link.keyed) this.#keyed += 1;
+      this.#chainStart ??= seq;
+      this.#chainEnd = seq;
+    }
+    this.#tree?.appendLeafHash(this.#digests.leafHash());
+
+    const due = this.#checkpoints.get(seq);
+    const checkpointReason = due && this.#checkpointFailure(due);
+    return checkpointReason ? { seq, reason: checkpointReason } : undefined;
+  }
+
+  /** The report once every seq up to `last` passed: checkpoints beyond it say the chain was truncated. */
+  finish(last: number): AuditChainVerification {
+    const beyond = [...this.#checkpoints].filter(([size]) => size > last).flatMap(([, records]) => records);
+    if (beyond.length === 0) return this.report();
+    const opened = beyond.every((record) => opens(record, this.#options.projectId, this.#options.anchorPublicKey));
+    return this.report({ seq: last + 1, reason: opened ? 'truncated' : 'checkpoint_unverifiable' });
+  }
+
+  #hashMatches(entry: AuditEntry, key: Buffer | undefined): boolean {
+    if (!HEX_SHA256.test(entry.prev_hash) || !HEX_SHA256.test(entry.entry_hash)) return false;
+    return timingSafeEqual(Buffer.from(entry.entry_hash), Buffer.from(this.#digests.entryHash(entry.prev_hash, key)));
+  }
+
+  #entryFailure(entry: AuditEntry): AuditFailureReason | undefined {
+    const { projectId, hmacKeys } = this.#options;
+    if (this.#link === undefined && isLegacy(entry)) return entry.project_id === projectId ? undefined : 'broken_link';
     const key = entry.key_id === null ? undefined : hmacKeys.get(entry.key_id);
     if (entry.key_id !== null && !key) return 'unknown_key';
-    if (entry.key_id === null && link?.keyed) return 'key_downgrade';
-    if (!hashMatches(entry, canonicalEntry, key)) return 'hash_mismatch';
-    if (entry.project_id !== projectId || entry.prev_hash !== (link?.hash ?? genesis)) return 'broken_link';
+    if (entry.key_id === null && this.#link?.keyed) return 'key_downgrade';
+    if (!this.#hashMatches(entry, key)) return 'hash_mismatch';
+    if (entry.project_id !== projectId || entry.prev_hash !== (this.#link?.hash ?? this.#genesis)) return 'broken_link';
     return undefined;
-  };
+  }
 
-  const checkpointFailure = (records: readonly AuditCheckpointSigned[]): AuditFailureReason | undefined => {
+  #checkpointFailure(records: readonly AuditCheckpointSigned[]): AuditFailureReason | undefined {
+    const { projectId, anchorPublicKey } = this.#options;
     if (!records.every((record) => opens(record, projectId, anchorPublicKey))) return 'checkpoint_unverifiable';
-    if (!tree) return undefined;
-    const root = tree.root();
-    const chainStartSeq = unchained + 1;
+    if (!this.#tree) return undefined;
+    const root = this.#tree.root();
+    const chainStartSeq = this.#unchained + 1;
     const matches = (record: AuditCheckpointSigned) => {
       const claimed = recordCheckpoint(record);
       return claimed.root.equals(root) && claimed.chainStartSeq === chainStartSeq;
     };
     return records.every(matches) ? undefined : 'root_mismatch';
-  };
+  }
+}
+
+export function verifyChain(input: VerifyChainInput): AuditChainVerification {
+  const walk = new ChainWalk(input);
+  const { from, to } = walk;
+  const entries = groupBy(input.entries, seqOf);
+  let last = from - 1;
+  for (const seq of entries.keys()) if (seq >= from && seq <= to && seq > last) last = seq;
 
   if (last >= from && from > 1) {
-    const anchor = entries.get(from - 1);
-    if (!anchor) return report({ seq: from - 1, reason: 'missing_entry' });
-    if (anchor.length > 1) return report({ seq: from - 1, reason: 'broken_link' });
-    link = linkAfter(anchor[0]!);
+    const failure = walk.anchor(entries.get(from - 1));
+    if (failure) return walk.report(failure);
   }
-
   for (let seq = from; seq <= last; seq += 1) {
-    const candidates = entries.get(seq);
-    if (!candidates) return report({ seq, reason: 'missing_entry' });
-    // Two entries claiming one seq fork the chain, whichever of them is genuine.
-    if (candidates.length > 1) return report({ seq, reason: 'broken_link' });
-    const entry = candidates[0]!;
-    const canonicalEntry = canonicalEntryBytes(entry);
-    const entryReason = entryFailure(entry, canonicalEntry);
-    if (entryReason) return report({ seq, reason: entryReason });
-
-    link = linkAfter(entry);
-    if (link === undefined) unchained += 1;
-    else {
-      verified += 1;
-      if (link.keyed) keyed += 1;
-      chainStart ??= seq;
-      chainEnd = seq;
-    }
-    tree?.append(canonicalEntry);
-
-    const due = checkpoints.get(seq);
-    const checkpointReason = due && checkpointFailure(due);
-    if (checkpointReason) return report({ seq, reason: checkpointReason });
+    const failure = walk.step(seq, entries.get(seq));
+    if (failure) return walk.report(failure);
   }
+  return walk.finish(last);
+}
 
-  const beyond = [...checkpoints].filter(([size]) => size > last).flatMap(([, records]) => records);
-  if (beyond.length === 0) return report();
-  const opened = beyond.every((record) => opens(record, projectId, anchorPublicKey));
-  return report({ seq: last + 1, reason: opened ? 'truncated' : 'checkpoint_unverifiable' });
+/**
+ * verifyChain over entries read in pages (ascending seq, as the read model returns them), one
+ * page in memory at a time; the same findings in the same order. A seq's candidates are walked
+ * once the next seq shows up, since a duplicate may open the next page.
+ */
+export async function verifyChainPages(options: VerifyChainOptions, pages: AsyncIterable<readonly AuditEntry[]>): Promise<AuditChainVerification> {
+  const walk = new ChainWalk(options);
+  const { from, to } = walk;
+  let anchor: AuditEntry[] | undefined;
+  let anchored = from === 1;
+  let group: AuditEntry[] = [];
+  let next = from;
+
+  const walkGroup = (): Failure | undefined => {
+    const seq = group[0]!.seq;
+    if (!anchored) {
+      anchored = true;
+      const failure = walk.anchor(anchor);
+      if (failure) return failure;
+    }
+    if (seq > next) return walk.step(next, undefined);
+    next = seq + 1;
+    return walk.step(seq, group);
+  };
+
+  for await (const page of pages) {
+    for (const entry of page) {
+      const seq = seqOf(entry);
+      if (seq < from - 1 || seq > to) continue;
+      if (seq === from - 1) {
+        (anchor ??= []).push(entry);
+        continue;
+      }
+      if (group.length > 0 && seq === group[0]!.seq) {
+        group.push(entry);
+        continue;
+      }
+      if (group.length > 0 && seq < group[0]!.seq) throw new RangeError('pages of entries must come in ascending seq order');
+      const failure = group.length > 0 ? walkGroup() : undefined;
+      if (failure) return walk.report(failure);
+      group = [entry];
+    }
+  }
+  const failure = group.length > 0 ? walkGroup() : undefined;
+  return failure ? walk.report(failure) : walk.finish(next - 1);
 }

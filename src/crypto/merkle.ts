@@ -3,7 +3,7 @@
  * SHA-256(0x01 ‖ left ‖ right), a tree of n > 1 leaves splits at the largest power of two smaller
  * than n, and the empty tree hashes to SHA-256("").
  */
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 
 const LEAF_PREFIX = Buffer.from([0x00]);
 const NODE_PREFIX = Buffer.from([0x01]);
@@ -13,7 +13,7 @@ export function leafHash(data: Uint8Array): Buffer {
 }
 
 export function nodeHash(left: Uint8Array, right: Uint8Array): Buffer {
-  return createHash('sha256').update(NODE_PREFIX).update(left).update(right).digest();
+  return hash('sha256', Buffer.concat([NODE_PREFIX, left, right]), 'buffer');
 }
 
 function emptyRoot(): Buffer {
@@ -51,10 +51,15 @@ export class MerkleBuilder {
   }
 
   append(data: Uint8Array): void {
-    let hash = leafHash(data);
+    this.appendLeafHash(leafHash(data));
+  }
+
+  /** append for a caller that has the leaf's hash (SHA-256 of 0x00 ‖ data) already. */
+  appendLeafHash(leaf: Buffer): void {
+    let subtree = leaf;
     // Each trailing 1 bit of the old size is a perfect subtree the new leaf completes.
-    for (let size = this.#size; size % 2 === 1; size = Math.floor(size / 2)) hash = nodeHash(this.#subtrees.pop()!, hash);
-    this.#subtrees.push(hash);
+    for (let size = this.#size; size % 2 === 1; size = Math.floor(size / 2)) subtree = nodeHash(this.#subtrees.pop()!, subtree);
+    this.#subtrees.push(subtree);
     this.#size += 1;
   }
 

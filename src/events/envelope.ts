@@ -26,7 +26,11 @@ export function defineEvent<T extends string, S extends z.ZodType>(name: T, vers
 
 /** Validates an event payload and serializes it as canonical JSON bytes, ready for the store. */
 export function encodeEvent<S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, metadata: EventMetadata): NewEvent {
-  const payload = definition.schema.parse(data);
+  return encodeParsed(definition, definition.schema.parse(data), metadata);
+}
+
+/** encodeEvent for a payload that the definition's schema has just parsed (its output), so that it is not parsed twice. */
+export function encodeParsed<S extends z.ZodType>(definition: EventDefinition<string, S>, payload: z.output<S>, metadata: EventMetadata): NewEvent {
   const meta = EventMetadata.parse(metadata);
   return { id: meta.event_id, type: definition.type, data: canonicalBytes(payload), metadata: canonicalBytes(meta) };
 }
@@ -40,7 +44,8 @@ export interface DecodedEvent<T extends string = string, D = unknown> {
   readonly position: bigint;
 }
 
-function parseJson(bytes: Uint8Array): unknown {
+/** An event's data or metadata bytes as JSON, not validated. */
+export function parseJson(bytes: Uint8Array): unknown {
   return JSON.parse(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('utf8'));
 }
 

@@ -5,7 +5,7 @@ import type { BusRecord } from '../../proxy/decisions.js';
 import type { Consumer, DecisionBus, Delivery } from '../bus/port.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
 import { AuditGapRecorded, StatementDecided } from '../events/audit.js';
-import { encodeEvent, type EventDefinition } from '../events/envelope.js';
+import { encodeEvent, encodeParsed, type EventDefinition, type EventMetadata } from '../events/envelope.js';
 import type { EventStore } from '../store/port.js';
 import type { HmacKeyring } from '../audit/chain.js';
 import type { AnchorSigner } from '../audit/checkpoints.js';
@@ -67,11 +67,9 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     }
   });
 
-  const append = <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> => {
-    const at = now().toISOString();
-    const event = encodeEvent(definition, data, { event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
-    return batcher.append(auditStream(projectId), event);
-  };
+  const metadataFor = (key: string): EventMetadata => ({ event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at: now().toISOString() });
+  const append = <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> =>
+    batcher.append(auditStream(projectId), encodeEvent(definition, data, metadataFor(key)));
 
   const recordHole = (hole: Hole): Promise<void> =>
     append(
@@ -104,7 +102,8 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     await Promise.all(
       decisions.map((decision) => {
         if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
-        return append(StatementDecided, decision, decision.project_id, `decision:${decision.proxy_id}:${decision.boot_epoch}:${decision.seq}`);
+        const key = `decision:${decision.proxy_id}:${decision.boot_epoch}:${decision.seq}`;
+        return batcher.append(auditStream(decision.project_id), encodeParsed(StatementDecided, decision, metadataFor(key)));
       }),
     );
   };

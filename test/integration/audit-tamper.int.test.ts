@@ -8,7 +8,7 @@
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { auditStream, checkpointStream } from '../../projections/audit.js';
-import { auditCheckpoints, auditEntries } from '../../queries/audit.js';
+import { auditCheckpoints, auditEntries, auditEntryPages } from '../../queries/audit.js';
 import { entryHash } from '../../src/audit/chain.js';
 import { createCheckpointer, signProjectCheckpoint } from '../../src/audit/checkpointer.js';
 import { recordCheckpoint, signAuditCheckpoint } from '../../src/audit/checkpoints.js';
@@ -189,6 +189,22 @@ describe('an honest chain in the read model', () => {
     expect(await verify()).toEqual(outcome(null, null, { verified: SIZE }));
     expect((await auditCheckpoints(api.store, projectId)).map((c) => c.size)).toEqual(['5', '10']);
     expect((await stored()).map((e) => e.key_id)).toEqual(Array.from({ length: SIZE }, () => 'k1'));
+  });
+
+  it('reads the same entries in pages of any size, as the verify route does', async () => {
+    const read = async (...args: [number?, number?, number?]) => {
+      const pages: AuditEntry[][] = [];
+      for await (const page of auditEntryPages(api.pool, projectId, ...args)) pages.push(page);
+      return pages;
+    };
+    const all = await stored();
+    for (const size of [1, 5, SIZE, 100]) {
+      const pages = await read(1, undefined, size);
+      expect(pages.flat()).toEqual(all);
+      expect(pages.map((page) => page.length)).toEqual(Array.from({ length: Math.ceil(SIZE / size) }, (_, i) => Math.min(size, SIZE - i * size)));
+    }
+    expect((await read(4, 9, 2)).flat()).toEqual(all.filter((e) => e.seq >= 4 && e.seq <= 9));
+    expect(await read(SIZE + 1)).toEqual([]);
   });
 });
 

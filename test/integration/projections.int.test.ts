@@ -111,6 +111,55 @@ describe('projection runner', () => {
     await second.stop();
   });
 
+  it('prepares the next batch while one is written, writes one batch at a time in order, and resumes from the checkpoint after a failed write', async () => {
+    const stream = `pipe-${randomUUID()}`;
+    const events = Array.from({ length: 12 }, (_, i) => encodeEvent(ProjectCreated, { project_id: newId('prj_'), org_id: newId('org_'), name: `p${i}`, description: '', tags: [], cloud: 'aws', self_hosted: false }, meta()));
+    await store.append(stream, events, 'no_stream');
+    const log: string[] = [];
+    let writing = 0;
+    let mostWriting = 0;
+    let failures = 1;
+    const pipelined: Projection = {
+      name: 'pipelined',
+      streamPrefixes: ['pipe-'],
+      tables: [{ name: 'pipelined', columns: 'revision integer primary key', orderBy: 'revision' }],
+      apply: async (tx, batch) => (await pipelined.prepare!(batch))(tx),
+      async prepare(batch) {
+        log.push('prepare');
+        return async (tx) => {
+          mostWriting = Math.max(mostWriting, (writing += 1));
+          try {
+            await tx.query('select pg_sleep(0.02)');
+            await tx.query(`insert into ${tx.table('pipelined')} select unnest($1::int[])`, [batch.map((e) => e.revision)]);
+            if (batch.some((e) => e.revision === 4) && failures-- > 0) throw new Error('boom');
+          } finally {
+            writing -= 1;
+          }
+        };
+      },
+    };
+    const errors: unknown[] = [];
+    const runner = runProjection({
+      store,
+      pool,
+      projection: pipelined,
+      schema: 'rm_pipelined',
+      batchSize: 2,
+      hooks: { onBatch: () => log.push('committed'), onError: (_name, error) => errors.push(error) },
+    });
+    try {
+      await runner.active;
+      const rows = await waitFor(() => pool.query<{ revision: number }>('select revision from rm_pipelined.pipelined order by revision'), (r) => r.rowCount === 12);
+      expect(rows.rows.map((r) => r.revision)).toEqual(events.map((_, i) => i));
+    } finally {
+      await runner.stop();
+    }
+    expect(errors).toEqual([new Error('boom')]);
+    expect(mostWriting).toBe(1);
+    // The second batch was prepared before the first committed.
+    expect(log.slice(0, 2)).toEqual(['prepare', 'prepare']);
+  });
+
   it('writes nothing of a batch, checkpoint included, when applying it fails', async () => {
     const failing: Projection = {
       ...projectsProjection,

@@ -13,7 +13,7 @@ import {
   genesisHash,
   type AuditEntry,
 } from '../../src/audit/entry.js';
-import { AuditChainVerification, verifyChain, type AuditFailureReason, type VerifyChainInput } from '../../src/audit/verify.js';
+import { AuditChainVerification, verifyChain, verifyChainPages, type AuditFailureReason, type VerifyChainInput } from '../../src/audit/verify.js';
 import { canonicalize } from '../../src/crypto/canonical-json.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import { merkleRoot } from '../../src/crypto/merkle.js';
@@ -134,8 +134,14 @@ function build(spec: ChainSpec): Trail {
   return { entries, checkpoints };
 }
 
+/** Every verification of this file with its report, which the last test repeats in pages. */
+const verifications: { readonly input: VerifyChainInput; readonly report: AuditChainVerification }[] = [];
+
 function verify(trail: Trail, options: Partial<VerifyChainInput> = {}): AuditChainVerification {
-  return verifyChain({ projectId, entries: trail.entries, checkpoints: trail.checkpoints, hmacKeys: keys, anchorPublicKey: anchor.publicKey, verifiedAt, ...options });
+  const input = { projectId, entries: trail.entries, checkpoints: trail.checkpoints, hmacKeys: keys, anchorPublicKey: anchor.publicKey, verifiedAt, ...options };
+  const report = verifyChain(input);
+  verifications.push({ input, report });
+  return report;
 }
 
 interface Counts {
@@ -567,5 +573,31 @@ describe('properties', () => {
       }),
       { numRuns: 300 },
     );
+  });
+});
+
+describe('verifying in pages', () => {
+  /** Entries as the read model returns them: ascending seq (copies of one seq side by side), `size` at a time. */
+  async function* pages(entries: readonly AuditEntry[], size: number): AsyncGenerator<AuditEntry[]> {
+    const sorted = [...entries].sort((a, b) => a.seq - b.seq);
+    for (let i = 0; i < sorted.length; i += size) yield sorted.slice(i, i + size);
+  }
+
+  it('reports what verifyChain reports for every trail verified above (honest, tampered, windows), whatever the page size', async () => {
+    expect(verifications.length).toBeGreaterThan(300);
+    for (const { input, report } of verifications) {
+      const { entries, ...options } = input;
+      for (const size of [1, 2, 5, 1_000]) expect(await verifyChainPages(options, pages(entries, size))).toEqual(report);
+    }
+  });
+
+  it('refuses pages out of seq order and a window that is not one', async () => {
+    const { entries, checkpoints } = build({ size: 4 });
+    const options = { projectId, checkpoints, hmacKeys: keys, anchorPublicKey: anchor.publicKey, verifiedAt };
+    async function* reversed(): AsyncGenerator<AuditEntry[]> {
+      yield [...entries].reverse();
+    }
+    await expect(verifyChainPages(options, reversed())).rejects.toThrow(RangeError);
+    await expect(verifyChainPages({ ...options, fromSeq: 3, toSeq: 2 }, pages(entries, 2))).rejects.toThrow(RangeError);
   });
 });

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { auditCheckpoints, auditEntries, listAuditEntries } from '../../../queries/audit.js';
+import { auditCheckpoints, auditEntryPages, listAuditEntries } from '../../../queries/audit.js';
 import { AuditLogEntry } from '../../audit/entry.js';
 import { signProjectCheckpoint } from '../../audit/checkpointer.js';
-import { AuditChainVerification, verifyChain } from '../../audit/verify.js';
+import { AuditChainVerification, verifyChainPages } from '../../audit/verify.js';
 import { AuditDecision, AuditSource } from '../../events/audit.js';
 import { decodePageToken, encodePageToken, PageQuery } from '../pagination.js';
 import { Problem } from '../problem.js';
@@ -108,17 +108,16 @@ export function auditRoutes(app: Api, deps: ApiDeps): void {
       const caller = requireRole(request, 'viewer');
       const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
       const { from_seq: fromSeq, to_seq: toSeq } = request.query;
-      const entries = await auditEntries(deps.pool, projectId, fromSeq === undefined ? 1 : Math.max(1, fromSeq - 1), toSeq);
-      return verifyChain({
+      const options = {
         projectId,
-        entries,
         checkpoints: await auditCheckpoints(deps.store, projectId),
         hmacKeys: deps.audit.keys.keys,
         anchorPublicKey: deps.audit.anchorPublicKey,
         verifiedAt: deps.now().toISOString(),
         ...(fromSeq === undefined ? {} : { fromSeq }),
         ...(toSeq === undefined ? {} : { toSeq }),
-      });
+      };
+      return verifyChainPages(options, auditEntryPages(deps.pool, projectId, fromSeq === undefined ? 1 : Math.max(1, fromSeq - 1), toSeq));
     },
   );
 }

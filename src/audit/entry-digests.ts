@@ -1,0 +1,37 @@
+/**
+ * The two digests verification takes of each entry, over one reusable buffer laid out as
+ * prev_hash bytes (32) ‖ canonical entry bytes: the entry hash covers all of it, and the Merkle
+ * leaf hash (0x00 ‖ canonical bytes) the slice from byte 31 once that byte is zeroed. No buffer
+ * or Hash object per entry; the digests are those of entryHash and leafHash.
+ */
+import { createHmac, hash } from 'node:crypto';
+import { canonicalEntryText, type CanonicalEntryInput } from './canonical-entry.js';
+
+const PREV = 32;
+/** UTF-8 takes at most 3 bytes per UTF-16 code unit. */
+const MAX_UTF8_PER_UNIT = 3;
+
+export class EntryDigests {
+  #buffer = Buffer.alloc(PREV + 4096);
+  #end = PREV;
+
+  /** Writes the entry's canonical bytes: what the next entryHash and leafHash cover. */
+  load(entry: CanonicalEntryInput): void {
+    const text = canonicalEntryText(entry);
+    if (this.#buffer.length < PREV + text.length * MAX_UTF8_PER_UNIT) this.#buffer = Buffer.alloc(PREV + text.length * MAX_UTF8_PER_UNIT);
+    this.#end = PREV + this.#buffer.write(text, PREV, 'utf8');
+  }
+
+  /** Hex entry_hash of the loaded entry after `prevHash` (64 hex digits), keyed when `key` is given. */
+  entryHash(prevHash: string, key: Buffer | undefined): string {
+    this.#buffer.write(prevHash, 0, 'hex');
+    const covered = this.#buffer.subarray(0, this.#end);
+    return key ? createHmac('sha256', key).update(covered).digest('hex') : hash('sha256', covered, 'hex');
+  }
+
+  /** RFC 6962 leaf hash of the loaded entry's canonical bytes. */
+  leafHash(): Buffer {
+    this.#buffer[PREV - 1] = 0x00;
+    return hash('sha256', this.#buffer.subarray(PREV - 1, this.#end), 'buffer');
+  }
+}
