@@ -1,7 +1,8 @@
+import { hash } from 'node:crypto';
 import { AUDIT_SQL_MAX } from '../../src/events/audit.js';
-import { fingerprint, normalize } from './parser.js';
+import { normalize } from './parser.js';
 
-/** How a statement is grouped in the audit trail: its text with literals as `$N`, and libpg_query's fingerprint. */
+/** How a statement is grouped in the audit trail: its text with literals as `$N`, and a hash of that text. */
 export interface StatementIdentity {
   readonly normalized_sql: string;
   readonly query_hash: string;
@@ -12,16 +13,17 @@ const CAPACITY = 10_000;
 const known = new Map<string, StatementIdentity>();
 
 /**
- * The audit identity of a message's text, empty when it does not parse. Computing it costs a parse
- * (tens of µs), so identities are kept by exact text; the oldest go first beyond CAPACITY.
+ * The audit identity of a message's text, empty when it does not parse. `query_hash` is the first
+ * 64 bits of SHA-256 over the normalized text (one libpg_query call, not a second one for its
+ * fingerprint). Normalizing costs a parse (tens of µs), so identities are kept by exact text; the
+ * oldest go first beyond CAPACITY.
  */
 export function statementIdentity(sql: string): StatementIdentity {
   if (sql === '') return NONE;
   const hit = known.get(sql);
   if (hit) return hit;
   const normalized = normalize(sql);
-  const hash = fingerprint(sql);
-  const identity = normalized === null || hash === null ? NONE : { normalized_sql: normalized.slice(0, AUDIT_SQL_MAX), query_hash: hash };
+  const identity = normalized === null ? NONE : { normalized_sql: normalized.slice(0, AUDIT_SQL_MAX), query_hash: hash('sha256', normalized).slice(0, 16) };
   known.set(sql, identity);
   if (known.size > CAPACITY) known.delete(known.keys().next().value as string);
   return identity;

@@ -1,4 +1,4 @@
-import { fingerprintSync, loadModule, normalizeSync, parseSync, type ParseResult } from '@libpg-query/parser';
+import { loadModule, normalizeSync, parseSync, type ParseResult } from '@libpg-query/parser';
 import type { Node } from './ast.js';
 
 /** Statements longer than this (UTF-8 bytes, the whole query string) are refused unparsed. */
@@ -62,20 +62,6 @@ function describeError(error: unknown): { message: string; position: number | nu
     return { message: error.message, position: details?.cursorPosition ?? null };
   }
   return { message: String(error), position: null };
-}
-
-/**
- * libpg_query's fingerprint: groups statements for audit (`query_hash`). It ignores literal values
- * and alias names, so `FROM customers c, orders o` and `FROM customers o, orders c` share one
- * fingerprint: it must never key a decision cache (see cache.ts). Null when the text does not parse.
- */
-export function fingerprint(sql: string): string | null {
-  requireLoaded();
-  try {
-    return fingerprintSync(sql);
-  } catch {
-    return null;
-  }
 }
 
 /** libpg_query's normalization for audit `normalized_sql`: literals become `$N`. Null when the text does not parse. */
