@@ -17,6 +17,7 @@ export const ConfigSchema = z.object({
   PGWARD_LISTEN_HOST: z.string().min(1, 'expected a host address').default('127.0.0.1'),
   PGWARD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PGWARD_PUBLIC_HOST: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, 'expected a host name').default('localhost'),
+  PGWARD_PUBLIC_MCP_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) URL agents reach the hosted MCP at' }).optional(),
   PGWARD_MASTER_KEY: z
     .string()
     .superRefine((spec, ctx) => {

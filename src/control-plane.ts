@@ -87,6 +87,8 @@ export function controlPlane(
       pool,
       keyring,
       publicHost: config.PGWARD_PUBLIC_HOST,
+      // The embedded default serves the hosted MCP on its own HTTP port; deployments behind TLS set the URL.
+      mcpUrl: config.PGWARD_PUBLIC_MCP_URL ?? `http://${config.PGWARD_PUBLIC_HOST}:${config.PGWARD_HTTP_PORT}/mcp`,
       proxyPort: config.PGWARD_PROXY_PORT,
       now: () => new Date(),
       settle,

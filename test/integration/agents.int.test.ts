@@ -155,7 +155,7 @@ describe('register', () => {
     const password = passwordOf(secrets);
     expect(password).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(secrets.connection_string).toBe(`postgresql://${credential.id}:${password}@gateway.test:6432/shop%20db`);
-    expect(secrets.mcp_url).toBe('https://gateway.test/mcp');
+    expect(secrets.mcp_url).toBe('http://gateway.test:8080/mcp');
     expect(secrets.mcp_token).toMatch(/^pgw_agt_[A-Za-z0-9_-]{43}$/);
     expect(await events(credential.id)).toEqual(['CredentialRegistered']);
   });

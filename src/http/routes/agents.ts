@@ -98,7 +98,7 @@ function secretsBody(deps: ApiDeps, row: CredentialRow, database: DatabaseRow, i
   return {
     credential: toAgentCredential(row, deps.now()),
     connection_string: `postgresql://${userinfo}@${deps.publicHost}:${deps.proxyPort}/${encodeURIComponent(database.name)}`,
-    mcp_url: `https://${deps.publicHost}/mcp`,
+    mcp_url: deps.mcpUrl,
     mcp_token: issued.token,
   };
 }

@@ -22,6 +22,8 @@ export interface ApiDeps {
   readonly keyring: Keyring;
   /** Host agents use to reach the proxy and the hosted MCP endpoint ({project_host}). */
   readonly publicHost: string;
+  /** The hosted agent MCP's URL as agents reach it (`mcp_url` of a registration). */
+  readonly mcpUrl: string;
   readonly proxyPort: number;
   readonly now: () => Date;
   /** What verifying and checkpointing a project's audit chain needs: the HMAC keyring and the anchor key. */
