@@ -38,6 +38,7 @@ import { forgetPrepared, preparedStatements, serverStatementName } from './prepa
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import type { UpstreamHandle } from './upstreams.js';
+import type { SessionRegistry } from './session-registry.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -60,39 +61,6 @@ export interface SessionContext {
   readonly fallbackProjectId?: string;
   /** Called after every successful login (feeds last_used_at). */
   readonly onLogin?: (credentialId: string) => void;
-}
-
-/** Sessions by cancel key and by credential: for CancelRequest routing and live enforcement. */
-export class SessionRegistry {
-  private readonly byKey = new Map<number, Session>();
-  private readonly byCredential = new Map<string, Set<Session>>();
-
-  add(session: Session, processId: number): void {
-    this.byKey.set(processId, session);
-  }
-
-  bind(session: Session, credentialId: string): void {
-    let set = this.byCredential.get(credentialId);
-    if (!set) this.byCredential.set(credentialId, (set = new Set()));
-    set.add(session);
-  }
-
-  remove(session: Session, processId: number, credentialId: string | undefined): void {
-    if (this.byKey.get(processId) === session) this.byKey.delete(processId);
-    if (credentialId) this.byCredential.get(credentialId)?.delete(session);
-  }
-
-  session(processId: number): Session | undefined {
-    return this.byKey.get(processId);
-  }
-
-  sessionsOf(credentialId: string): readonly Session[] {
-    return [...(this.byCredential.get(credentialId) ?? [])];
-  }
-
-  all(): readonly Session[] {
-    return [...this.byKey.values()];
-  }
 }
 
 const AUTH_FAILED: ErrorFields = { severity: 'FATAL', code: '28P01', message: 'password authentication failed' };
