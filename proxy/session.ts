@@ -431,6 +431,8 @@ export class Session {
       this.unpark();
       return work();
     }
+    // A change to the database (password, host, pool settings) closed the pool this session started on.
+    if (this.upstreamHandle!.pool.isClosed) return this.withNewPool(work);
     const idle = this.upstreamHandle!.pool.tryAcquire();
     if (idle) {
       this.useServer(idle);
@@ -447,6 +449,16 @@ export class Session {
         this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }, 'simple');
       },
     );
+  }
+
+  private async withNewPool(work: () => void): Promise<void> {
+    const handle = await this.context.upstreamFor(this.credential!);
+    if (this.closed) return;
+    if (!handle || handle.pool.isClosed) {
+      return this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is no longer available to this credential' }, 'simple');
+    }
+    this.upstreamHandle = handle;
+    return this.withServer(work);
   }
 
   /**

@@ -172,6 +172,11 @@ export class UpstreamPool {
     this.#dispatch();
   }
 
+  /** Closed for good (its database changed, or the proxy stops): its holders take the database's new pool. */
+  get isClosed(): boolean {
+    return this.#closed;
+  }
+
   stats(): PoolStats {
     return { size: this.#size(), idle: this.#idle.length + this.#parked.size, inUse: this.#inUse.size - this.#parked.size, waiting: this.#waiters.length };
   }

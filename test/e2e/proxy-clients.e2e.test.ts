@@ -258,6 +258,31 @@ describe('transaction pooling', () => {
     }
   });
 
+  it('keeps an idle session working after a change to its database replaces the upstream pool', async () => {
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    await client.connect();
+    try {
+      expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+      const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
+      const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
+      const patched = await gateway.api.call(gateway.owner.apiKey, {
+        method: 'PATCH',
+        url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`,
+        payload: { pool_config: { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } },
+      });
+      expect(patched.statusCode).toBe(200);
+      // Once the proxy's view has the change, the next login builds the new pool and closes the old one.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const other = new pg.Client({ connectionString: agent.connection_string });
+      await other.connect();
+      expect((await other.query('select 3 as three')).rows).toEqual([{ three: 3 }]);
+      await other.end();
+      expect((await client.query('select 2 as two')).rows).toEqual([{ two: 2 }]);
+    } finally {
+      await client.end();
+    }
+  });
+
   it('keeps each client’s named prepared statements working while clients share one upstream connection', async () => {
     const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
     const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
