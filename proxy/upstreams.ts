@@ -69,7 +69,8 @@ export class Upstreams {
     const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1]);
     const handle: UpstreamHandle = { database, pool, cancel: (server) => sendCancel(target, server.backendKey).then(() => undefined) };
     this.entries.set(key, { revision, handle });
-    if (known) void known.handle.pool.close();
+    // Sessions in the middle of a transaction on the old pool finish it there; the rest move over.
+    if (known) void known.handle.pool.close({ graceful: true });
     return handle;
   }
 

@@ -181,25 +181,36 @@ export class UpstreamPool {
     return { size: this.#size(), idle: this.#idle.length + this.#parked.size, inUse: this.#inUse.size - this.#parked.size, waiting: this.#waiters.length };
   }
 
-  /** Closes every connection, idle or in use, and rejects every acquirer; resolves once the sockets are closed. */
-  async close(): Promise<void> {
+  /**
+   * Closes every idle and parked connection and rejects every acquirer; the connections in use are
+   * destroyed too, unless `graceful`, in which case each closes when its holder releases it.
+   * Resolves once the sockets closed here are closed.
+   */
+  async close(options: { graceful?: boolean } = {}): Promise<void> {
     if (this.#closed) return;
     this.#closing.abort(this.#closedError());
     for (const waiter of [...this.#waiters]) this.#fail(waiter, this.#closedError());
     clearInterval(this.#parkSweep);
-    for (const parked of [...this.#parked.values()]) parked.reclaim();
-    this.#parked.clear();
     const sockets: net.Socket[] = [];
+    for (const [connection, parked] of [...this.#parked]) {
+      parked.reclaim();
+      this.#inUse.delete(connection);
+      connection.close();
+      sockets.push(connection.socket);
+    }
+    this.#parked.clear();
     for (const idle of this.#idle.splice(0)) {
       this.#unidle(idle);
       idle.connection.close();
       sockets.push(idle.connection.socket);
     }
-    for (const connection of this.#inUse) {
-      connection.socket.destroy();
-      sockets.push(connection.socket);
+    if (!options.graceful) {
+      for (const connection of this.#inUse) {
+        connection.socket.destroy();
+        sockets.push(connection.socket);
+      }
+      this.#inUse.clear();
     }
-    this.#inUse.clear();
     await Promise.all(sockets.map((socket) => (socket.closed ? undefined : new Promise((done) => socket.once('close', done)))));
   }
 

@@ -559,6 +559,21 @@ describe('UpstreamPool', () => {
     expect(again.socket.destroyed).toBe(true);
   });
 
+  it('closes gracefully: the connection in use finishes its work and closes when released; acquirers are refused', async () => {
+    const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig({ max_connections: 2 }));
+    const busy = await pool.acquire();
+    const idle = await pool.acquire();
+    await pool.release(idle, { reset: false });
+    await pool.close({ graceful: true });
+    expect(idle.socket.destroyed).toBe(true);
+    expect(busy.socket.destroyed).toBe(false);
+    expect(await scalar(busy, 'select 42')).toBe('42');
+    await expect(pool.acquire()).rejects.toMatchObject({ code: 'CLOSED' });
+    await pool.release(busy, { reset: false });
+    await until(() => busy.socket.destroyed, 'the released connection to close');
+    expect(pool.stats()).toEqual({ size: 0, idle: 0, inUse: 0, waiting: 0 });
+  });
+
   it('destroys a connection released with a data listener still attached', async () => {
     const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig());
     try {
