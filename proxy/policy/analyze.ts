@@ -29,7 +29,7 @@ function query(ctx: Ctx, parent: Level | null, at: At, options: QueryOptions = {
 export function analyzeStatement(parsed: ParsedStatement, session: AnalysisSession = {}): StatementAnalysis {
   const out = new Collector(searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH));
   const ctx: Ctx = { out, rewritable: true, query };
-  statement(ctx, { node: parsed.stmt, path: [] });
+  statement(ctx, { node: parsed.stmt, slot: null });
   const literals = sweep(parsed.stmt, out);
   const shape = statementShape(nodeType(parsed.stmt));
   return {

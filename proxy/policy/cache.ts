@@ -18,7 +18,8 @@ export class AnalysisCache {
   }
 
   analyze(sql: string, session: AnalysisSession = {}): SqlAnalysis {
-    const key = JSON.stringify([session.searchPath ?? DEFAULT_SEARCH_PATH, sql]);
+    // A JSON array is never a prefix of another one, so the concatenation keeps keys distinct.
+    const key = JSON.stringify(session.searchPath ?? DEFAULT_SEARCH_PATH) + sql;
     const hit = this.entries.get(key);
     if (hit) {
       this.entries.delete(key);

@@ -1,4 +1,4 @@
-import { names, nodeType, Reader, stringValue, type At, type Node } from './ast.js';
+import { below, names, nodeType, pathOf, Reader, stringValue, type At, type Node, type Path } from './ast.js';
 import { visit, type Ctx } from './context.js';
 import { expr, struct, typeName } from './expressions.js';
 import type { RelationName } from './names.js';
@@ -12,7 +12,7 @@ import type { StatementHandler } from './utility.js';
  * masked column would turn its raw values into an error oracle), so every column they name is
  * recorded as not rewritable.
  */
-function columnUse(ctx: Ctx, tables: readonly RelationName[], column: string, path: At['path'], written = false): void {
+function columnUse(ctx: Ctx, tables: readonly RelationName[], column: string, path: Path, written = false): void {
   if (tables.length > 0) ctx.out.columns.push({ candidates: tables.map((table) => ({ table, column })), path, rewritable: false, written, text: column });
 }
 
@@ -39,7 +39,7 @@ function constraint(ctx: Ctx, at: At, level: Level, tables: readonly RelationNam
     reader.skip(...CONSTRAINT_FIELDS);
     expr(ctx, level, reader.node('raw_expr'));
     for (const key of ['keys', 'including', 'fk_attrs']) {
-      for (const item of reader.list(key)) columnUse(ctx, tables, names([item])[0] ?? '', item.path);
+      for (const item of reader.list(key)) columnUse(ctx, tables, names([item])[0] ?? '', pathOf(item.slot));
     }
     const referenced = reader.struct('pktable', 'RangeVar');
     if (referenced) relationUse(ctx, referenced, false);
@@ -54,7 +54,7 @@ function columnDef(ctx: Ctx, at: At, level: Level, tables: readonly RelationName
   }
   visit(ctx, at, (reader) => {
     const column = reader.string('colname');
-    if (column !== undefined) columnUse(ctx, tables, column, at.path, true);
+    if (column !== undefined) columnUse(ctx, tables, column, pathOf(at.slot), true);
     struct(ctx, reader, 'typeName', 'TypeName', (type) => typeName(ctx, level, type));
     expr(ctx, level, reader.node('raw_default'));
     for (const item of reader.list('constraints')) constraint(ctx, item, level, tables);
@@ -77,7 +77,7 @@ function alterCommand(ctx: Ctx, at: At, level: Level, tables: readonly RelationN
     const subtype = reader.string('subtype') ?? '';
     if (!ALTER_COMMANDS.has(subtype)) ctx.out.unsupportedConstruct(`ALTER TABLE ${subtype.replace(/^AT_/, '')}`);
     const column = reader.string('name');
-    if (column !== undefined && subtype !== 'AT_DropConstraint') columnUse(ctx, tables, column, at.path);
+    if (column !== undefined && subtype !== 'AT_DropConstraint') columnUse(ctx, tables, column, pathOf(at.slot));
     const def = reader.node('def');
     if (def) tableElement(ctx, def, level, tables);
     reader.skip('behavior', 'missing_ok', 'num', 'recurse');
@@ -92,7 +92,7 @@ function indexElements(ctx: Ctx, items: readonly At[], level: Level, tables: rea
     }
     visit(ctx, item, (element) => {
       const column = element.string('name');
-      if (column !== undefined) columnUse(ctx, tables, column, item.path);
+      if (column !== undefined) columnUse(ctx, tables, column, pathOf(item.slot));
       expr(ctx, level, element.node('expr'));
       element.skip('ordering', 'nulls_ordering', 'collation', 'opclass', 'indexcolname');
     });
@@ -143,13 +143,13 @@ export const ddlHandlers: Readonly<Record<string, StatementHandler>> = {
       ctx.out.wholeRows.push({ tables: table.tables, form: 'rename', text: `RENAME TO ${newname}` });
       for (const { schema } of table.tables) relationUse(ctx, asRangeVar(schema, newname), true);
     } else if (kind === 'OBJECT_COLUMN') {
-      columnUse(ctx, table.tables, reader.string('subname') ?? '', [...reader.base, 'subname']);
-      columnUse(ctx, table.tables, newname, [...reader.base, 'newname'], true);
+      columnUse(ctx, table.tables, reader.string('subname') ?? '', pathOf(below(reader.slot, 'subname')));
+      columnUse(ctx, table.tables, newname, pathOf(below(reader.slot, 'newname')), true);
     } else ctx.out.unsupportedConstruct(`RENAME of ${kind ?? 'object'}`);
   },
 };
 
 /** A relation named by a string list rather than a RangeVar (DROP, RENAME TO). */
 function asRangeVar(schema: string | undefined, relname: string): Reader {
-  return Reader.struct('RangeVar', schema === undefined ? { relname } : { schemaname: schema, relname }, []);
+  return Reader.struct('RangeVar', schema === undefined ? { relname } : { schemaname: schema, relname }, null);
 }

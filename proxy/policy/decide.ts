@@ -36,8 +36,9 @@ export type PolicyDecision =
     });
 
 function tables(analysis: StatementAnalysis, written: boolean): string[] {
-  const names = analysis.relations.filter((use) => use.written === written).flatMap((use) => use.candidates.map(qualified));
-  return [...new Set(names)];
+  const names = new Set<string>();
+  for (const use of analysis.relations) if (use.written === written) for (const table of use.candidates) names.add(qualified(table));
+  return [...names];
 }
 
 /** Applies one policy to one analyzed statement: the first rule that refuses decides, in the order of the checks below. */
@@ -57,7 +58,7 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   if (refusal) return refused(facts, refusal);
   const edits = maskCheck(analysis, policy);
   if (!Array.isArray(edits)) return refused(facts, edits);
-  if (edits.length === 0) return { ...facts, action: 'allow', event: 'query', rule: '', reason: '', masks: [], sql: analysis.sql };
+  if (edits.length === 0) return allowed(facts, 'query', '', '', [], analysis.sql);
   const outcome = applyMasks(analysis, edits, policy.masked_columns, session);
   if (!outcome.ok) {
     return refused(facts, {
@@ -67,28 +68,21 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
     });
   }
   const columns = [...new Set(edits.map((edit) => `${edit.column} (${edit.mode})`))];
-  return {
-    ...facts,
-    action: 'allow',
-    event: 'masked',
-    rule: 'masked_columns.masked',
-    reason: `masked ${columns.join(', ')}: every reference reads the masked value (rule masked_columns.masked).`,
-    masks: edits,
-    sql: outcome.sql,
-  };
+  return allowed(facts, 'masked', 'masked_columns.masked', `masked ${columns.join(', ')}: every reference reads the masked value (rule masked_columns.masked).`, edits, outcome.sql);
+}
+
+/** Built field by field, as is `refused`: on Node 20, `{ ...facts, more }` costs microseconds a call. */
+function allowed(facts: DecisionFacts, event: 'query' | 'masked', rule: string, reason: string, masks: readonly MaskEdit[], sql: string): PolicyDecision {
+  const { statementKind, tablesRead, tablesWritten, progress } = facts;
+  return { statementKind, tablesRead, tablesWritten, progress, action: 'allow', event, rule, reason, masks, sql };
 }
 
 function refused(facts: DecisionFacts, refusal: Refusal): PolicyDecision {
-  return {
-    ...facts,
-    action: 'refuse',
-    event: refusal.honeytokenId === undefined ? 'blocked' : 'canary_tripped',
-    rule: refusal.rule,
-    reason: refusal.reason,
-    sqlstate: refusal.sqlstate,
-    tablesBlocked: refusal.blocked ?? [],
-    ...(refusal.honeytokenId === undefined ? {} : { honeytokenId: refusal.honeytokenId }),
-  };
+  const { statementKind, tablesRead, tablesWritten, progress } = facts;
+  const { rule, reason, sqlstate, honeytokenId } = refusal;
+  const event = honeytokenId === undefined ? 'blocked' : 'canary_tripped';
+  const decision: PolicyDecision = { statementKind, tablesRead, tablesWritten, progress, action: 'refuse', event, rule, reason, sqlstate, tablesBlocked: refusal.blocked ?? [] };
+  return honeytokenId === undefined ? decision : { ...decision, honeytokenId };
 }
 
 /** The decision for text that did not parse or was too large to parse. */

@@ -1,4 +1,4 @@
-import { nodeType, Reader, type At } from './ast.js';
+import { nodeType, pathOf, Reader, type At } from './ast.js';
 import { visit, type Ctx } from './context.js';
 import { expr, exprs, struct } from './expressions.js';
 import { fromItem, relationUse, targetList, withClause } from './queries.js';
@@ -87,7 +87,7 @@ function assignedColumn(ctx: Ctx, at: At, target: RangeEntry | undefined): void 
     return;
   }
   const candidates = (target ? tablesOf(target) : []).map((table) => ({ table, column }));
-  if (candidates.length > 0) ctx.out.columns.push({ candidates, path: at.path, rewritable: false, written: true, text: column });
+  if (candidates.length > 0) ctx.out.columns.push({ candidates, path: pathOf(at.slot), rewritable: false, written: true, text: column });
 }
 
 /** ON CONFLICT (column | (expression)): the arbiter compares raw values, so a masked column here cannot be rewritten. */
@@ -99,7 +99,7 @@ function indexElement(ctx: Ctx, level: Level, at: At, target: RangeEntry | undef
   visit(ctx, at, (element) => {
     const column = element.string('name');
     const candidates = column !== undefined && target ? tablesOf(target).map((table) => ({ table, column })) : [];
-    if (candidates.length > 0) ctx.out.columns.push({ candidates, path: at.path, rewritable: false, written: false, text: column ?? '' });
+    if (candidates.length > 0) ctx.out.columns.push({ candidates, path: pathOf(at.slot), rewritable: false, written: false, text: column ?? '' });
     expr(ctx, level, element.node('expr'));
     element.skip('collation', 'opclass', 'ordering', 'nulls_ordering', 'indexcolname');
     if (element.list('opclassopts').length > 0) ctx.out.unsupportedConstruct('IndexElem.opclassopts');

@@ -1,4 +1,4 @@
-import { constantText, names, nodeType, Reader, stringValue, type At } from './ast.js';
+import { constantText, names, nodeType, pathOf, Reader, stringValue, type At } from './ast.js';
 import { finish, visit, type Ctx } from './context.js';
 import { QUERY_TEXT_FUNCTIONS, VETTED_FUNCTIONS } from './functions.js';
 import { bindColumnRef, STAR, type Level, type RefPart } from './scope.js';
@@ -41,9 +41,9 @@ function columnRef(ctx: Ctx, level: Level, reader: Reader, at: At): void {
   const text = parts.map((part) => (part === STAR ? '*' : part)).join('.');
   const binding = bindColumnRef(level, parts);
   if (binding.columns.length > 0) {
-    ctx.out.columns.push({ candidates: binding.columns, path: at.path, rewritable: ctx.rewritable, written: false, text });
+    ctx.out.columns.push({ candidates: binding.columns, path: pathOf(at.slot), rewritable: ctx.rewritable, written: false, text });
   }
-  for (const whole of binding.wholeRows) ctx.out.wholeRows.push({ ...whole, text });
+  for (const { tables, form } of binding.wholeRows) ctx.out.wholeRows.push({ tables, form, text });
 }
 
 /**

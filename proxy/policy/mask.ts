@@ -2,7 +2,7 @@ import { deparseSync } from 'pgsql-deparser';
 import type { MaskMode } from '../../src/events/policies.js';
 import type { StatementAnalysis } from './analysis.js';
 import { analyzeStatement, type AnalysisSession } from './analyze.js';
-import { getAt, isObject, type Node, type Path } from './ast.js';
+import { cloneTree, getAt, isObject, type Node, type Path } from './ast.js';
 import { DEFAULT_SEARCH_PATH, qualified, searchPathOf } from './names.js';
 import { parseOne } from './parser.js';
 
@@ -59,10 +59,10 @@ function keepOutputName(stmt: Node, path: Path, ref: Node): void {
   if (isObject(target) && target.name === undefined && name !== undefined) target.name = name;
 }
 
-function treeKeys(value: Record<string, unknown>): string[] {
-  return Object.keys(value)
-    .filter((key) => key !== 'location')
-    .sort();
+function treeKeyCount(value: Record<string, unknown>): number {
+  let count = 0;
+  for (const key of Object.keys(value)) if (key !== 'location') count++;
+  return count;
 }
 
 /** Deep equality of two parse trees, ignoring source locations and key order. */
@@ -71,9 +71,14 @@ function sameTree(a: unknown, b: unknown): boolean {
     return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((item, index) => sameTree(item, b[index]));
   }
   if (!isObject(a) || !isObject(b)) return a === b;
-  const left = treeKeys(a);
-  const right = treeKeys(b);
-  return left.length === right.length && left.every((key, index) => key === right[index] && sameTree(a[key], b[key]));
+  // Every key of `a` is a key of `b` with the same value, and `b` has no more keys.
+  let count = 0;
+  for (const key of Object.keys(a)) {
+    if (key === 'location') continue;
+    if (!Object.hasOwn(b, key) || !sameTree(a[key], b[key])) return false;
+    count++;
+  }
+  return count === treeKeyCount(b);
 }
 
 /**
@@ -90,7 +95,7 @@ export function applyMasks(
   if (!searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH).catalogFirst) {
     return { ok: false, why: 'the search_path puts a schema before pg_catalog, so the mask expression could be shadowed' };
   }
-  const stmt = JSON.parse(JSON.stringify(analysis.stmt)) as Node;
+  const stmt = cloneTree(analysis.stmt);
   const expected = new Set<string>();
   for (const edit of edits) {
     const container = getAt(stmt, edit.path.slice(0, -1));

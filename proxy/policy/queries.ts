@@ -1,4 +1,4 @@
-import { names, nodeType, Reader, stringValue, type At } from './ast.js';
+import { below, names, nodeType, pathOf, Reader, stringValue, type At } from './ast.js';
 import { finish, visit, type Ctx, type QueryOptions } from './context.js';
 import { expr, exprs, sortBy, struct, typeName, windowDef } from './expressions.js';
 import { resolveRelation } from './names.js';
@@ -177,7 +177,7 @@ const fromHandlers: Readonly<Record<string, FromHandler>> = {
     for (const item of reader.list('functions')) {
       const [call, columns] = (item.node.List as { items?: unknown[] } | undefined)?.items ?? [];
       ctx.out.visited.add(item.node);
-      expr(ctx, level, call ? { node: call as At['node'], path: [...item.path, 'List', 'items', 0] } : undefined);
+      expr(ctx, level, call ? { node: call as At['node'], slot: below(item.slot, 'List', 'items', 0) } : undefined);
       if (Array.isArray((columns as { List?: { items?: unknown[] } } | undefined)?.List?.items)) ctx.out.unsupportedConstruct('ROWS FROM column definitions');
     }
     for (const column of reader.list('coldeflist')) columnDefinition(ctx, level, column);
@@ -216,7 +216,7 @@ function joinExpr(ctx: Ctx, level: Level, reader: Reader): RangeEntry[] {
   for (const using of reader.list('usingClause')) {
     const column = stringValue(using.node) ?? '';
     const candidates = sides.flat().map((table) => ({ table, column }));
-    if (candidates.length > 0) ctx.out.columns.push({ candidates, path: using.path, rewritable: false, written: false, text: `USING (${column})` });
+    if (candidates.length > 0) ctx.out.columns.push({ candidates, path: pathOf(using.slot), rewritable: false, written: false, text: `USING (${column})` });
   }
   if (reader.bool('isNatural') && sides.flat().length > 0) ctx.out.wholeRows.push({ tables: sides.flat(), form: 'natural', text: 'NATURAL JOIN' });
   reader.skip('jointype', 'rtindex');

@@ -19,14 +19,8 @@ export class Level {
 
   constructor(readonly parent: Level | null) {}
 
-  *chain(): Generator<Level> {
-    yield this;
-    if (this.parent) yield* this.parent.chain();
-  }
-
   hasCte(name: string): boolean {
-    for (const level of this.chain()) if (level.ctes.has(name)) return true;
-    return false;
+    return this.ctes.has(name) || (this.parent?.hasCte(name) ?? false);
   }
 }
 
@@ -39,9 +33,19 @@ export const STAR = Symbol('*');
 export type RefPart = string | typeof STAR;
 
 export function tablesOf(entry: RangeEntry): RelationName[] {
-  if (entry.kind === 'table') return [...entry.tables];
-  if (entry.kind === 'join') return entry.members.flatMap(tablesOf);
-  return [];
+  return tablesOfAll([entry]);
+}
+
+/** The base tables of the entries, in order. */
+function tablesOfAll(entries: readonly RangeEntry[]): RelationName[] {
+  const tables: RelationName[] = [];
+  for (const entry of entries) addTables(tables, entry);
+  return tables;
+}
+
+function addTables(tables: RelationName[], entry: RangeEntry): void {
+  if (entry.kind === 'table') tables.push(...entry.tables);
+  else if (entry.kind === 'join') for (const member of entry.members) addTables(tables, member);
 }
 
 /**
@@ -53,13 +57,13 @@ function qualified(level: Level, qualifier: readonly string[]): RangeEntry[] {
   const refname = qualifier[qualifier.length - 1];
   const schema = qualifier.length >= 2 ? qualifier[qualifier.length - 2] : undefined;
   const found: RangeEntry[] = [];
-  for (const current of level.chain()) {
+  for (let current: Level | null = level; current !== null; current = current.parent) {
     for (const entry of current.entries) {
       if (entry.refname !== refname) continue;
       if (schema === undefined) found.push(entry);
       else if (entry.kind === 'table' && !entry.aliased) {
         const tables = entry.tables.filter((table) => table.schema === schema);
-        if (tables.length > 0) found.push({ ...entry, tables });
+        if (tables.length > 0) found.push({ kind: 'table', refname: entry.refname, aliased: entry.aliased, tables });
       }
     }
   }
@@ -76,16 +80,19 @@ export function bindColumnRef(level: Level, parts: readonly RefPart[]): Binding 
   const qualifier = parts.slice(0, -1).filter((part): part is string => part !== STAR);
   if (last === STAR) {
     const entries = qualifier.length === 0 ? level.entries.filter((entry) => entry.kind !== 'join') : qualified(level, qualifier);
-    const tables = entries.flatMap(tablesOf);
+    const tables = tablesOfAll(entries);
     return { columns: [], wholeRows: tables.length > 0 ? [{ tables, form: 'star' }] : [] };
   }
   if (last === undefined) return { columns: [], wholeRows: [] };
   if (qualifier.length === 0) {
-    const tables = [...level.chain()].flatMap((current) => current.entries.filter((entry) => entry.kind === 'table').flatMap(tablesOf));
-    const rowTables = qualified(level, [last]).flatMap(tablesOf);
+    const tables: RelationName[] = [];
+    for (let current: Level | null = level; current !== null; current = current.parent) {
+      for (const entry of current.entries) if (entry.kind === 'table') addTables(tables, entry);
+    }
+    const rowTables = tablesOfAll(qualified(level, [last]));
     return { columns: columnsOf(tables, last), wholeRows: rowTables.length > 0 ? [{ tables: rowTables, form: 'row' }] : [] };
   }
-  const tables = qualified(level, qualifier).flatMap(tablesOf);
+  const tables = tablesOfAll(qualified(level, qualifier));
   const viaFunction = ROW_FUNCTION_NAMES.has(last) && tables.length > 0;
   return { columns: columnsOf(tables, last), wholeRows: viaFunction ? [{ tables, form: 'function_notation' }] : [] };
 }

@@ -1,4 +1,4 @@
-import { constantText, names, nodeType, Reader, type At } from './ast.js';
+import { below, constantText, names, nodeType, pathOf, Reader, type At } from './ast.js';
 import { visit, type Ctx } from './context.js';
 import { exprs, struct } from './expressions.js';
 import { relationUse } from './queries.js';
@@ -104,7 +104,7 @@ function copy(ctx: Ctx, reader: Reader): void {
   const columns = names(reader.list('attlist'));
   for (const [index, column] of columns.entries()) {
     const candidates = tables.map((table) => ({ table, column }));
-    ctx.out.columns.push({ candidates, path: [...reader.base, 'attlist', index], rewritable: false, written: from, text: column });
+    ctx.out.columns.push({ candidates, path: pathOf(below(reader.slot, 'attlist', index)), rewritable: false, written: from, text: column });
   }
   if (columns.length === 0 && tables.length > 0) ctx.out.wholeRows.push({ tables, form: 'copy', text: `COPY ${relationText(relation)}` });
 }
