@@ -158,8 +158,9 @@ function printReport(results: Results): void {
     const vsBouncer = results.median(mode, 10, ['pgward', 'PgBouncer'], (w, b) => w.tps / b.tps);
     const addedByMode = modes.map((m) => ({ mode: m, us: results.median(m, 1, ['pgward', 'direct'], addedP50) }));
     const worst = Math.max(...addedByMode.map((a) => a.us));
-    console.log(`target pgward/direct at c=10 ${mode} >= ${ratio.format(minVsDirect)}×: ${ratio.format(vsDirect)}× ${verdict(vsDirect >= minVsDirect)}`);
-    console.log(`target pgward/PgBouncer at c=10 ${mode} >= ${ratio.format(minVsBouncer)}×: ${ratio.format(vsBouncer)}× ${verdict(vsBouncer >= minVsBouncer)}`);
+    // A partial run (PGWARD_BENCH_MODES, PGWARD_BENCH_CLIENTS) may lack the c=10 run of `mode`.
+    if (!Number.isNaN(vsDirect)) console.log(`target pgward/direct at c=10 ${mode} >= ${ratio.format(minVsDirect)}×: ${ratio.format(vsDirect)}× ${verdict(vsDirect >= minVsDirect)}`);
+    if (!Number.isNaN(vsBouncer)) console.log(`target pgward/PgBouncer at c=10 ${mode} >= ${ratio.format(minVsBouncer)}×: ${ratio.format(vsBouncer)}× ${verdict(vsBouncer >= minVsBouncer)}`);
     console.log(`target p50 added latency at c=1 <= ${maxAddedUs} µs: ${addedByMode.map((a) => `${a.mode} ${number.format(a.us)} µs`).join(', ')} ${verdict(worst <= maxAddedUs)}`);
   };
   console.log('');
