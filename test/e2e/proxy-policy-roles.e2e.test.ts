@@ -41,7 +41,8 @@ describe('a provisioned policy on the wire', () => {
   it('runs the policy’s sessions as its upstream role once provisioned; the proxy’s own checks still refuse first', async () => {
     const before = await openSession((await register('before provisioning')).connection_string);
     expect((await before.client.query('SELECT count(*)::int AS n FROM orders')).rows).toEqual([{ n: 1000 }]);
-    expect(await upstreamUsers()).toEqual(['postgres']);
+    const registeredUser = decodeURIComponent(new URL(gateway.upstream.url).username);
+    expect(await upstreamUsers()).toEqual([registeredUser]);
     await before.client.end();
 
     const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
@@ -52,7 +53,7 @@ describe('a provisioned policy on the wire', () => {
 
     const { client } = await openSession((await register('after provisioning')).connection_string);
     expect((await client.query('SELECT count(*)::int AS n FROM orders')).rows).toEqual([{ n: 1000 }]);
-    expect(await upstreamUsers()).toEqual([roleName, 'postgres'].sort());
+    expect(await upstreamUsers()).toEqual([roleName, registeredUser].sort());
     const refused = await client.query('SELECT * FROM customers').catch((error: unknown) => error as { code: string; message: string });
     expect(refused).toMatchObject({ code: '42501' });
     expect((refused as { message: string }).message).toMatch(/rule allowed_tables\.not_allowed/);

@@ -15,12 +15,22 @@ let owner: { orgId: string; apiKey: string };
 let projectId: string;
 let databaseId: string;
 const noCreateRole = `pgward_t_nocreaterole_${randomBytes(4).toString('hex')}`;
+const noCreateRolePassword = randomBytes(12).toString('hex');
 const provisioned = new Set<string>();
 
-/** What the last of `statements` does when they run one by one, directly on the upstream as `user`: its rows, or the first SQLSTATE. */
-async function runAs(user: string, ...statements: string[]): Promise<{ rows?: unknown[]; code?: string }> {
+/** The login of the role last provisioned for `policyId`, its password opened from its event as the proxy would. */
+async function roleLogin(policyId: string): Promise<{ user: string; password: string }> {
+  const recorded = (await api.store.readStream(`policy-${policyId}`)).map(decodeEvent).filter((event) => event.type === 'PolicyRoleProvisioned.v1').at(-1);
+  if (recorded?.type !== 'PolicyRoleProvisioned.v1') throw new Error(`no role provisioned for ${policyId}`);
+  return { user: recorded.data.role_name, password: openSecret(recorded.data.password, parseKeyring(api.masterKey), recorded.data.role_name) };
+}
+
+/** What the last of `statements` does when they run one by one, directly on the upstream as the role provisioned for `policyId`: its rows, or the first SQLSTATE. */
+async function runAs(policyId: string, ...statements: string[]): Promise<{ rows?: unknown[]; code?: string }> {
+  const login = await roleLogin(policyId);
   const url = new URL(upstream.url);
-  url.username = user;
+  url.username = login.user;
+  url.password = login.password;
   return admin(url.toString(), async (client) => {
     let rows: unknown[] = [];
     for (const sql of statements) {
@@ -57,13 +67,13 @@ beforeAll(async () => {
       create table customers (id int primary key, email text not null); insert into customers values (1, 'a@example.com');
       create schema analytics; create table analytics.events (id int); create view analytics.daily as select 1 as n;`),
   );
-  await admin(upstream.url, (client) => client.query(`create role ${noCreateRole} login`));
+  await admin(upstream.url, (client) => client.query(`create role ${noCreateRole} login password '${noCreateRolePassword}'`));
   owner = await api.org('pro');
   const target = new URL(upstream.url);
   const created = await api.call(owner.apiKey, {
     method: 'POST',
     url: '/v1/projects',
-    payload: { name: 'provisioned', org_id: owner.orgId, database: { host: target.hostname, port: Number(target.port || 5432), name: upstream.name, username: 'postgres', password: 'trust', ssl_mode: 'disable' } },
+    payload: { name: 'provisioned', org_id: owner.orgId, database: { host: target.hostname, port: Number(target.port || 5432), name: upstream.name, username: decodeURIComponent(target.username), password: decodeURIComponent(target.password) || 'trust', ssl_mode: 'disable' } },
   });
   const body = created.json() as { project: { id: string }; database: { id: string } };
   projectId = body.project.id;
@@ -109,15 +119,15 @@ describe('provisioning a policy’s upstream role', () => {
 
   it('the provisioned role really cannot write, or read a table that is not allowed', async () => {
     const policyId = await policyWith({ name: 'enforced', read_only: true, allowed_tables: ['public.orders'] });
-    const { role_name: role } = (await provision(policyId)).json() as { role_name: string };
-    expect(await runAs(role, 'select count(*)::int as n from orders')).toEqual({ rows: [{ n: 10 }] });
-    expect(await runAs(role, 'show default_transaction_read_only')).toEqual({ rows: [{ default_transaction_read_only: 'on' }] });
-    expect(await runAs(role, 'insert into orders values (11, 1)')).toEqual({ code: '25006' });
-    expect(await runAs(role, 'begin read write', 'insert into orders values (11, 1)')).toEqual({ code: '42501' });
-    expect(await runAs(role, 'set default_transaction_read_only = off', 'update orders set total = 0')).toEqual({ code: '42501' });
-    expect(await runAs(role, 'set default_transaction_read_only = off', 'create table mine (x int)')).toEqual({ code: '42501' });
-    expect(await runAs(role, 'select * from customers')).toEqual({ code: '42501' });
-    expect(await runAs(role, 'select * from analytics.events')).toEqual({ code: '42501' });
+    expect((await provision(policyId)).statusCode).toBe(200);
+    expect(await runAs(policyId, 'select count(*)::int as n from orders')).toEqual({ rows: [{ n: 10 }] });
+    expect(await runAs(policyId, 'show default_transaction_read_only')).toEqual({ rows: [{ default_transaction_read_only: 'on' }] });
+    expect(await runAs(policyId, 'insert into orders values (11, 1)')).toEqual({ code: '25006' });
+    expect(await runAs(policyId, 'begin read write', 'insert into orders values (11, 1)')).toEqual({ code: '42501' });
+    expect(await runAs(policyId, 'set default_transaction_read_only = off', 'update orders set total = 0')).toEqual({ code: '42501' });
+    expect(await runAs(policyId, 'set default_transaction_read_only = off', 'create table mine (x int)')).toEqual({ code: '42501' });
+    expect(await runAs(policyId, 'select * from customers')).toEqual({ code: '42501' });
+    expect(await runAs(policyId, 'select * from analytics.events')).toEqual({ code: '42501' });
     expect(await admin(upstream.url, (client) => client.query('select count(*)::int as n, sum(total)::int as s from orders'))).toMatchObject({ rows: [{ n: 10, s: 55 }] });
   });
 
@@ -128,8 +138,8 @@ describe('provisioning a policy’s upstream role', () => {
     expect(patched.statusCode).toBe(200);
     const second = await provision(policyId);
     expect(second.json()).toMatchObject({ role_name: first.role_name, tables: ['public.customers'], missing_tables: [] });
-    expect(await runAs(first.role_name, 'select count(*)::int as n from customers')).toEqual({ rows: [{ n: 1 }] });
-    expect(await runAs(first.role_name, 'select count(*) from orders')).toEqual({ code: '42501' });
+    expect(await runAs(policyId, 'select count(*)::int as n from customers')).toEqual({ rows: [{ n: 1 }] });
+    expect(await runAs(policyId, 'select count(*) from orders')).toEqual({ code: '42501' });
     expect(await streamTypes(policyId)).toEqual(['PolicyProfileCreated.v1', 'PolicyRoleProvisioned.v1', 'PolicyProfileUpdated.v1', 'PolicyRoleProvisioned.v1']);
   });
 
@@ -146,7 +156,7 @@ describe('provisioning a policy’s upstream role', () => {
     const registered = await api.call(owner.apiKey, {
       method: 'POST',
       url: `/v1/projects/${projectId}/databases`,
-      payload: { host: target.hostname, port: Number(target.port || 5432), name: upstream.name, username: noCreateRole, password: 'trust', ssl_mode: 'disable' },
+      payload: { host: target.hostname, port: Number(target.port || 5432), name: upstream.name, username: noCreateRole, password: noCreateRolePassword, ssl_mode: 'disable' },
     });
     expect(registered.statusCode).toBe(201);
     const weakDatabase = (registered.json() as { id: string }).id;
