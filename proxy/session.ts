@@ -517,6 +517,10 @@ export class Session {
           this.unsynced = true;
           return this.pipeline.expect({ kind: 'synthetic', reply: encodeCloseComplete });
         }
+        if (message.target === 'P') {
+          this.portals.delete(message.name);
+          this.portalRows.delete(message.name);
+        }
         return this.toServer(message.raw, { ends: '3' });
       case 'Sync':
         this.skipUntilSync = false;
