@@ -26,7 +26,7 @@ import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
 import { Upstreams } from './upstreams.js';
 import { LiveView } from './views/live-view.js';
-import { evolvePolicyRoles, type PolicyRoles } from './views/policy-roles.js';
+import { evolvePolicyRoles, upstreamChoice, type PolicyRoles } from './views/policy-roles.js';
 
 export interface ProxyOptions {
   readonly store: EventStore;
@@ -129,9 +129,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     honeytokens,
     // A read-only policy provisioned on the credential's database runs as its own upstream role.
     upstreamFor: (credential: CredentialRow) => {
-      const readOnly = policies.get(credential.policy_profile_id)?.read_only ?? true;
-      const role = readOnly ? policyRoles.get(credential.policy_profile_id)?.[credential.database_id] : undefined;
-      return upstreams.for(credential.database_id, credential.project_id, readOnly, role);
+      const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);
+      return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role);
     },
     decisions,
     registry,

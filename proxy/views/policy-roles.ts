@@ -14,6 +14,17 @@ export interface PolicyRole {
 /** A policy's provisioned roles by database id. */
 export type PolicyRoles = Readonly<Record<string, PolicyRole>>;
 
+/** Which of a database's pools a credential's statements use: read-only for a read-only policy (or a missing one), as the policy's provisioned role when it has one there. */
+export interface UpstreamChoice {
+  readonly readOnly: boolean;
+  readonly role: PolicyRole | undefined;
+}
+
+export function upstreamChoice(policy: { readonly read_only: boolean } | undefined, roles: PolicyRoles | undefined, databaseId: string): UpstreamChoice {
+  const readOnly = policy?.read_only ?? true;
+  return { readOnly, role: readOnly ? roles?.[databaseId] : undefined };
+}
+
 /** Fold step of the proxy's view of provisioned roles, keyed by policy id (streams `policy-<id>`). */
 export function evolvePolicyRoles(row: PolicyRoles | undefined, event: RecordedEvent): PolicyRoles | null {
   switch (event.type) {

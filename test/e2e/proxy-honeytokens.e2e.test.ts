@@ -24,12 +24,6 @@ async function register(name: string): Promise<AgentSecrets> {
 }
 
 /** The decisions published for a credential, once at least `count` have arrived. */
-async function decisionsOf(credentialId: string, count: number): Promise<Decision[]> {
-  const of = () => gateway.decisions.map((d) => d.decision as Decision | undefined).filter((d): d is Decision => d?.credential_id === credentialId);
-  await waitFor(() => of().length >= count, 3000, `${count} decisions of ${credentialId}`);
-  return of();
-}
-
 async function credentialStatus(credentialId: string): Promise<string> {
   const response = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/agents/${credentialId}` });
   return (response.json() as { status: string }).status;
@@ -61,7 +55,7 @@ describe('honeytokens on the wire', () => {
     const refused = await client.query(`SELECT count(*) FROM orders WHERE customer = 'CANARY-4411@example.com'`).catch((error: unknown) => error as { code: string; message: string });
     expect(refused).toMatchObject({ code: '42501', message: 'a value in this statement is not available to this credential.' });
     expect((await client.query('SELECT count(*)::int AS n FROM orders')).rows).toEqual([{ n: 1000 }]);
-    const [tripped, ran] = await decisionsOf(agent.credential.id, 2);
+    const [tripped, ran] = (await gateway.decisionsOf(agent.credential.id, 2)) as Decision[];
     expect(tripped).toMatchObject({ event: 'canary_tripped', decision_rule: 'honeytoken.value' });
     expect(ran).toMatchObject({ event: 'query' });
     expect(ended()).toBe(false);
@@ -75,7 +69,7 @@ describe('honeytokens on the wire', () => {
     const refused = await client.query('SELECT secret FROM api_keys').catch((error: unknown) => error as { code: string; message: string });
     expect(refused).toMatchObject({ code: '42501', message: 'public.api_keys is not available to this credential.' });
     await waitFor(ended, 2000, 'session closed after the canary tripped');
-    const [tripped, ...rest] = await decisionsOf(agent.credential.id, 1);
+    const [tripped, ...rest] = (await gateway.decisionsOf(agent.credential.id, 1)) as Decision[];
     expect(tripped).toMatchObject({ event: 'canary_tripped', decision_rule: 'honeytoken.table', tables_blocked: [] });
     expect(rest.map((d) => d.event)).not.toContain('query');
     // The read model may trail the event that closed the session by a moment.
@@ -92,7 +86,7 @@ describe('honeytokens on the wire', () => {
     const { client } = await openSession(agent.connection_string);
     const refused = await client.query('DELETE FROM orders; SELECT id FROM public.api_keys').catch((error: unknown) => error as { code: string; message: string });
     expect(refused).toMatchObject({ code: '42501', message: 'public.api_keys is not available to this credential.' });
-    const [tripped] = await decisionsOf(agent.credential.id, 1);
+    const [tripped] = (await gateway.decisionsOf(agent.credential.id, 1)) as Decision[];
     expect(tripped).toMatchObject({ event: 'canary_tripped', decision_rule: 'honeytoken.table' });
     await waitFor(async () => (await credentialStatus(agent.credential.id)) === 'disabled', 2000, 'credential disabled');
     const upstream = new pg.Client({ connectionString: gateway.upstream.url });

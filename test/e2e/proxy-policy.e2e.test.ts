@@ -25,15 +25,6 @@ async function upstreamState(): Promise<string> {
   return rows[0].state as string;
 }
 
-async function decisionsOf(agent: AgentSecrets, count: number): Promise<Record<string, unknown>[]> {
-  const deadline = Date.now() + 3000;
-  for (;;) {
-    const found = gateway.decisions.map((d) => d.decision as Record<string, unknown> | undefined).filter((d): d is Record<string, unknown> => d?.credential_id === agent.credential.id);
-    if (found.length >= count || Date.now() > deadline) return found;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 function run(agent: AgentSecrets, sql: string): ReturnType<typeof runOnce> {
   return runOnce(agent.connection_string, sql);
 }
@@ -65,7 +56,7 @@ describe('policy on the wire', () => {
     expect((await run(agent, "SELECT count(*)::int AS n FROM customers WHERE email LIKE 'user1%'")).rows).toEqual([{ n: 0 }]);
     const whole = await run(agent, 'SELECT to_jsonb(c) FROM customers c');
     expect(whole.code).toBe('42501');
-    const audited = await decisionsOf(agent, 3);
+    const audited = await gateway.decisionsOf(agent.credential.id, 3);
     expect(audited.map((d) => d.event)).toEqual(['masked', 'masked', 'blocked']);
     expect(JSON.stringify(audited)).not.toMatch(/user\d+@example\.com/);
   });
@@ -104,7 +95,7 @@ describe('policy on the wire', () => {
     }
 
     // postgres.js first reads the array types from pg_type: a driver's lookup, not capped.
-    const audited = await decisionsOf(agent, 7);
+    const audited = await gateway.decisionsOf(agent.credential.id, 7);
     expect(audited.map((d) => [d.event, d.decision_rule, d.rows_returned])).toEqual([
       ['truncated', 'max_rows.truncated', '3'],
       ['truncated', 'max_rows.truncated', '3'],

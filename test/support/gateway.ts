@@ -6,6 +6,7 @@ import { Registry } from 'prom-client';
 import pg from 'pg';
 import { startProxy, type RunningProxy } from '../../proxy/server.js';
 import { spentSince } from '../../queries/budget-usage.js';
+import { waitFor } from './wire.js';
 import { loadTls } from '../../proxy/tls.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import type { Delivery, DecisionBus } from '../../src/bus/port.js';
@@ -32,6 +33,8 @@ export interface TestGateway {
   policyId: string;
   /** Decisions published so far, in arrival order. */
   decisions: Record<string, unknown>[];
+  /** The decisions published for one credential, once there are at least `count` (within 3 s). */
+  decisionsOf(credentialId: string, count: number): Promise<Record<string, unknown>[]>;
   /** Stops the proxy and starts a new one on the same port: nothing of the old one's memory survives. */
   restartProxy(): Promise<void>;
   register(name?: string): Promise<AgentSecrets>;
@@ -116,6 +119,11 @@ export async function startGateway(label: string, upstreamServerUrl?: string): P
     projectId,
     policyId,
     decisions,
+    async decisionsOf(credentialId, count) {
+      const of = () => decisions.map((d) => d.decision as Record<string, unknown> | undefined).filter((d): d is Record<string, unknown> => d?.credential_id === credentialId);
+      await waitFor(() => of().length >= count, 3000, `${count} decisions of ${credentialId}`);
+      return of();
+    },
     async register(name = 'agent') {
       const response = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/agents`, payload: { name, policy_profile_id: policyId } });
       if (response.statusCode !== 201) throw new Error(`register failed: ${response.body}`);

@@ -7,7 +7,8 @@ import type { Honeytokens } from '../../../proxy/policy/hook.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
 import type { DocsLibrary } from '../docs.js';
 import type { McpTool } from '../tool.js';
-import type { AgentDatabases, UpstreamChoice } from './upstream.js';
+import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
+import type { AgentDatabases } from './upstream.js';
 
 /** What every agent MCP request shares: the upstream pools, the decision publisher, the docs. */
 export interface AgentServices {

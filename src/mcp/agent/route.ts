@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { Budgets, sessionBudgets } from '../../../proxy/budgets.js';
 import { DecisionPublisher } from '../../../proxy/decisions.js';
-import { evolvePolicyRoles, type PolicyRoles } from '../../../proxy/views/policy-roles.js';
+import { evolvePolicyRoles, upstreamChoice, type PolicyRoles, type UpstreamChoice } from '../../../proxy/views/policy-roles.js';
 import type { PolicyRow } from '../../../projections/policies.js';
 import type { EventStore } from '../../store/port.js';
 import { projectOrganization, spentSince } from '../../../queries/budget-usage.js';
@@ -16,14 +16,13 @@ import { authenticateAgent } from './auth.js';
 import type { AgentContext, AgentServices } from './context.js';
 import { requestHoneytokens } from './honeytokens.js';
 import { createAgentServer } from './server.js';
-import { AgentDatabases, type UpstreamChoice } from './upstream.js';
+import { AgentDatabases } from './upstream.js';
 
 /** As the proxy chooses: a read-only policy's pool, as the role provisioned for it on this database when there is one. */
-async function upstreamChoice(store: EventStore, policy: PolicyRow | undefined, databaseId: string): Promise<UpstreamChoice> {
-  const readOnly = policy?.read_only ?? true;
-  if (!policy || !readOnly) return { readOnly, role: undefined };
-  const roles = (await store.readStream(`policy-${policy.policy_id}`)).reduce<PolicyRoles | undefined>((row, event) => evolvePolicyRoles(row, event) ?? undefined, undefined);
-  return { readOnly, role: roles?.[databaseId] };
+async function upstreamOf(store: EventStore, policy: PolicyRow | undefined, databaseId: string): Promise<UpstreamChoice> {
+  // Only a read-only policy's roles are used: skip reading its stream otherwise.
+  const roles = policy?.read_only ? (await store.readStream(`policy-${policy.policy_id}`)).reduce<PolicyRoles | undefined>((row, event) => evolvePolicyRoles(row, event) ?? undefined, undefined) : undefined;
+  return upstreamChoice(policy, roles, databaseId);
 }
 
 /** Decisions waiting for the bus at most; beyond, they are dropped and reported in a gap marker, as on the wire. */
@@ -65,7 +64,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
       policy,
       honeytokens: await requestHoneytokens(deps.pool, deps.store, policy, request.id, request.log),
       budgets: credentialBudgets,
-      upstream: await upstreamChoice(deps.store, policy, credential.database_id),
+      upstream: await upstreamOf(deps.store, policy, credential.database_id),
       sessionId: `mcp.${request.id}`.slice(0, 128),
       clientIp: request.ip.replace(/^::ffff:/, ''),
     };

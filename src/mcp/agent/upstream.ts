@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { Upstreams } from '../../../proxy/upstreams.js';
-import type { PolicyRole } from '../../../proxy/views/policy-roles.js';
+import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
 import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
 import { findDatabaseRow } from '../../../queries/databases.js';
@@ -12,12 +12,6 @@ import { decodeValue, type JsonValue } from './values.js';
 export class UpstreamUnavailable extends Error {
   override readonly name = 'UpstreamUnavailable';
   readonly code = 'UPSTREAM_UNAVAILABLE';
-}
-
-/** Which of a database's pools a credential's statements use: read-only for a read-only policy, as the policy's provisioned role when it has one. */
-export interface UpstreamChoice {
-  readonly readOnly: boolean;
-  readonly role: PolicyRole | undefined;
 }
 
 export interface Column {
