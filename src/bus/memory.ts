@@ -15,9 +15,12 @@ export interface MemoryBusOptions {
   readonly duplicateWindowMs?: number;
   /** Messages held at most; beyond it publish refuses (MemoryBusFullError) rather than grow without bound. */
   readonly maxRetained?: number;
+  /** Bytes of message data held at most, likewise: a message may carry a batch of many decisions. */
+  readonly maxRetainedBytes?: number;
 }
 
 const DEFAULT_MAX_RETAINED = 100_000;
+const DEFAULT_MAX_RETAINED_BYTES = 256 * 1024 * 1024;
 const MAX_DEDUP_IDS = 100_000;
 
 interface Unacked {
@@ -54,16 +57,20 @@ export class MemoryBusClosedError extends Error {
  */
 export class MemoryBusFullError extends Error {
   override readonly name = 'MemoryBusFullError';
-  constructor(max: number) {
-    super(`the in-process decision bus holds ${max} unconsumed messages; publish refused`);
+  constructor(held: string) {
+    super(`the in-process decision bus holds ${held} of unconsumed messages; publish refused`);
   }
 }
 
 export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
   const duplicateWindowMs = options.duplicateWindowMs ?? DEFAULT_DUPLICATE_WINDOW_MS;
   const maxRetained = options.maxRetained ?? DEFAULT_MAX_RETAINED;
-  const log: BusMessage[] = [];
+  const maxRetainedBytes = options.maxRetainedBytes ?? DEFAULT_MAX_RETAINED_BYTES;
+  /** Offsets below `released` were acknowledged by every durable: their slots are empty, awaiting the next splice. */
+  const log: (BusMessage | undefined)[] = [];
   let base = 0;
+  let released = 0;
+  let retainedBytes = 0;
   const dedupUntil = new Map<string, number>();
   const durables = new Map<string, Durable>();
   const consumers = new Set<LiveConsumer>();
@@ -79,6 +86,11 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
     for (const durable of durables.values()) {
       floor = Math.min(floor, durable.next);
       for (const offset of durable.unacked.keys()) floor = Math.min(floor, offset);
+    }
+    // The data goes at once, so a busy proxy's batches never pile up for the garbage collector; the slots go in batches.
+    for (; released < floor; released++) {
+      retainedBytes -= log[released - base]!.data.length;
+      log[released - base] = undefined;
     }
     if (floor - base >= COMPACT_BATCH || (force && floor > base)) {
       log.splice(0, floor - base);
@@ -176,8 +188,10 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
       // The window is also bounded in ids: a busy proxy would otherwise keep two minutes of them.
       if (dedupUntil.size >= MAX_DEDUP_IDS) dedupUntil.delete(dedupUntil.keys().next().value!);
       if (log.length >= maxRetained) compact(true);
-      if (log.length >= maxRetained) throw new MemoryBusFullError(maxRetained);
+      if (log.length >= maxRetained) throw new MemoryBusFullError(`${maxRetained} messages`);
+      if (retainedBytes + message.data.length > maxRetainedBytes) throw new MemoryBusFullError(`${retainedBytes} bytes`);
       dedupUntil.set(message.id, now + duplicateWindowMs);
+      retainedBytes += message.data.length;
       log.push({ id: message.id, data: message.data.slice() });
       wakeAll();
     },

@@ -36,8 +36,8 @@ export interface Gateway {
   readonly agent: { readonly user: string; readonly password: string; readonly database: string };
   /** An agent under REALISTIC_POLICY. */
   readonly governed: { readonly user: string; readonly password: string; readonly database: string };
-  /** Decisions the proxy published and the bus delivered so far. */
-  decisions(): number;
+  /** Bus messages the proxy published and the bus delivered so far (each carries a batch of decisions). */
+  messages(): number;
 }
 
 /** The bench's realistic policy: read-only, an allowlist, two masked columns of the rows policyScript() reads. */
@@ -72,8 +72,8 @@ export async function startGateway(stateUrl: string, upstream: Upstream, teardow
   // The audit ingest is not part of the passthrough: decisions are delivered and discarded.
   const bus = createMemoryBus();
   teardown.add(() => bus.close());
-  let decisions = 0;
-  const consumer = await bus.consume({ durable: 'bench', maxInFlight: 64 }, async () => void decisions++);
+  let messages = 0;
+  const consumer = await bus.consume({ durable: 'bench', maxInFlight: 64 }, async () => void messages++);
   teardown.add(() => consumer.stop());
 
   const proxy = await startProxy({
@@ -110,5 +110,5 @@ export async function startGateway(stateUrl: string, upstream: Upstream, teardow
     const login = new URL(connectionString);
     return { user: decodeURIComponent(login.username), password: decodeURIComponent(login.password), database: decodeURIComponent(login.pathname.slice(1)) };
   };
-  return { port, agent: loginOf(agent.connection_string), governed: loginOf(governed.connection_string), decisions: () => decisions };
+  return { port, agent: loginOf(agent.connection_string), governed: loginOf(governed.connection_string), messages: () => messages };
 }

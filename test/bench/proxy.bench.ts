@@ -237,7 +237,7 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
       }
     }
   }
-  log(`pgward published ${number.format(gateway.decisions())} decisions to the bus; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(`pgward published ${number.format(gateway.messages())} bus messages of decisions; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   printReport(results);
 }
 

@@ -108,4 +108,26 @@ describe('in-process bus bounds', () => {
     await expect(bus.publish({ id: 'm3', data: Buffer.from([3]) })).rejects.toBeInstanceOf(MemoryBusFullError);
     await bus.close();
   });
+
+  it('bounds the bytes held too, and frees a message once every durable acknowledged it', async () => {
+    const bus = createMemoryBus({ maxRetainedBytes: 10 });
+    const seen: string[] = [];
+    const consumer = await bus.consume({ durable: 'ingest', maxInFlight: 4 }, async (delivery) => void seen.push(delivery.id));
+    await bus.publish({ id: 'a', data: Buffer.alloc(6) });
+    await waitUntil('the first delivery', () => seen.length === 1);
+    await new Promise((resolve) => setImmediate(resolve));
+    // 'a' was acknowledged, so its 6 bytes no longer count: 6 + 4 fit, and then nothing more does until 'b' and 'c' are consumed.
+    await consumer.stop();
+    await bus.publish({ id: 'b', data: Buffer.alloc(6) });
+    await bus.publish({ id: 'c', data: Buffer.alloc(4) });
+    await expect(bus.publish({ id: 'd', data: Buffer.alloc(1) })).rejects.toThrow(/holds 10 bytes of unconsumed messages/);
+    await bus.consume({ durable: 'ingest', maxInFlight: 4 }, async (delivery) => void seen.push(delivery.id));
+    await waitUntil('b and c', () => seen.length === 3);
+    // Acknowledged on the microtasks after the handler returned.
+    await new Promise((resolve) => setImmediate(resolve));
+    await bus.publish({ id: 'd', data: Buffer.alloc(10) });
+    await waitUntil('d', () => seen.length === 4);
+    expect(seen).toEqual(['a', 'b', 'c', 'd']);
+    await bus.close();
+  });
 });
