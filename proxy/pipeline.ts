@@ -2,14 +2,12 @@ import type { ScannedMessage, TransactionStatus } from './protocol/backend.js';
 
 /** A statement whose completion is audited: rows and bytes are counted from its replies. */
 export interface Statement {
-  readonly sql: string;
-  readonly kind: string;
+  /** Its audit record's members that its text and analysis fix (decision-json.ts `textMembers`). */
+  readonly text: string;
   /** What the policy decided before it ran: `masked` when it runs with column masks. */
   readonly event: 'query' | 'masked';
   readonly rule: string;
   readonly reason: string;
-  readonly tablesRead: readonly string[];
-  readonly tablesWritten: readonly string[];
   /** performance.now() when it was sent. */
   readonly startedAt: number;
   readonly ts: string;

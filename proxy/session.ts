@@ -7,6 +7,7 @@ import type { PolicyRow } from '../projections/policies.js';
 import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type ScramSession } from '../src/crypto/scram.js';
 import type { AuditEventKind } from '../src/events/audit.js';
 import type { SessionBudgets } from './budgets.js';
+import { decisionMembers, sessionMembers, textMembers } from './decision-json.js';
 import { decisionRecord, type DecisionFacts } from './decision-record.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
@@ -78,6 +79,21 @@ interface Prepared extends Allowed {
 
 let sessionCounter = 0;
 
+/** The audit members of each allowed text, built on its first run: an allowed decision is cached per text, so it keys them. */
+const textMembersOf = new WeakMap<Allowed['decision'], { readonly sql: string; readonly members: string }>();
+
+function allowedTextMembers(allowed: Allowed): string {
+  const known = textMembersOf.get(allowed.decision);
+  if (known?.sql === allowed.sql) return known.members;
+  const { decision } = allowed;
+  const members = textMembers({ sql: allowed.sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
+  textMembersOf.set(decision, { sql: allowed.sql, members });
+  return members;
+}
+
+/** An Execute of a portal the session does not know: it fails upstream, and is audited with no text. */
+const UNKNOWN_PORTAL_TEXT = textMembers({ sql: '', kind: '' });
+
 /**
  * One client connection: startup (TLS, GSSENC, cancel), SCRAM-SHA-256 against the credential's
  * verifier, then statements forwarded to a pooled upstream connection. In transaction pooling the
@@ -120,6 +136,8 @@ export class Session {
   private readonly portalRows = new Map<string, number>();
   private expiryTimer: NodeJS.Timeout | undefined;
   private readonly clientIp: string;
+  /** The audit members this session fixes, once its credential is known. */
+  private members = '';
 
   constructor(
     socket: Socket,
@@ -295,6 +313,7 @@ export class Session {
       return this.fatal({ severity: 'FATAL', code: '08006', message: 'the upstream database is unavailable; try again shortly' });
     }
     this.useServer(server);
+    this.members = sessionMembers({ ...this.sessionFacts(), projectId: credential.project_id });
     this.context.registry.bind(this, credential.credential_id);
     this.expiresAtMs = credential.expires_at ? Date.parse(credential.expires_at) : Number.POSITIVE_INFINITY;
     this.context.onLogin?.(credential.credential_id);
@@ -700,13 +719,10 @@ export class Session {
   private statementOf(allowed: Allowed | undefined): Statement {
     const decision = allowed?.decision;
     return {
-      sql: allowed?.sql ?? '',
-      kind: decision?.statementKind ?? '',
+      text: allowed ? allowedTextMembers(allowed) : UNKNOWN_PORTAL_TEXT,
       event: decision?.event ?? 'query',
       rule: decision?.rule ?? '',
       reason: decision?.reason ?? '',
-      tablesRead: decision?.tablesRead ?? [],
-      tablesWritten: decision?.tablesWritten ?? [],
       startedAt: performance.now(),
       ts: new Date().toISOString(),
       rows: 0,
@@ -726,36 +742,35 @@ export class Session {
     this.context.metrics.statementsOf(failed ? 'error' : event).inc();
     this.context.metrics.latency.observe(latencyUs / 1e6);
     this.context.budgets.spent(this.credential!, statement.bytes);
-    this.context.decisions.publish(
-      this.decision({
+    this.context.decisions.publishMembers(
+      this.credential!.project_id,
+      decisionMembers(this.members, statement.text, {
         event,
         ran: true,
-        projectId: this.credential!.project_id,
-        sql: statement.sql,
-        kind: statement.kind,
         rule,
         reason: failed ? `the statement ran and failed upstream. ${reason}`.trim() : reason,
         rows: statement.rows,
         bytes: statement.bytes,
         latencyUs,
         ts: statement.ts,
-        tablesRead: statement.tablesRead,
-        tablesWritten: statement.tablesWritten,
       }),
     );
   }
 
-  /** The record of a decision of this session; `ran` only for statements that went upstream. */
-  private decision(facts: Omit<DecisionFacts, 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp' | 'ran'> & { readonly ran?: boolean }): Decision {
-    return decisionRecord({
-      ran: false,
-      ...facts,
+  /** What every record of this session says about where it came from. */
+  private sessionFacts(): Pick<DecisionFacts, 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp'> {
+    return {
       credentialId: this.credential?.credential_id ?? null,
       sessionId: this.id,
       source: 'wire',
       region: this.context.identity.region,
       clientIp: this.clientIp,
-    });
+    };
+  }
+
+  /** The record of a decision of this session; `ran` only for statements that went upstream. */
+  private decision(facts: Omit<DecisionFacts, 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp' | 'ran'> & { readonly ran?: boolean }): Decision {
+    return decisionRecord({ ran: false, ...facts, ...this.sessionFacts() });
   }
 
   private fatal(fields: ErrorFields): void {

@@ -26,6 +26,8 @@ export interface Run {
   readonly logPrefix?: string;
   /** The file holding policyScript(), for mode `policy`. */
   readonly script?: string;
+  /** Transactions per second offered (`pgbench -R`) instead of as many as the target takes. */
+  readonly rate?: number;
 }
 
 export interface Latency {
@@ -73,7 +75,7 @@ export async function initialize(binary: string, endpoint: Endpoint, scale: numb
 /** The pgbench arguments of one run, as the report prints them. */
 export function runArgs(run: Run): string[] {
   const workload = run.mode === 'policy' ? ['-f', run.script ?? 'policy.sql', '-M', 'extended'] : ['-S', '-M', run.mode];
-  const args = [...workload, '-n', '-c', String(run.clients), '-j', String(Math.min(run.clients, 2)), '-T', String(run.seconds)];
+  const args = [...workload, '-n', '-c', String(run.clients), '-j', String(Math.min(run.clients, 2)), '-T', String(run.seconds), ...(run.rate ? ['-R', String(run.rate)] : [])];
   return run.logPrefix ? [...args, '--log', `--log-prefix=${run.logPrefix}`] : args;
 }
 

@@ -18,8 +18,8 @@ import { initialize, policyScript, runArgs, select, type Endpoint, type Latency,
 import { CLUSTER_SETTINGS, findBinaries, run, serverUser, startCluster, startPgBouncer, Teardown } from './proxy-servers.js';
 
 const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'policy'];
-const TARGETS = ['direct', 'PgBouncer', 'pgward'] as const;
-type Target = (typeof TARGETS)[number];
+const ALL_TARGETS = ['direct', 'PgBouncer', 'pgward'] as const;
+type Target = (typeof ALL_TARGETS)[number];
 type Succeeded = Extract<Outcome, { ok: true }>;
 /** A figure of one round from the outcomes of the targets asked for, in that order. */
 type Pick = (...outcomes: Succeeded[]) => number;
@@ -67,6 +67,17 @@ function rounds(): number {
 const ROUNDS = rounds();
 const MODES = subset('PGWARD_BENCH_MODES', ALL_MODES);
 const CLIENTS = subset('PGWARD_BENCH_CLIENTS', [1, 10, 50]);
+const TARGETS = subset('PGWARD_BENCH_TARGETS', ALL_TARGETS);
+/** A fixed offered load (pgbench -R): pgward's CPU per transaction then hardly depends on what else the machine runs. */
+const RATE = optionalRate();
+
+function optionalRate(): number | undefined {
+  const given = process.env.PGWARD_BENCH_RATE;
+  if (given === undefined || given === '') return undefined;
+  const rate = Number(given);
+  if (!Number.isInteger(rate) || rate < 1) throw new Error(`PGWARD_BENCH_RATE must be a whole number of transactions per second, not ${JSON.stringify(given)}`);
+  return rate;
+}
 
 function median(values: readonly number[]): number {
   if (values.length === 0) return Number.NaN;
@@ -210,8 +221,8 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
   const script = join(dir, 'policy.sql');
   await writeFile(script, policyScript(SCALE));
   const serves = (target: Target, mode: Mode): boolean => target !== 'PgBouncer' || mode !== 'prepared' || bouncer.servesPrepared;
-  const runs = ROUNDS * MODES.length * CLIENTS.length * TARGETS.length - (bouncer.servesPrepared || !MODES.includes('prepared') ? 0 : ROUNDS * CLIENTS.length);
-  log(`${runs} runs of ${seconds} s: pgbench ${runArgs({ mode: 'extended', clients: 10, seconds }).join(' ')} (and the other modes and client counts), --log at c=1`);
+  const runs = ROUNDS * MODES.length * CLIENTS.length * TARGETS.length - (bouncer.servesPrepared || !MODES.includes('prepared') || !TARGETS.includes('PgBouncer') ? 0 : ROUNDS * CLIENTS.length);
+  log(`${runs} runs of ${seconds} s: pgbench ${runArgs({ mode: 'extended', clients: 10, seconds, ...(RATE ? { rate: RATE } : {}) }).join(' ')} (and the other modes and client counts), --log at c=1`);
 
   const results = new Results();
   let done = 0;
@@ -228,7 +239,7 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
           // pgward runs in this process: its CPU time per transaction is a figure the machine's noise barely moves.
           const cpuBefore = process.cpuUsage();
           const endpoint = mode === 'policy' && target === 'pgward' ? governed : endpoints[target];
-          const outcome = await select(binaries.pgbench, endpoint, { mode, clients, seconds, script, ...(logPrefix ? { logPrefix } : {}) }, signal);
+          const outcome = await select(binaries.pgbench, endpoint, { mode, clients, seconds, script, ...(logPrefix ? { logPrefix } : {}), ...(RATE ? { rate: RATE } : {}) }, signal);
           const cpu = process.cpuUsage(cpuBefore);
           results.add(mode, clients, target, outcome);
           const perTransaction = target === 'pgward' && outcome.ok && outcome.transactions > 0 ? `, ${number.format((cpu.user + cpu.system) / outcome.transactions)} µs CPU per transaction in pgward` : '';

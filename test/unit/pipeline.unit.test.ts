@@ -14,7 +14,7 @@ import {
 } from '../../proxy/protocol/backend.js';
 
 function statement(): Statement {
-  return { sql: 'select', kind: 'select', event: 'query', rule: '', reason: '', tablesRead: [], tablesWritten: [], startedAt: 0, ts: '', rows: 0, bytes: 0, failed: false, truncated: false };
+  return { text: '"sql":"select"', event: 'query', rule: '', reason: '', startedAt: 0, ts: '', rows: 0, bytes: 0, failed: false, truncated: false };
 }
 
 /** Feeds `server` to a pipeline in the given chunks; returns what the client received and what completed. */
