@@ -4,7 +4,9 @@ import type { AuditEventKind } from '../../src/events/audit.js';
 import { AnalysisCache } from './cache.js';
 import { AllowedDecisions } from './decision-cache.js';
 import type { PolicyDecision } from './decide.js';
-import { decideSql } from './policy.js';
+import { MAX_SQL_BYTES } from './parser.js';
+import { decideSql, type StatementVerdict } from './policy.js';
+import { numericShape, withOtherNumbers } from './shape.js';
 import type { Canary, PolicyRules } from './rules.js';
 
 /** What the policy engine says about one client message's SQL (one or several statements): a statement's decision, less its mask edits. */
@@ -39,6 +41,9 @@ export function statementKind(sql: string): string {
 const analyses = new AnalysisCache();
 /** What a policy allowed, so that a statement an agent repeats costs one lookup. */
 const allowedDecisions = new AllowedDecisions<Extract<StatementDecision, { action: 'allow' }>>();
+/** What a policy allowed by numeric shape (shape.ts), so that a statement repeated with other numbers in it costs a scan and a lookup. */
+const allowedShapes = new AllowedDecisions<Extract<StatementDecision, { action: 'allow' }>>();
+const SHAPED_KINDS: ReadonlySet<string> = new Set(['select', 'with', 'values', 'table', 'insert', 'update', 'delete']);
 
 function rulesOf(policy: PolicyRow, canaries: readonly Canary[]): PolicyRules {
   return { read_only: policy.read_only, allowed_tables: policy.allowed_tables, masked_columns: policy.masked_columns, allow_catalog: policy.allow_catalog, canaries };
@@ -62,19 +67,33 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   const canaries = context.honeytokens.canariesOf(policy);
   const known = allowedDecisions.get(policy, canaries, sql);
   if (known) return known;
-  const verdicts = decideSql(sql, rulesOf(policy, canaries), {}, analyses);
+  const shape = shapeable(canaries, sql) ? numericShape(sql) : undefined;
+  const template = shape && allowedShapes.get(policy, canaries, shape.key);
+  if (template) return { ...template, sql };
+  const rules = rulesOf(policy, canaries);
+  const decision = combine(sql, decideSql(sql, rules, {}, analyses));
+  if (decision.action === 'refuse') {
+    if (decision.honeytokenId !== undefined) context.honeytokens.tripped(context.credential, decision.honeytokenId);
+    return decision;
+  }
+  allowedDecisions.set(policy, canaries, sql, decision);
+  if (shape && reusableAcrossNumbers(decision) && sameAcrossNumbers(decision, combine(sql, decideSql(withOtherNumbers(sql, shape), rules)))) {
+    allowedShapes.set(policy, canaries, shape.key, decision);
+  }
+  return decision;
+}
+
+/** One decision for a message from its statements' verdicts: a tripped canary first, then the first refusal, else an allow of them all. */
+function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementDecision & { readonly honeytokenId?: string } {
   const decisions = verdicts.map((v) => v.decision);
   const read = unique(decisions.map((d) => d.tablesRead));
   const written = unique(decisions.map((d) => d.tablesWritten));
   const kind = decisions[0]?.statementKind ?? statementKind(sql);
   const refused = decisions.find((d) => d.event === 'canary_tripped') ?? decisions.find((d) => d.action === 'refuse');
-  if (refused?.action === 'refuse') {
-    if (refused.honeytokenId !== undefined) context.honeytokens.tripped(context.credential, refused.honeytokenId);
-    return { ...refused, tablesRead: read, tablesWritten: written };
-  }
+  if (refused?.action === 'refuse') return { ...refused, tablesRead: read, tablesWritten: written };
   const allowed = decisions.filter((d) => d.action === 'allow');
   const masked = allowed.some((d) => d.event === 'masked');
-  const decision: Extract<StatementDecision, { action: 'allow' }> = {
+  return {
     action: 'allow',
     event: masked ? 'masked' : 'query',
     statementKind: kind,
@@ -87,6 +106,27 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
     progress: unique(decisions.map((d) => d.progress)) as AuditEventKind[],
     statementCount: verdicts.length,
   };
-  allowedDecisions.set(policy, canaries, sql, decision);
-  return decision;
+}
+
+/**
+ * Whether a text's numbers may be abstracted for the shape cache: never when a value honeytoken
+ * is planted (its match is a literal's text), nor near the parser's size limit (a longer number
+ * could cross it).
+ */
+function shapeable(canaries: readonly Canary[], sql: string): boolean {
+  return sql.length <= MAX_SQL_BYTES - 1_024 && !canaries.some((canary) => canary.kind === 'value');
+}
+
+/**
+ * Decisions that may serve every text of their shape: a single plain read or write that runs as
+ * sent, with no rule or reason that could quote its text. The analyzer reads a number's value only
+ * through constantText (SET values, DefElem options, set_config's name), none of which these carry
+ * an allow through; sameAcrossNumbers checks each shape once more against a variant of its text.
+ */
+function reusableAcrossNumbers(decision: Extract<StatementDecision, { action: 'allow' }>): boolean {
+  return decision.event === 'query' && decision.rule === '' && decision.reason === '' && decision.statementCount === 1 && decision.progress.length === 0 && SHAPED_KINDS.has(decision.statementKind);
+}
+
+function sameAcrossNumbers(decision: Extract<StatementDecision, { action: 'allow' }>, variant: StatementDecision): boolean {
+  return variant.action === 'allow' && JSON.stringify({ ...variant, sql: '' }) === JSON.stringify({ ...decision, sql: '' });
 }
