@@ -29,7 +29,7 @@ export type Rewrite = (message: ScannedMessage) => Buffer | null | undefined;
  * prepared from the moment it is sent and forgotten if it fails.
  */
 export type Expectation =
-  | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly rewrite?: Rewrite; readonly statement?: Statement; readonly prepares?: string }
+  | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly rewrite?: Rewrite | undefined; readonly statement?: Statement | undefined; readonly prepares?: string | undefined }
   | { readonly kind: 'synthetic'; readonly reply: () => Buffer };
 
 /** Replies that may arrive at any time and belong to no request. */
@@ -86,24 +86,44 @@ export class ResponsePipeline {
       for (const message of scanned) this.account(message);
       return;
     }
-    let out: Buffer[] = [];
+    const out: Buffer[] = [];
     let cursor = 0;
+    // Bytes passed on unchanged since the last cut leave as one view of the chunk.
+    let runStart = 0;
+    const cut = (): void => {
+      if (cursor > runStart) out.push(chunk.subarray(runStart, cursor));
+      runStart = cursor;
+    };
     for (const message of scanned) {
-      out = this.flushSyntheticInto(out);
+      if (this.queue[0]?.kind === 'synthetic') {
+        cut();
+        this.flushSyntheticInto(out);
+      }
       const replacement = this.replacementOf(message);
-      if (replacement === undefined) out.push(...this.held, chunk.subarray(cursor, message.end));
-      else if (replacement !== null) out.push(replacement);
+      if (replacement === undefined) {
+        if (this.held.length > 0) out.push(...this.held);
+      } else {
+        cut();
+        if (replacement !== null) out.push(replacement);
+        runStart = message.end;
+      }
       this.held = [];
       cursor = message.end;
       this.account(message);
     }
-    out = this.flushSyntheticInto(out);
+    if (this.queue[0]?.kind === 'synthetic') {
+      cut();
+      this.flushSyntheticInto(out);
+    }
     if (cursor < chunk.length) {
       // The start of a message that may be hidden or replaced waits until it is whole.
       const head = this.queue[0];
-      if (head?.kind === 'server' && (head.suppress || head.rewrite)) this.held.push(chunk.subarray(cursor));
-      else out.push(chunk.subarray(cursor));
+      if (head?.kind === 'server' && (head.suppress || head.rewrite)) {
+        cut();
+        this.held.push(chunk.subarray(cursor));
+      } else cursor = chunk.length;
     }
+    cut();
     if (out.length > 0) this.write(out);
   }
 
