@@ -46,7 +46,7 @@ function nextMonthOf(monthStart: number): number {
 /** The limits that apply to one statement of a credential: its policy's and its organization's plan's. */
 export interface Limits {
   readonly policy: Pick<PolicyRow, 'name' | 'queries_per_day' | 'bytes_per_month'>;
-  readonly org?: { readonly id: string; readonly plan: string; readonly terms: Pick<PlanTerms, 'queriesPerDay' | 'bytesPerMonth'> };
+  readonly org?: { readonly id: string; readonly plan: string; readonly terms: PlanLimits };
 }
 
 export class Budgets {
@@ -113,8 +113,11 @@ export class Budgets {
     const own = queries > 0 || bytes > 0 ? this.over({ kind: 'credential', id: credentialId }, queries, bytes, `this credential’s policy “${limits.policy.name}”`, 'budget') : undefined;
     if (own || !limits.org) return own;
     const { terms, plan, id } = limits.org;
-    if (terms.queriesPerDay === 0 && terms.bytesPerMonth === 0n) return undefined;
-    return this.over({ kind: 'org', id }, terms.queriesPerDay, Number(terms.bytesPerMonth), `the organization’s ${plan} plan`, 'budget.plan');
+    // A limit the plan prices overage for is billed beyond, not enforced (spec §8: overage rate 0 means a hard cap).
+    const planQueries = terms.overagePer1kQueries === 0 ? terms.queriesPerDay : 0;
+    const planBytes = terms.overagePerGb === 0 ? Number(terms.bytesPerMonth) : 0;
+    if (planQueries === 0 && planBytes === 0) return undefined;
+    return this.over({ kind: 'org', id }, planQueries, planBytes, `the organization’s ${plan} plan`, 'budget.plan');
   }
 
   private over(scope: BudgetScope, queriesPerDay: number, bytesPerMonth: number, whose: string, rule: string): BudgetRefusal | undefined {
@@ -167,7 +170,10 @@ export interface SessionBudgets {
 }
 
 /** A credential's organization and its plan's terms, when known. */
-export type OrgOf = (projectId: string) => { readonly id: string; readonly plan: string; readonly terms: Pick<PlanTerms, 'queriesPerDay' | 'bytesPerMonth'> } | undefined;
+/** What of a plan's terms budgets enforce: its limits, and whether overage is priced beyond them. */
+export type PlanLimits = Pick<PlanTerms, 'queriesPerDay' | 'bytesPerMonth' | 'overagePer1kQueries' | 'overagePerGb'>;
+
+export type OrgOf = (projectId: string) => { readonly id: string; readonly plan: string; readonly terms: PlanLimits } | undefined;
 
 /** Budgets as sessions use them: the credential's own scope and its organization's. */
 export function sessionBudgets(budgets: Budgets, orgOf: OrgOf): SessionBudgets {

@@ -55,11 +55,24 @@ describe('Budgets', () => {
   it('counts an organization’s plan limit across its credentials', async () => {
     const budgets = new Budgets(async () => ({ queries: 0, bytes: 0n }), () => undefined, clock('2026-05-10T12:00:00Z').now);
     const org: BudgetScope = { kind: 'org', id: 'org_1' };
-    const limits = { policy: policy(0, '0'), org: { id: 'org_1', plan: 'free', terms: { queriesPerDay: 2, bytesPerMonth: 0n } } };
+    const limits = { policy: policy(0, '0'), org: { id: 'org_1', plan: 'free', terms: { queriesPerDay: 2, bytesPerMonth: 0n, overagePer1kQueries: 0, overagePerGb: 0 } } };
     await budgets.prepare(org);
     budgets.spent([{ kind: 'credential', id: 'cred_1' }, org], 1);
     budgets.spent([{ kind: 'credential', id: 'cred_2' }, org], 1);
     expect(budgets.refusal('cred_3', limits)?.reason).toContain('the organization’s free plan');
     expect(budgets.refusal('cred_3', limits)?.rule).toBe('budget.plan.queries_per_day');
+  });
+
+  it('enforces a plan’s limit only where the plan prices no overage beyond it (a hard cap)', async () => {
+    const budgets = new Budgets(async () => ({ queries: 0, bytes: 0n }), () => undefined, clock('2026-05-10T12:00:00Z').now);
+    const org: BudgetScope = { kind: 'org', id: 'org_1' };
+    await budgets.prepare(org);
+    budgets.spent([{ kind: 'credential', id: 'cred_1' }, org], 10);
+    budgets.spent([{ kind: 'credential', id: 'cred_1' }, org], 10);
+    const terms = { queriesPerDay: 2, bytesPerMonth: 5n, overagePer1kQueries: 0.05, overagePerGb: 0.09 };
+    const limits = (changes: Partial<typeof terms>) => ({ policy: policy(0, '0'), org: { id: 'org_1', plan: 'pro', terms: { ...terms, ...changes } } });
+    expect(budgets.refusal('cred_1', limits({}))).toBeUndefined();
+    expect(budgets.refusal('cred_1', limits({ overagePer1kQueries: 0 }))?.rule).toBe('budget.plan.queries_per_day');
+    expect(budgets.refusal('cred_1', limits({ overagePerGb: 0 }))?.rule).toBe('budget.plan.bytes_per_month');
   });
 });
