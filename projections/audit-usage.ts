@@ -37,7 +37,9 @@ interface LatencyRow {
   entries: number;
 }
 
-const startOf = (ts: string, unit: number) => new Date(Math.floor(Date.parse(ts) / unit) * unit).toISOString();
+/** The start of the UTC unit holding `at` (ms); keys use it as a number, rows as an ISO string made once per row. */
+const startOf = (at: number, unit: number) => Math.floor(at / unit) * unit;
+const iso = (ms: number) => new Date(ms).toISOString();
 
 function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; latencies: LatencyRow[] } {
   const hours = new Map<string, HourRow>();
@@ -45,7 +47,8 @@ function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; late
   for (const entry of entries) {
     const credential = entry.credential_id ?? '';
     const timed = entry.latency_us !== null;
-    const hour = startOf(entry.ts, HOUR_MS);
+    const at = Date.parse(entry.ts);
+    const hour = startOf(at, HOUR_MS);
     const key = JSON.stringify([entry.project_id, hour, credential, entry.event, entry.cache_status, timed]);
     const row = hours.get(key);
     if (row) {
@@ -57,17 +60,17 @@ function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; late
       if (entry.ts > row.last_seen) row.last_seen = entry.ts;
     } else {
       hours.set(key, {
-        project_id: entry.project_id, hour, credential, event: entry.event, cache_status: entry.cache_status, timed, entries: 1,
+        project_id: entry.project_id, hour: iso(hour), credential, event: entry.event, cache_status: entry.cache_status, timed, entries: 1,
         rows_returned: entry.rows_returned, bytes_out: entry.bytes_out, latency_us: entry.latency_us ?? 0, first_seen: entry.ts, last_seen: entry.ts,
       });
     }
     if (entry.latency_us === null || !outcomeOf(entry.event).ran) continue;
-    const day = startOf(entry.ts, DAY_MS);
+    const day = startOf(at, DAY_MS);
     const bucket = latencyBucket(entry.latency_us);
     const latencyKey = JSON.stringify([entry.project_id, day, credential, bucket]);
     const latency = latencies.get(latencyKey);
     if (latency) latency.entries += 1;
-    else latencies.set(latencyKey, { project_id: entry.project_id, day, credential, bucket, entries: 1 });
+    else latencies.set(latencyKey, { project_id: entry.project_id, day: iso(day), credential, bucket, entries: 1 });
   }
   return { hours: [...hours.values()], latencies: [...latencies.values()] };
 }

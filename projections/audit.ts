@@ -4,6 +4,7 @@ import { entryFromDecision, entryFromGap, type AuditEntry, type AuditEntryConten
 import { storedDecision } from '../src/audit/stored-decision.js';
 import { AuditGapRecorded, StatementDecided } from '../src/events/audit.js';
 import { decodeData } from '../src/events/envelope.js';
+import { arrayLiteral } from '../src/pg/array-literal.js';
 import type { RecordedEvent } from '../src/store/port.js';
 import { auditUsageTables, rollUpUsage } from './audit-usage.js';
 import type { Projection, ProjectionTx } from './projection.js';
@@ -38,8 +39,9 @@ const INSERTED = Object.entries(INSERTED_TYPES);
 
 export const auditEntryColumns: readonly string[] = ENTRY_COLUMNS;
 
-export function entryOf(event: RecordedEvent): AuditEntryContent | undefined {
-  const seq = event.revision + 1;
+/** The entry of an audit event at `revision` of its stream; undefined for other events. */
+export function entryOf(event: Pick<RecordedEvent, 'type' | 'data'>, revision: number): AuditEntryContent | undefined {
+  const seq = revision + 1;
   if (event.type === StatementDecided.type) return entryFromDecision(storedDecision(event.data), seq);
   if (event.type === AuditGapRecorded.type) return entryFromGap(decodeData(AuditGapRecorded, event), seq);
   return undefined;
@@ -60,7 +62,7 @@ const PREPARE_SLICE = 100;
 function prepareEvents(events: readonly RecordedEvent[], keyring: HmacKeyring): Prepared[] {
   const out: Prepared[] = [];
   for (const event of events) {
-    const content = entryOf(event);
+    const content = entryOf(event, event.revision);
     if (content) out.push({ ...prepareEntry(content, keyring), event });
   }
   return out;
@@ -98,9 +100,17 @@ export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, 
   return linkPrepared(prepareEvents(events, keyring), tips);
 }
 
-/** The Merkle leaves of the audit events among `events`: their entries' canonical bytes, which do not depend on the chain's hashes. */
-export function leavesOf(events: readonly RecordedEvent[], keyring: HmacKeyring): Buffer[] {
-  return prepareEvents(events, keyring).map(({ canonical }) => canonical);
+/**
+ * The Merkle leaves of the audit events among `events`, consecutive events of one stream from
+ * `firstRevision` on: their entries' canonical bytes, which do not depend on the chain's hashes.
+ */
+export function leavesOf(events: readonly Pick<RecordedEvent, 'type' | 'data'>[], firstRevision: number, keyring: HmacKeyring): Buffer[] {
+  const leaves: Buffer[] = [];
+  events.forEach((event, i) => {
+    const content = entryOf(event, firstRevision + i);
+    if (content) leaves.push(prepareEntry(content, keyring).canonical);
+  });
+  return leaves;
 }
 
 function columnValues(column: string, type: string, chained: readonly Chained[]): unknown[] {
@@ -115,7 +125,7 @@ async function insertEntries(tx: ProjectionTx, chained: readonly Chained[]): Pro
   await tx.query(
     `insert into ${tx.table('audit_entries')} (${INSERTED.map(([column]) => `"${column}"`).join(', ')})
      select * from unnest(${INSERTED.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')})`,
-    INSERTED.map(([column, type]) => columnValues(column, type, chained)),
+    INSERTED.map(([column, type]) => arrayLiteral(columnValues(column, type, chained))),
   );
 }
 

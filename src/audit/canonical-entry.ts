@@ -5,6 +5,7 @@
  * entries); an object of any other shape than the entry's takes the generic path.
  */
 import { canonicalize } from '../crypto/canonical-json.js';
+import { member, numberMember, shapeCheck, stringMember, UNDEFINED } from '../crypto/canonical-fields.js';
 import type { AuditEntry, HashedEntryContent } from './entry.js';
 
 export type CanonicalEntryInput = HashedEntryContent & Partial<Pick<AuditEntry, 'prev_hash' | 'entry_hash'>>;
@@ -44,61 +45,47 @@ export const CANONICAL_ENTRY_FIELDS = [
   'ts',
 ] as const satisfies readonly (keyof HashedEntryContent)[];
 
-const HASHES = ['prev_hash', 'entry_hash'];
-const KNOWN = new Set<string>([...CANONICAL_ENTRY_FIELDS, ...HASHES]);
-
-/** True when the entry's own properties are its fields and maybe its hashes: nothing the generic path would add. */
-function hasEntryKeys(entry: Readonly<Record<string, unknown>>): boolean {
-  const own = Object.keys(entry);
-  return own.length === CANONICAL_ENTRY_FIELDS.length + HASHES.filter((key) => Object.hasOwn(entry, key)).length && own.every((key) => KNOWN.has(key));
-}
+const hasEntryKeys = shapeCheck(CANONICAL_ENTRY_FIELDS, ['prev_hash', 'entry_hash']);
 
 function generic(entry: CanonicalEntryInput): string {
   const { prev_hash: _prev, entry_hash: _hash, ...content } = entry;
   return canonicalize(content);
 }
 
-/** Stands for an undefined field, which the generic path omits: canonical JSON never holds a raw control character. */
-const UNDEFINED = '\u0000';
-
-function member(value: unknown): string {
-  return value === undefined ? UNDEFINED : canonicalize(value);
-}
-
 export function canonicalEntryText(entry: CanonicalEntryInput): string {
   if (!hasEntryKeys(entry)) return generic(entry);
   const text =
-    `{"approval_id":${member(entry.approval_id)}` +
-    `,"boot_epoch":${member(entry.boot_epoch)}` +
-    `,"bytes_out":${member(entry.bytes_out)}` +
-    `,"cache_status":${member(entry.cache_status)}` +
-    `,"client_ip":${member(entry.client_ip)}` +
-    `,"credential_id":${member(entry.credential_id)}` +
-    `,"decision_rule":${member(entry.decision_rule)}` +
-    `,"event":${member(entry.event)}` +
+    `{"approval_id":${stringMember(entry.approval_id)}` +
+    `,"boot_epoch":${numberMember(entry.boot_epoch)}` +
+    `,"bytes_out":${numberMember(entry.bytes_out)}` +
+    `,"cache_status":${stringMember(entry.cache_status)}` +
+    `,"client_ip":${stringMember(entry.client_ip)}` +
+    `,"credential_id":${stringMember(entry.credential_id)}` +
+    `,"decision_rule":${stringMember(entry.decision_rule)}` +
+    `,"event":${stringMember(entry.event)}` +
     `,"gap":${member(entry.gap)}` +
-    `,"id":${member(entry.id)}` +
-    `,"key_id":${member(entry.key_id)}` +
-    `,"latency_ms":${member(entry.latency_ms)}` +
-    `,"latency_us":${member(entry.latency_us)}` +
-    `,"normalized_sql":${member(entry.normalized_sql)}` +
+    `,"id":${stringMember(entry.id)}` +
+    `,"key_id":${stringMember(entry.key_id)}` +
+    `,"latency_ms":${numberMember(entry.latency_ms)}` +
+    `,"latency_us":${numberMember(entry.latency_us)}` +
+    `,"normalized_sql":${stringMember(entry.normalized_sql)}` +
     `,"parsed":${member(entry.parsed)}` +
-    `,"project_id":${member(entry.project_id)}` +
-    `,"proxy_id":${member(entry.proxy_id)}` +
-    `,"proxy_seq":${member(entry.proxy_seq)}` +
-    `,"query_hash":${member(entry.query_hash)}` +
-    `,"reason":${member(entry.reason)}` +
-    `,"region":${member(entry.region)}` +
-    `,"rows_returned":${member(entry.rows_returned)}` +
-    `,"seq":${member(entry.seq)}` +
-    `,"session_id":${member(entry.session_id)}` +
-    `,"source":${member(entry.source)}` +
-    `,"sql":${member(entry.sql)}` +
-    `,"statement_kind":${member(entry.statement_kind)}` +
+    `,"project_id":${stringMember(entry.project_id)}` +
+    `,"proxy_id":${stringMember(entry.proxy_id)}` +
+    `,"proxy_seq":${numberMember(entry.proxy_seq)}` +
+    `,"query_hash":${stringMember(entry.query_hash)}` +
+    `,"reason":${stringMember(entry.reason)}` +
+    `,"region":${stringMember(entry.region)}` +
+    `,"rows_returned":${numberMember(entry.rows_returned)}` +
+    `,"seq":${numberMember(entry.seq)}` +
+    `,"session_id":${stringMember(entry.session_id)}` +
+    `,"source":${stringMember(entry.source)}` +
+    `,"sql":${stringMember(entry.sql)}` +
+    `,"statement_kind":${stringMember(entry.statement_kind)}` +
     `,"tables_blocked":${member(entry.tables_blocked)}` +
     `,"tables_read":${member(entry.tables_read)}` +
     `,"tables_written":${member(entry.tables_written)}` +
-    `,"ts":${member(entry.ts)}` +
+    `,"ts":${stringMember(entry.ts)}` +
     '}';
   return text.includes(UNDEFINED) ? generic(entry) : text;
 }

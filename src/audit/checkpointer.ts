@@ -2,7 +2,7 @@ import { auditStream, checkpointStream, leavesOf } from '../../projections/audit
 import { MerkleBuilder } from '../crypto/merkle.js';
 import { AuditCheckpointSigned } from '../events/audit.js';
 import { encodeEvent } from '../events/envelope.js';
-import type { EventStore } from '../store/port.js';
+import type { EventStore, NewEvent } from '../store/port.js';
 import type { HmacKeyring } from './chain.js';
 import { signAuditCheckpoint, type AnchorSigner } from './checkpoints.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
@@ -16,15 +16,22 @@ interface ChainProgress {
 export interface Checkpointer {
   /** Signs a checkpoint of everything the project's chain holds now; undefined when it holds nothing. */
   sign(projectId: string, now: Date): Promise<AuditCheckpointSigned | undefined>;
+  /**
+   * Events the caller has just appended to the project's audit stream in one append, the first at
+   * revision `firstRevision`, exactly as committed: when they are the next ones the tree needs,
+   * it takes them without reading them back; otherwise the next signing reads them.
+   */
+  appended(projectId: string, firstRevision: number, events: readonly NewEvent[]): Promise<void>;
 }
 
 /**
  * Signs checkpoints of projects' chains as the event log has them (never the read model, which an
  * attacker may have edited): size = every entry so far, root = RFC 6962 Merkle root of their
  * canonical bytes. Each project's stream is read once: later checkpoints read only the events
- * appended since the last one (the stream is append-only). The leaves are not hashes of the chain,
- * so the entries are not chained here, only decoded and serialized. Stored as an
- * AuditCheckpointSigned event; signing the same size twice appends once.
+ * appended since the last one (the stream is append-only), and none that the appender handed over
+ * as committed (`appended`). The leaves are not hashes of the chain, so the entries are not chained
+ * here, only decoded and serialized. Stored as an AuditCheckpointSigned event; signing the same
+ * size twice appends once.
  */
 export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor: AnchorSigner): Checkpointer {
   const progress = new Map<string, ChainProgress>();
@@ -37,13 +44,22 @@ export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor:
     return next;
   }
 
-  async function caughtUp(projectId: string): Promise<ChainProgress> {
+  function chainOf(projectId: string): ChainProgress {
     const chain = progress.get(projectId) ?? { tree: new MerkleBuilder(), revision: 0 };
-    const events = await store.readStream(auditStream(projectId), chain.revision);
-    // Decoded in full before the tree grows, so a failure leaves the tree and the revision as they were.
-    for (const leaf of leavesOf(events, keys)) chain.tree.append(leaf);
-    chain.revision += events.length;
     progress.set(projectId, chain);
+    return chain;
+  }
+
+  /** Adds the stream's events from the chain's next revision on, in revision order. */
+  function grow(chain: ChainProgress, events: readonly Pick<NewEvent, 'type' | 'data'>[]): void {
+    // Decoded in full before the tree grows, so a failure leaves the tree and the revision as they were.
+    for (const leaf of leavesOf(events, chain.revision, keys)) chain.tree.append(leaf);
+    chain.revision += events.length;
+  }
+
+  async function caughtUp(projectId: string): Promise<ChainProgress> {
+    const chain = chainOf(projectId);
+    grow(chain, await store.readStream(auditStream(projectId), chain.revision));
     return chain;
   }
 
@@ -60,6 +76,11 @@ export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor:
 
   return {
     sign: (projectId, now) => serially(projectId, () => signNow(projectId, now)),
+    appended: (projectId, firstRevision, events) =>
+      serially(projectId, async () => {
+        const chain = chainOf(projectId);
+        if (chain.revision === firstRevision) grow(chain, events);
+      }),
   };
 }
 

@@ -5,6 +5,7 @@
  * or Hash object per entry; the digests are those of entryHash and leafHash.
  */
 import { createHmac, hash } from 'node:crypto';
+import { sha256 } from '../crypto/sha256.js';
 import { canonicalEntryText, type CanonicalEntryInput } from './canonical-entry.js';
 
 const PREV = 32;
@@ -32,6 +33,6 @@ export class EntryDigests {
   /** RFC 6962 leaf hash of the loaded entry's canonical bytes. */
   leafHash(): Buffer {
     this.#buffer[PREV - 1] = 0x00;
-    return hash('sha256', this.#buffer.subarray(PREV - 1, this.#end), 'buffer');
+    return sha256(this.#buffer.subarray(PREV - 1, this.#end));
   }
 }

@@ -3,7 +3,8 @@
  * StatementDecided or AuditGapRecorded event. Every field but prev_hash and entry_hash is covered
  * by the entry's hash, so the entry is exactly what an export shows.
  */
-import { createHash, hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { sha256 } from '../crypto/sha256.js';
 import { z } from 'zod';
 import { AuditEventKind, type AuditGapRecorded, StatementDecided } from '../events/audit.js';
 import { AuditEntryId, KeyId, ProjectId, Region, Sha256Hex, text, Timestamp } from '../events/fields.js';
@@ -95,7 +96,7 @@ function count(value: string, field: string): number {
 /** The entry id: `aud_` and 26 base32 characters (130 bits) of SHA-256 over project id and seq. */
 export function auditEntryId(projectId: string, seq: number): string {
   checkSeq(seq);
-  const digest = hash('sha256', `pgward-audit-id\0${projectId}\0${seq}`, 'buffer');
+  const digest = sha256(`pgward-audit-id\0${projectId}\0${seq}`);
   let id = 'aud_';
   for (let i = 0; i < 26; i += 1) id += ID_ALPHABET[digest[i]! & 31];
   return id;

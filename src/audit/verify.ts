@@ -120,6 +120,9 @@ class ChainWalk {
   readonly #tree: MerkleBuilder | undefined;
   readonly #genesis: string;
   readonly #digests = new EntryDigests();
+  readonly #compared = Buffer.alloc(128);
+  readonly #storedHash = this.#compared.subarray(0, 64);
+  readonly #computedHash = this.#compared.subarray(64);
   #link: Link | undefined;
   #verified = 0;
   #keyed = 0;
@@ -199,7 +202,10 @@ class ChainWalk {
 
   #hashMatches(entry: AuditEntry, key: Buffer | undefined): boolean {
     if (!HEX_SHA256.test(entry.prev_hash) || !HEX_SHA256.test(entry.entry_hash)) return false;
-    return timingSafeEqual(Buffer.from(entry.entry_hash), Buffer.from(this.#digests.entryHash(entry.prev_hash, key)));
+    // Both are 64 ASCII hex digits now, so their latin1 bytes are their text: compared without a buffer per entry.
+    this.#compared.write(entry.entry_hash, 0, 64, 'latin1');
+    this.#compared.write(this.#digests.entryHash(entry.prev_hash, key), 64, 64, 'latin1');
+    return timingSafeEqual(this.#storedHash, this.#computedHash);
   }
 
   #entryFailure(entry: AuditEntry): AuditFailureReason | undefined {
@@ -227,67 +233,85 @@ class ChainWalk {
   }
 }
 
-export function verifyChain(input: VerifyChainInput): AuditChainVerification {
-  const walk = new ChainWalk(input);
-  const { from, to } = walk;
-  const entries = groupBy(input.entries, seqOf);
-  let last = from - 1;
-  for (const seq of entries.keys()) if (seq >= from && seq <= to && seq > last) last = seq;
+/**
+ * Walks entries given in ascending seq order: a seq's candidates are walked once the next seq shows
+ * up, since a duplicate may follow (in pages, at the start of the next page).
+ */
+class AscendingWalk {
+  readonly #walk: ChainWalk;
+  #anchor: AuditEntry[] | undefined;
+  #anchored: boolean;
+  #group: AuditEntry[] = [];
+  #next: number;
 
-  if (last >= from && from > 1) {
-    const failure = walk.anchor(entries.get(from - 1));
-    if (failure) return walk.report(failure);
+  constructor(options: VerifyChainOptions) {
+    this.#walk = new ChainWalk(options);
+    this.#anchored = this.#walk.from === 1;
+    this.#next = this.#walk.from;
   }
-  for (let seq = from; seq <= last; seq += 1) {
-    const failure = walk.step(seq, entries.get(seq));
-    if (failure) return walk.report(failure);
+
+  /** The report when this entry reveals the first failure, else undefined. */
+  add(entry: AuditEntry): AuditChainVerification | undefined {
+    const { from, to } = this.#walk;
+    const seq = seqOf(entry);
+    if (seq < from - 1 || seq > to) return undefined;
+    if (seq === from - 1) {
+      (this.#anchor ??= []).push(entry);
+      return undefined;
+    }
+    const group = this.#group;
+    if (group.length > 0 && seq === group[0]!.seq) {
+      group.push(entry);
+      return undefined;
+    }
+    if (group.length > 0 && seq < group[0]!.seq) throw new RangeError('pages of entries must come in ascending seq order');
+    const failure = group.length > 0 ? this.#walkGroup() : undefined;
+    this.#group = [entry];
+    return failure && this.#walk.report(failure);
   }
-  return walk.finish(last);
+
+  end(): AuditChainVerification {
+    const failure = this.#group.length > 0 ? this.#walkGroup() : undefined;
+    return failure ? this.#walk.report(failure) : this.#walk.finish(this.#next - 1);
+  }
+
+  #walkGroup(): Failure | undefined {
+    const seq = this.#group[0]!.seq;
+    if (!this.#anchored) {
+      this.#anchored = true;
+      const failure = this.#walk.anchor(this.#anchor);
+      if (failure) return failure;
+    }
+    if (seq > this.#next) return this.#walk.step(this.#next, undefined);
+    this.#next = seq + 1;
+    return this.#walk.step(seq, this.#group);
+  }
+}
+
+export function verifyChain(input: VerifyChainInput): AuditChainVerification {
+  const walk = new AscendingWalk(input);
+  // Every seq is checked before the walk, which may end at the first failure.
+  for (const entry of input.entries) seqOf(entry);
+  // A stable sort: the candidates of one seq keep their order.
+  const entries = [...input.entries].sort((a, b) => a.seq - b.seq);
+  for (const entry of entries) {
+    const report = walk.add(entry);
+    if (report) return report;
+  }
+  return walk.end();
 }
 
 /**
  * verifyChain over entries read in pages (ascending seq, as the read model returns them), one
- * page in memory at a time; the same findings in the same order. A seq's candidates are walked
- * once the next seq shows up, since a duplicate may open the next page.
+ * page in memory at a time; the same findings in the same order.
  */
 export async function verifyChainPages(options: VerifyChainOptions, pages: AsyncIterable<readonly AuditEntry[]>): Promise<AuditChainVerification> {
-  const walk = new ChainWalk(options);
-  const { from, to } = walk;
-  let anchor: AuditEntry[] | undefined;
-  let anchored = from === 1;
-  let group: AuditEntry[] = [];
-  let next = from;
-
-  const walkGroup = (): Failure | undefined => {
-    const seq = group[0]!.seq;
-    if (!anchored) {
-      anchored = true;
-      const failure = walk.anchor(anchor);
-      if (failure) return failure;
-    }
-    if (seq > next) return walk.step(next, undefined);
-    next = seq + 1;
-    return walk.step(seq, group);
-  };
-
+  const walk = new AscendingWalk(options);
   for await (const page of pages) {
     for (const entry of page) {
-      const seq = seqOf(entry);
-      if (seq < from - 1 || seq > to) continue;
-      if (seq === from - 1) {
-        (anchor ??= []).push(entry);
-        continue;
-      }
-      if (group.length > 0 && seq === group[0]!.seq) {
-        group.push(entry);
-        continue;
-      }
-      if (group.length > 0 && seq < group[0]!.seq) throw new RangeError('pages of entries must come in ascending seq order');
-      const failure = group.length > 0 ? walkGroup() : undefined;
-      if (failure) return walk.report(failure);
-      group = [entry];
+      const report = walk.add(entry);
+      if (report) return report;
     }
   }
-  const failure = group.length > 0 ? walkGroup() : undefined;
-  return failure ? walk.report(failure) : walk.finish(next - 1);
+  return walk.end();
 }

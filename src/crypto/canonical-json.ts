@@ -20,7 +20,7 @@ function quotedKey(key: string): string {
 }
 
 /** JSON.stringify of a string, without its cost for the common string that needs no escape (no quote, backslash, control character or surrogate). */
-function quoted(text: string): string {
+export function canonicalString(text: string): string {
   for (let i = 0; i < text.length; i++) {
     const code = text.charCodeAt(i);
     if (code < 0x20 || code === 0x22 || code === 0x5c || (code >= 0xd800 && code <= 0xdfff)) return JSON.stringify(text);
@@ -34,7 +34,7 @@ export function canonicalize(value: unknown): string {
     case 'boolean':
       return value ? 'true' : 'false';
     case 'string':
-      return quoted(value);
+      return canonicalString(value);
     case 'number':
       if (!Number.isFinite(value)) throw new TypeError(`canonical JSON cannot carry ${value}`);
       return JSON.stringify(value);

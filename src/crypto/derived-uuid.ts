@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 
 /** A UUID (v4 layout) derived from a stable key, so a retried write carries the same event id and the store appends it once. */
 export function derivedUuid(key: string): string {
-  const hex = createHash('sha256').update(key).digest('hex');
+  const hex = hash('sha256', key, 'hex');
   const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
 }

@@ -3,17 +3,24 @@
  * SHA-256(0x01 ‖ left ‖ right), a tree of n > 1 leaves splits at the largest power of two smaller
  * than n, and the empty tree hashes to SHA-256("").
  */
-import { createHash, hash } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { sha256 } from './sha256.js';
 
 const LEAF_PREFIX = Buffer.from([0x00]);
-const NODE_PREFIX = Buffer.from([0x01]);
+const HASH_BYTES = 32;
+/** 0x01 ‖ left ‖ right, rewritten for each interior node (hashing is synchronous). */
+const nodeInput = Buffer.alloc(1 + 2 * HASH_BYTES, 0x01);
 
 export function leafHash(data: Uint8Array): Buffer {
-  return createHash('sha256').update(LEAF_PREFIX).update(data).digest();
+  return sha256(Buffer.concat([LEAF_PREFIX, data]));
 }
 
+/** The interior node over two subtree hashes (32 bytes each). */
 export function nodeHash(left: Uint8Array, right: Uint8Array): Buffer {
-  return hash('sha256', Buffer.concat([NODE_PREFIX, left, right]), 'buffer');
+  if (left.length !== HASH_BYTES || right.length !== HASH_BYTES) throw new RangeError('a Merkle node joins two 32-byte hashes');
+  nodeInput.set(left, 1);
+  nodeInput.set(right, 1 + HASH_BYTES);
+  return sha256(nodeInput);
 }
 
 function emptyRoot(): Buffer {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { canonicalDecisionText } from './canonical-decision.js';
 import { defineEvent } from './envelope.js';
 import {
   ApprovalId,
@@ -124,6 +125,8 @@ export const StatementDecided = defineEvent(
       message: 'approval events carry their approval_id',
       path: ['approval_id'],
     }),
+  // Ingest writes one for every decision: a fixed-order encoder, the bytes of canonicalize.
+  canonicalDecisionText,
 );
 export type StatementDecided = z.infer<typeof StatementDecided.schema>;
 

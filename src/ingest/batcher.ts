@@ -10,19 +10,25 @@ interface Waiter {
 }
 
 /**
- * Groups appends that arrive together into one append per stream, so ingest commits many records
- * per transaction; each caller's promise settles when the batch holding its event committed.
+ * Groups appends into one append per stream, so ingest commits many records per transaction: those
+ * that arrive together, and those that arrive while the stream's previous append is in flight (one
+ * at a time per stream, so under load the batches grow instead of the appends queueing on the
+ * store's lock). Each caller's promise settles when the batch holding its event committed.
  * A batch that mixes a redelivered event with new ones is refused by the store as a whole
  * (EVENT_ID_CONFLICT); it is then appended one event at a time, each idempotent on its own.
  */
 export class AppendBatcher {
-  private pending = new Map<string, Waiter[]>();
+  private readonly pending = new Map<string, Waiter[]>();
+  private readonly appending = new Set<string>();
   private scheduled = false;
 
   constructor(
     private readonly store: EventStore,
-    /** Called after a stream's batch committed, with the stream's size before and after. */
-    private readonly committed: (stream: string, sizeBefore: number, sizeAfter: number) => Promise<void>,
+    /**
+     * Called after a stream's batch committed, with the stream's size before and after, and the
+     * events when they landed at exactly the revisions between (not after a one-by-one retry).
+     */
+    private readonly committed: (stream: string, sizeBefore: number, sizeAfter: number, events?: readonly NewEvent[]) => Promise<void>,
   ) {}
 
   append(stream: string, event: NewEvent): Promise<void> {
@@ -32,16 +38,26 @@ export class AppendBatcher {
       this.pending.set(stream, waiters);
       if (!this.scheduled) {
         this.scheduled = true;
-        setImmediate(() => void this.flush());
+        setImmediate(() => this.flush());
       }
     });
   }
 
-  private async flush(): Promise<void> {
-    const batches = this.pending;
-    this.pending = new Map();
+  private flush(): void {
     this.scheduled = false;
-    await Promise.all([...batches].map(([stream, waiters]) => this.flushStream(stream, waiters)));
+    for (const stream of this.pending.keys()) if (!this.appending.has(stream)) this.start(stream);
+  }
+
+  /** Appends what the stream has pending, then what arrived meanwhile. */
+  private start(stream: string): void {
+    const waiters = this.pending.get(stream);
+    if (!waiters) return;
+    this.pending.delete(stream);
+    this.appending.add(stream);
+    void this.flushStream(stream, waiters).finally(() => {
+      this.appending.delete(stream);
+      this.start(stream);
+    });
   }
 
   private async flushStream(stream: string, waiters: Waiter[]): Promise<void> {
@@ -56,13 +72,16 @@ export class AppendBatcher {
   }
 
   private async appendChunk(stream: string, events: NewEvent[]): Promise<void> {
-    const result = await this.store.append(stream, events, 'any').catch(async (error: unknown) => {
-      if (!(error instanceof StoreError && error.code === 'EVENT_ID_CONFLICT')) throw error;
-      let last = await this.store.append(stream, [events[0]!], 'any');
-      for (const event of events.slice(1)) last = await this.store.append(stream, [event], 'any');
-      return { ...last, duplicate: false };
-    });
+    const result = await this.store.append(stream, events, 'any').then(
+      (appended) => ({ ...appended, landed: events as readonly NewEvent[] | undefined }),
+      async (error: unknown) => {
+        if (!(error instanceof StoreError && error.code === 'EVENT_ID_CONFLICT')) throw error;
+        let last = await this.store.append(stream, [events[0]!], 'any');
+        for (const event of events.slice(1)) last = await this.store.append(stream, [event], 'any');
+        return { ...last, duplicate: false, landed: undefined };
+      },
+    );
     const after = result.nextExpectedRevision + 1;
-    if (!result.duplicate) await this.committed(stream, after - events.length, after);
+    if (!result.duplicate) await this.committed(stream, after - events.length, after, result.landed);
   }
 }

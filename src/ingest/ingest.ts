@@ -61,13 +61,15 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
 
   const cadence = options.checkpoints;
   const checkpointer = cadence && createCheckpointer(store, cadence.keys, cadence.anchor);
-  const batcher = new AppendBatcher(store, async (stream, before, after) => {
-    if (cadence && checkpointer && Math.floor(after / cadence.every) > Math.floor(before / cadence.every)) {
-      await checkpointer.sign(stream.slice(auditStream('').length), now());
-    }
+  const batcher = new AppendBatcher(store, async (stream, before, after, events) => {
+    if (!cadence || !checkpointer) return;
+    const projectId = stream.slice(auditStream('').length);
+    // The tree takes what was just committed, so a signing need not read it back.
+    if (events) await checkpointer.appended(projectId, before, events);
+    if (Math.floor(after / cadence.every) > Math.floor(before / cadence.every)) await checkpointer.sign(projectId, now());
   });
 
-  const metadataFor = (key: string): EventMetadata => ({ event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at: now().toISOString() });
+  const metadataFor = (key: string, at = now().toISOString()): EventMetadata => ({ event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
   const append = <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> =>
     batcher.append(auditStream(projectId), encodeEvent(definition, data, metadataFor(key)));
 
@@ -99,11 +101,12 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       return;
     }
     const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map((d) => StatementDecided.schema.parse(d));
+    const at = now().toISOString();
     await Promise.all(
       decisions.map((decision) => {
         if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
         const key = `decision:${decision.proxy_id}:${decision.boot_epoch}:${decision.seq}`;
-        return batcher.append(auditStream(decision.project_id), encodeParsed(StatementDecided, decision, metadataFor(key)));
+        return batcher.append(auditStream(decision.project_id), encodeParsed(StatementDecided, decision, metadataFor(key, at)));
       }),
     );
   };

@@ -363,4 +363,31 @@ describe('the checkpointer reads each stream once', () => {
     await projected(project, 9);
     expect(incremental.at(-1)!.root).toBe(rootOf(await stored(project), 9).toString('base64'));
   });
+
+  it('signs the same checkpoints from events handed over as appended, in order, out of order or not at all', async () => {
+    const project = 'prj_handedovercheckpoints000000';
+    const anchor = { keyId: 'pgward-audit-anchor', privateKey: loadAnchorKey(api.anchorPem).privateKey };
+    const keys = { current: 'k1', keys: new Map([['k1', K1]]) };
+    const checkpointer = createCheckpointer(api.store, keys, anchor);
+    const now = new Date('2026-03-02T00:00:00.000Z');
+    const batches = [[0, 3], [3, 4], [4, 9], [9, 12]] as const;
+    const events = batches.map(([from, to]) => Array.from({ length: to - from }, (_, i) => auditEvent(project, from + i + 1)));
+    const append = (i: number) => api.store.append(auditStream(project), events[i]!, 'any');
+    // In order; then a batch that skips one (the signing reads both); then one the tree already took.
+    await append(0);
+    await append(1);
+    await checkpointer.appended(project, 0, events[0]!);
+    await checkpointer.appended(project, 3, events[1]!);
+    const fed = [await checkpointer.sign(project, now)];
+    await append(2);
+    await append(3);
+    await checkpointer.appended(project, 9, events[3]!);
+    fed.push(await checkpointer.sign(project, now));
+    await checkpointer.appended(project, 4, events[2]!);
+    fed.push(await checkpointer.sign(project, now));
+    expect(fed.map((c) => c?.size)).toEqual(['4', '12', '12']);
+    expect(fed.at(-1)).toEqual(await signProjectCheckpoint(api.store, project, keys, anchor, now));
+    await projected(project, 12);
+    expect(fed.at(-1)!.root).toBe(rootOf(await stored(project), 12).toString('base64'));
+  });
 });
