@@ -57,7 +57,7 @@ export function truncateSql(sql: string): string {
 }
 
 /** A decision object's JSON members, its text truncated. */
-function decisionMembers(decision: Decision): string {
+function objectMembers(decision: Decision): string {
   const json = JSON.stringify(decision.sql.length > AUDIT_SQL_MAX ? { ...decision, sql: truncateSql(decision.sql) } : decision);
   return json.slice(1, -1);
 }
@@ -103,7 +103,7 @@ export class DecisionPublisher {
    * message with the decisions that came meanwhile.
    */
   publish(decision: Decision): boolean {
-    return this.publishMembers(decision.project_id, decisionMembers(decision));
+    return this.publishMembers(decision.project_id, objectMembers(decision));
   }
 
   /** `publish` for a record already encoded as JSON members, less the stamp, with its text truncated. */
@@ -122,7 +122,7 @@ export class DecisionPublisher {
   /** Strict audit: resolves once the bus holds the decision; rejects when it cannot be handed over. */
   publishStrict(decision: Decision): Promise<void> {
     const accepting = this.acceptingStrict();
-    const pending = this.stamp(decisionMembers(decision));
+    const pending = this.stamp(objectMembers(decision));
     if (!accepting) {
       this.recordDrop(decision.project_id, this.seq);
       return Promise.reject(new Error('the audit trail is not accepting records'));

@@ -211,6 +211,15 @@ describe('decisions and audit identities by numeric shape', () => {
     }
   });
 
+  it('are never shared across numbers while a value honeytoken is planted', () => {
+    const canaries: Canary[] = [{ honeytoken_id: 'hnt_numbervalue000000000000000', kind: 'value', target: '4242' }];
+    const tripped: string[] = [];
+    const context = { credential, policy: policyRow('readonly_orders'), protocol: 'simple' as const, honeytokens: { canariesOf: () => canaries, tripped: (_c: CredentialRow, id: string) => void tripped.push(id) } };
+    expect(decideStatement('SELECT id FROM orders WHERE id = 1', context)).toMatchObject({ action: 'allow' });
+    expect(decideStatement('SELECT id FROM orders WHERE id = 4242', context)).toMatchObject({ action: 'refuse', event: 'canary_tripped', rule: 'honeytoken.value' });
+    expect(tripped).toEqual(['hnt_numbervalue000000000000000']);
+  });
+
   it('serve the simple protocol’s pgbench query across its literals', () => {
     const policy = policyRow('readwrite_orders');
     const context = { credential, policy: { ...policy, allowed_tables: ['public.*'] }, protocol: 'simple' as const, honeytokens: honeytokens('readwrite_orders', false) };
