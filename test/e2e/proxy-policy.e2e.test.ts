@@ -49,6 +49,26 @@ describe('policy on the wire', () => {
     expect(await upstreamState()).toBe(before);
   });
 
+  it('decides and audits each text on its own when simple-protocol statements differ only in their numbers', async () => {
+    const agent = await agentWith({ name: 'numbers reader', read_only: true, allowed_tables: ['public.orders', 'public.customers'], masked_columns: { 'public.customers.email': 'redact' } });
+    for (const id of [1, 2, 3]) expect((await run(agent, `SELECT id FROM orders WHERE id = ${id}`)).rows).toEqual([{ id }]);
+    for (const id of [4, 5]) expect((await run(agent, `SELECT id, email FROM customers WHERE id = ${id}`)).rows).toEqual([{ id, email: '[redacted]' }]);
+    for (const id of [1, 2]) expect((await run(agent, `DELETE FROM orders WHERE id = ${id}`)).code).toBe('42501');
+    const audited = await gateway.decisionsOf(agent.credential.id, 7);
+    expect(audited.map((d) => [d.event, d.sql, d.normalized_sql, d.tables_read])).toEqual([
+      ['query', 'SELECT id FROM orders WHERE id = 1', 'SELECT id FROM orders WHERE id = $1', ['public.orders']],
+      ['query', 'SELECT id FROM orders WHERE id = 2', 'SELECT id FROM orders WHERE id = $1', ['public.orders']],
+      ['query', 'SELECT id FROM orders WHERE id = 3', 'SELECT id FROM orders WHERE id = $1', ['public.orders']],
+      ['masked', 'SELECT id, email FROM customers WHERE id = 4', 'SELECT id, email FROM customers WHERE id = $1', ['public.customers']],
+      ['masked', 'SELECT id, email FROM customers WHERE id = 5', 'SELECT id, email FROM customers WHERE id = $1', ['public.customers']],
+      ['blocked', 'DELETE FROM orders WHERE id = 1', 'DELETE FROM orders WHERE id = $1', []],
+      ['blocked', 'DELETE FROM orders WHERE id = 2', 'DELETE FROM orders WHERE id = $1', []],
+    ]);
+    expect(new Set(audited.slice(0, 3).map((d) => d.query_hash)).size).toBe(1);
+    expect(audited[0]!.query_hash).not.toBe(audited[3]!.query_hash);
+    expect(audited.map((d) => Number(d.rows_returned))).toEqual([1, 1, 1, 1, 1, 0, 0]);
+  });
+
   it('never shows a masked column raw, in the select list or through predicates', async () => {
     const agent = await agentWith({ name: 'customers masked', read_only: true, allowed_tables: ['public.customers'], masked_columns: { 'public.customers.email': 'redact' } });
     const listed = await run(agent, 'SELECT id, email FROM customers ORDER BY id LIMIT 3');
