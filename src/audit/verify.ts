@@ -202,9 +202,12 @@ class ChainWalk {
 
   #hashMatches(entry: AuditEntry, key: Buffer | undefined): boolean {
     if (!HEX_SHA256.test(entry.prev_hash) || !HEX_SHA256.test(entry.entry_hash)) return false;
+    const computed = this.#digests.entryHash(entry.prev_hash, key);
+    // An unkeyed hash is no secret (anyone can compute it), so comparing it may take any time; a keyed one is compared in constant time.
+    if (!key) return computed === entry.entry_hash;
     // Both are 64 ASCII hex digits now, so their latin1 bytes are their text: compared without a buffer per entry.
     this.#compared.write(entry.entry_hash, 0, 64, 'latin1');
-    this.#compared.write(this.#digests.entryHash(entry.prev_hash, key), 64, 64, 'latin1');
+    this.#compared.write(computed, 64, 64, 'latin1');
     return timingSafeEqual(this.#storedHash, this.#computedHash);
   }
 
