@@ -14,11 +14,13 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { POOL_CONFIG, startGateway } from './proxy-gateway.js';
+import { startPipe } from './proxy-pipe.js';
 import { initialize, policyScript, runArgs, select, type Endpoint, type Latency, type Mode, type Outcome } from './proxy-pgbench.js';
 import { CLUSTER_SETTINGS, findBinaries, run, serverUser, startCluster, startPgBouncer, Teardown } from './proxy-servers.js';
 
 const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'policy'];
-const ALL_TARGETS = ['direct', 'PgBouncer', 'pgward'] as const;
+/** `pipe`: a Node TCP pipe with no logic (proxy-pipe.ts), the floor for anything written in Node on this machine. */
+const ALL_TARGETS = ['direct', 'PgBouncer', 'pipe', 'pgward'] as const;
 type Target = (typeof ALL_TARGETS)[number];
 type Succeeded = Extract<Outcome, { ok: true }>;
 /** A figure of one round from the outcomes of the targets asked for, in that order. */
@@ -143,17 +145,25 @@ function printReport(results: Results): void {
   const tps = (target: Target) => (mode: Mode, clients: number) => figure(mode, clients, [target], (o) => o.tps, number.format);
   const share = (a: Target, b: Target) => (mode: Mode, clients: number) => figure(mode, clients, [a, b], (x, y) => x.tps / y.tps, (n) => `${ratio.format(n)}×`);
   const throughput = MODES.flatMap((mode) =>
-    CLIENTS.map((clients) => [mode, String(clients), ...[tps('direct'), tps('PgBouncer'), tps('pgward'), share('pgward', 'direct'), share('pgward', 'PgBouncer'), share('PgBouncer', 'direct')].map((cell) => cell(mode, clients))]),
+    CLIENTS.map((clients) => [
+      mode,
+      String(clients),
+      ...[tps('direct'), tps('PgBouncer'), tps('pipe'), tps('pgward'), share('pgward', 'direct'), share('pgward', 'PgBouncer'), share('PgBouncer', 'direct'), share('pipe', 'direct')].map((cell) => cell(mode, clients)),
+    ]),
   );
-  console.log(`\nThroughput: median TPS over ${ROUNDS} rounds; ratios are medians of the per-round ratios\n`);
-  console.log(table(['mode', 'c', 'direct tps', 'PgBouncer tps', 'pgward tps', 'pgward/direct', 'pgward/PgBouncer', 'PgBouncer/direct'], throughput));
+  console.log(`\nThroughput: median TPS over ${ROUNDS} rounds; ratios are medians of the per-round ratios; pipe = a Node TCP pipe with no logic\n`);
+  console.log(table(['mode', 'c', 'direct tps', 'PgBouncer tps', 'pipe tps', 'pgward tps', 'pgward/direct', 'pgward/PgBouncer', 'PgBouncer/direct', 'pipe/direct'], throughput));
 
   const addedP50: Pick = (pgward, direct) => pgward.latency!.p50 - direct.latency!.p50;
   const at = (target: Target, key: keyof Latency) => (mode: Mode) => figure(mode, 1, [target], (o) => o.latency![key], number.format);
-  const added = (mode: Mode): string => figure(mode, 1, ['pgward', 'direct'], addedP50, number.format);
-  const latency = MODES.map((mode) => [mode, '1', ...[at('direct', 'p50'), at('direct', 'p99'), at('PgBouncer', 'p50'), at('PgBouncer', 'p99'), at('pgward', 'p50'), at('pgward', 'p99'), added].map((cell) => cell(mode))]);
-  console.log(`\nLatency at c=1 (µs, from pgbench --log): medians over ${ROUNDS} rounds; added = pgward p50 − direct p50 of the same round\n`);
-  console.log(table(['mode', 'c', 'direct p50', 'direct p99', 'PgBouncer p50', 'PgBouncer p99', 'pgward p50', 'pgward p99', 'pgward added p50'], latency));
+  const added = (target: Target) => (mode: Mode): string => figure(mode, 1, [target, 'direct'], addedP50, number.format);
+  const latency = MODES.map((mode) => [
+    mode,
+    '1',
+    ...[at('direct', 'p50'), at('direct', 'p99'), at('PgBouncer', 'p50'), at('PgBouncer', 'p99'), added('pipe'), at('pgward', 'p50'), at('pgward', 'p99'), added('pgward')].map((cell) => cell(mode)),
+  ]);
+  console.log(`\nLatency at c=1 (µs, from pgbench --log): medians over ${ROUNDS} rounds; added = p50 − direct p50 of the same round\n`);
+  console.log(table(['mode', 'c', 'direct p50', 'direct p99', 'PgBouncer p50', 'PgBouncer p99', 'pipe added p50', 'pgward p50', 'pgward p99', 'pgward added p50'], latency));
 
   const failures = MODES.flatMap((mode) =>
     CLIENTS.flatMap((clients) =>
@@ -213,10 +223,12 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
 
   const bouncer = await startPgBouncer(dir, PGBOUNCER, cluster, DATABASE, runAs, teardown);
   log(`PgBouncer ${bouncer.version} on 127.0.0.1:${bouncer.port}: transaction mode, pool 10, SCRAM auth; prepared statements ${bouncer.servesPrepared ? 'served' : 'not served by this version (prepared rows n/a)'}`);
+  const pipePort = await startPipe(cluster.port, teardown);
+  log(`Node pipe (no logic) on 127.0.0.1:${pipePort}`);
   const gateway = await startGateway(cluster.url('pgward_state'), { port: cluster.port, database: DATABASE, user: cluster.user, password: cluster.password }, teardown);
   log(`pgward proxy on 127.0.0.1:${gateway.port}: no TLS, pool ${JSON.stringify(POOL_CONFIG)}, agent ${gateway.agent.user}`);
 
-  const endpoints: Record<Target, Endpoint> = { direct, PgBouncer: { ...direct, port: bouncer.port }, pgward: { port: gateway.port, ...gateway.agent } };
+  const endpoints: Record<Target, Endpoint> = { direct, PgBouncer: { ...direct, port: bouncer.port }, pipe: { ...direct, port: pipePort }, pgward: { port: gateway.port, ...gateway.agent } };
   const governed: Endpoint = { port: gateway.port, ...gateway.governed };
   const script = join(dir, 'policy.sql');
   await writeFile(script, policyScript(SCALE));
