@@ -1,27 +1,68 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { TallyHistogram } from '../src/tally-histogram.js';
 
-/** `counter.labels(value)` once per value: labelling hashes its arguments, too slow for every statement. */
-function perLabel(counter: Counter<string>): (value: string) => Counter.Internal {
-  const children = new Map<string, Counter.Internal>();
+/** A count kept in a plain number on the statement path and added to its counter when scraped. */
+export class Tally {
+  value = 0;
+
+  inc(by = 1): void {
+    this.value += by;
+  }
+}
+
+/**
+ * `counter.labels(value).inc()` validates and hashes on every call, microseconds per statement; so
+ * each label value gets a tally, and the counter takes what the tallies hold when it is scraped.
+ */
+function tallied(config: { name: string; help: string; labelName: string; registry: Registry }): (value: string) => Tally {
+  const tallies = new Map<string, Tally>();
+  new Counter({
+    name: config.name,
+    help: config.help,
+    labelNames: [config.labelName],
+    registers: [config.registry],
+    collect() {
+      for (const [value, tally] of tallies) {
+        if (tally.value === 0) continue;
+        this.inc({ [config.labelName]: value }, tally.value);
+        tally.value = 0;
+      }
+    },
+  });
   return (value) => {
-    let child = children.get(value);
-    if (!child) children.set(value, (child = counter.labels(value)));
-    return child;
+    let tally = tallies.get(value);
+    if (!tally) tallies.set(value, (tally = new Tally()));
+    return tally;
   };
+}
+
+/** A counter without labels, tallied likewise. */
+function talliedTotal(config: { name: string; help: string; registry: Registry }): Tally {
+  const tally = new Tally();
+  new Counter({
+    name: config.name,
+    help: config.help,
+    registers: [config.registry],
+    collect() {
+      if (tally.value === 0) return;
+      this.inc(tally.value);
+      tally.value = 0;
+    },
+  });
+  return tally;
 }
 
 /** The proxy's metrics, registered on the role's registry. */
 export function createProxyMetrics(registry: Registry) {
-  const statements = new Counter({ name: 'pgward_proxy_statements_total', help: 'Statements by decision event', labelNames: ['event'], registers: [registry] });
   return {
     connections: new Gauge({ name: 'pgward_proxy_connections', help: 'Client connections open now', registers: [registry] }),
     connectionsTotal: new Counter({ name: 'pgward_proxy_connections_total', help: 'Client connections accepted', registers: [registry] }),
     refused: new Counter({ name: 'pgward_proxy_connections_refused_total', help: 'Client connections refused at login', registers: [registry] }),
     logins: new Counter({ name: 'pgward_proxy_logins_total', help: 'Login outcomes', labelNames: ['outcome'], registers: [registry] }),
     /** The statements counter of one decision event. */
-    statementsOf: perLabel(statements),
-    bytesOut: new Counter({ name: 'pgward_proxy_bytes_out_total', help: 'Bytes sent to clients from upstream', registers: [registry] }),
-    latency: new Histogram({
+    statementsOf: tallied({ name: 'pgward_proxy_statements_total', help: 'Statements by decision event', labelName: 'event', registry }),
+    bytesOut: talliedTotal({ name: 'pgward_proxy_bytes_out_total', help: 'Bytes sent to clients from upstream', registry }),
+    latency: new TallyHistogram({
       name: 'pgward_proxy_statement_seconds',
       help: 'Statement latency as the proxy sees it, forward to completion',
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.25, 1, 5],

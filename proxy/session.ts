@@ -6,6 +6,7 @@ import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
 import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type ScramSession } from '../src/crypto/scram.js';
 import type { AuditEventKind } from '../src/events/audit.js';
+import { isoTimestamp } from '../src/iso-time.js';
 import type { SessionBudgets } from './budgets.js';
 import { decisionMembers, sessionMembers, textMembers } from './decision-json.js';
 import { decisionRecord, type DecisionFacts } from './decision-record.js';
@@ -726,7 +727,7 @@ export class Session {
       rule: decision?.rule ?? '',
       reason: decision?.reason ?? '',
       startedAt: performance.now(),
-      ts: new Date().toISOString(),
+      ts: isoTimestamp(),
       rows: 0,
       bytes: 0,
       failed: false,

@@ -248,13 +248,17 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
             continue;
           }
           const logPrefix = clients === 1 ? join(logs, `${target}-${mode}-${round}`) : undefined;
-          // pgward runs in this process: its CPU time per transaction is a figure the machine's noise barely moves.
+          // pgward and the pipe run in this process: their CPU time per transaction is a figure the machine's noise barely moves.
           const cpuBefore = process.cpuUsage();
           const endpoint = mode === 'policy' && target === 'pgward' ? governed : endpoints[target];
           const outcome = await select(binaries.pgbench, endpoint, { mode, clients, seconds, script, ...(logPrefix ? { logPrefix } : {}), ...(RATE ? { rate: RATE } : {}) }, signal);
           const cpu = process.cpuUsage(cpuBefore);
           results.add(mode, clients, target, outcome);
-          const perTransaction = target === 'pgward' && outcome.ok && outcome.transactions > 0 ? `, ${number.format((cpu.user + cpu.system) / outcome.transactions)} µs CPU per transaction in pgward` : '';
+          const inProcess = target === 'pgward' || target === 'pipe';
+          const perTransaction =
+            inProcess && outcome.ok && outcome.transactions > 0
+              ? `, ${number.format((cpu.user + cpu.system) / outcome.transactions)} µs CPU per transaction in ${target} (user ${number.format(cpu.user / outcome.transactions)}, system ${number.format(cpu.system / outcome.transactions)})`
+              : '';
           log(`[${++done}/${runs}] round ${round}/${ROUNDS} ${mode} c=${clients} ${target}: ${describe(outcome)}${perTransaction}`);
         }
       }

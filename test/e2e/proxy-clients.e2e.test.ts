@@ -232,6 +232,22 @@ describe('live enforcement', () => {
     expect(record.normalized_sql).toBe('select id from orders where id <= $1 /* decision-probe */');
     expect(record.query_hash).toMatch(/^[0-9a-f]{16}$/);
   });
+
+  it('counts each statement once in /metrics: by decision, in the latency histogram, and its bytes', async () => {
+    const figure = async (pattern: RegExp): Promise<number> => Number(pattern.exec(await gateway.metrics.metrics())?.[1] ?? 0);
+    const queries = /^pgward_proxy_statements_total\{event="query"\} (\d+)$/m;
+    const timed = /^pgward_proxy_statement_seconds_count (\d+)$/m;
+    const bytes = /^pgward_proxy_bytes_out_total (\d+)$/m;
+    const before = { queries: await figure(queries), timed: await figure(timed), bytes: await figure(bytes) };
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    await client.connect();
+    for (let id = 1; id <= 5; id++) await client.query('select id, customer from orders where id = $1', [id]);
+    await client.end();
+    expect(await figure(queries)).toBe(before.queries + 5);
+    expect(await figure(timed)).toBe(before.timed + 5);
+    expect(await figure(bytes)).toBeGreaterThan(before.bytes + 5 * 20);
+    expect(await gateway.metrics.metrics()).toMatch(/^pgward_proxy_statement_seconds_bucket\{le="\+Inf"\} \d+$/m);
+  });
 });
 
 describe('transaction pooling', () => {

@@ -25,6 +25,8 @@ export interface AgentSecrets {
 export interface TestGateway {
   api: TestApi;
   readonly proxy: RunningProxy;
+  /** The running proxy's metrics registry, as /metrics would expose it. */
+  readonly metrics: Registry;
   bus: DecisionBus;
   /** The upstream database the project's primary database points at. */
   upstream: TestDatabase;
@@ -68,13 +70,14 @@ export async function startGateway(label: string, upstreamServerUrl?: string): P
   const keyring = parseKeyring(api.masterKey);
   const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));
   const tls = await loadTls({ dataDir: tlsDir, host: '127.0.0.1' });
+  let metrics = new Registry();
   const launch = (): Promise<RunningProxy> => startProxy({
     tls,
     store: api.store,
     bus,
     keyring,
     logger: pino({ level: 'silent' }),
-    metrics: new Registry(),
+    metrics: (metrics = new Registry()),
     host: '127.0.0.1',
     port: proxyPort,
     region: 'local',
@@ -108,6 +111,9 @@ export async function startGateway(label: string, upstreamServerUrl?: string): P
     api,
     get proxy() {
       return proxy;
+    },
+    get metrics() {
+      return metrics;
     },
     async restartProxy() {
       await proxy.stop();
