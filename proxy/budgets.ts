@@ -50,8 +50,9 @@ export interface Limits {
 }
 
 export class Budgets {
-  /** Tallies by scope kind, then id: no key string to build per statement. */
-  private readonly tallies: Readonly<Record<BudgetScope['kind'], Map<string, Tally>>> = { credential: new Map(), org: new Map() };
+  /** Tallies by scope kind, then id: no key string to build per statement, and no lookup keyed by the kind. */
+  private readonly credentialTallies = new Map<string, Tally>();
+  private readonly orgTallies = new Map<string, Tally>();
 
   constructor(
     private readonly source: SpentSource | undefined,
@@ -63,7 +64,7 @@ export class Budgets {
   private tally(scope: BudgetScope): Tally {
     const now = this.now();
     const day = now - (now % DAY_MS);
-    const tallies = this.tallies[scope.kind];
+    const tallies = scope.kind === 'credential' ? this.credentialTallies : this.orgTallies;
     let tally = tallies.get(scope.id);
     if (!tally) {
       tally = { day, month: monthStartOf(day), queries: 0, bytes: 0, state: 'unread', retryAt: 0 };

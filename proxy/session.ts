@@ -495,10 +495,7 @@ export class Session {
     return this.withServer(work);
   }
 
-  /**
-   * Writes to the upstream; what one client chunk yields leaves in one write when the turn ends.
-   * Messages forwarded unchanged lie back to back in the client's chunk, so they merge into one view.
-   */
+  /** Writes to the upstream; what one client chunk yields leaves in one write when the turn ends. */
   private forward(raw: Buffer): void {
     this.unpark();
     const socket = this.server!.socket;
@@ -507,10 +504,7 @@ export class Session {
       this.outgoingTo = socket;
       process.nextTick(this.flushOutgoing);
     }
-    const last = this.outgoing.at(-1);
-    if (last && last.buffer === raw.buffer && last.byteOffset + last.length === raw.byteOffset) {
-      this.outgoing[this.outgoing.length - 1] = Buffer.from(raw.buffer, last.byteOffset, last.length + raw.length);
-    } else this.outgoing.push(raw);
+    this.outgoing.push(raw);
   }
 
   private readonly flushOutgoing = (): void => {

@@ -51,13 +51,15 @@ export interface CancelRequest {
 /** Every message type byte a protocol 3 client may send after startup. */
 export type FrontendMessageType = 'B' | 'C' | 'D' | 'E' | 'F' | 'H' | 'P' | 'Q' | 'S' | 'X' | 'c' | 'd' | 'f' | 'p';
 
-/** One framed regular message, not yet decoded: `raw` is the whole message, `body` what follows the length. */
+/** One framed regular message, not yet decoded: `raw` is the whole message; its body follows the type byte and length. */
 export interface MessageFrame {
   readonly kind: 'Message';
   readonly type: FrontendMessageType;
-  readonly body: Buffer;
   readonly raw: Buffer;
 }
+
+/** The type byte and the length ahead of a regular message's body. */
+const HEADER_BYTES = 5;
 
 export type FrontendFrame = StartupPacket | MessageFrame;
 
@@ -74,18 +76,17 @@ export interface FramerOptions {
  */
 export class FrontendFramer {
   readonly #queue = new ChunkQueue();
-  readonly #limits: ReadonlyMap<string, number>;
+  /** The largest length accepted per type byte; -1 for a byte that is no message type. */
+  readonly #limits = new Int32Array(256).fill(-1);
   #startupPhase = true;
 
   constructor(options: FramerOptions = {}) {
     const large = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
     const small = Math.min(SMALL_MESSAGE_BYTES, large);
     const auth = Math.min(AUTH_MESSAGE_BYTES, large);
-    this.#limits = new Map([
-      ...['B', 'P', 'Q', 'F', 'd'].map((type) => [type, large] as const),
-      ['p', auth],
-      ...['C', 'D', 'E', 'H', 'S', 'X', 'c', 'f'].map((type) => [type, small] as const),
-    ]);
+    for (const type of ['B', 'P', 'Q', 'F', 'd']) this.#limits[type.charCodeAt(0)] = large;
+    this.#limits['p'.charCodeAt(0)] = auth;
+    for (const type of ['C', 'D', 'E', 'H', 'S', 'X', 'c', 'f']) this.#limits[type.charCodeAt(0)] = small;
   }
 
   /**
@@ -120,17 +121,19 @@ export class FrontendFramer {
   #nextMessage(): MessageFrame | undefined {
     const queue = this.#queue;
     if (queue.length < 1) return undefined;
-    const type = String.fromCharCode(queue.byteAt(0));
-    const limit = this.#limits.get(type);
-    if (limit === undefined) throw new ProtocolViolation(`invalid frontend message type ${JSON.stringify(type)}`);
-    if (queue.length < 5) return undefined;
+    const byte = queue.byteAt(0);
+    const limit = this.#limits[byte]!;
+    if (limit < 0) throw new ProtocolViolation(`invalid frontend message type ${JSON.stringify(String.fromCharCode(byte))}`);
+    if (queue.length < HEADER_BYTES) return undefined;
     const length = queue.int32At(1);
-    if (length < 4 || length > limit) throw new ProtocolViolation(`invalid message length ${length} for message type ${JSON.stringify(type)}`);
+    if (length < 4 || length > limit) throw new ProtocolViolation(`invalid message length ${length} for message type ${JSON.stringify(String.fromCharCode(byte))}`);
     if (queue.length < 1 + length) return undefined;
-    const raw = queue.take(1 + length);
-    return { kind: 'Message', type: type as FrontendMessageType, body: raw.subarray(5), raw };
+    return { kind: 'Message', type: TYPE_OF_BYTE[byte] as FrontendMessageType, raw: queue.take(1 + length) };
   }
 }
+
+/** The type byte as a one-character string, without making one per message. */
+const TYPE_OF_BYTE = Array.from({ length: 256 }, (_, byte) => String.fromCharCode(byte));
 
 function decodeStartupPacket(raw: Buffer): StartupPacket {
   const code = raw.readInt32BE(4);
@@ -254,22 +257,22 @@ export interface AuthResponse {
 
 /** Decodes a framed message, refusing malformed bodies with ProtocolViolation. Strings are read as UTF-8. */
 export function decodeFrontendMessage(frame: MessageFrame): FrontendMessage {
-  const { body, raw } = frame;
+  const { raw } = frame;
   switch (frame.type) {
     case 'Q': {
-      const reader = new BodyReader(body, 'Query');
+      const reader = bodyReader(raw, 'Query');
       const sql = reader.cstring();
       reader.end();
       return { kind: 'Query', sql, raw };
     }
     case 'P':
-      return decodeParse(body, raw);
+      return decodeParse(raw);
     case 'B':
-      return decodeBind(body, raw);
+      return decodeBind(raw);
     case 'D':
     case 'C': {
       const what = frame.type === 'D' ? 'Describe' : 'Close';
-      const reader = new BodyReader(body, what);
+      const reader = bodyReader(raw, what);
       const target = String.fromCharCode(reader.byte());
       if (target !== 'S' && target !== 'P') throw reader.fail(`invalid target ${JSON.stringify(target)}`);
       const name = reader.cstring();
@@ -277,42 +280,46 @@ export function decodeFrontendMessage(frame: MessageFrame): FrontendMessage {
       return { kind: what, target, name, raw };
     }
     case 'E': {
-      const reader = new BodyReader(body, 'Execute');
+      const reader = bodyReader(raw, 'Execute');
       const portal = reader.cstring();
       const maxRows = reader.int32();
       reader.end();
       return { kind: 'Execute', portal, maxRows, raw };
     }
     case 'd':
-      return { kind: 'CopyData', data: body, raw };
+      return { kind: 'CopyData', data: raw.subarray(HEADER_BYTES), raw };
     case 'f': {
-      const reader = new BodyReader(body, 'CopyFail');
+      const reader = bodyReader(raw, 'CopyFail');
       const message = reader.cstring();
       reader.end();
       return { kind: 'CopyFail', message, raw };
     }
     case 'S':
-      return emptyMessage('Sync', body, raw);
+      return emptyMessage('Sync', raw);
     case 'H':
-      return emptyMessage('Flush', body, raw);
+      return emptyMessage('Flush', raw);
     case 'X':
-      return emptyMessage('Terminate', body, raw);
+      return emptyMessage('Terminate', raw);
     case 'c':
-      return emptyMessage('CopyDone', body, raw);
+      return emptyMessage('CopyDone', raw);
     case 'F':
       return { kind: 'FunctionCall', raw };
     case 'p':
-      return { kind: 'AuthResponse', body, raw };
+      return { kind: 'AuthResponse', body: raw.subarray(HEADER_BYTES), raw };
   }
 }
 
-function emptyMessage(kind: 'Sync' | 'Flush' | 'Terminate' | 'CopyDone', body: Buffer, raw: Buffer): FrontendMessage {
-  new BodyReader(body, kind).end();
+function bodyReader(raw: Buffer, what: string): BodyReader {
+  return new BodyReader(raw, what, HEADER_BYTES);
+}
+
+function emptyMessage(kind: 'Sync' | 'Flush' | 'Terminate' | 'CopyDone', raw: Buffer): FrontendMessage {
+  if (raw.length !== HEADER_BYTES) throw new ProtocolViolation(`invalid ${kind} message: ${raw.length - HEADER_BYTES} unexpected trailing bytes`);
   return { kind, raw };
 }
 
-function decodeParse(body: Buffer, raw: Buffer): Parse {
-  const reader = new BodyReader(body, 'Parse');
+function decodeParse(raw: Buffer): Parse {
+  const reader = bodyReader(raw, 'Parse');
   const name = reader.cstring();
   const sql = reader.cstring();
   const count = reader.uint16();
@@ -322,8 +329,8 @@ function decodeParse(body: Buffer, raw: Buffer): Parse {
   return { kind: 'Parse', name, sql, paramTypes, raw };
 }
 
-function decodeBind(body: Buffer, raw: Buffer): Bind {
-  const reader = new BodyReader(body, 'Bind');
+function decodeBind(raw: Buffer): Bind {
+  const reader = bodyReader(raw, 'Bind');
   const portal = reader.cstring();
   const statement = reader.cstring();
   const paramFormats = readFormatCodes(reader);

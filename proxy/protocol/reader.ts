@@ -2,12 +2,16 @@ import { ProtocolViolation } from './errors.js';
 
 /** Bounds-checked cursor over one message body; every overrun is a ProtocolViolation naming the message. */
 export class BodyReader {
-  #offset = 0;
+  #offset: number;
 
+  /** Reads `body` from `start`: a whole message is read past its header without a view of its body. */
   constructor(
     private readonly body: Buffer,
     private readonly what: string,
-  ) {}
+    start = 0,
+  ) {
+    this.#offset = start;
+  }
 
   get remaining(): number {
     return this.body.length - this.#offset;
