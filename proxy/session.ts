@@ -92,6 +92,20 @@ function allowedTextMembers(allowed: Allowed): string {
   return members;
 }
 
+/** The last Parse rewritten to each decision's text (a masked statement's), and the client's Parse it came from. */
+const rewrittenParses = new WeakMap<Allowed['decision'], { readonly raw: Buffer; readonly parse: Buffer }>();
+
+/** The Parse to send for a client's Parse: as sent, or carrying the decision's text; comparing bytes costs less than rewriting. */
+function parseToRun(raw: Buffer, sql: string, decision: Allowed['decision']): Buffer {
+  if (decision.sql === sql) return raw;
+  const known = rewrittenParses.get(decision);
+  if (known?.raw.equals(raw)) return known.parse;
+  const parse = replaceParseSql(raw, decision.sql);
+  // A copy: `raw` is a view into the client's chunk, which should not be kept alive for it.
+  rewrittenParses.set(decision, { raw: Buffer.from(raw), parse });
+  return parse;
+}
+
 /** Up to this many bytes, pieces are joined for one write: copying a few KB costs less than a stream's corked writev. */
 const JOIN_LIMIT = 64 * 1024;
 
@@ -581,7 +595,7 @@ export class Session {
     }
     const decision = this.decide(sql, 'extended');
     if (!decision) return;
-    const parse = decision.sql === sql ? raw : replaceParseSql(raw, decision.sql);
+    const parse = parseToRun(raw, sql, decision);
     if (name === '') {
       this.unnamed = { sql, decision };
       return this.toServer(parse, { ends: '1' });

@@ -56,6 +56,11 @@ export class BodyReader {
   }
 
   cstring(): string {
+    // Most names on the wire are empty (the unnamed statement and portal): no native calls for those.
+    if (this.body[this.#offset] === 0) {
+      this.#offset += 1;
+      return '';
+    }
     const nul = this.body.indexOf(0, this.#offset);
     if (nul < 0) throw this.fail('missing string terminator');
     const value = this.body.toString('utf8', this.#offset, nul);

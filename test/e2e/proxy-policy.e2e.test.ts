@@ -81,6 +81,24 @@ describe('policy on the wire', () => {
     expect(JSON.stringify(audited)).not.toMatch(/user\d+@example\.com/);
   });
 
+  it('masks every run of a repeated extended-protocol statement, unnamed and named, whose rewritten Parse is reused', async () => {
+    const agent = await agentWith({ name: 'repeated masked', read_only: true, allowed_tables: ['public.customers'], masked_columns: { 'public.customers.email': 'redact' } });
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    await client.connect();
+    try {
+      const text = 'SELECT id, email FROM customers WHERE id = $1';
+      const seen: unknown[] = [];
+      for (const id of [1, 2, 3]) seen.push(...(await client.query(text, [id])).rows);
+      for (const id of [4, 5]) seen.push(...(await client.query({ name: 'by_id', text, values: [id] })).rows);
+      for (const id of [6, 7]) seen.push(...(await client.query(text, [id])).rows);
+      expect(seen).toEqual([1, 2, 3, 4, 5, 6, 7].map((id) => ({ id, email: '[redacted]' })));
+    } finally {
+      await client.end();
+    }
+    const audited = await gateway.decisionsOf(agent.credential.id, 7);
+    expect(audited.map((d) => [d.event, d.rows_returned])).toEqual(Array.from({ length: 7 }, () => ['masked', '1']));
+  });
+
   it('caps results at max_rows on the simple and the extended protocol, with a NOTICE and a truncated decision', async () => {
     const agent = await agentWith({ name: 'capped reader', read_only: true, allowed_tables: ['public.orders'], max_rows: 3 });
     const client = new pg.Client({ connectionString: agent.connection_string });
