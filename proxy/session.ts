@@ -37,7 +37,7 @@ import { capRewrite, cappedQuery, ROW_KINDS } from './row-cap.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
-import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
+import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import type { UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
@@ -106,6 +106,9 @@ function parseToRun(raw: Buffer, sql: string, decision: Allowed['decision']): Bu
   return parse;
 }
 
+/** Parse messages up to this size are remembered for the next Parse of the same bytes. */
+const PARSE_MEMO_BYTES = 8 * 1024;
+
 /** Up to this many bytes, pieces are joined for one write: copying a few KB costs less than a stream's corked writev. */
 const JOIN_LIMIT = 64 * 1024;
 
@@ -173,6 +176,7 @@ export class Session {
   private readonly clientIp: string;
   /** The audit members this session fixes, once its credential is known. */
   private members = '';
+  private lastParse: FrontendMessage | undefined;
 
   constructor(
     socket: Socket,
@@ -250,7 +254,7 @@ export class Session {
     if (frame.kind === 'GSSENCRequest') return void this.socket.write(encodeGssEncResponse(false));
     if (frame.kind === 'CancelRequest') return this.cancelOther(frame.processId, frame.secretKey);
     if (frame.kind === 'StartupMessage') return this.onStartup(frame);
-    const message = decodeFrontendMessage(frame);
+    const message = frame.type === 'P' ? this.decodeParse(frame) : decodeFrontendMessage(frame);
     switch (this.state) {
       case 'sasl-initial':
       case 'sasl-final':
@@ -260,6 +264,19 @@ export class Session {
       default:
         return this.fatal({ severity: 'FATAL', code: '08P01', message: `unexpected message ${frame.type} before authentication` });
     }
+  }
+
+  /**
+   * Drivers send the same Parse again and again (an unnamed statement run in a loop): equal bytes
+   * decode to the same message, whose text is then the same string the decision cache was keyed by.
+   */
+  private decodeParse(frame: MessageFrame): FrontendMessage {
+    const last = this.lastParse;
+    if (last?.raw.equals(frame.raw)) return last;
+    const message = decodeFrontendMessage(frame);
+    // A copy of its bytes: the frame is a view into the client's chunk, which should not be kept alive for it.
+    this.lastParse = frame.raw.length <= PARSE_MEMO_BYTES ? { ...message, raw: Buffer.from(frame.raw) } : undefined;
+    return message;
   }
 
   private startTls(): void {
