@@ -6,7 +6,7 @@
  */
 import type { DecisionFacts } from './decision-record.js';
 import { truncateSql } from './decisions.js';
-import { statementIdentity } from './policy/identity.js';
+import { statementIdentity, type StatementIdentity } from './policy/identity.js';
 
 type SessionFacts = Pick<DecisionFacts, 'projectId' | 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp'>;
 type TextFacts = Pick<DecisionFacts, 'sql' | 'kind' | 'tablesRead' | 'tablesWritten'>;
@@ -19,13 +19,25 @@ export function sessionMembers(facts: SessionFacts): string {
   return `"project_id":${json(facts.projectId)},"credential_id":${json(facts.credentialId)},"session_id":${json(facts.sessionId)},"source":${json(facts.source)},"region":${json(facts.region)},"client_ip":${json(facts.clientIp)}`;
 }
 
+const NO_TABLES: readonly string[] = [];
+
+/** The members after the text, by identity: texts that differ only in their numbers share an identity and, from one decision, the analysis. */
+const analysisMembersOf = new WeakMap<StatementIdentity, { readonly kind: string; readonly tablesRead: readonly string[]; readonly tablesWritten: readonly string[]; readonly members: string }>();
+
+function analysisMembers(identity: StatementIdentity, kind: string, tablesRead: readonly string[], tablesWritten: readonly string[]): string {
+  const known = analysisMembersOf.get(identity);
+  if (known?.kind === kind && known.tablesRead === tablesRead && known.tablesWritten === tablesWritten) return known.members;
+  const members =
+    `"normalized_sql":${json(identity.normalized_sql)},"query_hash":${json(identity.query_hash)},` +
+    `"statement_kind":${json(kind)},"tables_read":${json(tablesRead)},"tables_written":${json(tablesWritten)},"parsed":${kind !== ''}`;
+  analysisMembersOf.set(identity, { kind, tablesRead, tablesWritten, members });
+  return members;
+}
+
 /** The members a statement's text and its analysis fix: the text (truncated), its audit identity, its kind and tables. */
 export function textMembers(facts: TextFacts): string {
-  const identity = statementIdentity(facts.sql);
-  return (
-    `"sql":${json(truncateSql(facts.sql))},"normalized_sql":${json(identity.normalized_sql)},"query_hash":${json(identity.query_hash)},` +
-    `"statement_kind":${json(facts.kind)},"tables_read":${json(facts.tablesRead ?? [])},"tables_written":${json(facts.tablesWritten ?? [])},"parsed":${facts.kind !== ''}`
-  );
+  const members = analysisMembers(statementIdentity(facts.sql), facts.kind, facts.tablesRead ?? NO_TABLES, facts.tablesWritten ?? NO_TABLES);
+  return `"sql":${json(truncateSql(facts.sql))},${members}`;
 }
 
 /** The whole record, less the publisher's stamp, from its session's and its text's members and what became of it. */

@@ -34,9 +34,13 @@ const isIdentStart = (code: number): boolean => (code >= 65 && code <= 90) || (c
 const isIdentChar = (code: number): boolean => isIdentStart(code) || isDigit(code) || code === 36;
 /** What may follow a number for the lexer to end it there: no letter, digit, underscore, dollar, dot or quote. */
 const endsNumber = (code: number): boolean => Number.isNaN(code) || !(isIdentChar(code) || code === 46 || code === 39 || code === 34);
+const SPACE = 1;
 /** Operators and punctuation, copied as they are. */
-const PLAIN = new Set([...'+-*/<>=~!@#%^&|`?(),;[]:.'].map((c) => c.charCodeAt(0)));
-const SPACE = new Set([32, 9, 10, 13]);
+const PLAIN = 2;
+/** The class of each ASCII code: a table, not a set, since the scanner asks it of every character. */
+const CLASS_OF = new Uint8Array(128);
+for (const code of [32, 9, 10, 13]) CLASS_OF[code] = SPACE;
+for (const c of '+-*/<>=~!@#%^&|`?(),;[]:.') CLASS_OF[c.charCodeAt(0)] = PLAIN;
 
 /** The end of a quoted run starting at `start` (a quote doubled inside it is part of it), or -1 when it does not end. */
 function quotedEnd(sql: string, start: number, quote: number): number {
@@ -73,8 +77,11 @@ function numberAt(sql: string, start: number): { end: number; integer: boolean }
   }
   if (!endsNumber(sql.charCodeAt(i))) return undefined;
   if (integer) {
-    const digits = sql.slice(start, i).replace(/^0+(?=\d)/, '');
-    integer = digits.length < INT32_MAX.length || (digits.length === INT32_MAX.length && digits <= INT32_MAX);
+    // Leading zeros do not count, but the last digit stays (0 is one digit).
+    let first = start;
+    while (first < i - 1 && sql.charCodeAt(first) === 48) first++;
+    const digits = i - first;
+    integer = digits < INT32_MAX.length || (digits === INT32_MAX.length && sql.slice(first, i) <= INT32_MAX);
   }
   return { end: i, integer };
 }
@@ -98,7 +105,7 @@ function scan(sql: string): NumericShape | undefined {
   let i = 0;
   while (i < sql.length) {
     const code = sql.charCodeAt(i);
-    if (SPACE.has(code)) i++;
+    if (CLASS_OF[code] === SPACE) i++;
     else if (isIdentStart(code)) {
       while (isIdentChar(sql.charCodeAt(i))) i++;
       // E'…', B'…', X'…', N'…' and U&'…' lex differently from a standard string.
@@ -127,7 +134,7 @@ function scan(sql: string): NumericShape | undefined {
       }
     } else if (code === 46 && isDigit(sql.charCodeAt(i + 1))) return undefined;
     else if (code === 47 && sql.charCodeAt(i + 1) === 42) return undefined;
-    else if (PLAIN.has(code)) i++;
+    else if (CLASS_OF[code] === PLAIN) i++;
     else return undefined;
   }
   if (numbers.length === 0) return undefined;

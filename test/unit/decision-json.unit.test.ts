@@ -53,6 +53,28 @@ describe('decision records as JSON members', () => {
     );
   });
 
+  it('encode the record exactly when texts of one shape share their analysis, whatever comes between them', () => {
+    // One decision's tables, shared as a numeric shape's decisions share them; the same arrays with another kind, and other arrays.
+    const tablesRead = ['public.orders'];
+    const tablesWritten: string[] = [];
+    const text = fc.record({
+      id: fc.nat(),
+      kind: fc.constantFrom('select', 'with'),
+      sameArrays: fc.boolean(),
+      sql: fc.constantFrom((id: number) => `select * from orders where id = ${id}`, (id: number) => `SELECT * FROM orders WHERE id = ${id} /* other shape */`, () => 'not sql at all'),
+    });
+    fc.assert(
+      fc.property(fc.array(text, { minLength: 1, maxLength: 20 }), (texts) => {
+        for (const t of texts) {
+          const f = { ...fc.sample(facts, 1)[0]!, sql: t.sql(t.id), kind: t.kind, tablesRead: t.sameArrays ? tablesRead : [...tablesRead, 'public.customers'], tablesWritten: t.sameArrays ? tablesWritten : [] };
+          const encoded: unknown = JSON.parse(`{${decisionMembers(sessionMembers(f), textMembers(f), f)}}`);
+          expect(encoded).toEqual(decisionRecord(f));
+        }
+      }),
+      { numRuns: 100 },
+    );
+  });
+
   it('publish as the same stamped record whichever way the decision was given', async () => {
     const bus = createMemoryBus();
     const received: BusRecord[] = [];
