@@ -4,6 +4,7 @@
  * statement the wire runs costs one concatenation. `decisionRecord` builds the same record as an
  * object for the paths that are not hot (refusals, MCP); the two are tested equal.
  */
+import { AuditEventKind } from '../src/events/audit.js';
 import type { DecisionFacts } from './decision-record.js';
 import { truncateSql } from './decisions.js';
 import { statementIdentity, type StatementIdentity } from './policy/identity.js';
@@ -13,6 +14,10 @@ type TextFacts = Pick<DecisionFacts, 'sql' | 'kind' | 'tablesRead' | 'tablesWrit
 type OutcomeFacts = Pick<DecisionFacts, 'event' | 'ts' | 'rule' | 'reason' | 'ran' | 'rows' | 'bytes' | 'latencyUs' | 'tablesBlocked'>;
 
 const json = JSON.stringify;
+
+/** Each event kind as JSON, and the empty text: the members an allowed statement's record always has, without a call into JSON.stringify. */
+const EVENT_JSON = new Map(AuditEventKind.options.map((event) => [event, json(event)]));
+const jsonString = (value: string): string => (value === '' ? '""' : json(value));
 
 /** The members a session fixes: project, credential, session, source, region and client address. */
 export function sessionMembers(facts: SessionFacts): string {
@@ -44,8 +49,8 @@ export function textMembers(facts: TextFacts): string {
 export function decisionMembers(session: string, text: string, outcome: OutcomeFacts): string {
   const latency = outcome.latencyUs !== null && Number.isFinite(outcome.latencyUs) ? outcome.latencyUs : null;
   return (
-    `"event":${json(outcome.event)},${session},"ts":${json(outcome.ts)},${text},"decision_rule":${json(outcome.rule)},"reason":${json(outcome.reason)},` +
+    `"event":${EVENT_JSON.get(outcome.event) ?? json(outcome.event)},${session},"ts":${json(outcome.ts)},${text},"decision_rule":${jsonString(outcome.rule)},"reason":${jsonString(outcome.reason)},` +
     `"cache_status":"${outcome.ran ? 'bypass' : 'none'}","rows_returned":"${outcome.rows}","bytes_out":"${outcome.bytes}","latency_us":${latency},` +
-    `"tables_blocked":${json(outcome.tablesBlocked ?? [])},"approval_id":null`
+    `"tables_blocked":${outcome.tablesBlocked && outcome.tablesBlocked.length > 0 ? json(outcome.tablesBlocked) : '[]'},"approval_id":null`
   );
 }
