@@ -32,8 +32,8 @@ export type Expectation =
   | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly rewrite?: Rewrite | undefined; readonly statement?: Statement | undefined; readonly prepares?: string | undefined }
   | { readonly kind: 'synthetic'; readonly reply: () => Buffer };
 
-/** Replies that may arrive at any time and belong to no request. */
-const ASYNC = new Set(['N', 'S', 'A']);
+/** Replies that may arrive at any time and belong to no request: NoticeResponse, ParameterStatus, NotificationResponse. */
+const isAsync = (type: string): boolean => type === 'N' || type === 'S' || type === 'A';
 
 export interface PipelineEvents {
   /** A statement finished (its last reply passed, or it failed). */
@@ -129,7 +129,7 @@ export class ResponsePipeline {
 
   private replacementOf(message: ScannedMessage): Buffer | null | undefined {
     const head = this.queue[0];
-    if (head?.kind !== 'server' || ASYNC.has(message.type)) return undefined;
+    if (head?.kind !== 'server' || isAsync(message.type)) return undefined;
     if (head.suppress) return message.kind === 'ErrorResponse' ? undefined : null;
     return head.rewrite?.(message);
   }
@@ -140,7 +140,7 @@ export class ResponsePipeline {
   }
 
   private account(message: ScannedMessage): void {
-    if (ASYNC.has(message.type)) return;
+    if (isAsync(message.type)) return;
     const head = this.queue[0];
     if (!head || head.kind !== 'server') return;
     const statement = head.statement;

@@ -1,6 +1,7 @@
 import { ProtocolViolation } from './errors.js';
 import { DEFAULT_MAX_MESSAGE_BYTES, type FormatCode } from './frontend.js';
 import { BodyReader } from './reader.js';
+import { TYPE_OF_BYTE } from './type-bytes.js';
 import { cstringSize, MessageWriter } from './writer.js';
 
 export type TransactionStatus = 'I' | 'T' | 'E';
@@ -214,7 +215,8 @@ interface Run {
 const DATA_ROW = 0x44;
 const COPY_DATA = 0x64;
 /** Types whose bodies are decoded (and buffered when split across chunks); every other body is skipped. */
-const DECODED = new Set(['Z', 'E', 'K', 'S', 'R'].map((type) => type.charCodeAt(0)));
+const DECODED = new Uint8Array(256);
+for (const type of ['Z', 'E', 'K', 'S', 'R']) DECODED[type.charCodeAt(0)] = 1;
 
 export interface BackendScannerOptions {
   /** Largest declared length accepted for a message whose body is decoded. Skipped messages have no limit. */
@@ -263,7 +265,7 @@ export class BackendScanner {
       }
       const available = chunk.length - pos;
       let body: Buffer | undefined;
-      if (!DECODED.has(this.#type)) {
+      if (DECODED[this.#type] === 0) {
         const n = Math.min(this.#left, available);
         pos += n;
         this.#left -= n;
@@ -288,7 +290,7 @@ export class BackendScanner {
   }
 
   #start(type: number, length: number): void {
-    if (length < 4 || (length > this.#maxDecodedBytes && DECODED.has(type))) {
+    if (length < 4 || (length > this.#maxDecodedBytes && DECODED[type] === 1)) {
       throw new ProtocolViolation(`invalid message length ${length} for server message type ${JSON.stringify(String.fromCharCode(type))}`);
     }
     this.#type = type;
@@ -298,7 +300,7 @@ export class BackendScanner {
 
   #complete(out: ScannedMessage[], run: Run | undefined, body: Buffer | undefined, end: number): Run | undefined {
     const bytes = this.#bodySize + 5;
-    const type = String.fromCharCode(this.#type);
+    const type = TYPE_OF_BYTE[this.#type]!;
     if (this.#type === DATA_ROW || this.#type === COPY_DATA) {
       if (run?.type === type) {
         run.count++;

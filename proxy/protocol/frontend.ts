@@ -1,6 +1,7 @@
 import { ChunkQueue } from './chunk-queue.js';
 import { ProtocolViolation } from './errors.js';
 import { BodyReader } from './reader.js';
+import { TYPE_OF_BYTE } from './type-bytes.js';
 
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 /** PostgreSQL's MAX_STARTUP_PACKET_LENGTH. */
@@ -131,9 +132,6 @@ export class FrontendFramer {
     return { kind: 'Message', type: TYPE_OF_BYTE[byte] as FrontendMessageType, raw: queue.take(1 + length) };
   }
 }
-
-/** The type byte as a one-character string, without making one per message. */
-const TYPE_OF_BYTE = Array.from({ length: 256 }, (_, byte) => String.fromCharCode(byte));
 
 function decodeStartupPacket(raw: Buffer): StartupPacket {
   const code = raw.readInt32BE(4);
