@@ -39,10 +39,19 @@ const INSERTED = Object.entries(INSERTED_TYPES);
 
 export const auditEntryColumns: readonly string[] = ENTRY_COLUMNS;
 
+/**
+ * An audit event's type and payload bytes; with the StatementDecided its writer encoded them from,
+ * when the writer hands that over: JSON of canonical payload bytes gives back the same members, so
+ * the entry then needs no parse of the bytes.
+ */
+export interface AuditEventPayload extends Pick<RecordedEvent, 'type' | 'data'> {
+  readonly decision?: StatementDecided;
+}
+
 /** The entry of an audit event at `revision` of its stream; undefined for other events. */
-export function entryOf(event: Pick<RecordedEvent, 'type' | 'data'>, revision: number): AuditEntryContent | undefined {
+export function entryOf(event: AuditEventPayload, revision: number): AuditEntryContent | undefined {
   const seq = revision + 1;
-  if (event.type === StatementDecided.type) return entryFromDecision(storedDecision(event.data), seq);
+  if (event.type === StatementDecided.type) return entryFromDecision(event.decision ?? storedDecision(event.data), seq);
   if (event.type === AuditGapRecorded.type) return entryFromGap(decodeData(AuditGapRecorded, event), seq);
   return undefined;
 }
@@ -104,7 +113,7 @@ export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, 
  * The Merkle leaves of the audit events among `events`, consecutive events of one stream from
  * `firstRevision` on: their entries' canonical bytes, which do not depend on the chain's hashes.
  */
-export function leavesOf(events: readonly Pick<RecordedEvent, 'type' | 'data'>[], firstRevision: number, keyring: HmacKeyring): Buffer[] {
+export function leavesOf(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): Buffer[] {
   const leaves: Buffer[] = [];
   events.forEach((event, i) => {
     const content = entryOf(event, firstRevision + i);

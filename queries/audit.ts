@@ -8,24 +8,60 @@ import { decisionGroup, type AuditDecision } from '../src/events/audit.js';
 
 const selectEntry = auditEntryColumns.map((c) => `"${c}"`).join(', ');
 
-/** Rows are the entries: read back exactly as they were hashed (a tampered row reads back tampered). */
-function toEntry(row: Record<string, unknown>): AuditEntry {
+/**
+ * An entry from a row of the auditEntryColumns, read as an array (pg's row objects cost a keyed
+ * store per column): the row is the entry, read back exactly as it was hashed (a tampered row
+ * reads back tampered), its members in the columns' order.
+ */
+export function entryFromRow(r: readonly unknown[]): AuditEntry {
   return {
-    ...(row as AuditEntry),
-    seq: Number(row.seq),
-    rows_returned: Number(row.rows_returned),
-    bytes_out: Number(row.bytes_out),
-    latency_us: row.latency_us === null ? null : Number(row.latency_us),
-    proxy_seq: row.proxy_seq === null ? null : Number(row.proxy_seq),
-  };
+    id: r[0],
+    project_id: r[1],
+    seq: Number(r[2]),
+    event: r[3],
+    ts: r[4],
+    credential_id: r[5],
+    session_id: r[6],
+    source: r[7],
+    region: r[8],
+    client_ip: r[9],
+    sql: r[10],
+    normalized_sql: r[11],
+    query_hash: r[12],
+    statement_kind: r[13],
+    decision_rule: r[14],
+    reason: r[15],
+    cache_status: r[16],
+    rows_returned: Number(r[17]),
+    bytes_out: Number(r[18]),
+    latency_ms: r[19],
+    latency_us: r[20] === null ? null : Number(r[20]),
+    tables_read: r[21],
+    tables_written: r[22],
+    tables_blocked: r[23],
+    parsed: r[24],
+    proxy_id: r[25],
+    boot_epoch: r[26],
+    proxy_seq: r[27] === null ? null : Number(r[27]),
+    approval_id: r[28],
+    gap: r[29],
+    key_id: r[30],
+    prev_hash: r[31],
+    entry_hash: r[32],
+  } as AuditEntry;
+}
+
+async function entryRows(db: pg.Pool, text: string, values: unknown[]): Promise<AuditEntry[]> {
+  const { rows } = await db.query<unknown[]>({ text, values, rowMode: 'array' });
+  return rows.map(entryFromRow);
 }
 
 export async function auditEntries(db: pg.Pool, projectId: string, fromSeq = 1, toSeq?: number): Promise<AuditEntry[]> {
-  const { rows } = await db.query(
+  return entryRows(
+    db,
     `select ${selectEntry} from rm.audit_entries where project_id = $1 and seq >= $2 and ($3::bigint is null or seq <= $3) order by seq`,
     [projectId, fromSeq, toSeq ?? null],
   );
-  return rows.map(toEntry);
 }
 
 /** Rows per page of auditEntryPages; the caller holds one page, and one more is read ahead. */
@@ -36,13 +72,12 @@ const ENTRY_PAGE = 10_000;
  * previous page is handed on, so the server reads the next while the caller works on this one.
  */
 export async function* auditEntryPages(db: pg.Pool, projectId: string, fromSeq = 1, toSeq?: number, pageSize = ENTRY_PAGE): AsyncGenerator<AuditEntry[]> {
-  const page = async (from: number): Promise<AuditEntry[]> => {
-    const { rows } = await db.query(
+  const page = (from: number): Promise<AuditEntry[]> =>
+    entryRows(
+      db,
       `select ${selectEntry} from rm.audit_entries where project_id = $1 and seq >= $2 and ($3::bigint is null or seq <= $3) order by seq limit $4`,
       [projectId, from, toSeq ?? null, pageSize],
     );
-    return rows.map(toEntry);
-  };
   let next: Promise<AuditEntry[]> | undefined = page(fromSeq);
   while (next) {
     const entries: AuditEntry[] = await next;
@@ -70,7 +105,8 @@ const decisionEvents = (decision: AuditDecision): string[] =>
 
 /** Entries newest first, filtered as spec §4.9 says: start inclusive, end exclusive. */
 export async function listAuditEntries(db: pg.Pool, projectId: string, filter: AuditFilter, limit: number): Promise<AuditEntry[]> {
-  const { rows } = await db.query(
+  return entryRows(
+    db,
     `select ${selectEntry} from rm.audit_entries
       where project_id = $1
         and ($2::timestamptz is null or ts_at >= $2) and ($3::timestamptz is null or ts_at < $3)
@@ -80,7 +116,6 @@ export async function listAuditEntries(db: pg.Pool, projectId: string, filter: A
       order by seq desc limit $10`,
     [projectId, filter.start ?? null, filter.end ?? null, filter.event ?? null, filter.source ?? null, filter.decision ? decisionEvents(filter.decision) : null, filter.credentialId ?? null, filter.sessionId ?? null, filter.beforeSeq ?? null, limit],
   );
-  return rows.map(toEntry);
 }
 
 /** Signed checkpoints of a project, from the event store (they are events, not read-model rows). */

@@ -1,8 +1,8 @@
-import { auditStream, checkpointStream, leavesOf } from '../../projections/audit.js';
+import { auditStream, checkpointStream, leavesOf, type AuditEventPayload } from '../../projections/audit.js';
 import { MerkleBuilder } from '../crypto/merkle.js';
 import { AuditCheckpointSigned } from '../events/audit.js';
 import { encodeEvent } from '../events/envelope.js';
-import type { EventStore, NewEvent } from '../store/port.js';
+import type { EventStore } from '../store/port.js';
 import type { HmacKeyring } from './chain.js';
 import { signAuditCheckpoint, type AnchorSigner } from './checkpoints.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
@@ -18,10 +18,11 @@ export interface Checkpointer {
   sign(projectId: string, now: Date): Promise<AuditCheckpointSigned | undefined>;
   /**
    * Events the caller has just appended to the project's audit stream in one append, the first at
-   * revision `firstRevision`, exactly as committed: when they are the next ones the tree needs,
-   * it takes them without reading them back; otherwise the next signing reads them.
+   * revision `firstRevision`, exactly as committed (each with the decision it encoded, when it has
+   * it): when they are the next ones the tree needs, it takes them without reading them back;
+   * otherwise the next signing reads them.
    */
-  appended(projectId: string, firstRevision: number, events: readonly NewEvent[]): Promise<void>;
+  appended(projectId: string, firstRevision: number, events: readonly AuditEventPayload[]): Promise<void>;
 }
 
 /**
@@ -51,7 +52,7 @@ export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor:
   }
 
   /** Adds the stream's events from the chain's next revision on, in revision order. */
-  function grow(chain: ChainProgress, events: readonly Pick<NewEvent, 'type' | 'data'>[]): void {
+  function grow(chain: ChainProgress, events: readonly AuditEventPayload[]): void {
     // Decoded in full before the tree grows, so a failure leaves the tree and the revision as they were.
     for (const leaf of leavesOf(events, chain.revision, keys)) chain.tree.append(leaf);
     chain.revision += events.length;

@@ -5,7 +5,7 @@
  * or Hash object per entry; the digests are those of entryHash and leafHash.
  */
 import { createHmac, hash } from 'node:crypto';
-import { sha256 } from '../crypto/sha256.js';
+import { sha256Latin1 } from '../crypto/sha256.js';
 import { canonicalEntryText, type CanonicalEntryInput } from './canonical-entry.js';
 
 const PREV = 32;
@@ -30,9 +30,9 @@ export class EntryDigests {
     return key ? createHmac('sha256', key).update(covered).digest('hex') : hash('sha256', covered, 'hex');
   }
 
-  /** RFC 6962 leaf hash of the loaded entry's canonical bytes. */
-  leafHash(): Buffer {
+  /** RFC 6962 leaf hash of the loaded entry's canonical bytes, as MerkleBuilder.appendLeafDigest takes it. */
+  leafDigest(): string {
     this.#buffer[PREV - 1] = 0x00;
-    return sha256(this.#buffer.subarray(PREV - 1, this.#end));
+    return sha256Latin1(this.#buffer.subarray(PREV - 1, this.#end));
   }
 }

@@ -12,17 +12,15 @@
  */
 import { AuditEventKind, AuditSource, CacheStatus, StatementDecided } from '../events/audit.js';
 import { parseJson } from '../events/envelope.js';
+import { isInt64, isNatural } from '../events/statement-decided-check.js';
 
 const FIELDS = Object.keys(StatementDecided.schema.shape).length;
 const EVENTS: ReadonlySet<unknown> = new Set(AuditEventKind.options);
 const SOURCES: ReadonlySet<unknown> = new Set(AuditSource.options);
 const CACHE: ReadonlySet<unknown> = new Set(CacheStatus.options);
-const INT64 = /^(0|[1-9][0-9]{0,18})$/;
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 
 const isString = (value: unknown): value is string => typeof value === 'string';
-const isCount = (value: unknown): boolean => isString(value) && INT64.test(value) && BigInt(value) <= 9_223_372_036_854_775_807n;
-const isNatural = (value: unknown): boolean => Number.isSafeInteger(value) && (value as number) >= 0;
 const isStrings = (value: unknown): boolean => Array.isArray(value) && value.every(isString);
 
 function looksStored(d: Record<string, unknown>): boolean {
@@ -44,8 +42,8 @@ function looksStored(d: Record<string, unknown>): boolean {
     isString(d.statement_kind) &&
     isString(d.decision_rule) &&
     isString(d.reason) &&
-    isCount(d.rows_returned) &&
-    isCount(d.bytes_out) &&
+    isInt64(d.rows_returned) &&
+    isInt64(d.bytes_out) &&
     (d.latency_us === null || isNatural(d.latency_us)) &&
     isStrings(d.tables_read) &&
     isStrings(d.tables_written) &&
@@ -53,7 +51,7 @@ function looksStored(d: Record<string, unknown>): boolean {
     typeof d.parsed === 'boolean' &&
     (d.proxy_id === null || isString(d.proxy_id)) &&
     (d.boot_epoch === null || isNatural(d.boot_epoch)) &&
-    (d.seq === null || isCount(d.seq)) &&
+    (d.seq === null || isInt64(d.seq)) &&
     (d.approval_id === null || isString(d.approval_id))
   );
 }

@@ -123,6 +123,8 @@ class ChainWalk {
   readonly #compared = Buffer.alloc(128);
   readonly #storedHash = this.#compared.subarray(0, 64);
   readonly #computedHash = this.#compared.subarray(64);
+  /** The last hash known to be 64 hex digits: a prev_hash equal to it needs no pattern test. */
+  #knownHex: string;
   #link: Link | undefined;
   #verified = 0;
   #keyed = 0;
@@ -142,6 +144,7 @@ class ChainWalk {
     );
     this.#tree = this.from === 1 ? new MerkleBuilder() : undefined;
     this.#genesis = genesisHash(options.projectId);
+    this.#knownHex = this.#genesis;
   }
 
   report(failure?: Failure): AuditChainVerification {
@@ -181,11 +184,12 @@ class ChainWalk {
     if (this.#link === undefined) this.#unchained += 1;
     else {
       this.#verified += 1;
+      this.#knownHex = this.#link.hash;
       if (this.#link.keyed) this.#keyed += 1;
       this.#chainStart ??= seq;
       this.#chainEnd = seq;
     }
-    this.#tree?.appendLeafHash(this.#digests.leafHash());
+    this.#tree?.appendLeafDigest(this.#digests.leafDigest());
 
     const due = this.#checkpoints.get(seq);
     const checkpointReason = due && this.#checkpointFailure(due);
@@ -201,10 +205,12 @@ class ChainWalk {
   }
 
   #hashMatches(entry: AuditEntry, key: Buffer | undefined): boolean {
-    if (!HEX_SHA256.test(entry.prev_hash) || !HEX_SHA256.test(entry.entry_hash)) return false;
-    const computed = this.#digests.entryHash(entry.prev_hash, key);
+    if (entry.prev_hash !== this.#knownHex && !HEX_SHA256.test(entry.prev_hash)) return false;
     // An unkeyed hash is no secret (anyone can compute it), so comparing it may take any time; a keyed one is compared in constant time.
-    if (!key) return computed === entry.entry_hash;
+    // Equal to a computed hash, an unkeyed entry_hash is 64 hex digits without a pattern test.
+    if (!key) return this.#digests.entryHash(entry.prev_hash, undefined) === entry.entry_hash;
+    if (!HEX_SHA256.test(entry.entry_hash)) return false;
+    const computed = this.#digests.entryHash(entry.prev_hash, key);
     // Both are 64 ASCII hex digits now, so their latin1 bytes are their text: compared without a buffer per entry.
     this.#compared.write(entry.entry_hash, 0, 64, 'latin1');
     this.#compared.write(computed, 64, 64, 'latin1');

@@ -64,13 +64,25 @@ export function decisionGroup(event: AuditEventKind): AuditDecision | null {
   return decisionGroups[event];
 }
 
-const approvalKinds: ReadonlySet<AuditEventKind> = new Set(['approval_requested', 'approved', 'rejected', 'approval_expired']);
+const approvalKinds: ReadonlySet<unknown> = new Set<AuditEventKind>(['approval_requested', 'approved', 'rejected', 'approval_expired']);
+
+/** The rules across a StatementDecided's members, beyond each member's own schema. */
+export const decisionRules = {
+  proxyFieldsTogether: (e: { proxy_id: unknown; boot_epoch: unknown; seq: unknown }) => (e.proxy_id === null) === (e.boot_epoch === null) && (e.boot_epoch === null) === (e.seq === null),
+  proxiedSourcesCarryProxy: (e: { proxy_id: unknown; source: unknown }) => e.proxy_id !== null || (e.source !== 'wire' && e.source !== 'mcp'),
+  approvalsCarryApprovalId: (e: { approval_id: unknown; event: unknown }) => e.approval_id !== null || !approvalKinds.has(e.event),
+};
 
 /** Audit entries keep at most this many characters (UTF-16 code units) of statement text. */
 export const AUDIT_SQL_MAX = 4096;
 
 /** Names the emitting proxy instance; with its boot epoch and sequence it derives the event id. */
-const ProxyId = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, { message: 'expected a proxy id' });
+export const PROXY_ID_PATTERN = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/;
+const ProxyId = z.string().regex(PROXY_ID_PATTERN, { message: 'expected a proxy id' });
+export const QUERY_HASH_PATTERN = /^([0-9a-f]{16,64})?$/;
+export const DECISION_RULE_PATTERN = /^[a-z0-9_.:-]{0,128}$/;
+/** Tables a decision lists at most, in each of its three lists. */
+export const DECISION_TABLES_MAX = 1_000;
 const BootEpoch = z.int().min(0);
 
 /**
@@ -93,19 +105,19 @@ export const StatementDecided = defineEvent(
       ts: Timestamp,
       sql: text(AUDIT_SQL_MAX),
       normalized_sql: text(AUDIT_SQL_MAX),
-      query_hash: z.string().regex(/^([0-9a-f]{16,64})?$/, { message: 'expected a lowercase hex hash or empty' }),
+      query_hash: z.string().regex(QUERY_HASH_PATTERN, { message: 'expected a lowercase hex hash or empty' }),
       statement_kind: StatementKind.or(z.literal('')),
       /** Machine-readable rule that produced the decision, '' when none. */
-      decision_rule: z.string().regex(/^[a-z0-9_.:-]{0,128}$/, { message: 'expected a machine-readable rule name' }),
+      decision_rule: z.string().regex(DECISION_RULE_PATTERN, { message: 'expected a machine-readable rule name' }),
       reason: text(2_000),
       cache_status: CacheStatus,
       rows_returned: Int64String,
       bytes_out: Int64String,
       /** null when the statement did not run or its latency was not finite. */
       latency_us: z.int().min(0).nullable(),
-      tables_read: z.array(TableName).max(1_000),
-      tables_written: z.array(TableName).max(1_000),
-      tables_blocked: z.array(TableName).max(1_000),
+      tables_read: z.array(TableName).max(DECISION_TABLES_MAX),
+      tables_written: z.array(TableName).max(DECISION_TABLES_MAX),
+      tables_blocked: z.array(TableName).max(DECISION_TABLES_MAX),
       /** false means the three table lists may be incomplete. */
       parsed: z.boolean(),
       proxy_id: ProxyId.nullable(),
@@ -113,15 +125,15 @@ export const StatementDecided = defineEvent(
       seq: Int64String.nullable(),
       approval_id: ApprovalId.nullable(),
     })
-    .refine((e) => new Set([e.proxy_id === null, e.boot_epoch === null, e.seq === null]).size === 1, {
+    .refine(decisionRules.proxyFieldsTogether, {
       message: 'proxy_id, boot_epoch and seq are set together',
       path: ['proxy_id'],
     })
-    .refine((e) => e.proxy_id !== null || (e.source !== 'wire' && e.source !== 'mcp'), {
+    .refine(decisionRules.proxiedSourcesCarryProxy, {
       message: 'entries from wire and mcp carry their proxy_id, boot_epoch and seq',
       path: ['proxy_id'],
     })
-    .refine((e) => e.approval_id !== null || !approvalKinds.has(e.event), {
+    .refine(decisionRules.approvalsCarryApprovalId, {
       message: 'approval events carry their approval_id',
       path: ['approval_id'],
     }),

@@ -5,18 +5,21 @@
 import { z } from 'zod';
 import type { Json } from '../crypto/canonical-json.js';
 
+/** No NUL and no lone surrogate: the characters `text` allows. */
+export const TEXT_PATTERN = /^[^\0\p{Cs}]*$/u;
+
 /** A string of `min`..`max` characters with no NUL and no lone surrogate. */
 export function text(max: number, min = 0) {
-  return z
-    .string()
-    .min(min)
-    .max(max)
-    .regex(/^[^\0\p{Cs}]*$/u, { message: 'must not contain NUL or a lone surrogate' });
+  return z.string().min(min).max(max).regex(TEXT_PATTERN, { message: 'must not contain NUL or a lone surrogate' });
 }
 
 /** An identifier: `prefix` (e.g. `agt_`) followed by 20–40 characters of [a-z0-9], such as a lowercased ULID. */
+export function idPattern(prefix: `${string}_`): RegExp {
+  return new RegExp(`^${prefix}[a-z0-9]{20,40}$`);
+}
+
 export function idSchema(prefix: `${string}_`) {
-  return z.string().regex(new RegExp(`^${prefix}[a-z0-9]{20,40}$`), { message: `expected an id of the form ${prefix}[a-z0-9]{20,40}` });
+  return z.string().regex(idPattern(prefix), { message: `expected an id of the form ${prefix}[a-z0-9]{20,40}` });
 }
 
 export const OrgId = idSchema('org_');
@@ -38,10 +41,12 @@ export const Timestamp = z.iso.datetime({ offset: false, precision: 3 });
  * A non-negative 64-bit count as a decimal string: no sign, no leading zero, at most 2^63 − 1.
  * The format check aborts, so later checks and refinements of enclosing objects may call BigInt on it.
  */
+export const INT64_PATTERN = /^(0|[1-9][0-9]{0,18})$/;
+export const INT64_MAX = 9_223_372_036_854_775_807n;
 export const Int64String = z
   .string()
-  .regex(/^(0|[1-9][0-9]{0,18})$/, { message: 'expected a non-negative integer as a decimal string', abort: true })
-  .refine((s) => BigInt(s) <= 9_223_372_036_854_775_807n, { message: 'exceeds the int64 range' });
+  .regex(INT64_PATTERN, { message: 'expected a non-negative integer as a decimal string', abort: true })
+  .refine((s) => BigInt(s) <= INT64_MAX, { message: 'exceeds the int64 range' });
 
 export const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, { message: 'expected a lowercase hex SHA-256' });
 
@@ -88,13 +93,16 @@ export const Actor = text(200, 1);
 export const Reason = text(500);
 
 /** A data-plane region such as `eu-west-1`. */
-export const Region = z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, { message: 'expected a region name' });
+export const REGION_PATTERN = /^[a-z0-9][a-z0-9-]{0,62}$/;
+export const Region = z.string().regex(REGION_PATTERN, { message: 'expected a region name' });
 
 /** Groups one connection's statements; unique per connection within a proxy instance. */
-export const SessionId = z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, { message: 'expected a session id' });
+export const SESSION_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
+export const SessionId = z.string().regex(SESSION_ID_PATTERN, { message: 'expected a session id' });
 
 /** Parsed statement kind, lowercase: `select`, `update`, `delete`, `ddl`, ... */
-export const StatementKind = z.string().regex(/^[a-z][a-z_]{0,31}$/, { message: 'expected a lowercase statement kind' });
+export const STATEMENT_KIND_PATTERN = /^[a-z][a-z_]{0,31}$/;
+export const StatementKind = z.string().regex(STATEMENT_KIND_PATTERN, { message: 'expected a lowercase statement kind' });
 
 /** A table as a statement named it: schema-qualified when the statement qualified it. */
 export const TableName = text(255, 1);

@@ -3,8 +3,8 @@ import { StoreError, type EventStore, type NewEvent } from '../store/port.js';
 /** Events per append at most: larger appends hold the store's append lock longer without adding throughput. */
 export const MAX_EVENTS_PER_APPEND = 1_000;
 
-interface Waiter {
-  readonly event: NewEvent;
+interface Waiter<E extends NewEvent> {
+  readonly event: E;
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
 }
@@ -16,9 +16,10 @@ interface Waiter {
  * store's lock). Each caller's promise settles when the batch holding its event committed.
  * A batch that mixes a redelivered event with new ones is refused by the store as a whole
  * (EVENT_ID_CONFLICT); it is then appended one event at a time, each idempotent on its own.
+ * The events may carry more than the store keeps (E), which `committed` gets back.
  */
-export class AppendBatcher {
-  private readonly pending = new Map<string, Waiter[]>();
+export class AppendBatcher<E extends NewEvent = NewEvent> {
+  private readonly pending = new Map<string, Waiter<E>[]>();
   private readonly appending = new Set<string>();
   private scheduled = false;
 
@@ -28,10 +29,10 @@ export class AppendBatcher {
      * Called after a stream's batch committed, with the stream's size before and after, and the
      * events when they landed at exactly the revisions between (not after a one-by-one retry).
      */
-    private readonly committed: (stream: string, sizeBefore: number, sizeAfter: number, events?: readonly NewEvent[]) => Promise<void>,
+    private readonly committed: (stream: string, sizeBefore: number, sizeAfter: number, events?: readonly E[]) => Promise<void>,
   ) {}
 
-  append(stream: string, event: NewEvent): Promise<void> {
+  append(stream: string, event: E): Promise<void> {
     return new Promise((resolve, reject) => {
       const waiters = this.pending.get(stream) ?? [];
       waiters.push({ event, resolve, reject });
@@ -60,7 +61,7 @@ export class AppendBatcher {
     });
   }
 
-  private async flushStream(stream: string, waiters: Waiter[]): Promise<void> {
+  private async flushStream(stream: string, waiters: Waiter<E>[]): Promise<void> {
     // A record delivered twice into one batch is one event.
     const events = [...new Map(waiters.map((w) => [w.event.id, w.event])).values()];
     try {
@@ -71,9 +72,9 @@ export class AppendBatcher {
     }
   }
 
-  private async appendChunk(stream: string, events: NewEvent[]): Promise<void> {
+  private async appendChunk(stream: string, events: E[]): Promise<void> {
     const result = await this.store.append(stream, events, 'any').then(
-      (appended) => ({ ...appended, landed: events as readonly NewEvent[] | undefined }),
+      (appended) => ({ ...appended, landed: events as readonly E[] | undefined }),
       async (error: unknown) => {
         if (!(error instanceof StoreError && error.code === 'EVENT_ID_CONFLICT')) throw error;
         let last = await this.store.append(stream, [events[0]!], 'any');

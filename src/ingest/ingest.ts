@@ -1,12 +1,13 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { auditStream } from '../../projections/audit.js';
+import { auditStream, type AuditEventPayload } from '../../projections/audit.js';
 import type { BusRecord } from '../../proxy/decisions.js';
 import type { Consumer, DecisionBus, Delivery } from '../bus/port.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
 import { AuditGapRecorded, StatementDecided } from '../events/audit.js';
 import { encodeEvent, encodeParsed, type EventDefinition, type EventMetadata } from '../events/envelope.js';
-import type { EventStore } from '../store/port.js';
+import { parseStatementDecided } from '../events/statement-decided-check.js';
+import type { EventStore, NewEvent } from '../store/port.js';
 import type { HmacKeyring } from '../audit/chain.js';
 import type { AnchorSigner } from '../audit/checkpoints.js';
 import { createCheckpointer } from '../audit/checkpointer.js';
@@ -61,7 +62,8 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
 
   const cadence = options.checkpoints;
   const checkpointer = cadence && createCheckpointer(store, cadence.keys, cadence.anchor);
-  const batcher = new AppendBatcher(store, async (stream, before, after, events) => {
+  // A decision's event carries the decision it was encoded from, for the checkpointer.
+  const batcher = new AppendBatcher<NewEvent & AuditEventPayload>(store, async (stream, before, after, events) => {
     if (!cadence || !checkpointer) return;
     const projectId = stream.slice(auditStream('').length);
     // The tree takes what was just committed, so a signing need not read it back.
@@ -100,13 +102,13 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       holes.explain(gap.proxy_id, gap.boot_epoch, BigInt(gap.from_seq), BigInt(gap.to_seq));
       return;
     }
-    const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map((d) => StatementDecided.schema.parse(d));
+    const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map(parseStatementDecided);
     const at = now().toISOString();
     await Promise.all(
       decisions.map((decision) => {
         if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
         const key = `decision:${decision.proxy_id}:${decision.boot_epoch}:${decision.seq}`;
-        return batcher.append(auditStream(decision.project_id), encodeParsed(StatementDecided, decision, metadataFor(key, at)));
+        return batcher.append(auditStream(decision.project_id), { ...encodeParsed(StatementDecided, decision, metadataFor(key, at)), decision });
       }),
     );
   };
