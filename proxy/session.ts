@@ -92,6 +92,9 @@ function allowedTextMembers(allowed: Allowed): string {
   return members;
 }
 
+/** Parse messages up to this size are remembered (a copy) for the next Parse of the same bytes. */
+const PARSE_MEMO_BYTES = 8 * 1024;
+
 /** The last Parse rewritten to each decision's text (a masked statement's), and the client's Parse it came from. */
 const rewrittenParses = new WeakMap<Allowed['decision'], { readonly raw: Buffer; readonly parse: Buffer }>();
 
@@ -102,12 +105,10 @@ function parseToRun(raw: Buffer, sql: string, decision: Allowed['decision']): Bu
   if (known?.raw.equals(raw)) return known.parse;
   const parse = replaceParseSql(raw, decision.sql);
   // A copy: `raw` is a view into the client's chunk, which should not be kept alive for it.
-  rewrittenParses.set(decision, { raw: Buffer.from(raw), parse });
+  if (raw.length <= PARSE_MEMO_BYTES) rewrittenParses.set(decision, { raw: Buffer.from(raw), parse });
   return parse;
 }
 
-/** Parse messages up to this size are remembered for the next Parse of the same bytes. */
-const PARSE_MEMO_BYTES = 8 * 1024;
 
 /** Up to this many bytes, pieces are joined for one write: copying a few KB costs less than a stream's corked writev. */
 const JOIN_LIMIT = 64 * 1024;
