@@ -44,6 +44,8 @@ const RESET_MESSAGES = 'CSNAEZ';
 interface Waiter {
   readonly resolve: (connection: UpstreamConnection) => void;
   readonly reject: (error: unknown) => void;
+  /** performance.now() past which it fails with ACQUIRE_TIMEOUT. */
+  readonly deadline: number;
   settled: boolean;
   cleanup(): void;
 }
@@ -58,7 +60,45 @@ interface Idle {
   readonly connection: UpstreamConnection;
   /** Listens on the socket while idle: any byte, error or close means the connection is gone. */
   readonly drop: () => void;
-  timer: NodeJS.Timeout | undefined;
+  /** performance.now() when it became idle. */
+  readonly since: number;
+}
+
+/**
+ * One timer for many deadlines: armed for the earliest one that matters, it runs `fire`, which
+ * returns the next deadline (performance.now() time) or undefined. Arming per waiter or per idle
+ * connection would cost a timer on every hand-over.
+ */
+class DeadlineTimer {
+  #timer: NodeJS.Timeout | undefined;
+  #at = Number.POSITIVE_INFINITY;
+
+  constructor(
+    private readonly fire: () => number | undefined,
+    private readonly keepsAlive: boolean,
+  ) {}
+
+  /** Makes sure the timer fires by `deadline`. */
+  arm(deadline: number): void {
+    if (deadline >= this.#at) return;
+    clearTimeout(this.#timer);
+    this.#at = deadline;
+    this.#timer = setTimeout(this.#run, Math.max(1, Math.ceil(deadline - performance.now())));
+    if (!this.keepsAlive) this.#timer.unref();
+  }
+
+  stop(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#at = Number.POSITIVE_INFINITY;
+  }
+
+  readonly #run = (): void => {
+    this.#timer = undefined;
+    this.#at = Number.POSITIVE_INFINITY;
+    const next = this.fire();
+    if (next !== undefined) this.arm(next);
+  };
 }
 
 /**
@@ -78,6 +118,10 @@ export class UpstreamPool {
   readonly #parked = new Map<UpstreamConnection, Parked>();
   #parkSweep: NodeJS.Timeout | undefined;
   readonly #waiters: Waiter[] = [];
+  /** Waiters a connection is being opened for: their deadline still holds. */
+  readonly #openingFor = new Set<Waiter>();
+  readonly #waitTimer = new DeadlineTimer(() => this.#expireWaiters(), true);
+  readonly #idleTimer = new DeadlineTimer(() => this.#expireIdle(), false);
   readonly #closing = new AbortController();
   #opening = 0;
 
@@ -99,20 +143,18 @@ export class UpstreamPool {
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
       const timeoutMs = this.#config.acquire_timeout_ms;
-      const timer = timeoutMs > 0 ? setTimeout(() => this.#fail(waiter, new PoolError('ACQUIRE_TIMEOUT', `${this.#label}: no connection free within ${timeoutMs} ms`)), timeoutMs) : undefined;
       const onAbort = (): void => this.#fail(waiter, signal?.reason);
       const waiter: Waiter = {
         resolve,
         reject,
+        deadline: timeoutMs > 0 ? performance.now() + timeoutMs : Number.POSITIVE_INFINITY,
         settled: false,
-        cleanup: () => {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-        },
+        cleanup: () => signal?.removeEventListener('abort', onAbort),
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#waiters.push(waiter);
       this.#dispatch();
+      if (!waiter.settled && timeoutMs > 0) this.#waitTimer.arm(waiter.deadline);
     });
   }
 
@@ -190,6 +232,8 @@ export class UpstreamPool {
     if (this.#closed) return;
     this.#closing.abort(this.#closedError());
     for (const waiter of [...this.#waiters]) this.#fail(waiter, this.#closedError());
+    this.#waitTimer.stop();
+    this.#idleTimer.stop();
     clearInterval(this.#parkSweep);
     const sockets: net.Socket[] = [];
     for (const [connection, parked] of [...this.#parked]) {
@@ -273,9 +317,11 @@ export class UpstreamPool {
   /** A connection opened for a waiter that has given up meanwhile becomes idle. */
   #openFor(waiter: Waiter): void {
     this.#opening++;
+    this.#openingFor.add(waiter);
     connectUpstream(this.#target, { signal: this.#closing.signal }).then(
       (connection) => {
         this.#opening--;
+        this.#openingFor.delete(waiter);
         if (this.#closed) {
           connection.close();
           this.#fail(waiter, this.#closedError());
@@ -285,6 +331,7 @@ export class UpstreamPool {
       },
       (error: unknown) => {
         this.#opening--;
+        this.#openingFor.delete(waiter);
         this.#fail(waiter, this.#closed ? this.#closedError() : error);
         this.#dispatch();
       },
@@ -310,25 +357,26 @@ export class UpstreamPool {
     waiter.resolve(connection);
   }
 
+  /** A free connection goes to the longest waiter at once, else to the idle list. */
   #makeIdle(connection: UpstreamConnection): void {
     const { socket } = connection;
     if (this.#closed || socket.destroyed) {
       connection.close();
       return this.#dispatch();
     }
-    const idle: Idle = { connection, drop: () => this.#drop(idle), timer: undefined };
+    const waiter = this.#waiters[0];
+    if (waiter) return this.#grant(waiter, connection);
+    const idle: Idle = { connection, drop: () => this.#drop(idle), since: performance.now() };
     socket.on('data', idle.drop);
     socket.on('error', idle.drop);
     socket.on('close', idle.drop);
     // Reading while idle is what notices a server that went away.
     socket.resume();
-    if (this.#config.idle_timeout_ms > 0) idle.timer = setTimeout(() => this.#expire(idle), this.#config.idle_timeout_ms).unref();
+    if (this.#config.idle_timeout_ms > 0) this.#idleTimer.arm(idle.since + this.#config.idle_timeout_ms);
     this.#idle.push(idle);
-    this.#dispatch();
   }
 
   #unidle(idle: Idle): void {
-    clearTimeout(idle.timer);
     const { socket } = idle.connection;
     socket.off('data', idle.drop);
     socket.off('error', idle.drop);
@@ -348,10 +396,38 @@ export class UpstreamPool {
     if (this.#remove(idle)) idle.connection.socket.destroy();
   }
 
-  /** Past the idle timeout a connection closes, unless that would leave fewer than min_connections. */
-  #expire(idle: Idle): void {
-    idle.timer = undefined;
-    if (this.#size() > this.#config.min_connections && this.#remove(idle)) idle.connection.close();
+  /**
+   * Past the idle timeout a connection closes, unless that would leave fewer than min_connections
+   * (it then stays, as if its timeout had passed unnoticed). The next deadline: the oldest idle one
+   * still within its timeout.
+   */
+  #expireIdle(): number | undefined {
+    const timeoutMs = this.#config.idle_timeout_ms;
+    const now = performance.now();
+    let next: number | undefined;
+    for (const idle of [...this.#idle]) {
+      const deadline = idle.since + timeoutMs;
+      if (deadline > now) next = Math.min(next ?? deadline, deadline);
+      else if (this.#size() > this.#config.min_connections && this.#remove(idle)) idle.connection.close();
+    }
+    return next;
+  }
+
+  /**
+   * Fails the waiters whose deadline passed: queued ones (the oldest come first) and those a
+   * connection is being opened for. The next deadline is the earliest left.
+   */
+  #expireWaiters(): number | undefined {
+    const now = performance.now();
+    const timedOut = (): PoolError => new PoolError('ACQUIRE_TIMEOUT', `${this.#label}: no connection free within ${this.#config.acquire_timeout_ms} ms`);
+    for (let waiter = this.#waiters[0]; waiter && waiter.deadline <= now; waiter = this.#waiters[0]) this.#fail(waiter, timedOut());
+    let next = this.#waiters[0]?.deadline ?? Number.POSITIVE_INFINITY;
+    for (const waiter of this.#openingFor) {
+      if (waiter.settled) continue;
+      if (waiter.deadline <= now) this.#fail(waiter, timedOut());
+      else next = Math.min(next, waiter.deadline);
+    }
+    return Number.isFinite(next) ? next : undefined;
   }
 
   /** DISCARD ALL, read up to its ReadyForQuery; true when it succeeded and no transaction is open. */

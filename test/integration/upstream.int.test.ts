@@ -542,6 +542,25 @@ describe('UpstreamPool', () => {
     }
   });
 
+  it('times out an acquirer with ACQUIRE_TIMEOUT while its connection is still being opened, and keeps the slot until the open ends', async () => {
+    const silent = await fakeServer();
+    const pool = new UpstreamPool(target({ port: silent.port, connectTimeoutMs: 30_000 }), poolConfig({ max_connections: 1, acquire_timeout_ms: 200 }));
+    try {
+      const opening = failure(pool.acquire());
+      const queued = failure(pool.acquire());
+      expect(pool.stats()).toEqual({ size: 1, idle: 0, inUse: 0, waiting: 1 });
+      for (const error of [await opening, await queued]) {
+        expect(error).toBeInstanceOf(PoolError);
+        expect((error as PoolError).code).toBe('ACQUIRE_TIMEOUT');
+      }
+      expect(pool.stats()).toEqual({ size: 1, idle: 0, inUse: 0, waiting: 0 });
+    } finally {
+      await pool.close();
+      await silent.close();
+    }
+    await until(() => pool.stats().size === 0, 'the aborted open to give up its slot');
+  });
+
   it('returns a connection parked past the idle timeout to the idle list, and reclaims parked ones when it closes', async () => {
     const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig({ max_connections: 2, min_connections: 1, idle_timeout_ms: 300 }));
     const connection = await pool.acquire();
