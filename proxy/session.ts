@@ -178,6 +178,10 @@ export class Session {
   /** The audit members this session fixes, once its credential is known. */
   private members = '';
   private lastParse: FrontendMessage | undefined;
+  /** Reasons the client's socket is not read: a message being handled asynchronously, an upstream that cannot take more. */
+  private readingHeld = 0;
+  /** The upstream whose reading stopped until the client takes what it was sent. */
+  private throttled: UpstreamConnection | undefined;
 
   constructor(
     socket: Socket,
@@ -235,9 +239,9 @@ export class Session {
         if (!frame) return;
         const pending = this.handle(frame);
         if (pending) {
-          this.socket.pause();
+          this.holdReading();
           await pending;
-          if (!this.closed) this.socket.resume();
+          this.releaseReading();
         }
       }
     } catch (error) {
@@ -452,8 +456,32 @@ export class Session {
     this.releaseIfIdle();
   };
 
+  /**
+   * Flow control towards the client: while it has not taken what it was sent, the upstream is not
+   * read, so a result the client does not read waits in the server rather than in the gateway.
+   */
   private writeClient(pieces: readonly Buffer[]): void {
     writeAll(this.socket, pieces);
+    const server = this.server;
+    if (!this.socket.writableNeedDrain || !server || this.throttled) return;
+    this.throttled = server;
+    server.socket.pause();
+    this.socket.once('drain', this.onClientDrained);
+  }
+
+  private readonly onClientDrained = (): void => {
+    const server = this.throttled;
+    this.throttled = undefined;
+    // Only a connection this session still holds; one handed over since is its new holder's to run.
+    if (server && server === this.server && !this.closed) server.socket.resume();
+  };
+
+  private holdReading(): void {
+    if (this.readingHeld++ === 0) this.socket.pause();
+  }
+
+  private releaseReading(): void {
+    if (--this.readingHeld === 0 && !this.closed) this.socket.resume();
   }
 
   /**
@@ -546,6 +574,17 @@ export class Session {
     this.outgoing = [];
     if (!socket || socket.destroyed || out.length === 0) return;
     writeAll(socket, out);
+    // Flow control towards the upstream: the client is not read while the server has not taken what it was sent.
+    if (socket.writableNeedDrain) {
+      this.holdReading();
+      const drained = (): void => {
+        socket.off('drain', drained);
+        socket.off('close', drained);
+        this.releaseReading();
+      };
+      socket.on('drain', drained);
+      socket.on('close', drained);
+    }
   };
 
   private onMessage(message: FrontendMessage): Promise<void> | void {

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -330,6 +330,34 @@ describe('transaction pooling', () => {
       expect(rows[0].n).toBe(1);
     } finally {
       await Promise.all([a.end(), b.end()]);
+    }
+  });
+});
+
+describe('flow control', () => {
+  it('leaves a result the client does not read waiting in the server, not in the gateway, and delivers all of it once the client reads', async () => {
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    await client.connect();
+    const upstream = new pg.Client({ connectionString: gateway.upstream.url });
+    await upstream.connect();
+    const marker = `flow_control_${process.pid}`;
+    const activity = async (): Promise<{ state: string; wait_event: string | null }[]> =>
+      (await upstream.query(`select state, wait_event from pg_stat_activity where query like $1 and pid <> pg_backend_pid()`, [`%'${marker}'%`])).rows;
+    try {
+      // About 64 MB, far beyond what the kernel's socket buffers between the server and the client hold.
+      const result = client.query(`select repeat('x', 1000) as filler, '${marker}' as marker from generate_series(1, 64000)`);
+      const stream = (client as unknown as { connection: { stream: Socket } }).connection.stream;
+      stream.pause();
+      await waitFor(async () => (await activity()).some((row) => row.wait_event === 'ClientWrite'), 10_000, 'the server to wait on writing the result');
+      // Were the gateway reading on, the server would finish within this second and go idle.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(await activity()).toEqual([{ state: 'active', wait_event: 'ClientWrite' }]);
+      stream.resume();
+      const { rows } = await result;
+      expect(rows.length).toBe(64_000);
+      expect(rows.every((row: { filler: string; marker: string }) => row.filler.length === 1000 && row.marker === marker)).toBe(true);
+    } finally {
+      await Promise.all([client.end(), upstream.end()]);
     }
   });
 });
