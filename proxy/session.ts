@@ -39,6 +39,7 @@ import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
 import type { UpstreamConnection } from './upstream/connection.js';
+import type { Receiver } from './upstream/inlet.js';
 import type { UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
 import type { LiveView } from './views/live-view.js';
@@ -414,34 +415,32 @@ export class Session {
   private useServer(server: UpstreamConnection): void {
     this.server = server;
     this.scanner = new BackendScanner();
-    server.socket.on('data', this.onServerData);
-    server.socket.on('close', this.onServerClosed);
-    server.socket.on('error', this.onServerClosed);
-    // The pool hands sockets over paused; a 'data' listener alone does not restart them.
-    server.socket.resume();
+    server.inlet.receive(this.serverReceiver);
   }
 
   private detachServer(): UpstreamConnection | undefined {
     const server = this.server;
     if (!server) return undefined;
-    server.socket.off('data', this.onServerData);
-    server.socket.off('close', this.onServerClosed);
-    server.socket.off('error', this.onServerClosed);
-    server.socket.pause();
+    server.inlet.receive(undefined);
     this.server = undefined;
     this.scanner = undefined;
     return server;
   }
 
-  private readonly onServerClosed = (): void => {
+  private readonly serverReceiver: Receiver = {
+    bytes: (chunk) => this.onServerData(chunk),
+    ended: () => this.onServerClosed(),
+  };
+
+  private onServerClosed(): void {
     if (this.state === 'closed') return;
     if (this.parked) return this.dropParked();
     this.detachServer();
     this.pipeline.abandon();
     this.fatal({ severity: 'FATAL', code: '08006', message: 'the connection to the upstream database was lost during the query' });
-  };
+  }
 
-  private readonly onServerData = (chunk: Buffer): void => {
+  private onServerData(chunk: Buffer): void {
     if (this.state === 'closed') return;
     // A parked connection owes nothing: whatever it sends (a termination notice, most likely) means it is gone.
     if (this.parked) return this.dropParked();
@@ -454,7 +453,7 @@ export class Session {
     }
     this.pipeline.onServerChunk(chunk, scanned);
     this.releaseIfIdle();
-  };
+  }
 
   /**
    * Flow control towards the client: while it has not taken what it was sent, the upstream is not
@@ -465,7 +464,7 @@ export class Session {
     const server = this.server;
     if (!this.socket.writableNeedDrain || !server || this.throttled) return;
     this.throttled = server;
-    server.socket.pause();
+    server.inlet.pause();
     this.socket.once('drain', this.onClientDrained);
   }
 
@@ -473,7 +472,7 @@ export class Session {
     const server = this.throttled;
     this.throttled = undefined;
     // Only a connection this session still holds; one handed over since is its new holder's to run.
-    if (server && server === this.server && !this.closed) server.socket.resume();
+    if (server && server === this.server && !this.closed) server.inlet.resume();
   };
 
   private holdReading(): void {

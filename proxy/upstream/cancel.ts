@@ -4,6 +4,7 @@
  */
 import { serialize } from 'pg-protocol';
 import { bounded, openTransport, type BackendKey, type TransportTarget } from './connection.js';
+import { DISCARD } from './inlet.js';
 
 /**
  * Asks the upstream to cancel what the backend of `backendKey` is running, within the target's
@@ -14,11 +15,11 @@ export async function sendCancel(target: TransportTarget, backendKey: BackendKey
   const label = `upstream ${target.host}:${target.port} (cancel)`;
   try {
     return await bounded(label, target.connectTimeoutMs, undefined, async (guard) => {
-      const socket = await openTransport(target, label, guard);
+      const inlet = await openTransport(target, label, guard);
+      const { socket } = inlet;
       const closed = new Promise<boolean>((resolve) => socket.once('close', (hadError: boolean) => resolve(!hadError)));
-      socket.on('error', () => undefined);
       socket.end(serialize.cancel(backendKey.processId, backendKey.secretKey.readInt32BE(0)));
-      socket.resume();
+      inlet.receive(DISCARD);
       return await closed;
     });
   } catch {

@@ -1,7 +1,8 @@
 /**
  * Connections to the real PostgreSQL servers pgward fronts: TCP, TLS as the sslmode asks, the
- * startup message and authentication. Once the server is ready for queries the socket is handed
- * over, paused; from then on the proxy reads and writes it raw.
+ * startup message and authentication. Once the server is ready for queries the connection is
+ * handed over with nobody receiving its bytes; from then on the proxy reads (through its inlet)
+ * and writes it raw.
  */
 import { createHash } from 'node:crypto';
 import net from 'node:net';
@@ -19,6 +20,7 @@ import { Parser } from 'pg-protocol/dist/parser.js';
 import { scramClientFinal, scramClientFirst, verifyServerFinal, type ScramClientState } from '../../src/crypto/scram-client.js';
 import { ScramError } from '../../src/crypto/scram.js';
 import type { SslMode } from '../../src/events/databases.js';
+import { DISCARD, Inlet, type Receiver } from './inlet.js';
 
 export interface UpstreamTarget {
   readonly host: string;
@@ -47,8 +49,10 @@ export interface BackendKey {
 }
 
 export interface UpstreamConnection {
-  /** Paused and without listeners of ours: the taker attaches its own ('data', 'error', 'close') and resumes it. */
+  /** For writing and closing; its bytes and its end are read through `inlet`. */
   readonly socket: net.Socket | tls.TLSSocket;
+  /** Handed over with no receiver: the taker sets its own, and clears it when it lets go. */
+  readonly inlet: Inlet;
   /** Every ParameterStatus of the start-up (server_version, client_encoding, TimeZone, ...). */
   readonly parameters: ReadonlyMap<string, string>;
   readonly backendKey: BackendKey;
@@ -132,7 +136,7 @@ function serverError(label: string, error: DatabaseError): UpstreamError {
  * the upstream code owns (start-up, reset). It frames the bytes itself so that it knows, when it is
  * detached, whether anything arrived beyond the last message read.
  */
-export class MessageReader {
+export class MessageReader implements Receiver {
   readonly #parser = new Parser();
   readonly #messages: BackendMessage[] = [];
   #pending: Buffer = Buffer.alloc(0);
@@ -141,14 +145,11 @@ export class MessageReader {
 
   /** `expected` lists the type bytes that may arrive; any other is a protocol error. */
   constructor(
-    private readonly socket: net.Socket,
+    private readonly inlet: Inlet,
     private readonly expected: string,
     private readonly label: string,
   ) {
-    socket.on('data', this.#onData);
-    socket.on('error', this.#onError);
-    socket.on('close', this.#onClose);
-    socket.resume();
+    inlet.receive(this);
   }
 
   next(): Promise<BackendMessage> {
@@ -158,17 +159,14 @@ export class MessageReader {
     return new Promise((resolve, reject) => (this.#waiter = { resolve, reject }));
   }
 
-  /** Stops reading, leaving the socket paused; throws if the stream failed or more bytes came than were read. */
+  /** Stops receiving; throws if the stream failed or more bytes came than were read. */
   detach(): void {
-    this.socket.off('data', this.#onData);
-    this.socket.off('error', this.#onError);
-    this.socket.off('close', this.#onClose);
-    this.socket.pause();
+    this.inlet.receive(undefined);
     if (this.#failure) throw this.#failure;
     if (this.#messages.length > 0 || this.#pending.length > 0) throw protocolError(this.label, 'the server sent data after ReadyForQuery');
   }
 
-  readonly #onData = (chunk: Buffer): void => {
+  bytes(chunk: Buffer): void {
     if (this.#failure) return;
     this.#pending = this.#pending.length === 0 ? chunk : Buffer.concat([this.#pending, chunk]);
     try {
@@ -183,17 +181,16 @@ export class MessageReader {
       this.#fail(error as Error);
     }
     this.#wake();
-  };
+  }
 
-  readonly #onError = (error: Error): void => {
-    this.#fail(new UpstreamError('CONNECT_FAILED', `${this.label}: ${error.message}`, {}, { cause: error }));
+  ended(error: Error | undefined): void {
+    this.#fail(
+      error
+        ? new UpstreamError('CONNECT_FAILED', `${this.label}: ${error.message}`, {}, { cause: error })
+        : new UpstreamError('CONNECT_FAILED', `${this.label}: the server closed the connection`),
+    );
     this.#wake();
-  };
-
-  readonly #onClose = (): void => {
-    this.#fail(new UpstreamError('CONNECT_FAILED', `${this.label}: the server closed the connection`));
-    this.#wake();
-  };
+  }
 
   #fail(error: Error): void {
     this.#failure ??= error;
@@ -305,14 +302,14 @@ function tlsOptions(target: TransportTarget, socket: net.Socket): tls.Connection
 }
 
 /** SSLRequest, then the TLS handshake when the server agrees. */
-async function negotiateTls(raw: net.Socket, target: TransportTarget, label: string, guard: Guard): Promise<net.Socket> {
+async function negotiateTls(raw: net.Socket, target: TransportTarget, label: string, guard: Guard): Promise<Inlet> {
   raw.write(serialize.requestSsl());
   const [answer] = (await first(raw, 'data', label)) as [Buffer];
   // Bytes after the one-byte answer would be read as if they came over TLS (CVE-2021-23222).
   if (answer.length !== 1) throw protocolError(label, 'the answer to SSLRequest is not a single byte');
   if (answer[0] === 0x4e) {
     if (REQUIRES_TLS.has(target.sslMode)) throw new UpstreamError('TLS_REFUSED', `${label}: the server does not accept TLS, which sslmode ${target.sslMode} requires`);
-    return raw;
+    return Inlet.over(raw);
   }
   if (answer[0] !== 0x53) throw protocolError(label, 'unexpected answer to SSLRequest');
   const secure = guard(tls.connect(tlsOptions(target, raw)));
@@ -321,16 +318,21 @@ async function negotiateTls(raw: net.Socket, target: TransportTarget, label: str
   } catch (error) {
     throw new UpstreamError('TLS_REFUSED', `${label}: TLS handshake failed: ${(error as Error).message}`, {}, { cause: error });
   }
-  return secure;
+  return Inlet.over(secure);
 }
 
-/** A TCP socket to the upstream, with TLS when the sslmode asks for or prefers it. */
-export async function openTransport(target: TransportTarget, label: string, guard: Guard): Promise<net.Socket> {
-  const raw = guard(net.connect({ host: target.host, port: target.port }));
+/**
+ * A TCP socket to the upstream, with TLS when the sslmode asks for or prefers it, and the inlet
+ * that reads it, with nobody receiving yet. Without TLS negotiation it reads through the shared
+ * buffer; a socket that negotiated reads as a stream, which its first byte was read from.
+ */
+export async function openTransport(target: TransportTarget, label: string, guard: Guard): Promise<Inlet> {
+  const plain = target.sslMode === 'disable' ? Inlet.connect(target) : undefined;
+  const raw = guard(plain?.socket ?? net.connect({ host: target.host, port: target.port }));
   raw.setNoDelay(true);
   raw.setKeepAlive(true, KEEPALIVE_DELAY_MS);
   await first(raw, 'connect', label);
-  return target.sslMode === 'disable' ? raw : negotiateTls(raw, target, label, guard);
+  return plain ?? negotiateTls(raw, target, label, guard);
 }
 
 function startupParameters(target: UpstreamTarget): Record<string, string> {
@@ -443,13 +445,12 @@ async function awaitReady(reader: MessageReader, label: string): Promise<{ param
   }
 }
 
-function closeGracefully(socket: net.Socket): void {
+function closeGracefully(inlet: Inlet): void {
+  const { socket } = inlet;
   if (socket.destroyed || socket.writableEnded) return;
-  // A reset while closing changes nothing, and must not go unhandled.
-  socket.on('error', () => socket.destroy());
   socket.end(serialize.end());
   // Reading lets the server's end of the stream arrive, which destroys the socket.
-  socket.resume();
+  inlet.receive(DISCARD);
   setTimeout(() => socket.destroy(), CLOSE_GRACE_MS).unref();
 }
 
@@ -462,12 +463,13 @@ export async function connectUpstream(target: UpstreamTarget, options: { signal?
   const label = `upstream ${target.user}@${target.host}:${target.port}/${target.database}`;
   const parameters = startupParameters(target);
   return await bounded(label, target.connectTimeoutMs, options.signal, async (guard) => {
-    const socket = await openTransport(target, label, guard);
-    const reader = new MessageReader(socket, STARTUP_MESSAGES, label);
+    const inlet = await openTransport(target, label, guard);
+    const { socket } = inlet;
+    const reader = new MessageReader(inlet, STARTUP_MESSAGES, label);
     socket.write(serialize.startup(parameters));
     await authenticate(reader, socket, target, label);
     const ready = await awaitReady(reader, label);
     const { password: _password, ...endpoint } = target;
-    return { socket, ...ready, target: endpoint, id: ++lastId, createdAt: Date.now(), close: () => closeGracefully(socket) };
+    return { socket, inlet, ...ready, target: endpoint, id: ++lastId, createdAt: Date.now(), close: () => closeGracefully(inlet) };
   });
 }

@@ -12,6 +12,7 @@ import { serialize } from 'pg-protocol';
 import type { ReadyForQueryMessage } from 'pg-protocol/dist/messages.js';
 import type { PoolConfig } from '../../src/events/databases.js';
 import { bounded, connectUpstream, MessageReader, type UpstreamConnection, type UpstreamTarget } from './connection.js';
+import type { Receiver } from './inlet.js';
 
 /** The database's pool_config; the pool itself does not care about the mode. */
 export type { PoolConfig };
@@ -58,8 +59,8 @@ interface Parked {
 
 interface Idle {
   readonly connection: UpstreamConnection;
-  /** Listens on the socket while idle: any byte, error or close means the connection is gone. */
-  readonly drop: () => void;
+  /** Receives while idle: any byte, error or close means the connection is gone. */
+  readonly drop: Receiver;
   /** performance.now() when it became idle. */
   readonly since: number;
 }
@@ -102,9 +103,9 @@ class DeadlineTimer {
 }
 
 /**
- * A handed-out connection's socket is paused with no pool listener on it (see UpstreamConnection).
- * Release it with no 'data' listener left, after reading up to a ReadyForQuery with status I;
- * otherwise destroy it.
+ * A connection is handed out with no receiver on its inlet (see UpstreamConnection). Release it
+ * with the receiver cleared again, after reading up to a ReadyForQuery with status I; otherwise
+ * destroy it.
  */
 export class UpstreamPool {
   /** Private fields, so that inspecting or logging the pool never shows the password. */
@@ -200,8 +201,8 @@ export class UpstreamPool {
   async release(connection: UpstreamConnection, options: { reset: boolean }): Promise<void> {
     if (!this.#inUse.has(connection)) return;
     this.#parked.delete(connection);
-    // A listener left behind by the previous user would read the next user's replies.
-    if (connection.socket.destroyed || connection.socket.listenerCount('data') > 0) return this.destroy(connection);
+    // A receiver left behind by the previous user would read the next user's replies.
+    if (connection.socket.destroyed || connection.inlet.receiving) return this.destroy(connection);
     if (options.reset && !(await this.#reset(connection))) return this.destroy(connection);
     if (this.#inUse.delete(connection)) this.#makeIdle(connection);
   }
@@ -366,22 +367,16 @@ export class UpstreamPool {
     }
     const waiter = this.#waiters[0];
     if (waiter) return this.#grant(waiter, connection);
-    const idle: Idle = { connection, drop: () => this.#drop(idle), since: performance.now() };
-    socket.on('data', idle.drop);
-    socket.on('error', idle.drop);
-    socket.on('close', idle.drop);
+    const drop = (): void => this.#drop(idle);
+    const idle: Idle = { connection, drop: { bytes: drop, ended: drop }, since: performance.now() };
     // Reading while idle is what notices a server that went away.
-    socket.resume();
+    connection.inlet.receive(idle.drop);
     if (this.#config.idle_timeout_ms > 0) this.#idleTimer.arm(idle.since + this.#config.idle_timeout_ms);
     this.#idle.push(idle);
   }
 
   #unidle(idle: Idle): void {
-    const { socket } = idle.connection;
-    socket.off('data', idle.drop);
-    socket.off('error', idle.drop);
-    socket.off('close', idle.drop);
-    socket.pause();
+    idle.connection.inlet.receive(undefined);
   }
 
   #remove(idle: Idle): boolean {
@@ -434,7 +429,8 @@ export class UpstreamPool {
   async #reset(connection: UpstreamConnection): Promise<boolean> {
     try {
       return await bounded(this.#label, this.#target.connectTimeoutMs, undefined, async (guard) => {
-        const reader = new MessageReader(guard(connection.socket), RESET_MESSAGES, this.#label);
+        guard(connection.socket);
+        const reader = new MessageReader(connection.inlet, RESET_MESSAGES, this.#label);
         connection.socket.write(serialize.query('DISCARD ALL'));
         let failed = false;
         for (;;) {

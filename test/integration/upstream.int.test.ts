@@ -68,14 +68,14 @@ interface QueryResult {
   readonly status: string;
 }
 
-/** A simple query written on the handed-over socket, read with pg-protocol's Parser up to ReadyForQuery. */
+/** A simple query written on the handed-over connection, read through its inlet with pg-protocol's Parser up to ReadyForQuery. */
 function query(connection: UpstreamConnection, sql: string): Promise<QueryResult> {
-  const { socket } = connection;
+  const { socket, inlet } = connection;
   const parser = new Parser();
   const rows: (string | null)[][] = [];
   let error: DatabaseError | undefined;
   return new Promise((resolve, reject) => {
-    const onData = (chunk: Buffer): void =>
+    const bytes = (chunk: Buffer): void =>
       parser.parse(chunk, (message) => {
         if (message.name === 'dataRow') rows.push((message as DataRowMessage).fields as (string | null)[]);
         if (message.name === 'error') error = message as DatabaseError;
@@ -84,16 +84,12 @@ function query(connection: UpstreamConnection, sql: string): Promise<QueryResult
           resolve({ rows, error, status: (message as ReadyForQueryMessage).status });
         }
       });
-    const onClose = (): void => {
+    const ended = (): void => {
       done();
       reject(new Error('the upstream connection closed during the query'));
     };
-    const done = (): void => {
-      socket.off('data', onData).off('close', onClose).off('error', onClose);
-      socket.pause();
-    };
-    socket.on('data', onData).on('close', onClose).on('error', onClose);
-    socket.resume();
+    const done = (): void => inlet.receive(undefined);
+    inlet.receive({ bytes, ended });
     socket.write(serialize.query(sql));
   });
 }
@@ -203,14 +199,13 @@ afterAll(async () => {
 });
 
 describe('connectUpstream', () => {
-  it('connects with trust and hands over a paused socket with the start-up parameters and backend key', async () => {
+  it('connects with trust and hands over a connection nobody receives from, with the start-up parameters and backend key', async () => {
     const connection = await connectUpstream(target({ user: 'pgw_up_trust', password: '' }));
     try {
       expect(connection.parameters.get('server_version')).toMatch(/^\d+/);
       expect(connection.parameters.get('client_encoding')).toBe('UTF8');
       expect(connection.parameters.get('application_name')).toBe('pgw_up_test');
-      expect(connection.socket.isPaused()).toBe(true);
-      expect(connection.socket.listenerCount('data')).toBe(0);
+      expect(connection.inlet.receiving).toBe(false);
       expect(connection.backendKey.secretKey).toHaveLength(4);
       expect(connection.target).not.toHaveProperty('password');
       expect(Number(await scalar(connection, 'select pg_backend_pid()'))).toBe(connection.backendKey.processId);
@@ -593,11 +588,19 @@ describe('UpstreamPool', () => {
     expect(pool.stats()).toEqual({ size: 0, idle: 0, inUse: 0, waiting: 0 });
   });
 
-  it('destroys a connection released with a data listener still attached', async () => {
+  it('destroys a connection whose server speaks while nobody receives, for either kind of inlet', async () => {
+    for (const sslMode of ['disable', 'prefer'] as const) {
+      const connection = await connectUpstream(target({ sslMode }));
+      connection.socket.write(serialize.query('select 1'));
+      await until(() => connection.socket.destroyed, `the ${sslMode} connection to be destroyed`);
+    }
+  });
+
+  it('destroys a connection released with a receiver still set', async () => {
     const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig());
     try {
       const connection = await pool.acquire();
-      connection.socket.on('data', () => undefined);
+      connection.inlet.receive({ bytes: () => undefined, ended: () => undefined });
       await pool.release(connection, { reset: false });
       expect(connection.socket.destroyed).toBe(true);
       expect(pool.stats().size).toBe(0);

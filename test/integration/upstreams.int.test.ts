@@ -18,18 +18,16 @@ function scalar(connection: UpstreamConnection, sql: string): Promise<string | n
   return new Promise((resolve, reject) => {
     const parser = new Parser();
     let value: string | null = null;
-    const onData = (chunk: Buffer): void =>
+    const bytes = (chunk: Buffer): void =>
       parser.parse(chunk, (message) => {
         if (message.name === 'dataRow') value = (message as unknown as { fields: (string | null)[] }).fields[0] ?? null;
         if (message.name === 'error') reject(new Error((message as unknown as { message: string }).message));
         if (message.name === 'readyForQuery') {
-          connection.socket.off('data', onData);
-          connection.socket.pause();
+          connection.inlet.receive(undefined);
           resolve(value);
         }
       });
-    connection.socket.on('data', onData);
-    connection.socket.resume();
+    connection.inlet.receive({ bytes, ended: () => reject(new Error('the upstream connection ended during the query')) });
     connection.socket.write(serialize.query(sql));
   });
 }

@@ -55,7 +55,7 @@ function execute(sql: string, values: readonly (string | null)[], rows = 0): Buf
  */
 export async function runStatement(connection: UpstreamConnection, run: StatementRun): Promise<StatementResult> {
   const label = `upstream ${connection.target.host}:${connection.target.port}/${connection.target.database}`;
-  const reader = new MessageReader(connection.socket, EXPECTED, label);
+  const reader = new MessageReader(connection.inlet, EXPECTED, label);
   const begin = run.readOnly ? 'BEGIN READ ONLY' : 'BEGIN';
   const setup = [...execute(begin, []), ...execute(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(run.timeoutMs))}`, [])];
   connection.socket.write(Buffer.concat([...setup, ...execute(run.sql, run.params, run.maxRows + 1), ...execute('COMMIT', []), serialize.sync()]));

@@ -1,0 +1,90 @@
+/**
+ * The one reader of an upstream connection's socket. The socket reads all the time and hands its
+ * bytes, and its end, to whichever receiver the connection's holder set: the start-up or reset
+ * exchange, the pool while the connection is idle, a session while it runs statements. Handing a
+ * connection over swaps the receiver: no listener is added or removed, the socket is not paused
+ * and resumed. Bytes that arrive while nobody receives break the connection, since a server at
+ * ReadyForQuery has nothing to say.
+ *
+ * Plain TCP sockets read into one buffer that every inlet shares, copied out at once (the `onread`
+ * option): no 64 KB allocation and no Readable stream per read. TLS sockets come as a stream.
+ */
+import net from 'node:net';
+
+export interface Receiver {
+  bytes(chunk: Buffer): void;
+  /** The socket failed (with the error) or closed. */
+  ended(error: Error | undefined): void;
+}
+
+/** Each callback reads it whole before the next read, so one buffer serves every socket. */
+const SHARED_READ_BUFFER = Buffer.allocUnsafe(64 * 1024);
+
+/** For a connection that is closing: whatever still comes is of no interest. */
+export const DISCARD: Receiver = { bytes: () => undefined, ended: () => undefined };
+
+export class Inlet {
+  #receiver: Receiver | undefined;
+  #paused = false;
+
+  private constructor(readonly socket: net.Socket) {
+    socket.on('error', (error: Error) => this.#receiver?.ended(error));
+    socket.on('close', () => this.#receiver?.ended(undefined));
+  }
+
+  /** A TCP connection read through the shared buffer. */
+  static connect(options: { readonly host: string; readonly port: number }): Inlet {
+    const inlet: Inlet = new Inlet(
+      net.connect({
+        host: options.host,
+        port: options.port,
+        onread: {
+          buffer: SHARED_READ_BUFFER,
+          callback: (size: number, buffer: Uint8Array): boolean => {
+            inlet.#deliver(Buffer.copyBytesFrom(buffer, 0, size));
+            return true;
+          },
+        },
+      }),
+    );
+    return inlet;
+  }
+
+  /** A socket read as a stream (TLS, or a plain socket that started as one). */
+  static over(socket: net.Socket): Inlet {
+    const inlet = new Inlet(socket);
+    socket.on('data', (chunk: Buffer) => inlet.#deliver(chunk));
+    socket.resume();
+    return inlet;
+  }
+
+  /** Whether a receiver is set: a connection handed back with one still set was not let go. */
+  get receiving(): boolean {
+    return this.#receiver !== undefined;
+  }
+
+  /** Sets (or, with undefined, clears) who gets the bytes; a new receiver finds the socket reading. */
+  receive(receiver: Receiver | undefined): void {
+    this.#receiver = receiver;
+    if (receiver) this.resume();
+  }
+
+  /** Stops reading until resume: the receiver cannot pass more on yet. */
+  pause(): void {
+    if (this.#paused) return;
+    this.#paused = true;
+    this.socket.pause();
+  }
+
+  resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    this.socket.resume();
+  }
+
+  #deliver(chunk: Buffer): void {
+    const receiver = this.#receiver;
+    if (receiver) receiver.bytes(chunk);
+    else this.socket.destroy();
+  }
+}
