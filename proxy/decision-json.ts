@@ -19,6 +19,17 @@ const json = JSON.stringify;
 const EVENT_JSON = new Map(AuditEventKind.options.map((event) => [event, json(event)]));
 const jsonString = (value: string): string => (value === '' ? '""' : json(value));
 
+/** Statements of one millisecond share their timestamp: its JSON is kept for the next one. */
+let lastTs = '';
+let lastTsJson = '""';
+function jsonTimestamp(ts: string): string {
+  if (ts !== lastTs) {
+    lastTs = ts;
+    lastTsJson = json(ts);
+  }
+  return lastTsJson;
+}
+
 /** The members a session fixes: project, credential, session, source, region and client address. */
 export function sessionMembers(facts: SessionFacts): string {
   return `"project_id":${json(facts.projectId)},"credential_id":${json(facts.credentialId)},"session_id":${json(facts.sessionId)},"source":${json(facts.source)},"region":${json(facts.region)},"client_ip":${json(facts.clientIp)}`;
@@ -49,7 +60,7 @@ export function textMembers(facts: TextFacts): string {
 export function decisionMembers(session: string, text: string, outcome: OutcomeFacts): string {
   const latency = outcome.latencyUs !== null && Number.isFinite(outcome.latencyUs) ? outcome.latencyUs : null;
   return (
-    `"event":${EVENT_JSON.get(outcome.event) ?? json(outcome.event)},${session},"ts":${json(outcome.ts)},${text},"decision_rule":${jsonString(outcome.rule)},"reason":${jsonString(outcome.reason)},` +
+    `"event":${EVENT_JSON.get(outcome.event) ?? json(outcome.event)},${session},"ts":${jsonTimestamp(outcome.ts)},${text},"decision_rule":${jsonString(outcome.rule)},"reason":${jsonString(outcome.reason)},` +
     `"cache_status":"${outcome.ran ? 'bypass' : 'none'}","rows_returned":"${outcome.rows}","bytes_out":"${outcome.bytes}","latency_us":${latency},` +
     `"tables_blocked":${outcome.tablesBlocked && outcome.tablesBlocked.length > 0 ? json(outcome.tablesBlocked) : '[]'},"approval_id":null`
   );
