@@ -179,9 +179,10 @@ export class Session {
   /** The audit members this session fixes, once its credential is known. */
   private members = '';
   private lastParse: FrontendMessage | undefined;
-  /** Reasons the client's socket is not read: a message being handled asynchronously, an upstream that cannot take more. */
+  /** Reasons the client's socket is not read: a message being handled asynchronously, a peer that has not taken what it was sent. */
   private readingHeld = 0;
-  /** The upstream whose reading stopped until the client takes what it was sent. */
+  /** The client has not taken what it was sent: until it has, neither it nor `throttled` is read. */
+  private clientBacklogged = false;
   private throttled: UpstreamConnection | undefined;
 
   constructor(
@@ -456,21 +457,26 @@ export class Session {
   }
 
   /**
-   * Flow control towards the client: while it has not taken what it was sent, the upstream is not
-   * read, so a result the client does not read waits in the server rather than in the gateway.
+   * Flow control towards the client: while it has not taken what it was sent, neither the upstream
+   * nor the client is read, as PostgreSQL stops reading a client it cannot write to. A result the
+   * client does not read waits in the server, and requests it sends meanwhile (even those the
+   * gateway answers itself) wait in the client, rather than either filling the gateway's memory.
    */
   private writeClient(pieces: readonly Buffer[]): void {
     writeAll(this.socket, pieces);
-    const server = this.server;
-    if (!this.socket.writableNeedDrain || !server || this.throttled) return;
-    this.throttled = server;
-    server.inlet.pause();
+    if (!this.socket.writableNeedDrain || this.clientBacklogged) return;
+    this.clientBacklogged = true;
+    this.holdReading();
+    this.throttled = this.server;
+    this.throttled?.inlet.pause();
     this.socket.once('drain', this.onClientDrained);
   }
 
   private readonly onClientDrained = (): void => {
     const server = this.throttled;
     this.throttled = undefined;
+    this.clientBacklogged = false;
+    this.releaseReading();
     // Only a connection this session still holds; one handed over since is its new holder's to run.
     if (server && server === this.server && !this.closed) server.inlet.resume();
   };

@@ -361,3 +361,32 @@ describe('flow control', () => {
     }
   });
 });
+
+describe('flow control of requests', () => {
+  it('stops reading a client that sends without taking its replies, even replies the gateway makes itself', async () => {
+    const client = new pg.Client({ connectionString: agent.connection_string });
+    client.on('error', () => undefined);
+    await client.connect();
+    const stream = (client as unknown as { connection: { stream: Socket } }).connection.stream;
+    try {
+      stream.pause();
+      // The gateway runs in this process: its buffers are this process's.
+      const before = process.memoryUsage().arrayBuffers;
+      // A FunctionCall is refused by the gateway itself with an ErrorResponse ten times its size: 15 MB of calls, 170 MB of refusals.
+      const call = Buffer.from([0x46, 0, 0, 0, 14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+      for (let sent = 0; sent < 1_000_000; sent += 10_000) stream.write(Buffer.concat(Array.from({ length: 10_000 }, () => call)));
+      const grown = (): number => process.memoryUsage().arrayBuffers - before;
+      const limit = 80 * 1024 * 1024;
+      const deadline = Date.now() + 5_000;
+      await waitFor(() => grown() > limit || Date.now() > deadline, 10_000, 'the refusals to pile up or the time to pass');
+      // The client's own 15 MB of calls and the few MB of refusals the sockets hold, not 170 MB.
+      expect(grown()).toBeLessThan(limit);
+      const other = new pg.Client({ connectionString: agent.connection_string });
+      await other.connect();
+      expect((await other.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+      await other.end();
+    } finally {
+      stream.destroy();
+    }
+  });
+});
