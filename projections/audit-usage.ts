@@ -41,15 +41,23 @@ interface LatencyRow {
 const startOf = (at: number, unit: number) => Math.floor(at / unit) * unit;
 const iso = (ms: number) => new Date(ms).toISOString();
 
+/**
+ * The project and credential in one key: the credential's JSON string ends at its closing quote,
+ * so no two pairs share a key. The other parts of a group's key are numbers, booleans and members
+ * of enums, none of which holds a space.
+ */
+const ownerKey = (projectId: string, credential: string): string => `${JSON.stringify(credential)}${projectId}`;
+
 function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; latencies: LatencyRow[] } {
   const hours = new Map<string, HourRow>();
   const latencies = new Map<string, LatencyRow>();
   for (const entry of entries) {
     const credential = entry.credential_id ?? '';
+    const owner = ownerKey(entry.project_id, credential);
     const timed = entry.latency_us !== null;
     const at = Date.parse(entry.ts);
     const hour = startOf(at, HOUR_MS);
-    const key = JSON.stringify([entry.project_id, hour, credential, entry.event, entry.cache_status, timed]);
+    const key = `${entry.event} ${entry.cache_status} ${timed} ${hour} ${owner}`;
     const row = hours.get(key);
     if (row) {
       row.entries += 1;
@@ -67,7 +75,7 @@ function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; late
     if (entry.latency_us === null || !outcomeOf(entry.event).ran) continue;
     const day = startOf(at, DAY_MS);
     const bucket = latencyBucket(entry.latency_us);
-    const latencyKey = JSON.stringify([entry.project_id, day, credential, bucket]);
+    const latencyKey = `${day} ${bucket} ${owner}`;
     const latency = latencies.get(latencyKey);
     if (latency) latency.entries += 1;
     else latencies.set(latencyKey, { project_id: entry.project_id, day: iso(day), credential, bucket, entries: 1 });

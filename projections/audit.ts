@@ -1,6 +1,7 @@
 import { setImmediate } from 'node:timers/promises';
 import { linkEntry, prepareEntry, type ChainedEntry, type ChainTip, type HmacKeyring, type PreparedEntry } from '../src/audit/chain.js';
-import { entryFromDecision, entryFromGap, type AuditEntry, type AuditEntryContent } from '../src/audit/entry.js';
+import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntry, type AuditEntryContent } from '../src/audit/entry.js';
+import type { PreparedEntries } from '../src/audit/prepared-entries.js';
 import { storedDecision } from '../src/audit/stored-decision.js';
 import { AuditGapRecorded, StatementDecided } from '../src/events/audit.js';
 import { decodeData } from '../src/events/envelope.js';
@@ -67,21 +68,26 @@ interface Chained extends ChainedEntry {
 /** Entries prepared between two yields to the event loop, so that a batch being written meanwhile gets its replies handled. */
 const PREPARE_SLICE = 100;
 
-/** The audit events among `events`, each decoded once and prepared for chaining. */
-function prepareEvents(events: readonly RecordedEvent[], keyring: HmacKeyring): Prepared[] {
+/** The audit events among `events`, each decoded once and prepared for chaining, unless `handed` holds it prepared already. */
+function prepareEvents(events: readonly RecordedEvent[], keyring: HmacKeyring, handed?: PreparedEntries): Prepared[] {
   const out: Prepared[] = [];
   for (const event of events) {
+    const prepared = handed?.take(event, keyring);
+    if (prepared) {
+      out.push({ ...prepared, event });
+      continue;
+    }
     const content = entryOf(event, event.revision);
     if (content) out.push({ ...prepareEntry(content, keyring), event });
   }
   return out;
 }
 
-async function prepareSliced(events: readonly RecordedEvent[], keyring: HmacKeyring): Promise<Prepared[]> {
+async function prepareSliced(events: readonly RecordedEvent[], keyring: HmacKeyring, handed?: PreparedEntries): Promise<Prepared[]> {
   const out: Prepared[] = [];
   for (let i = 0; i < events.length; i += PREPARE_SLICE) {
     if (i > 0) await setImmediate();
-    out.push(...prepareEvents(events.slice(i, i + PREPARE_SLICE), keyring));
+    out.push(...prepareEvents(events.slice(i, i + PREPARE_SLICE), keyring, handed));
   }
   return out;
 }
@@ -110,16 +116,20 @@ export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, 
 }
 
 /**
- * The Merkle leaves of the audit events among `events`, consecutive events of one stream from
- * `firstRevision` on: their entries' canonical bytes, which do not depend on the chain's hashes.
+ * The entries of consecutive events of one stream from `firstRevision` on, prepared for chaining
+ * (undefined for events that are not entries). Their canonical bytes are the Merkle leaves, which
+ * do not depend on the chain's hashes.
  */
-export function leavesOf(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): Buffer[] {
-  const leaves: Buffer[] = [];
-  events.forEach((event, i) => {
+export function prepareStreamEvents(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): (PreparedEntry | undefined)[] {
+  return events.map((event, i) => {
     const content = entryOf(event, firstRevision + i);
-    if (content) leaves.push(prepareEntry(content, keyring).canonical);
+    return content && prepareEntry(content, keyring);
   });
-  return leaves;
+}
+
+/** The Merkle leaves of the audit events among `events`, consecutive events of one stream from `firstRevision` on. */
+export function leavesOf(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): Buffer[] {
+  return prepareStreamEvents(events, firstRevision, keyring).flatMap((prepared) => (prepared ? [prepared.canonical] : []));
 }
 
 function columnValues(column: string, type: string, chained: readonly Chained[]): unknown[] {
@@ -143,12 +153,13 @@ async function insertEntries(tx: ProjectionTx, chained: readonly Chained[]): Pro
  * seq = its stream revision + 1, chained onto the project's previous entry. Hashing uses only the
  * events and the HMAC keyring, so a rebuild from position 0 reproduces every hash — as long as the
  * deployment keeps its keyring (keys are added, never removed). The usage rollups of the same
- * entries are written in the same transaction (projections/audit-usage.ts).
+ * entries are written in the same transaction (projections/audit-usage.ts). `handed` holds the
+ * entries ingest prepared when it runs in the same process (src/audit/prepared-entries.ts).
  */
-export function auditProjection(keyring: HmacKeyring): Projection {
+export function auditProjection(keyring: HmacKeyring, handed?: PreparedEntries): Projection {
   // Decoding and canonical JSON need only the events; the tips, the hashes and the writes need the transaction.
   const prepare = async (events: readonly RecordedEvent[]) => {
-    const prepared = await prepareSliced(events, keyring);
+    const prepared = await prepareSliced(events, keyring, handed);
     return async (tx: ProjectionTx): Promise<void> => {
       if (prepared.length === 0) return;
       const projectIds = [...new Set(prepared.map(({ entry }) => entry.project_id))];
@@ -171,7 +182,9 @@ export function auditProjection(keyring: HmacKeyring): Projection {
           boot_epoch integer, proxy_seq bigint, approval_id text, gap jsonb, key_id text, prev_hash text not null, entry_hash text not null,
           position bigint not null, primary key (project_id, seq)`,
         orderBy: 'project_id, seq',
-        indexes: ['project_id, ts_at desc, seq desc', 'project_id, session_id, seq', 'project_id, credential_id, ts_at', 'project_id, event, ts_at, seq'],
+        // Only the usage report's gap-marker query reads by event: a partial index of the few gap markers serves it.
+        indexes: ['project_id, ts_at desc, seq desc', 'project_id, session_id, seq', 'project_id, credential_id, ts_at', { name: 'audit_entries_gap_markers', columns: 'project_id, ts_at, seq', where: `event = '${GAP_MARKER}'` }],
+        retiredIndexes: ['audit_entries_i3'],
       },
       ...auditUsageTables,
     ],

@@ -1,4 +1,5 @@
 import type { HmacKeyring } from '../src/audit/chain.js';
+import type { PreparedEntries } from '../src/audit/prepared-entries.js';
 import { auditProjection } from './audit.js';
 import type { Projection } from './projection.js';
 import { apiKeysProjection } from './api-keys.js';
@@ -12,9 +13,11 @@ import { projectsProjection } from './projects.js';
 export interface ProjectionOptions {
   /** HMAC keys of the audit chain (PGWARD_AUDIT_HMAC_KEYS); the audit projection hashes with them. */
   readonly auditKeys: HmacKeyring;
+  /** The entries ingest prepared, when it runs in the same process. */
+  readonly preparedEntries?: PreparedEntries;
 }
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, credentialsProjection, auditProjection(options.auditKeys)];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, credentialsProjection, auditProjection(options.auditKeys, options.preparedEntries)];
 }

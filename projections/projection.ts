@@ -7,13 +7,24 @@ export interface ProjectionTx {
   table(name: string): string;
 }
 
+/** An index under a name of its own, e.g. a partial one: `create index if not exists` would keep an older index of the same name as it was. */
+export interface NamedIndex {
+  readonly name: string;
+  readonly columns: string;
+  /** The predicate of a partial index. */
+  readonly where?: string;
+}
+
 export interface ReadModelTable {
   readonly name: string;
   /** Column definitions, e.g. `project_id text primary key, name text not null`. */
   readonly columns: string;
   /** Total order of rows, for the digest. */
   readonly orderBy: string;
-  readonly indexes?: readonly string[];
+  /** A column list is named by its position, `<table>_i<n>`; never reorder them. */
+  readonly indexes?: readonly (string | NamedIndex)[];
+  /** Indexes that earlier versions created and this one does not: dropped once the indexes above exist. */
+  readonly retiredIndexes?: readonly string[];
 }
 
 export interface Projection {
@@ -35,10 +46,16 @@ export function qualified(schema: string, table: string): string {
   return `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(table)}`;
 }
 
+function indexDdl(table: string, on: string, index: string | NamedIndex, position: number): string {
+  const { name, columns, where } = typeof index === 'string' ? { name: `${table}_i${position}`, columns: index, where: undefined } : index;
+  return `create index if not exists ${pg.escapeIdentifier(name)} on ${on} (${columns})${where === undefined ? '' : ` where ${where}`};`;
+}
+
 export function tableDdl(schema: string, table: ReadModelTable): string {
   const name = qualified(schema, table.name);
-  const indexes = (table.indexes ?? []).map((columns, i) => `create index if not exists ${pg.escapeIdentifier(`${table.name}_i${i}`)} on ${name} (${columns});`);
-  return [`create table if not exists ${name} (${table.columns});`, ...indexes].join('\n');
+  const indexes = (table.indexes ?? []).map((index, i) => indexDdl(table.name, name, index, i));
+  const retired = (table.retiredIndexes ?? []).map((index) => `drop index if exists ${qualified(schema, index)};`);
+  return [`create table if not exists ${name} (${table.columns});`, ...indexes, ...retired].join('\n');
 }
 
 export function projectionTx(client: pg.ClientBase, schema: string): ProjectionTx {

@@ -18,6 +18,7 @@ import { createPool } from './pg/pool.js';
 import { openStateDatabase } from './state.js';
 import { startSweeps } from './sweeps.js';
 import { startIngest } from './ingest/ingest.js';
+import { PreparedEntries } from './audit/prepared-entries.js';
 import type { EventStore } from './store/port.js';
 import { createPostgresEventStore } from './store/postgres.js';
 
@@ -76,7 +77,10 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     cleanup.push(() => state.close());
     logger.info({ state: state.source }, 'state database ready');
 
-    const projections = projectionsFor({ auditKeys: auditKeysFrom(config) });
+    const auditKeys = auditKeysFrom(config);
+    // Ingest hands the entries it prepares for its checkpoints to the audit projection, when both run here.
+    const preparedEntries = roles.has('ingest') && roles.has('projector') ? new PreparedEntries() : undefined;
+    const projections = projectionsFor({ auditKeys, preparedEntries });
     // Every projection runner keeps one connection for its advisory lock; the other ten serve queries and batches.
     const pool = createPool(state.url, { max: 10 + projections.length, applicationName: 'pgward-serve' });
     cleanup.push(() => pool.end());
@@ -120,7 +124,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         store,
         bus,
         logger: logger.child({ role: 'ingest' }),
-        checkpoints: { every: config.PGWARD_AUDIT_CHECKPOINT_EVERY, keys: auditKeysFrom(config), anchor: { keyId: ANCHOR_KEY_NAME, privateKey: anchor.privateKey } },
+        checkpoints: { every: config.PGWARD_AUDIT_CHECKPOINT_EVERY, keys: auditKeys, anchor: { keyId: ANCHOR_KEY_NAME, privateKey: anchor.privateKey }, handOn: preparedEntries },
       });
       cleanup.push(() => ingest.stop());
     }

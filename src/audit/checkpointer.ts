@@ -1,11 +1,12 @@
-import { auditStream, checkpointStream, leavesOf, type AuditEventPayload } from '../../projections/audit.js';
+import { auditStream, checkpointStream, prepareStreamEvents, type AuditEventPayload } from '../../projections/audit.js';
 import { MerkleBuilder } from '../crypto/merkle.js';
 import { AuditCheckpointSigned } from '../events/audit.js';
 import { encodeEvent } from '../events/envelope.js';
-import type { EventStore } from '../store/port.js';
-import type { HmacKeyring } from './chain.js';
+import type { EventStore, NewEvent } from '../store/port.js';
+import type { HmacKeyring, PreparedEntry } from './chain.js';
 import { signAuditCheckpoint, type AnchorSigner } from './checkpoints.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
+import type { PreparedEntries } from './prepared-entries.js';
 
 /** What a checkpointer has read of one project's chain: the Merkle frontier and the next revision to read. */
 interface ChainProgress {
@@ -22,7 +23,7 @@ export interface Checkpointer {
    * it): when they are the next ones the tree needs, it takes them without reading them back;
    * otherwise the next signing reads them.
    */
-  appended(projectId: string, firstRevision: number, events: readonly AuditEventPayload[]): Promise<void>;
+  appended(projectId: string, firstRevision: number, events: readonly (AuditEventPayload & Pick<NewEvent, 'id'>)[]): Promise<void>;
 }
 
 /**
@@ -32,9 +33,10 @@ export interface Checkpointer {
  * appended since the last one (the stream is append-only), and none that the appender handed over
  * as committed (`appended`). The leaves are not hashes of the chain, so the entries are not chained
  * here, only decoded and serialized. Stored as an AuditCheckpointSigned event; signing the same
- * size twice appends once.
+ * size twice appends once. The entries prepared from events handed over go to `handOn`, for the
+ * audit projection of the same process.
  */
-export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor: AnchorSigner): Checkpointer {
+export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor: AnchorSigner, handOn?: PreparedEntries): Checkpointer {
   const progress = new Map<string, ChainProgress>();
   const pending = new Map<string, Promise<unknown>>();
 
@@ -51,11 +53,13 @@ export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor:
     return chain;
   }
 
-  /** Adds the stream's events from the chain's next revision on, in revision order. */
-  function grow(chain: ChainProgress, events: readonly AuditEventPayload[]): void {
+  /** Adds the stream's events from the chain's next revision on, in revision order; returns their entries. */
+  function grow(chain: ChainProgress, events: readonly AuditEventPayload[]): (PreparedEntry | undefined)[] {
     // Decoded in full before the tree grows, so a failure leaves the tree and the revision as they were.
-    for (const leaf of leavesOf(events, chain.revision, keys)) chain.tree.append(leaf);
+    const prepared = prepareStreamEvents(events, chain.revision, keys);
+    for (const entry of prepared) if (entry) chain.tree.append(entry.canonical);
     chain.revision += events.length;
+    return prepared;
   }
 
   async function caughtUp(projectId: string): Promise<ChainProgress> {
@@ -80,7 +84,12 @@ export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor:
     appended: (projectId, firstRevision, events) =>
       serially(projectId, async () => {
         const chain = chainOf(projectId);
-        if (chain.revision === firstRevision) grow(chain, events);
+        if (chain.revision !== firstRevision) return;
+        const entries = grow(chain, events);
+        const stream = auditStream(projectId);
+        entries.forEach((entry, i) => {
+          if (entry) handOn?.put(stream, events[i]!, firstRevision + i, entry);
+        });
       }),
   };
 }

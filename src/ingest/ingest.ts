@@ -11,6 +11,7 @@ import type { EventStore, NewEvent } from '../store/port.js';
 import type { HmacKeyring } from '../audit/chain.js';
 import type { AnchorSigner } from '../audit/checkpoints.js';
 import { createCheckpointer } from '../audit/checkpointer.js';
+import type { PreparedEntries } from '../audit/prepared-entries.js';
 import { AppendBatcher } from './batcher.js';
 import { HoleTracker, type Hole } from './holes.js';
 
@@ -36,8 +37,11 @@ export interface IngestOptions {
   readonly logger: Logger;
   /** How long a hole in a proxy's sequence may wait for the proxy's own gap marker before ingest records it. */
   readonly holeGraceMs?: number;
-  /** Signs a checkpoint each time a project's chain reaches a multiple of `every` entries. */
-  readonly checkpoints?: { readonly every: number; readonly keys: HmacKeyring; readonly anchor: AnchorSigner };
+  /**
+   * Signs a checkpoint each time a project's chain reaches a multiple of `every` entries. The entries
+   * prepared for it go to `handOn`, for an audit projection in the same process.
+   */
+  readonly checkpoints?: { readonly every: number; readonly keys: HmacKeyring; readonly anchor: AnchorSigner; readonly handOn?: PreparedEntries };
   readonly now?: () => Date;
   /** Records handled at once; those that arrive together are appended in one transaction per project. */
   readonly maxInFlight?: number;
@@ -61,7 +65,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   const holes = new HoleTracker(options.holeGraceMs ?? 30_000);
 
   const cadence = options.checkpoints;
-  const checkpointer = cadence && createCheckpointer(store, cadence.keys, cadence.anchor);
+  const checkpointer = cadence && createCheckpointer(store, cadence.keys, cadence.anchor, cadence.handOn);
   // A decision's event carries the decision it was encoded from, for the checkpointer.
   const batcher = new AppendBatcher<NewEvent & AuditEventPayload>(store, async (stream, before, after, events) => {
     if (!cadence || !checkpointer) return;

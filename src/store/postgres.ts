@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { arrayLiteral } from '../pg/array-literal.js';
 import { migrate } from '../pg/migrate.js';
 import { inTransaction } from '../pg/transaction.js';
 import { createPool } from '../pg/pool.js';
@@ -53,6 +54,25 @@ export interface PostgresEventStore extends EventStore {
   transaction<T>(work: (tx: Pick<EventStore, 'append'>) => Promise<T>): Promise<T>;
 }
 
+/**
+ * The events' data and metadata back to back, with the offsets between them (as append_events
+ * takes them): one Buffer, which pg sends as a binary parameter, where two bytea arrays would
+ * travel as hex text and be parsed as arrays.
+ */
+function packPayloads(events: readonly NewEvent[]): { payloads: Buffer; bounds: number[] } {
+  const parts: Uint8Array[] = [];
+  const bounds = [0];
+  let at = 0;
+  for (const event of events) {
+    parts.push(event.data, event.metadata);
+    at += event.data.byteLength;
+    bounds.push(at);
+    at += event.metadata.byteLength;
+    bounds.push(at);
+  }
+  return { payloads: Buffer.concat(parts, at), bounds };
+}
+
 async function appendWith(
   client: pg.Pool | pg.PoolClient,
   stream: string,
@@ -68,16 +88,10 @@ async function appendWith(
     if (!satisfies(expected, actual)) throw wrongExpectedRevision(stream, expected, actual === -1 ? 'no_stream' : actual);
     return { nextExpectedRevision: actual, position: -1n, duplicate: false };
   }
+  const { payloads, bounds } = packPayloads(events);
   const { rows } = await client.query<{ outcome: string; actual: number; last_position: bigint }>(
-    'select * from pgward.append_events($1, $2, $3::uuid[], $4::text[], $5::bytea[], $6::bytea[])',
-    [
-      stream,
-      String(expected),
-      events.map((e) => e.id),
-      events.map((e) => e.type),
-      events.map((e) => Buffer.from(e.data)),
-      events.map((e) => Buffer.from(e.metadata)),
-    ],
+    'select * from pgward.append_events($1, $2, $3::uuid[], $4::text[], $5::bytea, $6::integer[])',
+    [stream, String(expected), arrayLiteral(events.map((e) => e.id)), arrayLiteral(events.map((e) => e.type)), payloads, arrayLiteral(bounds)],
   );
   const row = rows[0];
   if (!row) throw new StoreError('STORE_UNAVAILABLE', 'append returned no result');

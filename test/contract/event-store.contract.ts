@@ -129,8 +129,9 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
         Buffer.from('{"emoji":"🔐","nul":"\\u0000"}'),
         randomBytes(4096),
         Buffer.alloc(0),
+        new Uint8Array(randomBytes(100).buffer, 7, 50),
       ];
-      const written = payloads.map((data) => ({ ...event('Bytes.v1', data), metadata: randomBytes(64) }));
+      const written = payloads.map((data, i) => ({ ...event('Bytes.v1', data), metadata: i === 1 ? Buffer.alloc(0) : randomBytes(64).subarray(i) }));
       await store.append(stream, written, 'no_stream');
       const read = await store.readStream(stream);
       expect(read.map((e) => Buffer.from(e.data).toString('hex'))).toEqual(written.map((e) => Buffer.from(e.data).toString('hex')));

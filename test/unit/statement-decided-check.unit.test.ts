@@ -4,6 +4,7 @@ import { ZodError } from 'zod';
 import { StatementDecided } from '../../src/events/audit.js';
 import { isStatementDecided, parseStatementDecided } from '../../src/events/statement-decided-check.js';
 import { decision } from '../support/decisions.js';
+import { mutatedRecords } from '../support/mutations.js';
 
 const FIELDS = Object.keys(StatementDecided.schema.shape);
 
@@ -21,19 +22,8 @@ const EDGES: unknown[] = [
   null, undefined, true, false, {}, [], ['public.orders'], [''], ['x'.repeat(255)], ['x'.repeat(256)], ['a\u0000'], ['\ud800'], [1], [null], new Array(1).fill(undefined),
   new Array(1_000).fill('t'), new Array(1_001).fill('t'),
 ];
-const DELETE = Symbol('delete');
-
 /** A decision with up to three members replaced by edge values, deleted, or joined by an unknown member. */
-const mutated = fc
-  .tuple(decision, fc.array(fc.tuple(fc.constantFrom(...FIELDS, 'extra', '__proto__'), fc.constantFrom<unknown>(...EDGES, DELETE)), { minLength: 1, maxLength: 3 }))
-  .map(([base, changes]) => {
-    const record: Record<string, unknown> = { ...base };
-    for (const [key, value] of changes) {
-      if (value === DELETE) delete record[key];
-      else Object.defineProperty(record, key, { value, enumerable: true, writable: true, configurable: true });
-    }
-    return record;
-  });
+const mutated = mutatedRecords(decision, FIELDS, EDGES);
 
 function outcome(parse: () => unknown): unknown {
   try {

@@ -1,0 +1,58 @@
+/**
+ * Entries that ingest's checkpointer prepared (keyed, canonical bytes written) from the events it
+ * just committed, handed to the audit projection of the same process (the embedded default), which
+ * would otherwise decode the same payloads and write the same canonical bytes again.
+ *
+ * The projection still reads every event from the store and takes an entry only for exactly the
+ * event it was prepared from: the same id, type, stream, revision and payload bytes, under the same
+ * key. Anything else (an event read before it was handed over, one dropped for room, a rebuild, a
+ * projector in another process) it prepares from the stored bytes as before. Each entry is taken
+ * once, since linking fills in its hashes.
+ */
+import type { NewEvent, RecordedEvent } from '../store/port.js';
+import type { HmacKeyring, PreparedEntry } from './chain.js';
+
+/** About three seconds of entries at 10,000 a second; the oldest are dropped first. */
+const DEFAULT_CAPACITY = 32_768;
+
+interface Held {
+  readonly type: string;
+  readonly stream: string;
+  readonly revision: number;
+  readonly data: Uint8Array;
+  readonly prepared: PreparedEntry;
+}
+
+const sameBytes = (a: Uint8Array, b: Uint8Array): boolean => Buffer.compare(a, b) === 0;
+
+function sameKey(prepared: PreparedEntry, keyring: HmacKeyring): boolean {
+  const keyId = keyring.current ?? null;
+  if (prepared.entry.key_id !== keyId) return false;
+  const key = keyId === null ? undefined : keyring.keys.get(keyId);
+  return key === undefined || prepared.key === undefined ? key === prepared.key : sameBytes(key, prepared.key);
+}
+
+export class PreparedEntries {
+  private readonly held = new Map<string, Held>();
+
+  constructor(private readonly capacity = DEFAULT_CAPACITY) {}
+
+  get size(): number {
+    return this.held.size;
+  }
+
+  /** The entry prepared from `event`, committed at `revision` of `stream`. */
+  put(stream: string, event: Pick<NewEvent, 'id' | 'type' | 'data'>, revision: number, prepared: PreparedEntry): void {
+    if (this.held.size >= this.capacity) this.held.delete(this.held.keys().next().value!);
+    this.held.set(event.id, { type: event.type, stream, revision, data: event.data, prepared });
+  }
+
+  /** The entry prepared from exactly this event under the keyring's current key, once; undefined otherwise. */
+  take(event: Pick<RecordedEvent, 'id' | 'type' | 'stream' | 'revision' | 'data'>, keyring: HmacKeyring): PreparedEntry | undefined {
+    const held = this.held.get(event.id);
+    if (!held) return undefined;
+    this.held.delete(event.id);
+    const same = held.type === event.type && held.stream === event.stream && held.revision === event.revision && sameBytes(held.data, event.data) && sameKey(held.prepared, keyring);
+    return same ? held.prepared : undefined;
+  }
+}

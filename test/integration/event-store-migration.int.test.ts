@@ -1,0 +1,34 @@
+/** The PostgreSQL event store's schema on a database an earlier version created: its append function is replaced, not kept beside the new one. */
+import { afterAll, describe, expect, it } from 'vitest';
+import { createPostgresEventStore } from '../../src/store/postgres.js';
+import { admin, freshDatabase, type TestDatabase } from '../support/pg.js';
+
+let database: TestDatabase | undefined;
+
+afterAll(async () => {
+  await database?.drop();
+});
+
+describe('the event store schema', () => {
+  it('drops the append function that took the payloads as bytea arrays', async () => {
+    database = await freshDatabase('store_migration');
+    await admin(database.url, (client) =>
+      client.query(`create schema pgward;
+        create function pgward.append_events(p_stream text, p_expected text, p_ids uuid[], p_types text[], p_data bytea[], p_metadata bytea[])
+          returns table (outcome text, actual integer, last_position bigint) language sql as $$ select 'ok'::text, 0, 0::bigint $$`),
+    );
+    const store = await createPostgresEventStore(database.url);
+    try {
+      const signatures = await admin(database.url, (client) =>
+        client.query<{ args: string }>(`select pg_get_function_identity_arguments(oid) as args from pg_proc where proname = 'append_events' and pronamespace = 'pgward'::regnamespace`),
+      );
+      expect(signatures.rows.map((row) => row.args)).toEqual(['p_stream text, p_expected text, p_ids uuid[], p_types text[], p_payloads bytea, p_bounds integer[]']);
+      const event = { id: '00000000-0000-4000-8000-000000000001', type: 'Tested.v1', data: Buffer.from('{"n":1}'), metadata: Buffer.from('{}') };
+      await store.append('migrated-1', [event], 'no_stream');
+      const [read] = await store.readStream('migrated-1');
+      expect([read?.id, Buffer.from(read!.data).toString(), Buffer.from(read!.metadata).toString()]).toEqual([event.id, '{"n":1}', '{}']);
+    } finally {
+      await store.close();
+    }
+  });
+});
