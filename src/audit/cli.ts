@@ -5,8 +5,9 @@ import { auditCheckpoints, auditEntries } from '../../queries/audit.js';
 import type { Config } from '../config.js';
 import { canonicalize } from '../crypto/canonical-json.js';
 import type { EventStore } from '../store/port.js';
+import { sharedDigestPool } from './digest-pool.js';
 import { auditKeysFrom, loadAnchor } from './keys.js';
-import { verifyChain, type AuditChainVerification } from './verify.js';
+import { verifyChainParallel, type AuditChainVerification, type VerifyChainInput } from './verify.js';
 
 export interface AuditVerifyReport extends AuditChainVerification {
   /** With --from-events: the chain recomputed from the event store, and the first read-model row that differs from it. */
@@ -33,19 +34,21 @@ export async function auditVerify(config: Config, args: string[], state: { store
   const { values } = parseArgs({ args, options: { project: { type: 'string' }, 'from-events': { type: 'boolean', default: false } } });
   if (!values.project) throw new RangeError('audit verify needs --project ID');
   const projectId = values.project;
+  // The digest workers load while the entries are read.
+  sharedDigestPool().start();
   const keys = auditKeysFrom(config);
   const anchor = await loadAnchor(config);
   const checkpoints = await auditCheckpoints(state.store, projectId);
   const verifiedAt = new Date().toISOString();
-  const verify = (entries: Parameters<typeof verifyChain>[0]['entries']) =>
-    verifyChain({ projectId, entries, checkpoints, hmacKeys: keys.keys, anchorPublicKey: anchor.publicKey, verifiedAt });
+  const verify = (entries: VerifyChainInput['entries']) =>
+    verifyChainParallel({ projectId, entries, checkpoints, hmacKeys: keys.keys, anchorPublicKey: anchor.publicKey, verifiedAt });
   const stored = await auditEntries(state.pool, projectId);
-  const report: AuditVerifyReport = verify(stored);
+  const report: AuditVerifyReport = await verify(stored);
   if (!values['from-events']) return { report, ok: report.ok };
 
   const recomputed = chainEvents(await state.store.readStream(auditStream(projectId)), new Map(), keys).map(({ entry }) => entry);
   const bySeq = new Map(stored.map((entry) => [entry.seq, canonicalize(entry)]));
   const diverging = recomputed.find((entry) => bySeq.get(entry.seq) !== canonicalize(entry))?.seq ?? (stored.length > recomputed.length ? recomputed.length + 1 : null);
-  const fromEvents = { verification: verify(recomputed), first_diverging_row_seq: diverging, entries: recomputed.length };
+  const fromEvents = { verification: await verify(recomputed), first_diverging_row_seq: diverging, entries: recomputed.length };
   return { report: { ...report, from_events: fromEvents }, ok: report.ok && fromEvents.verification.ok && diverging === null };
 }

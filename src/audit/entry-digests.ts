@@ -12,7 +12,17 @@ const PREV = 32;
 /** UTF-8 takes at most 3 bytes per UTF-16 code unit. */
 const MAX_UTF8_PER_UNIT = 3;
 
-export class EntryDigests {
+/** The digests the verification walk takes of the entry it loaded last. */
+export interface DigestSource {
+  /** Makes `entry` the one the next entryHash and leafDigest are of. */
+  load(entry: CanonicalEntryInput): void;
+  /** Hex entry_hash of the loaded entry after `prevHash` (64 hex digits), keyed when `key` is given. */
+  entryHash(prevHash: string, key: Uint8Array | undefined): string;
+  /** RFC 6962 leaf hash of the loaded entry's canonical bytes, as MerkleBuilder.appendLeafDigest takes it. */
+  leafDigest(): string;
+}
+
+export class EntryDigests implements DigestSource {
   #buffer = Buffer.alloc(PREV + 4096);
   #end = PREV;
 
@@ -23,14 +33,12 @@ export class EntryDigests {
     this.#end = PREV + this.#buffer.write(text, PREV, 'utf8');
   }
 
-  /** Hex entry_hash of the loaded entry after `prevHash` (64 hex digits), keyed when `key` is given. */
-  entryHash(prevHash: string, key: Buffer | undefined): string {
+  entryHash(prevHash: string, key: Uint8Array | undefined): string {
     this.#buffer.write(prevHash, 0, 'hex');
     const covered = this.#buffer.subarray(0, this.#end);
     return key ? createHmac('sha256', key).update(covered).digest('hex') : hash('sha256', covered, 'hex');
   }
 
-  /** RFC 6962 leaf hash of the loaded entry's canonical bytes, as MerkleBuilder.appendLeafDigest takes it. */
   leafDigest(): string {
     this.#buffer[PREV - 1] = 0x00;
     return sha256Latin1(this.#buffer.subarray(PREV - 1, this.#end));

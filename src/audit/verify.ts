@@ -1,8 +1,10 @@
 /**
  * Verification of a project's audit chain (spec §2.7). One pass in seq order checks each entry,
  * then each checkpoint whose size that entry completes; the first failure ends the pass, whether
- * the entries come as one array (verifyChain) or in pages (verifyChainPages). The
- * order of checks, which decides the reason when several apply, is in docs/audit-verification.md.
+ * the entries come as one array (verifyChain, verifyChainParallel) or in pages (verifyChainPages).
+ * The order of checks, which decides the reason when several apply, is in docs/audit-verification.md.
+ * The pass is the same everywhere; verifyChainParallel and verifyChainPages only have the digests
+ * of large windows computed ahead on worker threads (digest-pipeline.ts).
  */
 import { timingSafeEqual, type KeyObject } from 'node:crypto';
 import { z } from 'zod';
@@ -11,7 +13,9 @@ import { MerkleBuilder } from '../crypto/merkle.js';
 import type { AuditCheckpointSigned } from '../events/audit.js';
 import { Timestamp } from '../events/fields.js';
 import { auditCheckpointNote, recordCheckpoint } from './checkpoints.js';
-import { EntryDigests } from './entry-digests.js';
+import { digestedPages, type ParallelVerification } from './digest-pipeline.js';
+import { RecordedDigests } from './digest-records.js';
+import { EntryDigests, type DigestSource } from './entry-digests.js';
 import { genesisHash, type AuditEntry } from './entry.js';
 
 export const AuditFailureReason = z.enum([
@@ -107,6 +111,15 @@ function opens(record: AuditCheckpointSigned, projectId: string, publicKey: KeyO
   }
 }
 
+/** The window's first and last seq; throws RangeError when it is not a window. */
+function windowOf(options: Pick<VerifyChainOptions, 'fromSeq' | 'toSeq'>): { from: number; to: number } {
+  const from = options.fromSeq ?? 1;
+  const to = options.toSeq ?? Number.POSITIVE_INFINITY;
+  if (!Number.isSafeInteger(from) || from < 1) throw new RangeError('fromSeq must be a positive integer');
+  if (options.toSeq !== undefined && (!Number.isSafeInteger(to) || to < from)) throw new RangeError('toSeq must be an integer no less than fromSeq');
+  return { from, to };
+}
+
 /**
  * One pass over a window of the chain in seq order: the anchor (the entry before the window, when
  * the window does not start at 1), then each seq's candidates, then the checkpoints beyond the end.
@@ -119,7 +132,7 @@ class ChainWalk {
   // A root covers entries 1..size, so only a window from seq 1 can recompute it.
   readonly #tree: MerkleBuilder | undefined;
   readonly #genesis: string;
-  readonly #digests = new EntryDigests();
+  readonly #digests: DigestSource;
   readonly #compared = Buffer.alloc(128);
   readonly #storedHash = this.#compared.subarray(0, 64);
   readonly #computedHash = this.#compared.subarray(64);
@@ -132,12 +145,10 @@ class ChainWalk {
   #chainStart: number | null = null;
   #chainEnd: number | null = null;
 
-  constructor(options: VerifyChainOptions) {
+  constructor(options: VerifyChainOptions, digests: DigestSource) {
     this.#options = options;
-    this.from = options.fromSeq ?? 1;
-    this.to = options.toSeq ?? Number.POSITIVE_INFINITY;
-    if (!Number.isSafeInteger(this.from) || this.from < 1) throw new RangeError('fromSeq must be a positive integer');
-    if (options.toSeq !== undefined && (!Number.isSafeInteger(this.to) || this.to < this.from)) throw new RangeError('toSeq must be an integer no less than fromSeq');
+    this.#digests = digests;
+    ({ from: this.from, to: this.to } = windowOf(options));
     this.#checkpoints = groupBy(
       options.checkpoints.filter((c) => Number(c.size) >= this.from && Number(c.size) <= this.to),
       (c) => Number(c.size),
@@ -253,8 +264,8 @@ class AscendingWalk {
   #group: AuditEntry[] = [];
   #next: number;
 
-  constructor(options: VerifyChainOptions) {
-    this.#walk = new ChainWalk(options);
+  constructor(options: VerifyChainOptions, digests: DigestSource) {
+    this.#walk = new ChainWalk(options, digests);
     this.#anchored = this.#walk.from === 1;
     this.#next = this.#walk.from;
   }
@@ -297,13 +308,16 @@ class AscendingWalk {
   }
 }
 
+/** The entries in ascending seq order, the candidates of one seq in their given order; every seq is checked first, since the walk may end at the first failure. */
+function sortedEntries(entries: readonly AuditEntry[]): AuditEntry[] {
+  for (const entry of entries) seqOf(entry);
+  return [...entries].sort((a, b) => a.seq - b.seq);
+}
+
+/** The pass on the calling thread, digests included: the reference verifyChainParallel and verifyChainPages report the same as. */
 export function verifyChain(input: VerifyChainInput): AuditChainVerification {
-  const walk = new AscendingWalk(input);
-  // Every seq is checked before the walk, which may end at the first failure.
-  for (const entry of input.entries) seqOf(entry);
-  // A stable sort: the candidates of one seq keep their order.
-  const entries = [...input.entries].sort((a, b) => a.seq - b.seq);
-  for (const entry of entries) {
+  const walk = new AscendingWalk(input, new EntryDigests());
+  for (const entry of sortedEntries(input.entries)) {
     const report = walk.add(entry);
     if (report) return report;
   }
@@ -311,16 +325,30 @@ export function verifyChain(input: VerifyChainInput): AuditChainVerification {
 }
 
 /**
- * verifyChain over entries read in pages (ascending seq, as the read model returns them), one
- * page in memory at a time; the same findings in the same order.
+ * verifyChain over entries read in pages (ascending seq, as the read model returns them), a few
+ * pages in memory at a time; the same findings in the same order. Unless the first page is small,
+ * worker threads digest entries ahead of the pass (`parallel`); rejects with AuditVerifyError when
+ * a worker fails.
  */
-export async function verifyChainPages(options: VerifyChainOptions, pages: AsyncIterable<readonly AuditEntry[]>): Promise<AuditChainVerification> {
-  const walk = new AscendingWalk(options);
-  for await (const page of pages) {
-    for (const entry of page) {
+export async function verifyChainPages(options: VerifyChainOptions, pages: AsyncIterable<readonly AuditEntry[]>, parallel?: ParallelVerification): Promise<AuditChainVerification> {
+  const digests = new RecordedDigests();
+  const walk = new AscendingWalk(options, digests);
+  for await (const { entries, records } of digestedPages(pages, options.hmacKeys, parallel)) {
+    if (records) digests.push({ entries, records });
+    for (const entry of entries) {
       const report = walk.add(entry);
       if (report) return report;
     }
   }
   return walk.end();
+}
+
+/** verifyChain with the digests of a large window computed on worker threads as well, as verifyChainPages does. */
+export async function verifyChainParallel(input: VerifyChainInput, parallel?: ParallelVerification): Promise<AuditChainVerification> {
+  const { entries, ...options } = input;
+  windowOf(options);
+  const sorted = sortedEntries(entries);
+  return verifyChainPages(options, (async function* () {
+    yield sorted;
+  })(), parallel);
 }

@@ -1,6 +1,6 @@
 import { createHash, createHmac, generateKeyPairSync } from 'node:crypto';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { AuditChainError, chainEntry, entryHash, parseHmacKeyring, type AuditChainErrorCode, type HmacKeyring } from '../../src/audit/chain.js';
 import { recordCheckpoint, signAuditCheckpoint } from '../../src/audit/checkpoints.js';
 import {
@@ -13,7 +13,8 @@ import {
   genesisHash,
   type AuditEntry,
 } from '../../src/audit/entry.js';
-import { AuditChainVerification, verifyChain, verifyChainPages, type AuditFailureReason, type VerifyChainInput } from '../../src/audit/verify.js';
+import { DigestPool } from '../../src/audit/digest-pool.js';
+import { AuditChainVerification, verifyChain, verifyChainPages, verifyChainParallel, type AuditFailureReason, type VerifyChainInput } from '../../src/audit/verify.js';
 import { canonicalize } from '../../src/crypto/canonical-json.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import { merkleRoot } from '../../src/crypto/merkle.js';
@@ -222,6 +223,24 @@ function forged(record: AuditCheckpointSigned): AuditCheckpointSigned {
 function replaceCheckpoint(trail: Trail, size: number, change: (record: AuditCheckpointSigned) => AuditCheckpointSigned): AuditCheckpointSigned[] {
   return trail.checkpoints.map((c) => (c.size === String(size) ? change(c) : c));
 }
+
+/** Entries as the read model returns them: ascending seq (copies of one seq side by side), `size` at a time. */
+async function* pages(entries: readonly AuditEntry[], size: number): AsyncGenerator<AuditEntry[]> {
+  const sorted = [...entries].sort((a, b) => a.seq - b.seq);
+  for (let i = 0; i < sorted.length; i += size) yield sorted.slice(i, i + size);
+}
+
+/** Two workers, so that chunks also come back out of order; tests hand it chunks of a few entries. */
+const pool = new DigestPool(2);
+
+beforeAll(async () => {
+  pool.start();
+  await vi.waitFor(() => expect(pool.free).toBe(4), { timeout: 20_000, interval: 20 });
+});
+
+afterAll(async () => {
+  await pool.close();
+});
 
 // ---- tests ---------------------------------------------------------------------------------
 
@@ -574,20 +593,48 @@ describe('properties', () => {
       { numRuns: 300 },
     );
   });
+
+  it('on worker threads, in one array or in pages, reports exactly what verifyChain reports, honest or after a single mutation', async () => {
+    const fields = Object.keys(AuditLogEntry.shape) as (keyof AuditEntry)[];
+    const mutation = fc.option(fc.record({ pick: fc.nat(), field: fc.constantFrom(...fields), nullify: fc.boolean(), mode: fc.constantFrom('raw', 'own', 'rest') }), { nil: undefined });
+    await fc.assert(
+      fc.asyncProperty(chainSpec, mutation, fc.nat(), fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 7 }), async (spec, change, seed, chunkEntries, pageSize) => {
+        const trail = build(spec);
+        let entries = trail.entries;
+        if (change) {
+          const index = change.pick % entries.length;
+          const mutated = entries.map((e, i) => (i === index ? ({ ...e, [change.field]: mutate(e[change.field], change.nullify && change.field !== 'seq') } as AuditEntry) : e));
+          const hashField = change.field === 'prev_hash' || change.field === 'entry_hash';
+          entries = change.mode === 'raw' || hashField ? mutated : rehash(mutated, index, change.mode === 'own' ? index : undefined);
+        }
+        const { checkpoints } = trail;
+        const options = { projectId, checkpoints, hmacKeys: keys, anchorPublicKey: anchor.publicKey, verifiedAt };
+        const input = { ...options, entries: shuffled(entries, seed) };
+        const expected = verifyChain(input);
+        const parallel = { pool, minEntries: 0, chunkEntries };
+        expect(await verifyChainParallel(input, parallel)).toEqual(expected);
+        expect(await verifyChainPages(options, pages(entries, pageSize), parallel)).toEqual(expected);
+      }),
+      { numRuns: 200 },
+    );
+  });
 });
 
 describe('verifying in pages', () => {
-  /** Entries as the read model returns them: ascending seq (copies of one seq side by side), `size` at a time. */
-  async function* pages(entries: readonly AuditEntry[], size: number): AsyncGenerator<AuditEntry[]> {
-    const sorted = [...entries].sort((a, b) => a.seq - b.seq);
-    for (let i = 0; i < sorted.length; i += size) yield sorted.slice(i, i + size);
-  }
-
   it('reports what verifyChain reports for every trail verified above (honest, tampered, windows), whatever the page size', async () => {
     expect(verifications.length).toBeGreaterThan(300);
     for (const { input, report } of verifications) {
       const { entries, ...options } = input;
       for (const size of [1, 2, 5, 1_000]) expect(await verifyChainPages(options, pages(entries, size))).toEqual(report);
+    }
+  });
+
+  it('reports the same with digests from worker threads, in one array or in pages', async () => {
+    const parallel = { pool, minEntries: 0, chunkEntries: 2 };
+    for (const { input, report } of verifications) {
+      const { entries, ...options } = input;
+      expect(await verifyChainParallel(input, parallel)).toEqual(report);
+      expect(await verifyChainPages(options, pages(entries, 3), parallel)).toEqual(report);
     }
   });
 
