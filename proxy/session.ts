@@ -417,6 +417,11 @@ export class Session {
     this.server = server;
     this.scanner = new BackendScanner();
     server.inlet.receive(this.serverReceiver);
+    // A connection taken up while the client is backlogged waits with it.
+    if (this.clientBacklogged) {
+      this.throttled = server;
+      server.inlet.pause();
+    }
   }
 
   private detachServer(): UpstreamConnection | undefined {
