@@ -4,10 +4,9 @@
  * The walk reads them through RecordedDigests, which recomputes on the calling thread any digest a
  * record lacks, so the records only ever save work: they never decide a finding.
  */
+import { SHA256_HEX_PATTERN } from '../events/fields.js';
 import type { CanonicalEntryInput } from './canonical-entry.js';
 import { EntryDigests, type DigestSource } from './entry-digests.js';
-
-const HEX_SHA256 = /^[0-9a-f]{64}$/;
 
 /** The record holds no digest (the entry was left to the calling thread): the walk digests it there, and throws where the pass would. */
 const NONE = 0;
@@ -35,7 +34,7 @@ export function writeDigestRecords(entries: readonly (RecordedEntry | null)[], k
     const at = i * DIGEST_RECORD_BYTES;
     digests.load(entry);
     const key = entry.key_id === null ? undefined : keys.get(entry.key_id);
-    if ((entry.key_id === null || key) && HEX_SHA256.test(entry.prev_hash)) {
+    if ((entry.key_id === null || key) && SHA256_HEX_PATTERN.test(entry.prev_hash)) {
       records.write(digests.entryHash(entry.prev_hash, key), at + HASH_AT, 64, 'latin1');
       records[at] = BOTH;
     } else records[at] = LEAF;

@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { CheckpointError, verifyCheckpoint } from '../crypto/checkpoint.js';
 import { MerkleBuilder } from '../crypto/merkle.js';
 import type { AuditCheckpointSigned } from '../events/audit.js';
-import { Timestamp } from '../events/fields.js';
+import { SHA256_HEX_PATTERN, Timestamp } from '../events/fields.js';
 import { auditCheckpointNote, recordCheckpoint } from './checkpoints.js';
 import { digestedPages, type ParallelVerification } from './digest-pipeline.js';
 import { RecordedDigests } from './digest-records.js';
@@ -62,8 +62,6 @@ export interface VerifyChainInput extends VerifyChainOptions {
   /** Entries as stored, in any order; holes and duplicates are findings, not errors. */
   readonly entries: readonly AuditEntry[];
 }
-
-const HEX_SHA256 = /^[0-9a-f]{64}$/;
 
 /** The chained entry the next one must link to; undefined before the chain starts. */
 interface Link {
@@ -216,11 +214,11 @@ class ChainWalk {
   }
 
   #hashMatches(entry: AuditEntry, key: Buffer | undefined): boolean {
-    if (entry.prev_hash !== this.#knownHex && !HEX_SHA256.test(entry.prev_hash)) return false;
+    if (entry.prev_hash !== this.#knownHex && !SHA256_HEX_PATTERN.test(entry.prev_hash)) return false;
     // An unkeyed hash is no secret (anyone can compute it), so comparing it may take any time; a keyed one is compared in constant time.
     // Equal to a computed hash, an unkeyed entry_hash is 64 hex digits without a pattern test.
     if (!key) return this.#digests.entryHash(entry.prev_hash, undefined) === entry.entry_hash;
-    if (!HEX_SHA256.test(entry.entry_hash)) return false;
+    if (!SHA256_HEX_PATTERN.test(entry.entry_hash)) return false;
     const computed = this.#digests.entryHash(entry.prev_hash, key);
     // Both are 64 ASCII hex digits now, so their latin1 bytes are their text: compared without a buffer per entry.
     this.#compared.write(entry.entry_hash, 0, 64, 'latin1');

@@ -48,7 +48,8 @@ export const Int64String = z
   .regex(INT64_PATTERN, { message: 'expected a non-negative integer as a decimal string', abort: true })
   .refine((s) => BigInt(s) <= INT64_MAX, { message: 'exceeds the int64 range' });
 
-export const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/, { message: 'expected a lowercase hex SHA-256' });
+export const SHA256_HEX_PATTERN = /^[0-9a-f]{64}$/;
+export const Sha256Hex = z.string().regex(SHA256_HEX_PATTERN, { message: 'expected a lowercase hex SHA-256' });
 
 /** Canonical padded base64 (what `Buffer#toString('base64')` emits) of `min`..`max` bytes. */
 export function base64Bytes(min: number, max = min) {
