@@ -22,6 +22,7 @@ import { DecisionPublisher } from './decisions.js';
 import { LiveHoneytokens } from './honeytokens.js';
 import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
+import { Inlet } from './inlet.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
 import { Upstreams } from './upstreams.js';
@@ -143,7 +144,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     ...(options.tls ? { tls: options.tls } : {}),
   };
 
-  const server: Server = createServer({ noDelay: true }, (socket) => new Session(socket, context));
+  // Paused on connect: the session reads the client through an inlet (Inlet.accept), never through the stream.
+  const server: Server = createServer({ noDelay: true, pauseOnConnect: true }, (socket) => new Session(Inlet.accept(socket), context));
   server.on('error', (error) => logger.error({ err: error }, 'proxy listener failed'));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

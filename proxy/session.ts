@@ -39,7 +39,7 @@ import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
 import type { UpstreamConnection } from './upstream/connection.js';
-import type { Receiver } from './upstream/inlet.js';
+import { Inlet, type Receiver } from './inlet.js';
 import type { UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
 import type { LiveView } from './views/live-view.js';
@@ -143,6 +143,8 @@ const UNKNOWN_PORTAL_TEXT = textMembers({ sql: '', kind: '' });
  */
 export class Session {
   readonly id: string;
+  /** The client's socket and its reader: plain, or TLS once the client asked for it. */
+  private client: Inlet;
   private socket: Socket;
   private readonly framer: FrontendFramer;
   private readonly processId = randomInt(1, 2 ** 31 - 1);
@@ -186,12 +188,13 @@ export class Session {
   private throttled: UpstreamConnection | undefined;
 
   constructor(
-    socket: Socket,
+    client: Inlet,
     private readonly context: SessionContext,
   ) {
     this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
-    this.socket = socket;
-    this.clientIp = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    this.client = client;
+    this.socket = client.socket;
+    this.clientIp = (client.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline((pieces) => this.writeClient(pieces), {
       completed: (statement) => this.audit(statement),
@@ -205,7 +208,7 @@ export class Session {
     context.registry.add(this, this.processId);
     context.metrics.connections.inc();
     context.metrics.connectionsTotal.inc();
-    this.attach(socket);
+    this.attach(client);
   }
 
   /** Read through a getter: the state changes across awaits, which narrowing cannot see. */
@@ -214,12 +217,17 @@ export class Session {
   }
 
 
-  private attach(socket: Socket): void {
-    socket.setNoDelay(true);
-    socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('error', () => this.close());
-    socket.on('close', () => this.close());
+  private attach(client: Inlet): void {
+    this.client = client;
+    this.socket = client.socket;
+    client.socket.setNoDelay(true);
+    client.receive(this.clientReceiver);
   }
+
+  private readonly clientReceiver: Receiver = {
+    bytes: (chunk) => this.onData(chunk),
+    ended: () => this.close(),
+  };
 
   private onData(chunk: Buffer): void {
     this.framer.push(chunk);
@@ -290,13 +298,9 @@ export class Session {
     if (!this.context.tls || this.socket instanceof TLSSocket) return void this.socket.write(encodeSslResponse(false));
     if (this.framer.bufferedBytes > 0) return this.fatal({ severity: 'FATAL', code: '08P01', message: 'received unencrypted data after SSL request' });
     this.socket.write(encodeSslResponse(true));
-    const plain = this.socket;
-    plain.removeAllListeners('data');
-    plain.removeAllListeners('close');
-    plain.removeAllListeners('error');
-    const secure = new TLSSocket(plain, { isServer: true, secureContext: this.context.tls });
-    this.socket = secure;
-    this.attach(secure);
+    const plain = this.client;
+    plain.receive(undefined);
+    this.attach(Inlet.over(new TLSSocket(plain.socket, { isServer: true, secureContext: this.context.tls })));
   }
 
   private async cancelOther(processId: number, secretKey: Buffer): Promise<void> {
@@ -487,11 +491,11 @@ export class Session {
   };
 
   private holdReading(): void {
-    if (this.readingHeld++ === 0) this.socket.pause();
+    if (this.readingHeld++ === 0) this.client.pause();
   }
 
   private releaseReading(): void {
-    if (--this.readingHeld === 0 && !this.closed) this.socket.resume();
+    if (--this.readingHeld === 0 && !this.closed) this.client.resume();
   }
 
   /**

@@ -4,7 +4,7 @@
  */
 import { serialize } from 'pg-protocol';
 import { bounded, openTransport, type BackendKey, type TransportTarget } from './connection.js';
-import { DISCARD } from './inlet.js';
+import { DISCARD } from '../inlet.js';
 
 /**
  * Asks the upstream to cancel what the backend of `backendKey` is running, within the target's

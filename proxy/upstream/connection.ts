@@ -20,7 +20,7 @@ import { Parser } from 'pg-protocol/dist/parser.js';
 import { scramClientFinal, scramClientFirst, verifyServerFinal, type ScramClientState } from '../../src/crypto/scram-client.js';
 import { ScramError } from '../../src/crypto/scram.js';
 import type { SslMode } from '../../src/events/databases.js';
-import { DISCARD, Inlet, type Receiver } from './inlet.js';
+import { DISCARD, Inlet, type Receiver } from '../inlet.js';
 
 export interface UpstreamTarget {
   readonly host: string;

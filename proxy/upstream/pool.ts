@@ -12,7 +12,7 @@ import { serialize } from 'pg-protocol';
 import type { ReadyForQueryMessage } from 'pg-protocol/dist/messages.js';
 import type { PoolConfig } from '../../src/events/databases.js';
 import { bounded, connectUpstream, MessageReader, type UpstreamConnection, type UpstreamTarget } from './connection.js';
-import type { Receiver } from './inlet.js';
+import type { Receiver } from '../inlet.js';
 
 /** The database's pool_config; the pool itself does not care about the mode. */
 export type { PoolConfig };

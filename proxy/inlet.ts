@@ -1,10 +1,10 @@
 /**
- * The one reader of an upstream connection's socket. The socket reads all the time and hands its
- * bytes, and its end, to whichever receiver the connection's holder set: the start-up or reset
- * exchange, the pool while the connection is idle, a session while it runs statements. Handing a
- * connection over swaps the receiver: no listener is added or removed, the socket is not paused
- * and resumed. Bytes that arrive while nobody receives break the connection, since a server at
- * ReadyForQuery has nothing to say.
+ * The one reader of a socket: a client's, or an upstream connection's. The socket reads all the
+ * time and hands its bytes, and its end, to whichever receiver its holder set. An upstream
+ * connection's is the start-up or reset exchange, the pool while the connection is idle, a session
+ * while it runs statements: handing a connection over swaps the receiver, no listener is added or
+ * removed, the socket is not paused and resumed. Bytes that arrive while nobody receives break the
+ * connection, since a server at ReadyForQuery has nothing to say.
  *
  * Plain TCP sockets read into one buffer that every inlet shares, copied out at once (the `onread`
  * option): no 64 KB allocation and no Readable stream per read. TLS sockets come as a stream.
@@ -34,23 +34,37 @@ export class Inlet {
 
   /** A TCP connection read through the shared buffer. */
   static connect(options: { readonly host: string; readonly port: number }): Inlet {
-    const inlet: Inlet = new Inlet(
-      net.connect({
-        host: options.host,
-        port: options.port,
-        onread: {
-          buffer: SHARED_READ_BUFFER,
-          callback: (size: number, buffer: Uint8Array): boolean => {
-            // allocUnsafe takes small sizes from Node's pool: about 1 µs less than Buffer.copyBytesFrom.
-            const chunk = Buffer.allocUnsafe(size);
-            chunk.set(buffer.subarray(0, size));
-            inlet.#deliver(chunk);
-            return true;
-          },
-        },
-      }),
-    );
+    const inlet: Inlet = new Inlet(net.connect({ host: options.host, port: options.port, onread: Inlet.#sharedReads(() => inlet) }));
     return inlet;
+  }
+
+  /**
+   * An accepted TCP connection read through the shared buffer. Node offers `onread` only to sockets
+   * it creates, so the accepted socket (from a server that pauses on connect: it has read nothing)
+   * gives its handle to a new socket that reads that way, and is then destroyed without it.
+   */
+  static accept(accepted: net.Socket): Inlet {
+    const holder = accepted as unknown as { _handle: unknown };
+    const handle = holder._handle;
+    holder._handle = null;
+    accepted.destroy();
+    const options = { handle, readable: true, writable: true, onread: Inlet.#sharedReads(() => inlet) } as net.SocketConstructorOpts;
+    const inlet: Inlet = new Inlet(new net.Socket(options));
+    return inlet;
+  }
+
+  /** The `onread` option of a socket read through the shared buffer, delivering to its inlet. */
+  static #sharedReads(inlet: () => Inlet): net.OnReadOpts {
+    return {
+      buffer: SHARED_READ_BUFFER,
+      callback: (size: number, buffer: Uint8Array): boolean => {
+        // allocUnsafe takes small sizes from Node's pool: about 1 µs less than Buffer.copyBytesFrom.
+        const chunk = Buffer.allocUnsafe(size);
+        chunk.set(buffer.subarray(0, size));
+        inlet().#deliver(chunk);
+        return true;
+      },
+    };
   }
 
   /** A socket read as a stream (TLS, or a plain socket that started as one). */
@@ -91,3 +105,4 @@ export class Inlet {
     else this.socket.destroy();
   }
 }
+
