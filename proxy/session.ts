@@ -111,6 +111,14 @@ function parseToRun(raw: Buffer, sql: string, decision: Allowed['decision']): Bu
 }
 
 
+/**
+ * What a client may send while one of its messages waits (for an upstream connection, say) before
+ * its socket is no longer read. Below it the socket is not paused and resumed around each wait: a
+ * client that waits for its answer sends nothing meanwhile, and pausing would cost two calls into
+ * the event loop per wait.
+ */
+const AWAIT_BUFFER_BYTES = 1024 * 1024;
+
 /** Up to this many bytes, pieces are joined for one write: copying a few KB costs less than a stream's corked writev. */
 const JOIN_LIMIT = 64 * 1024;
 
@@ -181,8 +189,11 @@ export class Session {
   /** The audit members this session fixes, once its credential is known. */
   private members = '';
   private lastParse: FrontendMessage | undefined;
-  /** Reasons the client's socket is not read: a message being handled asynchronously, a peer that has not taken what it was sent. */
+  /** Reasons the client's socket is not read: too much sent while a message is handled asynchronously, a peer that has not taken what it was sent. */
   private readingHeld = 0;
+  /** A message is being handled asynchronously (waiting for an upstream connection, say): what the client sends meanwhile waits in the framer. */
+  private awaiting = false;
+  private heldWhileAwaiting = false;
   /** The client has not taken what it was sent: until it has, neither it nor `throttled` is read. */
   private clientBacklogged = false;
   private throttled: UpstreamConnection | undefined;
@@ -232,6 +243,10 @@ export class Session {
   private onData(chunk: Buffer): void {
     this.framer.push(chunk);
     if (!this.busy) void this.drain();
+    else if (this.awaiting && !this.heldWhileAwaiting && this.framer.bufferedBytes > AWAIT_BUFFER_BYTES) {
+      this.heldWhileAwaiting = true;
+      this.holdReading();
+    }
   }
 
   private async drain(): Promise<void> {
@@ -249,9 +264,13 @@ export class Session {
         if (!frame) return;
         const pending = this.handle(frame);
         if (pending) {
-          this.holdReading();
+          this.awaiting = true;
           await pending;
-          this.releaseReading();
+          this.awaiting = false;
+          if (this.heldWhileAwaiting) {
+            this.heldWhileAwaiting = false;
+            this.releaseReading();
+          }
         }
       }
     } catch (error) {

@@ -363,6 +363,45 @@ describe('flow control', () => {
 });
 
 describe('flow control of requests', () => {
+  it('stops reading a client whose statement waits for an upstream connection once it has sent a megabyte more, and reads on when the statement runs', async () => {
+    const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
+    const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
+    const patched = await gateway.api.call(gateway.owner.apiKey, {
+      method: 'PATCH',
+      url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`,
+      payload: { pool_config: { mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 30_000 } },
+    });
+    expect(patched.statusCode).toBe(200);
+    const holder = new pg.Client({ connectionString: agent.connection_string });
+    const waiter = new pg.Client({ connectionString: agent.connection_string });
+    waiter.on('error', () => undefined);
+    await Promise.all([holder.connect(), waiter.connect()]);
+    const stream = (waiter as unknown as { connection: { stream: Socket } }).connection.stream;
+    try {
+      // The holder's open transaction keeps the only upstream connection: the waiter's query waits for it.
+      await holder.query('begin');
+      await holder.query('select 1');
+      const waiting = waiter.query('select 2 as two');
+      // 256 statements of 512 KB (the test gateway takes messages up to 1 MB): far more than the gateway's wait buffer and both sockets' kernel buffers (36 MB at most here) hold.
+      const big = Buffer.from(`select length('${'x'.repeat(512 * 1024)}')\0`);
+      const header = Buffer.alloc(5);
+      header.write('Q');
+      header.writeUInt32BE(4 + big.length, 1);
+      const statement = Buffer.concat([header, big]);
+      for (let i = 0; i < 256; i++) stream.write(statement);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      // Were the gateway reading on, all of it would have left the client within the second.
+      expect(stream.writableLength).toBeGreaterThan(64 * 1024 * 1024);
+      await holder.query('commit');
+      expect((await waiting).rows).toEqual([{ two: 2 }]);
+      const left = stream.writableLength;
+      await waitFor(() => stream.writableLength < left, 10_000, 'the gateway to read the client again');
+    } finally {
+      stream.destroy();
+      await holder.end();
+    }
+  });
+
   it('stops reading a client that sends without taking its replies, even replies the gateway makes itself', async () => {
     const client = new pg.Client({ connectionString: agent.connection_string });
     client.on('error', () => undefined);
