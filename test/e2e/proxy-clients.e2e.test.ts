@@ -25,6 +25,18 @@ function withSsl(url: string, mode: string): string {
   return parsed.toString();
 }
 
+/** Sets the agent's database to transaction pooling of this size through the REST API. */
+async function setTransactionPool(pool: { max_connections: number; acquire_timeout_ms: number }): Promise<void> {
+  const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
+  const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
+  const patched = await gateway.api.call(gateway.owner.apiKey, {
+    method: 'PATCH',
+    url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`,
+    payload: { pool_config: { mode: 'transaction', min_connections: 0, idle_timeout_ms: 60_000, ...pool } },
+  });
+  expect(patched.statusCode).toBe(200);
+}
+
 beforeAll(async () => {
   gateway = await startGateway('proxy_clients');
   agent = await gateway.register('clients');
@@ -279,14 +291,7 @@ describe('transaction pooling', () => {
     await client.connect();
     try {
       expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
-      const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
-      const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
-      const patched = await gateway.api.call(gateway.owner.apiKey, {
-        method: 'PATCH',
-        url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`,
-        payload: { pool_config: { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } },
-      });
-      expect(patched.statusCode).toBe(200);
+      await setTransactionPool({ max_connections: 4, acquire_timeout_ms: 5_000 });
       // Once the proxy's view has the change, the next login builds the new pool and closes the old one.
       await new Promise((resolve) => setTimeout(resolve, 500));
       const other = new pg.Client({ connectionString: agent.connection_string });
@@ -300,14 +305,7 @@ describe('transaction pooling', () => {
   });
 
   it('keeps each client’s named prepared statements working while clients share one upstream connection', async () => {
-    const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
-    const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
-    const patched = await gateway.api.call(gateway.owner.apiKey, {
-      method: 'PATCH',
-      url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`,
-      payload: { pool_config: { mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } },
-    });
-    expect(patched.statusCode).toBe(200);
+    await setTransactionPool({ max_connections: 1, acquire_timeout_ms: 5_000 });
     const a = new pg.Client({ connectionString: agent.connection_string });
     const b = new pg.Client({ connectionString: agent.connection_string });
     await Promise.all([a.connect(), b.connect()]);
@@ -364,14 +362,7 @@ describe('flow control', () => {
 
 describe('flow control of requests', () => {
   it('stops reading a client whose statement waits for an upstream connection once it has sent a megabyte more, and reads on when the statement runs', async () => {
-    const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
-    const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
-    const patched = await gateway.api.call(gateway.owner.apiKey, {
-      method: 'PATCH',
-      url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`,
-      payload: { pool_config: { mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 30_000 } },
-    });
-    expect(patched.statusCode).toBe(200);
+    await setTransactionPool({ max_connections: 1, acquire_timeout_ms: 30_000 });
     const holder = new pg.Client({ connectionString: agent.connection_string });
     const waiter = new pg.Client({ connectionString: agent.connection_string });
     waiter.on('error', () => undefined);
