@@ -43,11 +43,15 @@ function log(line: string): void {
   console.log(`[bench:proxy] ${line}`);
 }
 
-function secondsPerRun(): number {
-  const given = process.env.PGWARD_BENCH_SECONDS ?? '5';
-  const seconds = Number(given);
-  if (!Number.isInteger(seconds) || seconds < 1) throw new Error(`PGWARD_BENCH_SECONDS must be a whole number of seconds, not ${JSON.stringify(given)}`);
-  return seconds;
+/** A whole number of at least `min` from the environment, or `fallback` when the variable is unset or empty. */
+function wholeNumber(variable: string, what: string, min: number, fallback: number): number;
+function wholeNumber(variable: string, what: string, min: number, fallback?: number): number | undefined;
+function wholeNumber(variable: string, what: string, min: number, fallback?: number): number | undefined {
+  const given = process.env[variable];
+  if (given === undefined || given === '') return fallback;
+  const value = Number(given);
+  if (!Number.isInteger(value) || value < min) throw new Error(`${variable} must be a whole number of ${what} (at least ${min}), not ${JSON.stringify(given)}`);
+  return value;
 }
 
 /** A comma-separated subset from the environment (for quick partial runs), or all of `all`. */
@@ -59,27 +63,15 @@ function subset<T extends string | number>(variable: string, all: readonly T[]):
   return chosen;
 }
 
-function rounds(): number {
-  const given = process.env.PGWARD_BENCH_ROUNDS ?? '3';
-  const count = Number(given);
-  if (!Number.isInteger(count) || count < 1) throw new Error(`PGWARD_BENCH_ROUNDS must be a whole number, not ${JSON.stringify(given)}`);
-  return count;
-}
-
-const ROUNDS = rounds();
+const SECONDS = wholeNumber('PGWARD_BENCH_SECONDS', 'seconds', 1, 5);
+/** Before the rounds, each target runs each mode unmeasured for this long: JIT compilation, caches and pools are warm when measuring starts. */
+const WARMUP_SECONDS = wholeNumber('PGWARD_BENCH_WARMUP_SECONDS', 'seconds', 0, 3);
+const ROUNDS = wholeNumber('PGWARD_BENCH_ROUNDS', 'rounds', 1, 3);
 const MODES = subset('PGWARD_BENCH_MODES', ALL_MODES);
 const CLIENTS = subset('PGWARD_BENCH_CLIENTS', [1, 10, 50]);
 const TARGETS = subset('PGWARD_BENCH_TARGETS', ALL_TARGETS);
 /** A fixed offered load (pgbench -R): pgward's CPU per transaction then hardly depends on what else the machine runs. */
-const RATE = optionalRate();
-
-function optionalRate(): number | undefined {
-  const given = process.env.PGWARD_BENCH_RATE;
-  if (given === undefined || given === '') return undefined;
-  const rate = Number(given);
-  if (!Number.isInteger(rate) || rate < 1) throw new Error(`PGWARD_BENCH_RATE must be a whole number of transactions per second, not ${JSON.stringify(given)}`);
-  return rate;
-}
+const RATE = wholeNumber('PGWARD_BENCH_RATE', 'transactions per second', 1);
 
 function median(values: readonly number[]): number {
   if (values.length === 0) return Number.NaN;
@@ -202,7 +194,7 @@ async function admin(url: string, statements: readonly string[]): Promise<string
 }
 
 async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
-  const seconds = secondsPerRun();
+  const seconds = SECONDS;
   if (!existsSync(PGBOUNCER)) throw new Error(`${PGBOUNCER} is missing: install the Debian package pgbouncer`);
   const binaries = await findBinaries();
   const runAs = serverUser();
@@ -236,6 +228,18 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
   const runs = ROUNDS * MODES.length * CLIENTS.length * TARGETS.length - (bouncer.servesPrepared || !MODES.includes('prepared') || !TARGETS.includes('PgBouncer') ? 0 : ROUNDS * CLIENTS.length);
   log(`${runs} runs of ${seconds} s: pgbench ${runArgs({ mode: 'extended', clients: 10, seconds, ...(RATE ? { rate: RATE } : {}) }).join(' ')} (and the other modes and client counts), --log at c=1`);
 
+  if (WARMUP_SECONDS > 0) {
+    log(`warm-up: ${WARMUP_SECONDS} s of each mode at c=10 on each target, not measured`);
+    for (const mode of MODES) {
+      for (const target of TARGETS) {
+        signal.throwIfAborted();
+        if (!serves(target, mode)) continue;
+        const endpoint = mode === 'policy' && target === 'pgward' ? governed : endpoints[target];
+        const outcome = await select(binaries.pgbench, endpoint, { mode, clients: 10, seconds: WARMUP_SECONDS, script }, signal);
+        if (!outcome.ok) log(`warm-up ${mode} ${target}: ${describe(outcome)}`);
+      }
+    }
+  }
   const results = new Results();
   let done = 0;
   for (let round = 1; round <= ROUNDS; round++) {
