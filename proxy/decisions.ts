@@ -56,6 +56,31 @@ export function truncateSql(sql: string): string {
   return sql.length <= AUDIT_SQL_MAX ? sql : sql.slice(0, AUDIT_SQL_MAX);
 }
 
+const BATCH_HEAD = '{"kind":"batch","decisions":[';
+const BATCH_TAIL = ']}';
+const COMMA = 0x2c;
+/** Where batch messages are assembled: kept between messages, grown when one needs more. */
+let batchScratch = Buffer.allocUnsafe(256 * 1024);
+
+/**
+ * A batch message from its decisions' JSON, each written straight into bytes: joining the strings
+ * first and encoding the result would copy every decision twice more (about 2 µs each).
+ */
+export function batchMessage(decisions: readonly { readonly json: string }[]): Buffer {
+  // UTF-8 takes at most three bytes per UTF-16 unit.
+  let bound = BATCH_HEAD.length + BATCH_TAIL.length + decisions.length;
+  for (const decision of decisions) bound += 3 * decision.json.length;
+  if (batchScratch.length < bound) batchScratch = Buffer.allocUnsafe(bound);
+  const scratch = batchScratch;
+  let at = scratch.write(BATCH_HEAD, 0, 'latin1');
+  for (let i = 0; i < decisions.length; i++) {
+    if (i > 0) scratch[at++] = COMMA;
+    at += scratch.write(decisions[i]!.json, at);
+  }
+  at += scratch.write(BATCH_TAIL, at, 'latin1');
+  return Buffer.copyBytesFrom(scratch, 0, at);
+}
+
 /** A decision object's JSON members, its text truncated. */
 function objectMembers(decision: Decision): string {
   const json = JSON.stringify(decision.sql.length > AUDIT_SQL_MAX ? { ...decision, sql: truncateSql(decision.sql) } : decision);
@@ -155,7 +180,7 @@ export class DecisionPublisher {
     const first = taken.length > 0 ? `${this.identity.proxyId}:${this.identity.bootEpoch}:${taken[0]!.seq}` : '';
     if (taken.length === 1) return { id: first, data: Buffer.from(`{"kind":"decision","decision":${taken[0]!.json}}`), taken };
     if (taken.length > 1) {
-      return { id: `${first}..${taken.at(-1)!.seq}`, data: Buffer.from(`{"kind":"batch","decisions":[${taken.map((p) => p.json).join(',')}]}`), taken };
+      return { id: `${first}..${taken.at(-1)!.seq}`, data: batchMessage(taken), taken };
     }
     const gap = this.gapMarker();
     return gap?.gap ? { id: gap.gap.id, data: Buffer.from(gap.json), taken: [], gap: gap.gap } : undefined;

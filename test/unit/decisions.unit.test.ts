@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DecisionPublisher, type BusRecord, type Decision } from '../../proxy/decisions.js';
+import { batchMessage, DecisionPublisher, type BusRecord, type Decision } from '../../proxy/decisions.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 
 const project = 'prj_aaaaaaaaaaaaaaaaaaaaaaaaaa';
@@ -19,6 +20,28 @@ async function until(condition: () => boolean): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
 }
+
+describe('batchMessage', () => {
+  it('gives the bytes of the joined JSON for any decisions, any text in them, across scratch growth', () => {
+    // Any UTF-16 unit, lone surrogates included: JSON.stringify escapes those, and the bytes must agree either way.
+    const text = fc.string({ unit: fc.nat(0xffff).map((code) => String.fromCharCode(code)), maxLength: 200 });
+    const json = fc.oneof(text.map((sql) => JSON.stringify({ sql })), text);
+    fc.assert(
+      fc.property(fc.array(json, { minLength: 1, maxLength: 20 }), fc.nat(400_000), (jsons, padding) => {
+        const decisions = [...jsons, 'x'.repeat(padding)].map((value) => ({ json: value }));
+        const expected = Buffer.from(`{"kind":"batch","decisions":[${decisions.map((d) => d.json).join(',')}]}`);
+        expect(batchMessage(decisions).equals(expected)).toBe(true);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it('returns its own bytes: a later message does not change an earlier one', () => {
+    const first = batchMessage([{ json: '{"a":1}' }, { json: '{"b":2}' }]);
+    batchMessage([{ json: '{"c":3}' }, { json: '{"d":4}' }]);
+    expect(first.toString()).toBe('{"kind":"batch","decisions":[{"a":1},{"b":2}]}');
+  });
+});
 
 describe('decision publisher', () => {
   it('sends decisions that come within a few milliseconds of each other in one bus message', async () => {
