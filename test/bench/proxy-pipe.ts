@@ -1,28 +1,33 @@
 /**
  * The floor of `npm run bench:proxy`: a Node TCP pipe with no logic at all (no framing, pooling,
  * policy or audit). Each client gets its own connection to the cluster and bytes are copied both
- * ways. It runs in the bench's process, as pgward does, so the two pay the same event loop.
+ * ways. It reads its sockets as pgward does (proxy/inlet.ts: `onread` into a shared buffer, no
+ * Readable stream) and runs in the bench's process, as pgward does, so the two pay the same event
+ * loop and the difference between them is pgward's logic.
  */
-import { createConnection, createServer, type AddressInfo, type Socket } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
+import { Inlet } from '../../proxy/inlet.js';
 import type { Teardown } from './proxy-servers.js';
 
 /** Starts the pipe in front of 127.0.0.1:`upstreamPort`; returns its port. */
 export async function startPipe(upstreamPort: number, teardown: Teardown): Promise<number> {
-  const open = new Set<Socket>();
-  const track = (socket: Socket): void => {
-    open.add(socket);
-    socket.setNoDelay(true);
-    socket.on('error', () => socket.destroy());
-    socket.on('close', () => open.delete(socket));
+  const open = new Set<Inlet>();
+  const join = (from: Inlet, to: Inlet): void => {
+    open.add(from);
+    from.socket.setNoDelay(true);
+    from.receive({
+      bytes: (chunk) => to.socket.write(chunk),
+      ended: () => {
+        open.delete(from);
+        to.socket.destroy();
+      },
+    });
   };
-  const server = createServer((client) => {
-    const upstream = createConnection(upstreamPort, '127.0.0.1');
-    track(client);
-    track(upstream);
-    client.on('data', (chunk) => upstream.write(chunk));
-    upstream.on('data', (chunk) => client.write(chunk));
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
+  const server = createServer({ pauseOnConnect: true }, (accepted) => {
+    const client = Inlet.accept(accepted);
+    const upstream = Inlet.connect({ host: '127.0.0.1', port: upstreamPort });
+    join(client, upstream);
+    join(upstream, client);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -31,7 +36,7 @@ export async function startPipe(upstreamPort: number, teardown: Teardown): Promi
   teardown.add(
     () =>
       new Promise<void>((resolve) => {
-        for (const socket of open) socket.destroy();
+        for (const inlet of open) inlet.socket.destroy();
         server.close(() => resolve());
       }),
   );
