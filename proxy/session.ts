@@ -40,6 +40,7 @@ import { forgetPrepared, preparedStatements, serverStatementName } from './prepa
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
+import { writeAll } from './socket-write.js';
 import type { UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
 import type { LiveView } from './views/live-view.js';
@@ -118,26 +119,6 @@ function parseToRun(raw: Buffer, sql: string, decision: Allowed['decision']): Bu
  * the event loop per wait.
  */
 const AWAIT_BUFFER_BYTES = 1024 * 1024;
-
-/** Up to this many bytes, pieces are joined for one write: copying a few KB costs less than a stream's corked writev. */
-const JOIN_LIMIT = 64 * 1024;
-
-/** Writes a turn's pieces as one write where that is cheap. */
-function writeAll(socket: Socket, pieces: readonly Buffer[]): void {
-  if (pieces.length === 1) {
-    socket.write(pieces[0]!);
-    return;
-  }
-  let total = 0;
-  for (const piece of pieces) total += piece.length;
-  if (total <= JOIN_LIMIT) {
-    socket.write(Buffer.concat(pieces, total));
-    return;
-  }
-  socket.cork();
-  for (const piece of pieces) socket.write(piece);
-  socket.uncork();
-}
 
 /** An Execute of a portal the session does not know: it fails upstream, and is audited with no text. */
 const UNKNOWN_PORTAL_TEXT = textMembers({ sql: '', kind: '' });
