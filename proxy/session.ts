@@ -245,6 +245,8 @@ export class Session {
         if (!frame) return;
         const pending = this.handle(frame);
         if (pending) {
+          // What is already forwarded goes now: the wait may be long, and what it waits for may need it.
+          this.flushOutgoing();
           this.awaiting = true;
           await pending;
           this.awaiting = false;
@@ -261,6 +263,7 @@ export class Session {
       this.fatal({ severity: 'FATAL', code: 'XX000', message: 'internal error in the gateway; the connection is closed' });
     } finally {
       this.busy = false;
+      this.flushOutgoing();
     }
   }
 
@@ -569,14 +572,17 @@ export class Session {
     return this.withServer(work);
   }
 
-  /** Writes to the upstream; what one client chunk yields leaves in one write when the turn ends. */
+  /**
+   * Writes to the upstream; what one client chunk yields leaves in one write when the turn ends:
+   * when `drain` has handled every message there is, or (outside it) on the next tick.
+   */
   private forward(raw: Buffer): void {
     this.unpark();
     const socket = this.server!.socket;
     if (this.outgoingTo !== socket) {
       this.flushOutgoing();
       this.outgoingTo = socket;
-      process.nextTick(this.flushOutgoing);
+      if (!this.busy) process.nextTick(this.flushOutgoing);
     }
     this.outgoing.push(raw);
   }
