@@ -105,4 +105,3 @@ export class Inlet {
     else this.socket.destroy();
   }
 }
-

@@ -874,6 +874,9 @@ export class Session {
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
     const idle = this.status === 'I' && !this.unsynced && this.pipeline.empty;
+    // Nothing more goes upstream: the connection is about to belong to the pool again, or to nobody.
+    this.outgoing = [];
+    this.outgoingTo = undefined;
     this.unpark();
     const server = this.detachServer();
     // A pinned connection goes back after DISCARD ALL (its statements go too); one in the middle of anything cannot be trusted by the next client.
