@@ -1,11 +1,11 @@
 import { setImmediate } from 'node:timers/promises';
 import { linkEntry, prepareEntry, type ChainedEntry, type ChainTip, type HmacKeyring, type PreparedEntry } from '../src/audit/chain.js';
-import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntry, type AuditEntryContent } from '../src/audit/entry.js';
+import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntryContent } from '../src/audit/entry.js';
 import type { PreparedEntries } from '../src/audit/prepared-entries.js';
 import { storedDecision } from '../src/audit/stored-decision.js';
 import { AuditGapRecorded, StatementDecided } from '../src/events/audit.js';
 import { decodeData } from '../src/events/envelope.js';
-import { arrayLiteral } from '../src/pg/array-literal.js';
+import { copyField } from '../src/pg/copy-in.js';
 import type { RecordedEvent } from '../src/store/port.js';
 import { auditUsageTables, rollUpUsage } from './audit-usage.js';
 import type { Projection, ProjectionTx } from './projection.js';
@@ -28,15 +28,8 @@ const ENTRY_COLUMNS = [
   'tables_blocked', 'parsed', 'proxy_id', 'boot_epoch', 'proxy_seq', 'approval_id', 'gap', 'key_id', 'prev_hash', 'entry_hash',
 ] as const;
 
-/** The array type each inserted column travels as (one array per column, zipped by unnest); jsonb columns travel as JSON text. */
-const INSERTED_TYPES: Readonly<Record<(typeof ENTRY_COLUMNS)[number] | 'ts_at' | 'position', string>> = {
-  id: 'text', project_id: 'text', seq: 'bigint', event: 'text', ts: 'text', credential_id: 'text', session_id: 'text', source: 'text', region: 'text',
-  client_ip: 'text', sql: 'text', normalized_sql: 'text', query_hash: 'text', statement_kind: 'text', decision_rule: 'text', reason: 'text',
-  cache_status: 'text', rows_returned: 'bigint', bytes_out: 'bigint', latency_ms: 'double precision', latency_us: 'bigint', tables_read: 'jsonb',
-  tables_written: 'jsonb', tables_blocked: 'jsonb', parsed: 'boolean', proxy_id: 'text', boot_epoch: 'integer', proxy_seq: 'bigint', approval_id: 'text',
-  gap: 'jsonb', key_id: 'text', prev_hash: 'text', entry_hash: 'text', ts_at: 'timestamptz', position: 'bigint',
-};
-const INSERTED = Object.entries(INSERTED_TYPES);
+/** The columns an entry is copied into: its fields, then `ts_at` (its timestamp) and `position` (its event's), which only serve queries. */
+const COPIED_COLUMNS: readonly string[] = [...ENTRY_COLUMNS, 'ts_at', 'position'];
 
 export const auditEntryColumns: readonly string[] = ENTRY_COLUMNS;
 
@@ -132,20 +125,20 @@ export function leavesOf(events: readonly AuditEventPayload[], firstRevision: nu
   return prepareStreamEvents(events, firstRevision, keyring).flatMap((prepared) => (prepared ? [prepared.canonical] : []));
 }
 
-function columnValues(column: string, type: string, chained: readonly Chained[]): unknown[] {
-  if (column === 'ts_at') return chained.map(({ entry }) => entry.ts);
-  if (column === 'position') return chained.map(({ event }) => String(event.position));
-  const field = column as keyof AuditEntry;
-  if (type === 'jsonb') return chained.map(({ entry }) => (entry[field] === null ? null : JSON.stringify(entry[field])));
-  return chained.map(({ entry }) => entry[field]);
+/** An entry as a row of COPY's text format, in COPIED_COLUMNS order; its arrays and gap travel as JSON text for their jsonb columns. */
+function entryRow({ entry, event }: Chained): string {
+  let row = '';
+  for (const column of ENTRY_COLUMNS) {
+    const value = entry[column];
+    row += `${copyField(typeof value === 'object' && value !== null ? JSON.stringify(value) : value)}\t`;
+  }
+  return `${row}${copyField(entry.ts)}\t${event.position}\n`;
 }
 
 async function insertEntries(tx: ProjectionTx, chained: readonly Chained[]): Promise<void> {
-  await tx.query(
-    `insert into ${tx.table('audit_entries')} (${INSERTED.map(([column]) => `"${column}"`).join(', ')})
-     select * from unnest(${INSERTED.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')})`,
-    INSERTED.map(([column, type]) => arrayLiteral(columnValues(column, type, chained))),
-  );
+  let rows = '';
+  for (const item of chained) rows += entryRow(item);
+  await tx.copyIn('audit_entries', COPIED_COLUMNS, Buffer.from(rows, 'utf8'));
 }
 
 /**

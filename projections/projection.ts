@@ -1,10 +1,13 @@
 import pg from 'pg';
+import { copyIn } from '../src/pg/copy-in.js';
 import type { RecordedEvent } from '../src/store/port.js';
 
 /** A query runner bound to one transaction and one schema: `table('projects')` is the qualified name. */
 export interface ProjectionTx {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(sql: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
   table(name: string): string;
+  /** Copies rows in COPY's text format (src/pg/copy-in.ts) into the named columns of `table(name)`; resolves to the rows copied. */
+  copyIn(name: string, columns: readonly string[], rows: Buffer): Promise<number>;
 }
 
 /** An index under a name of its own, e.g. a partial one: `create index if not exists` would keep an older index of the same name as it was. */
@@ -62,5 +65,6 @@ export function projectionTx(client: pg.ClientBase, schema: string): ProjectionT
   return {
     query: (sql, values) => client.query(sql, values),
     table: (name) => qualified(schema, name),
+    copyIn: (name, columns, rows) => copyIn(client, `copy ${qualified(schema, name)} (${columns.map((c) => pg.escapeIdentifier(c)).join(', ')}) from stdin`, rows),
   };
 }

@@ -8,12 +8,23 @@
  * key. Anything else (an event read before it was handed over, one dropped for room, a rebuild, a
  * projector in another process) it prepares from the stored bytes as before. Each entry is taken
  * once, since linking fills in its hashes.
+ *
+ * An appender that hands entries on can wait for room (`room`) while half the capacity waits and
+ * the projection is taking entries: otherwise an ingest that runs ahead of the projection would
+ * overflow the table, and the projection would have to decode every entry dropped for room, and
+ * fall further behind. The backlog then waits on the bus, as records not acknowledged yet. A
+ * projection that has found none of its entries here for a second (stopped, a standby waiting for
+ * its lock, or one catching up on older events) is not waited for.
  */
 import type { NewEvent, RecordedEvent } from '../store/port.js';
 import type { HmacKeyring, PreparedEntry } from './chain.js';
 
 /** About three seconds of entries at 10,000 a second; the oldest are dropped first. */
 const DEFAULT_CAPACITY = 32_768;
+/** A projection that found none of its entries here for this long is not waited for. */
+const TAKER_IDLE_MS = 1_000;
+/** How often a wait for room looks again. */
+const ROOM_POLL_MS = 5;
 
 interface Held {
   readonly type: string;
@@ -34,6 +45,8 @@ function sameKey(prepared: PreparedEntry, keyring: HmacKeyring): boolean {
 
 export class PreparedEntries {
   private readonly held = new Map<string, Held>();
+  /** When the projection last found an entry it looked for (performance.now() time): it reads near the head of the log. */
+  private lastTake = -Infinity;
 
   constructor(private readonly capacity = DEFAULT_CAPACITY) {}
 
@@ -51,8 +64,16 @@ export class PreparedEntries {
   take(event: Pick<RecordedEvent, 'id' | 'type' | 'stream' | 'revision' | 'data'>, keyring: HmacKeyring): PreparedEntry | undefined {
     const held = this.held.get(event.id);
     if (!held) return undefined;
+    this.lastTake = performance.now();
     this.held.delete(event.id);
     const same = held.type === event.type && held.stream === event.stream && held.revision === event.revision && sameBytes(held.data, event.data) && sameKey(held.prepared, keyring);
     return same ? held.prepared : undefined;
+  }
+
+  /** Resolves once fewer than half the capacity wait, or at once when the projection has found none of them for a second. */
+  async room(): Promise<void> {
+    while (this.held.size >= this.capacity / 2 && performance.now() - this.lastTake < TAKER_IDLE_MS) {
+      await new Promise((resolve) => setTimeout(resolve, ROOM_POLL_MS));
+    }
   }
 }

@@ -49,13 +49,18 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
     for (const stream of this.pending.keys()) if (!this.appending.has(stream)) this.start(stream);
   }
 
-  /** Appends what the stream has pending, then what arrived meanwhile. */
+  /**
+   * Appends the stream's oldest pending events, at most MAX_EVENTS_PER_APPEND, then the rest and
+   * what arrived meanwhile. Each append settles its own callers as it commits, so a backlog drains
+   * (and is acknowledged, and handed on) append by append rather than all at once at its end.
+   */
   private start(stream: string): void {
     const waiters = this.pending.get(stream);
     if (!waiters) return;
-    this.pending.delete(stream);
+    const taken = waiters.length > MAX_EVENTS_PER_APPEND ? waiters.splice(0, MAX_EVENTS_PER_APPEND) : waiters;
+    if (taken === waiters) this.pending.delete(stream);
     this.appending.add(stream);
-    void this.flushStream(stream, waiters).finally(() => {
+    void this.flushStream(stream, taken).finally(() => {
       this.appending.delete(stream);
       this.start(stream);
     });
@@ -65,7 +70,7 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
     // A record delivered twice into one batch is one event.
     const events = [...new Map(waiters.map((w) => [w.event.id, w.event])).values()];
     try {
-      for (let i = 0; i < events.length; i += MAX_EVENTS_PER_APPEND) await this.appendChunk(stream, events.slice(i, i + MAX_EVENTS_PER_APPEND));
+      await this.appendChunk(stream, events);
       for (const waiter of waiters) waiter.resolve();
     } catch (error) {
       for (const waiter of waiters) waiter.reject(error);

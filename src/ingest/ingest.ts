@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { auditStream, type AuditEventPayload } from '../../projections/audit.js';
@@ -39,7 +40,8 @@ export interface IngestOptions {
   readonly holeGraceMs?: number;
   /**
    * Signs a checkpoint each time a project's chain reaches a multiple of `every` entries. The entries
-   * prepared for it go to `handOn`, for an audit projection in the same process.
+   * prepared for it go to `handOn`, for an audit projection in the same process; each append then
+   * waits while that projection has many of them to take (PreparedEntries.room).
    */
   readonly checkpoints?: { readonly every: number; readonly keys: HmacKeyring; readonly anchor: AnchorSigner; readonly handOn?: PreparedEntries };
   readonly now?: () => Date;
@@ -73,6 +75,8 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     // The tree takes what was just committed, so a signing need not read it back.
     if (events) await checkpointer.appended(projectId, before, events);
     if (Math.floor(after / cadence.every) > Math.floor(before / cadence.every)) await checkpointer.sign(projectId, now());
+    // The stream's next append waits while the projection of this process has many entries to take.
+    await cadence.handOn?.room();
   });
 
   const metadataFor = (key: string, at = now().toISOString()): EventMetadata => ({ event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
@@ -88,6 +92,10 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     );
 
   const handle = async (delivery: Delivery): Promise<void> => {
+    // Each record in a turn of the event loop of its own: the bus starts the records it delivers
+    // together on microtasks, which would otherwise parse and encode all of them (a backlog's
+    // worth of batches) before the store's replies meanwhile are handled.
+    await setImmediate();
     let record: BusRecord;
     try {
       record = JSON.parse(Buffer.from(delivery.data).toString('utf8')) as BusRecord;

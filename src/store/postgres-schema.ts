@@ -21,6 +21,21 @@ create table if not exists pgward.events (
   unique (stream, revision)
 );
 
+-- The events after p_after in position order, of the streams matching any of p_patterns (all when
+-- null). Only the primary key's order serves this read: without statistics (autovacuum off, or a
+-- table grown since it was analyzed) the planner prices position > p_after at a third of the
+-- table and the stream filter as selective, and reads every event after p_after into a sort to
+-- return the first p_limit. A reader that fell behind, such as a projection, then paid for its whole
+-- backlog on every batch, and fell further behind (measured: 5 ms for 3,000 events behind, 15 ms
+-- with parallel workers at 100,000 events, against about 1 ms for the index scan).
+create or replace function pgward.read_events(p_after bigint, p_patterns text[], p_limit integer)
+returns table ("position" bigint, stream text, revision integer, event_id uuid, type text, data bytea, metadata bytea)
+language sql stable set enable_seqscan = off set enable_bitmapscan = off set enable_sort = off as $$
+  select e.position, e.stream, e.revision, e.event_id, e.type, e.data, e.metadata from pgward.events e
+   where e.position > p_after and (p_patterns is null or e.stream like any(p_patterns))
+   order by e.position limit p_limit
+$$;
+
 -- Earlier versions took the payloads as two bytea arrays, which travel and parse as hex text.
 drop function if exists pgward.append_events(text, text, uuid[], text[], bytea[], bytea[]);
 

@@ -118,18 +118,8 @@ export async function createPostgresEventStore(connectionString: string, options
 
   async function readAll(after: bigint, readOptions: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const limit = readOptions.limit ?? DEFAULT_BATCH;
-    const prefixes = readOptions.streamPrefixes;
-    const { rows } = prefixes
-      ? await pool.query<EventRow>(
-          `select position, stream, revision, event_id, type, data, metadata from pgward.events
-            where position > $1 and stream like any($2::text[]) order by position limit $3`,
-          [after, prefixes.map(likePrefix), limit],
-        )
-      : await pool.query<EventRow>(
-          `select position, stream, revision, event_id, type, data, metadata from pgward.events
-            where position > $1 order by position limit $2`,
-          [after, limit],
-        );
+    const patterns = readOptions.streamPrefixes?.map(likePrefix) ?? null;
+    const { rows } = await pool.query<EventRow>('select * from pgward.read_events($1, $2, $3)', [after, patterns, limit]);
     return rows.map(toRecorded);
   }
 

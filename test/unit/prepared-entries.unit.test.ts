@@ -28,7 +28,7 @@ function handOver(memo: PreparedEntries, handed: ReturnType<typeof appended>['ha
   prepareStreamEvents(handed, first, keyring).forEach((entry, i) => entry && memo.put(auditStream(PROJECT), handed[i]!, first + i, entry));
 }
 
-/** Every statement and parameter the audit projection sends for `events`, as text (-0 and 0 are both written 0). */
+/** Every statement, parameter and copied row the audit projection sends for `events`, as text (-0 and 0 are both written 0). */
 async function writes(events: readonly RecordedEvent[], keyring: HmacKeyring, memo?: PreparedEntries): Promise<string> {
   const sent: unknown[] = [];
   const tx: ProjectionTx = {
@@ -37,6 +37,10 @@ async function writes(events: readonly RecordedEvent[], keyring: HmacKeyring, me
       return { rows: [], rowCount: 0, command: '', oid: 0, fields: [] };
     },
     table: (name) => `rm.${name}`,
+    copyIn: async (name, columns, rows) => {
+      sent.push(name, columns, rows.toString('utf8'));
+      return 0;
+    },
   };
   await (await auditProjection(keyring, memo).prepare!(events))(tx);
   return JSON.stringify(sent);
@@ -94,5 +98,37 @@ describe('entries handed from ingest to the audit projection', () => {
     expect(memo.take(recorded[0]!, keyrings[0]!)).toBeUndefined();
     expect(memo.take(recorded[1]!, keyrings[0]!)).toBeDefined();
     expect(memo.take(recorded[2]!, keyrings[0]!)).toBeDefined();
+  });
+
+  it('have an appender wait for room while half their capacity waits and the projection takes them', async () => {
+    const decisions = fc.sample(entryDecision, { numRuns: 4, seed: 11 });
+    const { handed, recorded } = appended(decisions, 0);
+    const memo = new PreparedEntries(4);
+    handOver(memo, handed, 0, keyrings[0]!);
+    // The projection has found none yet: it may be a standby, and is not waited for.
+    await memo.room();
+    expect(memo.take(recorded[0]!, keyrings[0]!)).toBeDefined();
+    let roomy = false;
+    const waiting = memo.room().then(() => (roomy = true));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(roomy).toBe(false);
+    const taking = performance.now();
+    expect(memo.take(recorded[1]!, keyrings[0]!)).toBeDefined();
+    expect(memo.take(recorded[2]!, keyrings[0]!)).toBeDefined();
+    await waiting;
+    expect(performance.now() - taking).toBeLessThan(500);
+    expect(memo.size).toBe(1);
+  });
+
+  it('stop having an appender wait once the projection has found none of them for a second', async () => {
+    const decisions = fc.sample(entryDecision, { numRuns: 3, seed: 13 });
+    const { handed, recorded } = appended(decisions, 0);
+    const memo = new PreparedEntries(4);
+    handOver(memo, handed, 0, keyrings[0]!);
+    expect(memo.take(recorded[0]!, keyrings[0]!)).toBeDefined();
+    const started = performance.now();
+    await memo.room();
+    expect(performance.now() - started).toBeGreaterThanOrEqual(900);
+    expect(memo.size).toBe(2);
   });
 });

@@ -1,0 +1,50 @@
+/**
+ * Ingest's AppendBatcher on the PostgreSQL event store: a backlog of one stream goes in appends of
+ * at most MAX_EVENTS_PER_APPEND, oldest first, and each append settles its own callers as it
+ * commits, before the next append starts.
+ */
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { StatementDecided } from '../../src/events/audit.js';
+import { encodeEvent } from '../../src/events/envelope.js';
+import { AppendBatcher, MAX_EVENTS_PER_APPEND } from '../../src/ingest/batcher.js';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
+import { decision } from '../support/decisions.js';
+import { freshDatabase, type TestDatabase } from '../support/pg.js';
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+
+beforeAll(async () => {
+  db = await freshDatabase('append_batcher');
+  store = await createPostgresEventStore(db.url, { poolSize: 2 });
+});
+
+afterAll(async () => {
+  await store.close();
+  await db.drop();
+});
+
+describe('AppendBatcher', () => {
+  it('appends a backlog in bounded appends, oldest first, settling each append’s callers as it commits', async () => {
+    const stream = 'audit-prj_appendbatcher00000000000000';
+    const count = 2 * MAX_EVENTS_PER_APPEND + 500;
+    const [d] = fc.sample(decision, { numRuns: 1, seed: 1 });
+    const events = Array.from({ length: count }, (_, i) =>
+      encodeEvent(StatementDecided, d!, { event_id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, correlation_id: 'test', actor: 'ingest', at: d!.ts }),
+    );
+    const commits: [number, number][] = [];
+    const batcher = new AppendBatcher(store, async (_stream, before, after) => {
+      commits.push([before, after]);
+    });
+    const appendsCommittedWhenSettled: number[] = [];
+    await Promise.all(events.map((event) => batcher.append(stream, event).then(() => appendsCommittedWhenSettled.push(commits.length))));
+    expect(commits).toEqual([
+      [0, MAX_EVENTS_PER_APPEND],
+      [MAX_EVENTS_PER_APPEND, 2 * MAX_EVENTS_PER_APPEND],
+      [2 * MAX_EVENTS_PER_APPEND, count],
+    ]);
+    expect(appendsCommittedWhenSettled).toEqual(events.map((_, i) => Math.floor(i / MAX_EVENTS_PER_APPEND) + 1));
+    expect((await store.readStream(stream)).map((e) => e.id)).toEqual(events.map((e) => e.id));
+  });
+});
