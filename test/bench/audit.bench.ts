@@ -28,8 +28,8 @@ const PROJECT = 'prj_benchaudit0000000000000000';
 /** Smaller runs (for profiling) via PGWARD_BENCH_AUDIT_DECISIONS and PGWARD_BENCH_AUDIT_ENTRIES. */
 const E2E_DECISIONS = Number(process.env.PGWARD_BENCH_AUDIT_DECISIONS ?? 100_000);
 const TOTAL_ENTRIES = Math.max(E2E_DECISIONS, Number(process.env.PGWARD_BENCH_AUDIT_ENTRIES ?? 1_000_000));
-/** Offered load of the end-to-end phase, above the 10,000/s target. */
-const OFFERED_PER_S = 12_000;
+/** Offered load of the end-to-end phase, above the 10,000/s target; PGWARD_BENCH_AUDIT_OFFERED to probe headroom. */
+const OFFERED_PER_S = Number(process.env.PGWARD_BENCH_AUDIT_OFFERED ?? 12_000);
 const BUS_BATCH = 256;
 const SEED_BATCH = 1_000;
 const VERIFY_ENTRIES = Math.min(200_000, TOTAL_ENTRIES);
