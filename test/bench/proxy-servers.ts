@@ -4,7 +4,7 @@
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { chown, mkdir, writeFile } from 'node:fs/promises';
+import { chown, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { arch, platform } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../support/free-port.js';
@@ -76,7 +76,7 @@ export function run(command: string, args: readonly string[], runAs?: RunAs): Pr
  * group, so a Ctrl-C reaches only the bench, which then stops it in order; if the bench dies
  * anyway, its exit handler stops the server.
  */
-async function startDaemon(name: string, command: string, args: readonly string[], runAs: RunAs | undefined, ready: RegExp, stopSignal: NodeJS.Signals, teardown: Teardown): Promise<void> {
+async function startDaemon(name: string, command: string, args: readonly string[], runAs: RunAs | undefined, ready: RegExp, stopSignal: NodeJS.Signals, teardown: Teardown): Promise<number> {
   const child = spawn(command, args, { ...runAs, detached: true, env: { ...process.env, LC_ALL: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stopOnExit = (): void => void child.kill(stopSignal);
@@ -104,6 +104,18 @@ async function startDaemon(name: string, command: string, args: readonly string[
   // Keep draining its output so a chatty server never blocks on a full pipe.
   child.stdout!.resume();
   child.stderr!.resume();
+  return child.pid!;
+}
+
+/** /proc reports CPU time in USER_HZ ticks, 100 a second on every Linux ABI. */
+const MICROSECONDS_PER_TICK = 10_000;
+
+/** CPU time (µs) a process has used so far, as process.cpuUsage() reports it for this one; Linux only. */
+export async function processCpu(pid: number): Promise<NodeJS.CpuUsage> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name, which may itself hold spaces and parentheses: utime and stime are the 14th and 15th of the line.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: Number(fields[11]) * MICROSECONDS_PER_TICK, system: Number(fields[12]) * MICROSECONDS_PER_TICK };
 }
 
 async function stopChild(name: string, child: ChildProcess, exited: Promise<void>, signal: NodeJS.Signals): Promise<void> {
@@ -150,6 +162,8 @@ export async function startCluster(dir: string, binaries: Binaries, runAs: RunAs
 
 export interface PgBouncer {
   readonly port: number;
+  /** Its process, whose CPU time the bench reads (processCpu). */
+  readonly pid: number;
   readonly version: string;
   /** Whether this version can serve protocol-level prepared statements in transaction mode. */
   readonly servesPrepared: boolean;
@@ -199,7 +213,7 @@ export async function startPgBouncer(dir: string, binary: string, cluster: Clust
     { mode: 0o600 },
   );
   if (runAs) for (const file of [ini, authFile]) await chown(file, runAs.uid, runAs.gid);
-  await startDaemon('PgBouncer', binary, [ini], runAs, /process up/, 'SIGTERM', teardown);
-  return { port, version, servesPrepared };
+  const pid = await startDaemon('PgBouncer', binary, [ini], runAs, /process up/, 'SIGTERM', teardown);
+  return { port, pid, version, servesPrepared };
 }
 

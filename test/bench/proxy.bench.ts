@@ -16,7 +16,7 @@ import pg from 'pg';
 import { POOL_CONFIG, startGateway } from './proxy-gateway.js';
 import { startPipe } from './proxy-pipe.js';
 import { initialize, policyScript, runArgs, select, type Endpoint, type Latency, type Mode, type Outcome } from './proxy-pgbench.js';
-import { CLUSTER_SETTINGS, findBinaries, run, serverUser, startCluster, startPgBouncer, Teardown } from './proxy-servers.js';
+import { CLUSTER_SETTINGS, findBinaries, processCpu, run, serverUser, startCluster, startPgBouncer, Teardown } from './proxy-servers.js';
 
 const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'policy'];
 /** `pipe`: a Node TCP pipe with no logic (proxy-pipe.ts), the floor for anything written in Node on this machine. */
@@ -222,6 +222,8 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
 
   const endpoints: Record<Target, Endpoint> = { direct, PgBouncer: { ...direct, port: bouncer.port }, pipe: { ...direct, port: pipePort }, pgward: { port: gateway.port, ...gateway.agent } };
   const governed: Endpoint = { port: gateway.port, ...gateway.governed };
+  const inProcess = async (): Promise<NodeJS.CpuUsage> => process.cpuUsage();
+  const proxyCpu: Partial<Record<Target, () => Promise<NodeJS.CpuUsage>>> = { PgBouncer: () => processCpu(bouncer.pid), pipe: inProcess, pgward: inProcess };
   const script = join(dir, 'policy.sql');
   await writeFile(script, policyScript(SCALE));
   const serves = (target: Target, mode: Mode): boolean => target !== 'PgBouncer' || mode !== 'prepared' || bouncer.servesPrepared;
@@ -252,15 +254,16 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
             continue;
           }
           const logPrefix = clients === 1 ? join(logs, `${target}-${mode}-${round}`) : undefined;
-          // pgward and the pipe run in this process: their CPU time per transaction is a figure the machine's noise barely moves.
-          const cpuBefore = process.cpuUsage();
+          // A proxy's CPU time per transaction is a figure the machine's noise barely moves: pgward and the pipe run in this process, PgBouncer in its own.
+          const cpuOf = proxyCpu[target];
+          const cpuBefore = await cpuOf?.();
           const endpoint = mode === 'policy' && target === 'pgward' ? governed : endpoints[target];
           const outcome = await select(binaries.pgbench, endpoint, { mode, clients, seconds, script, ...(logPrefix ? { logPrefix } : {}), ...(RATE ? { rate: RATE } : {}) }, signal);
-          const cpu = process.cpuUsage(cpuBefore);
+          const cpuAfter = await cpuOf?.();
           results.add(mode, clients, target, outcome);
-          const inProcess = target === 'pgward' || target === 'pipe';
+          const cpu = cpuBefore && cpuAfter && { user: cpuAfter.user - cpuBefore.user, system: cpuAfter.system - cpuBefore.system };
           const perTransaction =
-            inProcess && outcome.ok && outcome.transactions > 0
+            cpu && outcome.ok && outcome.transactions > 0
               ? `, ${number.format((cpu.user + cpu.system) / outcome.transactions)} µs CPU per transaction in ${target} (user ${number.format(cpu.user / outcome.transactions)}, system ${number.format(cpu.system / outcome.transactions)})`
               : '';
           log(`[${++done}/${runs}] round ${round}/${ROUNDS} ${mode} c=${clients} ${target}: ${describe(outcome)}${perTransaction}`);
