@@ -47,6 +47,12 @@ export class PreparedEntries {
   private readonly held = new Map<string, Held>();
   /** When the projection last found an entry it looked for (performance.now() time): it reads near the head of the log. */
   private lastTake = -Infinity;
+  /**
+   * Per stream, the highest revision the projection looked up. An entry put at or below it comes
+   * after the projection read its event (its read came back before the appender handled the
+   * append's reply): it would never be taken, and would count against `room` until dropped.
+   */
+  private readonly looked = new Map<string, number>();
 
   constructor(private readonly capacity = DEFAULT_CAPACITY) {}
 
@@ -56,12 +62,14 @@ export class PreparedEntries {
 
   /** The entry prepared from `event`, committed at `revision` of `stream`. */
   put(stream: string, event: Pick<NewEvent, 'id' | 'type' | 'data'>, revision: number, prepared: PreparedEntry): void {
+    if (revision <= (this.looked.get(stream) ?? -1)) return;
     if (this.held.size >= this.capacity) this.held.delete(this.held.keys().next().value!);
     this.held.set(event.id, { type: event.type, stream, revision, data: event.data, prepared });
   }
 
   /** The entry prepared from exactly this event under the keyring's current key, once; undefined otherwise. */
   take(event: Pick<RecordedEvent, 'id' | 'type' | 'stream' | 'revision' | 'data'>, keyring: HmacKeyring): PreparedEntry | undefined {
+    if (event.revision > (this.looked.get(event.stream) ?? -1)) this.looked.set(event.stream, event.revision);
     const held = this.held.get(event.id);
     if (!held) return undefined;
     this.lastTake = performance.now();

@@ -1,4 +1,4 @@
-import { StoreError, type EventStore, type NewEvent } from '../store/port.js';
+import { StoreError, type AppendResult, type EventStore, type NewEvent } from '../store/port.js';
 
 /** Events per append at most: larger appends hold the store's append lock longer without adding throughput. */
 export const MAX_EVENTS_PER_APPEND = 1_000;
@@ -79,15 +79,23 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
 
   private async appendChunk(stream: string, events: E[]): Promise<void> {
     const result = await this.store.append(stream, events, 'any').then(
-      (appended) => ({ ...appended, landed: events as readonly E[] | undefined }),
+      (appended) => ({ ...appended, added: events.length, landed: events as readonly E[] | undefined }),
       async (error: unknown) => {
         if (!(error instanceof StoreError && error.code === 'EVENT_ID_CONFLICT')) throw error;
-        let last = await this.store.append(stream, [events[0]!], 'any');
-        for (const event of events.slice(1)) last = await this.store.append(stream, [event], 'any');
-        return { ...last, duplicate: false, landed: undefined };
+        // One at a time, each idempotent on its own. The stream's size comes from the last event that
+        // was added: a duplicate reports the revision it had, which may be far below the stream's end.
+        let added = 0;
+        let last: AppendResult | undefined;
+        for (const event of events) {
+          const appended = await this.store.append(stream, [event], 'any');
+          if (appended.duplicate) continue;
+          added += 1;
+          last = appended;
+        }
+        return last ? { ...last, added, landed: undefined } : { nextExpectedRevision: -1, position: -1n, duplicate: true, added: 0, landed: undefined };
       },
     );
     const after = result.nextExpectedRevision + 1;
-    if (!result.duplicate) await this.committed(stream, after - events.length, after, result.landed);
+    if (!result.duplicate) await this.committed(stream, after - result.added, after, result.landed);
   }
 }

@@ -11,6 +11,26 @@ interface Pending extends Hole {
   readonly dueAt: number;
 }
 
+interface Range {
+  readonly from: bigint;
+  readonly to: bigint;
+}
+
+/** The parts of `part` that none of `ranges` covers, in order. */
+function uncovered(part: Range, ranges: readonly Range[]): Range[] {
+  let parts = [part];
+  for (const range of ranges) {
+    parts = parts.flatMap((p) => {
+      if (range.to < p.from || p.to < range.from) return [p];
+      const left: Range[] = [];
+      if (p.from < range.from) left.push({ from: p.from, to: range.from - 1n });
+      if (range.to < p.to) left.push({ from: range.to + 1n, to: p.to });
+      return left;
+    });
+  }
+  return parts;
+}
+
 /**
  * Follows each proxy's sequence (per boot epoch). A jump opens a hole; records arriving late and a
  * gap marker from the proxy covering it close it; a hole still open after the grace period is due
@@ -31,8 +51,11 @@ export class HoleTracker {
       this.fill(key, seq);
       return;
     }
-    if (last !== undefined && seq > last + 1n && !this.covered(key, last + 1n, seq - 1n)) {
-      this.pending.push({ proxyId, bootEpoch, from: last + 1n, to: seq - 1n, projectId, dueAt: at + this.graceMs });
+    if (last !== undefined && seq > last + 1n) {
+      // Only what no gap marker of the proxy explains already: a marker may cover part of the hole.
+      for (const part of uncovered({ from: last + 1n, to: seq - 1n }, this.explained.get(key) ?? [])) {
+        this.pending.push({ proxyId, bootEpoch, ...part, projectId, dueAt: at + this.graceMs });
+      }
     }
     this.last.set(key, seq);
   }
@@ -53,14 +76,18 @@ export class HoleTracker {
     const ranges = this.explained.get(key) ?? [];
     ranges.push({ from, to });
     this.explained.set(key, ranges);
-    this.pending = this.pending.filter((hole) => `${hole.proxyId}\0${hole.bootEpoch}` !== key || !(from <= hole.from && hole.to <= to));
+    // The part of each pending hole the marker covers is explained, also when it covers only part of it.
+    this.pending = this.pending.flatMap((hole) =>
+      `${hole.proxyId}\0${hole.bootEpoch}` !== key ? [hole] : uncovered(hole, [{ from, to }]).map((part) => ({ ...hole, ...part })),
+    );
   }
 
-  private covered(key: string, from: bigint, to: bigint): boolean {
-    return (this.explained.get(key) ?? []).some((range) => range.from <= from && to <= range.to);
+  /** Holes that `due` gave out but that could not be recorded: due again at once, at the next sweep. */
+  retry(holes: readonly Hole[], at = Date.now()): void {
+    for (const hole of holes) this.pending.push({ ...hole, dueAt: at });
   }
 
-  /** Holes whose grace period passed without an explaining marker; they leave the tracker. */
+  /** Holes whose grace period passed without an explaining marker; they leave the tracker (see `retry`). */
   due(at: number): Hole[] {
     const due = this.pending.filter((hole) => hole.dueAt <= at);
     this.pending = this.pending.filter((hole) => hole.dueAt > at);

@@ -141,7 +141,18 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
 
   const sweepHoles = async (): Promise<number> => {
     const due = holes.due(Date.now());
-    for (const hole of due) await recordHole(hole);
+    let recorded = 0;
+    try {
+      for (const hole of due) {
+        await recordHole(hole);
+        recorded += 1;
+      }
+    } catch (error) {
+      // A hole that could not be recorded (the store refused or was unreachable) stays in the
+      // tracker for the next sweep; dropped here, nothing would ever record the loss.
+      holes.retry(due.slice(recorded));
+      throw error;
+    }
     return due.length;
   };
   const timer = setInterval(() => void sweepHoles().catch((error: unknown) => logger.error({ err: error }, 'recording sequence holes failed')), 1_000);

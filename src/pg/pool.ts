@@ -17,5 +17,8 @@ export function createPool(connectionString: string, options: { max?: number; ap
   });
   // An idle client that loses its server emits 'error' on the pool; unhandled, that would end the process.
   pool.on('error', () => undefined);
+  // A checked-out one (pg-pool listens only while it is idle) emits it on itself, also mid-COPY: the
+  // statement in flight rejects with the error anyway, and the pool drops the client on release.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
 }

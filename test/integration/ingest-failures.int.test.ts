@@ -1,0 +1,238 @@
+/**
+ * The audit ingest path where it goes wrong, against the real PostgreSQL event store and the in-process bus:
+ * - a hole whose late records arrive after the proxy's own gap marker explained the rest of it is
+ *   not recorded a second time (HoleTracker);
+ * - a hole whose recording failed (the store refused the append) is recorded by a later sweep, not
+ *   lost;
+ * - an append that falls back to one event at a time (a redelivered record in the same append as
+ *   new ones) still signs the checkpoint its new events cross (AppendBatcher sizes);
+ * - a projection transaction whose connection dies while the pooled client is checked out rejects,
+ *   and does not take the process down with an unhandled 'error' event.
+ */
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { BusRecord } from '../../proxy/decisions.js';
+import { applyBatch } from '../../projections/runner.js';
+import type { Projection } from '../../projections/projection.js';
+import { auditProjection, auditStream, checkpointStream } from '../../projections/audit.js';
+import { createCheckpointer } from '../../src/audit/checkpointer.js';
+import { PreparedEntries } from '../../src/audit/prepared-entries.js';
+import { encodeEvent } from '../../src/events/envelope.js';
+import { createMemoryBus } from '../../src/bus/memory.js';
+import type { DecisionBus } from '../../src/bus/port.js';
+import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
+import { AuditGapRecorded, StatementDecided } from '../../src/events/audit.js';
+import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
+import { createPool } from '../../src/pg/pool.js';
+import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
+import { admin, freshDatabase, type TestDatabase } from '../support/pg.js';
+
+const PROJECT = 'prj_ingestfailures0000000000';
+const PROXY = 'failing-proxy';
+
+let db: TestDatabase;
+let store: PostgresEventStore;
+let bus: DecisionBus;
+let ingest: RunningIngest | undefined;
+
+beforeEach(async () => {
+  db = await freshDatabase('ingest_failures');
+  store = await createPostgresEventStore(db.url, { poolSize: 4 });
+  bus = createMemoryBus();
+});
+
+afterEach(async () => {
+  await ingest?.stop();
+  ingest = undefined;
+  await bus.close();
+  await store.close();
+  await db.drop();
+});
+
+function decisionAt(seq: number): StatementDecided {
+  return {
+    event: 'query', project_id: PROJECT, credential_id: null, session_id: 'failing.1', source: 'wire', region: 'local', client_ip: '', ts: new Date().toISOString(),
+    sql: `select ${seq}`, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'bypass', rows_returned: '1', bytes_out: '1',
+    latency_us: 1, tables_read: [], tables_written: [], tables_blocked: [], parsed: false, approval_id: null, proxy_id: PROXY, boot_epoch: 1, seq: String(seq),
+  } as StatementDecided;
+}
+
+let published = 0;
+async function publish(record: BusRecord | Record<string, unknown>): Promise<void> {
+  await bus.publish({ id: `record-${++published}`, data: Buffer.from(JSON.stringify(record)) });
+}
+const batch = (...seqs: number[]): BusRecord => ({ kind: 'batch', decisions: seqs.map(decisionAt) });
+const proxyGap = (from: number, to: number) => ({
+  kind: 'gap', project_id: PROJECT, proxy_id: PROXY, boot_epoch: 1, from_seq: String(from), to_seq: String(to), count: String(to - from + 1), reason: 'bus_unavailable', ts: new Date().toISOString(),
+});
+
+async function trail(): Promise<{ type: string; data: Record<string, unknown> }[]> {
+  return (await store.readStream(auditStream(PROJECT))).map((e) => ({ type: e.type, data: JSON.parse(Buffer.from(e.data).toString('utf8')) as Record<string, unknown> }));
+}
+
+async function until(what: string, probe: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const gapMarkers = async () => (await trail()).filter((e) => e.type === AuditGapRecorded.type).map((e) => e.data);
+
+describe('ingest: holes in a proxy sequence', () => {
+  it('records no second marker for the part of a hole the proxy’s own gap marker explained, when the rest of the hole arrives late', async () => {
+    // A grace long enough that the hole 3..10 is not due before 3..4 arrive.
+    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 1_500 });
+    await publish(batch(1, 2));
+    await until('1..2 appended', async () => (await trail()).length === 2);
+    // The proxy dropped 5..10 and says so; 3..4 are late (e.g. a publish retried).
+    await publish(proxyGap(5, 10));
+    await until('the proxy’s marker appended', async () => (await trail()).length === 3);
+    await publish(batch(11));
+    await until('11 appended', async () => (await trail()).length === 4);
+    await publish(batch(3, 4));
+    await until('3..4 appended', async () => (await trail()).length === 6);
+    await sleep(1_600);
+    await ingest.sweepHoles();
+    // Nothing is missing that the proxy did not report: 5..10 is one marker, not two (entries_dropped would count 12).
+    expect(await gapMarkers()).toEqual([expect.objectContaining({ from_seq: '5', to_seq: '10', reason: 'bus_unavailable' })]);
+  });
+
+  it('records a hole whose first recording the store refused, at a later sweep', async () => {
+    // The store refuses gap markers for a while (here a constraint; a failover or a full disk alike).
+    await admin(db.url, (client) => client.query(`alter table pgward.events add constraint no_gap_markers check (type <> '${AuditGapRecorded.type}') not valid`));
+    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 50 });
+    await publish(batch(1));
+    await publish(batch(3));
+    await until('1 and 3 appended', async () => (await trail()).length === 2);
+    await sleep(100);
+    // This sweep (or the timer's, if it came first) tries to record 2..2 and fails.
+    await ingest.sweepHoles().catch(() => 0);
+    await admin(db.url, (client) => client.query('alter table pgward.events drop constraint no_gap_markers'));
+    await ingest.sweepHoles().catch(() => 0);
+    await until('the hole recorded', async () => (await gapMarkers()).length > 0, 2_500).catch(() => undefined);
+    expect(await gapMarkers()).toEqual([expect.objectContaining({ from_seq: '2', to_seq: '2', reason: 'sequence_hole' })]);
+  });
+});
+
+describe('ingest: checkpoints', () => {
+  it('signs the checkpoint an append crosses when a redelivered record shares the append with new ones', async () => {
+    const anchor = loadAnchorKey(generateAnchorKey());
+    const keys = { keys: new Map() };
+    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 10, keys, anchor: { keyId: 'failing-anchor', privateKey: anchor.privateKey } } });
+    await publish(batch(1, 2, 3, 4, 5, 6, 7, 8));
+    await until('1..8 appended', async () => (await trail()).length === 8);
+    // 9..12 are new; 7..8 come again (the proxy retried a publish whose ack it lost) and land in the same append.
+    await publish(batch(9, 10, 11, 12));
+    await publish(batch(7, 8));
+    await until('9..12 appended', async () => (await trail()).length === 12);
+    await sleep(200);
+    const signed = (await store.readStream(checkpointStream(PROJECT))).map((e) => (JSON.parse(Buffer.from(e.data).toString('utf8')) as { size: string }).size);
+    // The stream went from 8 to 12 entries, past 10: a checkpoint is due.
+    expect(signed).toEqual(['12']);
+  });
+});
+
+describe('entries handed to the projection', () => {
+  it('an entry handed over after the projection already read its event does not hold appends back', async () => {
+    const anchor = loadAnchorKey(generateAnchorKey());
+    const keys = { keys: new Map() };
+    const handed = new PreparedEntries(4);
+    const checkpointer = createCheckpointer(store, keys, { keyId: 'failing-anchor', privateKey: anchor.privateKey }, handed);
+    const projection = auditProjection(keys, handed);
+    const stream = auditStream(PROJECT);
+    const eventsFor = (from: number, to: number) =>
+      Array.from({ length: to - from + 1 }, (_, i) => {
+        const d = decisionAt(from + i);
+        return { ...encodeEvent(StatementDecided, d, { event_id: `00000000-0000-4000-8000-${String(from + i).padStart(12, '0')}`, correlation_id: 'ingest', actor: 'ingest', at: d.ts }), decision: d };
+      });
+    // Appends 1..2 commit; the projection's read of the log comes back before ingest handles the append's reply.
+    const first = eventsFor(1, 2);
+    await store.append(stream, first, 'any');
+    await projection.prepare!(await store.readAll(-1n, { streamPrefixes: ['audit-'] }));
+    await checkpointer.appended(PROJECT, 0, first);
+    // Appends 3..4 in the usual order: handed over, then read and taken by the projection.
+    const next = eventsFor(3, 4);
+    const { position } = await store.append(stream, next, 'any');
+    await checkpointer.appended(PROJECT, 2, next);
+    await projection.prepare!(await store.readAll(position - 2n, { streamPrefixes: ['audit-'] }));
+    // Nothing waits for the projection: the two entries left are of events it read before they were handed over.
+    const started = performance.now();
+    await handed.room();
+    expect(performance.now() - started).toBeLessThan(200);
+  });
+});
+
+describe('projection transactions', () => {
+  it('a connection lost while the projection’s client is checked out rejects the batch, with no unhandled error', async () => {
+    const pool = createPool(db.url, { max: 2 });
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown) => uncaught.push(error);
+    // Vitest reports any uncaught exception of the run too; this makes the test itself say so.
+    process.prependListener('uncaughtException', onUncaught);
+    try {
+      await pool.query('create table if not exists copied (n integer)');
+      await pool.query('create table if not exists pgward.projection_checkpoints (name text primary key, position bigint not null, updated_at timestamptz not null default now())');
+      const projection = { name: 'lost-connection', streamPrefixes: [], tables: [], apply: async () => undefined } as unknown as Projection;
+      const killed = applyBatch(pool, projection, 'public', [], -1n, 0n, async (tx) => {
+        const { rows } = await tx.query<{ pid: number }>('select pg_backend_pid() as pid');
+        await admin(db.url, (client) => client.query('select pg_terminate_backend($1)', [rows[0]!.pid]));
+        await sleep(200);
+        await tx.copyIn('copied', ['n'], Buffer.from('1\n'));
+      });
+      await expect(killed).rejects.toThrow();
+      await sleep(200);
+      expect(uncaught).toEqual([]);
+      // The pool goes on with a new connection.
+      expect((await pool.query<{ one: number }>('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      process.removeListener('uncaughtException', onUncaught);
+      await pool.end();
+    }
+  });
+});
+
+describe('COPY through copyIn', () => {
+  it('a connection lost in the middle of a COPY rejects the batch and leaves nothing behind, with no unhandled error', async () => {
+    const pool = createPool(db.url, { max: 2 });
+    const uncaught: unknown[] = [];
+    const onUncaught = (error: unknown) => uncaught.push(error);
+    process.prependListener('uncaughtException', onUncaught);
+    try {
+      await pool.query('create table if not exists copied_big (n integer, t text)');
+      await pool.query('create table if not exists pgward.projection_checkpoints (name text primary key, position bigint not null, updated_at timestamptz not null default now())');
+      const projection = { name: 'lost-connection-copy', streamPrefixes: [], tables: [], apply: async () => undefined } as unknown as Projection;
+      const filler = 'x'.repeat(1_000);
+      const rows = Buffer.from(Array.from({ length: 100_000 }, (_, n) => `${n}\t${filler}\n`).join(''), 'utf8');
+      let sawCopy = false;
+      const killed = applyBatch(pool, projection, 'public', [], -1n, 0n, async (tx) => {
+        const { rows: me } = await tx.query<{ pid: number }>('select pg_backend_pid() as pid');
+        const pid = me[0]!.pid;
+        const copying = tx.copyIn('copied_big', ['n', 't'], rows);
+        copying.catch(() => undefined);
+        await admin(db.url, async (client) => {
+          const deadline = Date.now() + 5_000;
+          while (Date.now() < deadline) {
+            const { rows: active } = await client.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where pid = $1 and state = 'active' and query ilike 'copy%'`, [pid]);
+            if (active[0]!.n > 0) {
+              sawCopy = true;
+              await client.query('select pg_terminate_backend($1)', [pid]);
+              return;
+            }
+          }
+        });
+        await copying;
+      });
+      await expect(killed).rejects.toThrow();
+      expect(sawCopy).toBe(true);
+      await sleep(200);
+      expect(uncaught).toEqual([]);
+      // Rolled back: the server ended the transaction with the session; the pool goes on with a new connection.
+      expect((await pool.query<{ n: number }>('select count(*)::int as n from copied_big')).rows).toEqual([{ n: 0 }]);
+    } finally {
+      process.removeListener('uncaughtException', onUncaught);
+      await pool.end();
+    }
+  });
+});
