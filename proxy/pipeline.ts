@@ -14,6 +14,8 @@ export interface Statement {
   rows: number;
   bytes: number;
   failed: boolean;
+  /** Its connection closed before its end was seen (the client left, or the upstream was lost): it may have run. */
+  lost: boolean;
   /** The policy's row cap cut its result short. */
   truncated: boolean;
 }
@@ -173,11 +175,12 @@ export class ResponsePipeline {
     }
   }
 
-  /** The connection is gone: every statement still waiting failed. */
+  /** The connection is gone: every statement still waiting is lost, whether or not it ran. */
   abandon(): void {
     for (const expectation of this.queue.splice(0)) {
       if (expectation.kind === 'server' && expectation.statement) {
         expectation.statement.failed = true;
+        expectation.statement.lost = true;
         this.events.completed(expectation.statement);
       }
     }

@@ -326,6 +326,7 @@ export class Session {
     this.startup = startup;
     const user = startup.parameters.get('user') ?? '';
     this.credential = user ? await this.context.credentials.getOrRead(user, `credential-${user}`) : undefined;
+    if (this.closed) return;
     const verifier = this.credential?.scram ?? mockVerifier(user, this.context.mockSecret);
     this.scram = undefined;
     this.socket.write(encodeAuthenticationSasl(['SCRAM-SHA-256']));
@@ -368,6 +369,7 @@ export class Session {
     if (refusal) return this.refuseLogin(refusal.event, refusal.reason);
     await this.context.budgets.prepare(credential);
     const handle = await this.context.upstreamFor(credential);
+    if (this.closed) return;
     const requested = this.startup?.parameters.get('database') ?? credential.pg_username;
     if (!handle || requested !== handle.database.name) return this.refuseLogin('auth_failed', `database ${requested} is not the credential's database`);
     this.upstreamHandle = handle;
@@ -378,6 +380,8 @@ export class Session {
       this.context.logger.warn({ err: error, session: this.id, database: credential.database_id }, 'upstream unavailable at login');
       return this.fatal({ severity: 'FATAL', code: '08006', message: 'the upstream database is unavailable; try again shortly' });
     }
+    // The client left while the login waited: the connection goes back, not to a session nobody will close again.
+    if (this.closed) return void handle.pool.release(server, { reset: false });
     this.useServer(server);
     this.members = sessionMembers({ ...this.sessionFacts(), projectId: credential.project_id });
     this.context.registry.bind(this, credential.credential_id);
@@ -448,7 +452,9 @@ export class Session {
   private onServerClosed(): void {
     if (this.state === 'closed') return;
     if (this.parked) return this.dropParked();
-    this.detachServer();
+    // Gone, or broken: the pool drops it and frees its place (it would count it in use for ever).
+    const server = this.detachServer();
+    if (server) this.upstreamHandle!.pool.destroy(server);
     this.pipeline.abandon();
     this.fatal({ severity: 'FATAL', code: '08006', message: 'the connection to the upstream database was lost during the query' });
   }
@@ -536,14 +542,18 @@ export class Session {
     if (server) this.upstreamHandle!.pool.destroy(server);
   }
 
-  /** Runs `work` with an upstream connection: at once when one is held or idle, else once one is acquired. */
-  private withServer(work: () => void): Promise<void> | void {
+  /**
+   * Runs `work` with an upstream connection: at once when one is held or idle, else once one is
+   * acquired. When none can be had the message is refused as `protocol` says: in an extended batch
+   * the rest is then skipped until Sync, so the client gets one error and one ReadyForQuery.
+   */
+  private withServer(work: () => void, protocol: 'simple' | 'extended'): Promise<void> | void {
     if (this.server) {
       this.unpark();
       return work();
     }
     // A change to the database (password, host, pool settings) closed the pool this session started on.
-    if (this.upstreamHandle!.pool.isClosed) return this.withNewPool(work);
+    if (this.upstreamHandle!.pool.isClosed) return this.withNewPool(work, protocol);
     const idle = this.upstreamHandle!.pool.tryAcquire();
     if (idle) {
       this.useServer(idle);
@@ -557,19 +567,19 @@ export class Session {
       },
       (error: unknown) => {
         this.context.logger.warn({ err: error, session: this.id }, 'no upstream connection');
-        this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }, 'simple');
+        this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }, protocol);
       },
     );
   }
 
-  private async withNewPool(work: () => void): Promise<void> {
+  private async withNewPool(work: () => void, protocol: 'simple' | 'extended'): Promise<void> {
     const handle = await this.context.upstreamFor(this.credential!);
     if (this.closed) return;
     if (!handle || handle.pool.isClosed) {
-      return this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is no longer available to this credential' }, 'simple');
+      return this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is no longer available to this credential' }, protocol);
     }
     this.upstreamHandle = handle;
-    return this.withServer(work);
+    return this.withServer(work, protocol);
   }
 
   /**
@@ -640,13 +650,18 @@ export class Session {
         this.unsynced = false;
         if (!this.server && !this.pipeline.awaitingServer) return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeReadyForQuery(this.status) });
         return this.toServer(message.raw, { ends: 'Z', synced: true });
+      // A parked connection has nothing in flight: a Flush asks it for nothing, and PostgreSQL ignores copy
+      // messages outside COPY. Taking it up for them would keep it from the pool until the next statement ends.
       case 'Flush':
-        return this.server ? this.forward(message.raw) : undefined;
+        return this.server && !this.parked ? this.forward(message.raw) : undefined;
       case 'CopyData':
       case 'CopyDone':
       case 'CopyFail':
-        return this.server ? this.forward(message.raw) : undefined;
+        return this.server && !this.parked ? this.forward(message.raw) : undefined;
       case 'Terminate':
+        // What the client sent before it is sent on (PostgreSQL runs every message before a Terminate); a
+        // connection with anything in flight is then dropped by close, never handed on.
+        this.flushOutgoing();
         return this.close();
       case 'FunctionCall':
         return this.refuse({ severity: 'ERROR', code: '0A000', message: 'the fastpath function call protocol is not supported by the gateway; call the function in a query' }, 'simple');
@@ -683,7 +698,7 @@ export class Session {
     return this.withServer(() => {
       if (preparedStatements(this.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
       else this.send(this.statements.get(name)!.parse, { ends: '1', prepares: serverName });
-    });
+    }, 'extended');
   }
 
   /** Bind or Describe of a named statement: prepared first on this connection if it is not yet, then sent under its server name. */
@@ -694,7 +709,7 @@ export class Session {
     return this.withServer(() => {
       if (!preparedStatements(this.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
       this.send(rename(raw, statement.serverName), { ends });
-    });
+    }, 'extended');
   }
 
   private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite }): void {
@@ -706,7 +721,8 @@ export class Session {
 
   private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement; rewrite?: Rewrite }): Promise<void> | void {
     if (!expectation.synced && expectation.ends !== 'Z') this.unsynced = true;
-    return this.withServer(() => this.send(raw, expectation));
+    // Query and Sync are owed a ReadyForQuery; any other message belongs to an extended-protocol batch.
+    return this.withServer(() => this.send(raw, expectation), expectation.ends === 'Z' ? 'simple' : 'extended');
   }
 
   /**
@@ -816,6 +832,7 @@ export class Session {
       rows: 0,
       bytes: 0,
       failed: false,
+      lost: false,
       truncated: false,
     };
   }
@@ -836,7 +853,7 @@ export class Session {
         event,
         ran: true,
         rule,
-        reason: failed ? `the statement ran and failed upstream. ${reason}`.trim() : reason,
+        reason: statement.lost ? `the connection closed before the statement's end was seen; it may have run. ${reason}`.trim() : failed ? `the statement ran and failed upstream. ${reason}`.trim() : reason,
         rows: statement.rows,
         bytes: statement.bytes,
         latencyUs,
@@ -874,6 +891,8 @@ export class Session {
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
     const idle = this.status === 'I' && !this.unsynced && this.pipeline.empty;
+    // Statements sent upstream whose end the session will not see are audited now (as when the upstream is lost): they may have run.
+    this.pipeline.abandon();
     // Nothing more goes upstream: the connection is about to belong to the pool again, or to nobody.
     this.outgoing = [];
     this.outgoingTo = undefined;

@@ -14,7 +14,7 @@ import {
 } from '../../proxy/protocol/backend.js';
 
 function statement(): Statement {
-  return { text: '"sql":"select"', event: 'query', rule: '', reason: '', startedAt: 0, ts: '', rows: 0, bytes: 0, failed: false, truncated: false };
+  return { text: '"sql":"select"', event: 'query', rule: '', reason: '', startedAt: 0, ts: '', rows: 0, bytes: 0, failed: false, lost: false, truncated: false };
 }
 
 /** Feeds `server` to a pipeline in the given chunks; returns what the client received and what completed. */
@@ -75,6 +75,20 @@ describe('response pipeline', () => {
     expect(result.completed).toEqual([executed]);
     expect(result.failedPrepares).toEqual(['pgw_y']);
     expect(result.empty).toBe(true);
+  });
+
+  it('when the connection is gone, completes every statement still owed as lost, and none that ended before', () => {
+    const completed: Statement[] = [];
+    const pipeline = new ResponsePipeline(() => undefined, { completed: (s) => completed.push(s), prepareFailed: () => undefined, ready: () => undefined });
+    const [done, running, queued] = [statement(), statement(), statement()];
+    for (const expectation of [server('Z', { statement: done }), server('Z', { statement: running }), server('Z', { statement: queued })]) pipeline.expect(expectation);
+    const replies = Buffer.concat([encodeCommandComplete('SELECT 1'), encodeReadyForQuery('I'), row]);
+    pipeline.onServerChunk(replies, new BackendScanner().scan(replies));
+    pipeline.abandon();
+    expect(completed).toEqual([done, running, queued]);
+    expect([done, running, queued].map((s) => [s.failed, s.lost])).toEqual([[false, false], [true, true], [true, true]]);
+    expect(running.rows).toBe(1);
+    expect(pipeline.empty).toBe(true);
   });
 
   it('answers at once when it owes nothing to the server first', () => {
