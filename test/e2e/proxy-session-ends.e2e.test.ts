@@ -50,6 +50,26 @@ async function loginAndSelect(value: number): Promise<{ value?: number; code?: s
   }
 }
 
+/** A simple-protocol Query message, as a client writes it. */
+function queryMessage(text: string): Buffer {
+  const sql = Buffer.from(`${text}\0`);
+  const head = Buffer.alloc(5);
+  head.write('Q');
+  head.writeUInt32BE(4 + sql.length, 1);
+  return Buffer.concat([head, sql]);
+}
+
+/** Waits until the upstream database holds the order `id`, read on a connection of its own. */
+async function untilOrderExists(id: number, what: string): Promise<void> {
+  const upstream = new pg.Client({ connectionString: gateway.upstream.url });
+  await upstream.connect();
+  try {
+    await waitFor(async () => (await upstream.query('select 1 from orders where id = $1', [id])).rowCount === 1, 3_000, what);
+  } finally {
+    await upstream.end();
+  }
+}
+
 function streamOf(client: pg.Client): Socket {
   return (client as unknown as { connection: { stream: Socket } }).connection.stream;
 }
@@ -170,21 +190,11 @@ describe('a statement sent in the same write as Terminate', () => {
   it('runs, as PostgreSQL runs every message before a Terminate', async () => {
     await setPool({ mode: 'transaction', max_connections: 2, acquire_timeout_ms: 2_000 });
     const { client } = await openSession(agent.connection_string);
-    const sql = Buffer.from(`insert into orders values (90001, 'before terminate', 1)\0`);
-    const query = Buffer.alloc(5);
-    query.write('Q');
-    query.writeUInt32BE(4 + sql.length, 1);
     const terminate = Buffer.from([0x58, 0, 0, 0, 4]);
     const stream = streamOf(client);
-    stream.write(Buffer.concat([query, sql, terminate]));
+    stream.write(Buffer.concat([queryMessage(`insert into orders values (90001, 'before terminate', 1)`), terminate]));
     await new Promise((resolve) => stream.once('close', resolve));
-    const upstream = new pg.Client({ connectionString: gateway.upstream.url });
-    await upstream.connect();
-    try {
-      await waitFor(async () => (await upstream.query('select 1 from orders where id = 90001')).rowCount === 1, 3_000, 'the insert sent before Terminate to run');
-    } finally {
-      await upstream.end();
-    }
+    await untilOrderExists(90001, 'the insert sent before Terminate to run');
   });
 });
 
@@ -194,21 +204,11 @@ describe('a client that leaves while its statement runs', () => {
     const leaver = await gateway.register('session-ends-leaver');
     const { client } = await openSession(leaver.connection_string);
     const text = `insert into orders values (90002, 'left at once', 1)`;
-    const sql = Buffer.from(`${text}\0`);
-    const query = Buffer.alloc(5);
-    query.write('Q');
-    query.writeUInt32BE(4 + sql.length, 1);
     const stream = streamOf(client);
     // The statement, then the socket closes without waiting for the answer.
-    stream.end(Buffer.concat([query, sql]));
+    stream.end(queryMessage(text));
     await new Promise((resolve) => stream.once('close', resolve));
-    const upstream = new pg.Client({ connectionString: gateway.upstream.url });
-    await upstream.connect();
-    try {
-      await waitFor(async () => (await upstream.query('select 1 from orders where id = 90002')).rowCount === 1, 3_000, 'the insert to run');
-    } finally {
-      await upstream.end();
-    }
+    await untilOrderExists(90002, 'the insert to run');
     const audited = await gateway.decisionsOf(leaver.credential.id, 1);
     const record = audited.find((decision) => decision.sql === text);
     expect(record).toMatchObject({ event: 'query', reason: "the connection closed before the statement's end was seen; it may have run." });
