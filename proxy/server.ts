@@ -41,6 +41,8 @@ export interface ProxyOptions {
   readonly region: string;
   readonly proxyId: string;
   readonly maxMessageBytes: number;
+  /** How long a client may take from connecting to a completed login (PGWARD_LOGIN_TIMEOUT_MS). */
+  readonly loginTimeoutMs: number;
   readonly decisionBufferSize?: number;
   readonly upstreamConnectTimeoutMs?: number;
   /** What a budget scope spent this period according to the audit trail; without it budgets count from the proxy's start. */
@@ -140,6 +142,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     identity: { proxyId: options.proxyId, bootEpoch, region: options.region },
     mockSecret: randomBytes(32),
     maxMessageBytes: options.maxMessageBytes,
+    loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
     ...(options.tls ? { tls: options.tls } : {}),
   };

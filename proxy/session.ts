@@ -61,6 +61,8 @@ export interface SessionContext {
   readonly mockSecret: Buffer;
   readonly tls?: SecureContext;
   readonly maxMessageBytes: number;
+  /** How long a client may take from connecting to a completed login (PostgreSQL's authentication_timeout). */
+  readonly loginTimeoutMs: number;
   /** The project a refused connection that resolved no credential is audited under. */
   readonly fallbackProjectId?: string;
   /** Called after every successful login (feeds last_used_at). */
@@ -68,6 +70,9 @@ export interface SessionContext {
 }
 
 const AUTH_FAILED: ErrorFields = { severity: 'FATAL', code: '28P01', message: 'password authentication failed' };
+
+/** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
+const CLIENT_KEEPALIVE_MS = 60_000;
 
 /** A statement the policy allowed: its text as sent (for the audit) and the decision (its text to run). */
 interface Allowed {
@@ -166,6 +171,8 @@ export class Session {
   /** Rows each portal has handed the client while a row cap applies. */
   private readonly portalRows = new Map<string, number>();
   private expiryTimer: NodeJS.Timeout | undefined;
+  /** Until the login completes: a client that connects and stalls must not hold a connection for ever. */
+  private readonly loginTimer: NodeJS.Timeout;
   private readonly clientIp: string;
   /** The audit members this session fixes, once its credential is known. */
   private members = '';
@@ -200,7 +207,16 @@ export class Session {
     context.registry.add(this, this.processId);
     context.metrics.connections.inc();
     context.metrics.connectionsTotal.inc();
+    this.loginTimer = setTimeout(() => this.loginTimedOut(), context.loginTimeoutMs).unref();
     this.attach(client);
+  }
+
+  private loginTimedOut(): void {
+    if (this.state === 'ready' || this.state === 'closed') return;
+    this.context.metrics.logins.inc({ outcome: 'timeout' });
+    this.context.metrics.refused.inc();
+    this.context.logger.info({ session: this.id, state: this.state }, 'login timed out');
+    this.fatal({ severity: 'FATAL', code: '57014', message: `canceling authentication due to timeout: the login did not complete within ${this.context.loginTimeoutMs / 1000} s` });
   }
 
   /** Read through a getter: the state changes across awaits, which narrowing cannot see. */
@@ -213,6 +229,7 @@ export class Session {
     this.client = client;
     this.socket = client.socket;
     client.socket.setNoDelay(true);
+    client.socket.setKeepAlive(true, CLIENT_KEEPALIVE_MS);
     client.receive(this.clientReceiver);
   }
 
@@ -388,6 +405,7 @@ export class Session {
     this.expiresAtMs = credential.expires_at ? Date.parse(credential.expires_at) : Number.POSITIVE_INFINITY;
     this.context.onLogin?.(credential.credential_id);
     this.scheduleExpiry(credential);
+    clearTimeout(this.loginTimer);
     this.state = 'ready';
     this.context.metrics.logins.inc({ outcome: 'ok' });
     const out: Buffer[] = [encodeAuthenticationSaslFinal(serverFinal), encodeAuthenticationOk()];
@@ -888,6 +906,7 @@ export class Session {
     if (this.state === 'closed') return;
     this.state = 'closed';
     clearTimeout(this.expiryTimer);
+    clearTimeout(this.loginTimer);
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
     const idle = this.status === 'I' && !this.unsynced && this.pipeline.empty;

@@ -34,6 +34,7 @@ export const ConfigSchema = z.object({
   PGWARD_TLS_CERT: z.string().min(1, 'expected the path of a PEM certificate').optional(),
   PGWARD_TLS_KEY: z.string().min(1, 'expected the path of a PEM private key').optional(),
   PGWARD_MAX_MESSAGE_BYTES: z.coerce.number({ message: 'expected a byte count' }).int('expected a byte count').min(1024, 'expected at least 1024').max(1024 * 1024 * 1024, 'expected at most 1 GiB').default(64 * 1024 * 1024),
+  PGWARD_LOGIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(1_000, 'expected at least 1000').max(600_000, 'expected at most 600000').default(60_000),
   PGWARD_REGION: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'expected a region name such as local or eu-west-1').default('local'),
   PGWARD_PROXY_ID: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'expected a proxy id').optional(),
   PGWARD_AUDIT_HMAC_KEYS: z

@@ -144,6 +144,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         region: config.PGWARD_REGION,
         proxyId: instanceId(config),
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
+        loginTimeoutMs: config.PGWARD_LOGIN_TIMEOUT_MS,
       });
       cleanup.push(() => proxy.stop());
       proxyPort = proxy.port;

@@ -87,6 +87,7 @@ export async function startGateway(stateUrl: string, upstream: Upstream, teardow
     region: 'local',
     proxyId: 'bench-proxy',
     maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
+    loginTimeoutMs: config.PGWARD_LOGIN_TIMEOUT_MS,
     spent: (scope, day, month) => spentSince(pool, scope, day, month),
   });
   teardown.add(() => proxy.stop());

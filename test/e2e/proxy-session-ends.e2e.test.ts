@@ -4,7 +4,7 @@
  * transaction pooling. Each test runs on a pool of one connection, so a connection that is not
  * given back shows as the next login waiting for it in vain.
  */
-import type { Socket } from 'node:net';
+import { createConnection, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
@@ -212,5 +212,63 @@ describe('a client that leaves while its statement runs', () => {
     const audited = await gateway.decisionsOf(leaver.credential.id, 1);
     const record = audited.find((decision) => decision.sql === text);
     expect(record).toMatchObject({ event: 'query', reason: "the connection closed before the statement's end was seen; it may have run." });
+  });
+});
+
+describe('a client that does not complete its login in time', () => {
+  let timed: TestGateway;
+  let secrets: AgentSecrets;
+  beforeAll(async () => {
+    timed = await startGateway('proxy_login_timeout', undefined, 1_000);
+    secrets = await timed.register('login-timeout');
+  });
+  afterAll(async () => {
+    await timed?.stop();
+  });
+
+  /** Connects, writes `sent`, and collects what the proxy answers until it closes the connection. */
+  async function answerTo(sent: Buffer): Promise<{ answer: Buffer; closedAfterMs: number }> {
+    const url = new URL(secrets.connection_string);
+    const socket = createConnection({ host: url.hostname, port: Number(url.port) });
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const started = Date.now();
+    if (sent.length > 0) socket.write(sent);
+    await new Promise((resolve) => socket.once('close', resolve));
+    return { answer: Buffer.concat(chunks), closedAfterMs: Date.now() - started };
+  }
+
+  function startupMessage(user: string, database: string): Buffer {
+    const body = Buffer.from(`user\0${user}\0database\0${database}\0\0`);
+    const head = Buffer.alloc(8);
+    head.writeUInt32BE(8 + body.length, 0);
+    head.writeUInt32BE(196608, 4);
+    return Buffer.concat([head, body]);
+  }
+
+  it('is closed with 57014 when it sends nothing at all', async () => {
+    const { answer, closedAfterMs } = await answerTo(Buffer.alloc(0));
+    expect(answer.toString('latin1')).toContain('C57014\0');
+    expect(closedAfterMs).toBeGreaterThanOrEqual(900);
+  });
+
+  it('is closed with 57014 when it stalls in the middle of SCRAM', async () => {
+    const url = new URL(secrets.connection_string);
+    const { answer } = await answerTo(startupMessage(decodeURIComponent(url.username), url.pathname.slice(1)));
+    // AuthenticationSASL came first, then the timeout.
+    expect(answer[0]).toBe('R'.charCodeAt(0));
+    expect(answer.toString('latin1')).toContain('SCRAM-SHA-256');
+    expect(answer.toString('latin1')).toContain('C57014\0');
+  });
+
+  it('leaves a session that logged in alone once the timeout has passed', async () => {
+    const { client } = await openSession(secrets.connection_string);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      expect((await client.query('select 7 as v')).rows).toEqual([{ v: 7 }]);
+    } finally {
+      await client.end();
+    }
   });
 });

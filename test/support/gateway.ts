@@ -48,7 +48,7 @@ export interface TestGateway {
  * can read, and a fresh upstream database (tables `orders` and `customers`) registered as a
  * project's primary database, on the test server or on `upstreamServerUrl`.
  */
-export async function startGateway(label: string, upstreamServerUrl?: string): Promise<TestGateway> {
+export async function startGateway(label: string, upstreamServerUrl?: string, loginTimeoutMs = 60_000): Promise<TestGateway> {
   const proxyPort = await freePort();
   const bus = createMemoryBus();
   const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort) }, { bus });
@@ -83,6 +83,7 @@ export async function startGateway(label: string, upstreamServerUrl?: string): P
     region: 'local',
     proxyId: 'test-proxy',
     maxMessageBytes: 1024 * 1024,
+    loginTimeoutMs,
     spent: (scope, day, month) => spentSince(api.pool, scope, day, month),
   });
   let proxy = await launch();

@@ -24,6 +24,7 @@ describe('configuration', () => {
       PGWARD_RATE_LIMIT_PER_MINUTE: 6000,
       PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 12000,
       PGWARD_MAX_MESSAGE_BYTES: 67108864,
+      PGWARD_LOGIN_TIMEOUT_MS: 60000,
       PGWARD_REGION: 'local',
       PGWARD_AUDIT_CHECKPOINT_EVERY: 1000,
     });
@@ -36,6 +37,7 @@ describe('configuration', () => {
     expect(refusal({ NATS_URL: 'http://127.0.0.1:4222' }).message).toBe('invalid configuration: NATS_URL expected a nats:// URL');
     expect(refusal({ EVENTSTORE_URL: 'postgres://x' }).variable).toBe('EVENTSTORE_URL');
     expect(refusal({ PGWARD_LOG_LEVEL: 'loud' }).variable).toBe('PGWARD_LOG_LEVEL');
+    expect(refusal({ PGWARD_LOGIN_TIMEOUT_MS: '10' }).message).toBe('invalid configuration: PGWARD_LOGIN_TIMEOUT_MS expected at least 1000');
   });
 
   it('requires the three JWT variables together', () => {
