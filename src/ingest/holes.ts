@@ -11,9 +11,24 @@ interface Pending extends Hole {
   readonly dueAt: number;
 }
 
-interface Range {
+export interface Range {
   readonly from: bigint;
   readonly to: bigint;
+}
+
+/** The runs of `range`'s sequence numbers that `present` lacks, in order. */
+export function missingRuns(range: Range, present: ReadonlySet<bigint>): Range[] {
+  const runs: Range[] = [];
+  let start: bigint | undefined;
+  for (let seq = range.from; seq <= range.to; seq++) {
+    if (!present.has(seq)) start ??= seq;
+    else if (start !== undefined) {
+      runs.push({ from: start, to: seq - 1n });
+      start = undefined;
+    }
+  }
+  if (start !== undefined) runs.push({ from: start, to: range.to });
+  return runs;
 }
 
 /** The parts of `part` that none of `ranges` covers, in order. */

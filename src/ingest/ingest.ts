@@ -14,11 +14,18 @@ import type { AnchorSigner } from '../audit/checkpoints.js';
 import { createCheckpointer } from '../audit/checkpointer.js';
 import type { PreparedEntries } from '../audit/prepared-entries.js';
 import { AppendBatcher } from './batcher.js';
-import { HoleTracker, type Hole } from './holes.js';
+import { HoleTracker, missingRuns, type Hole } from './holes.js';
 
 export function eventIdFor(key: string): string {
   return derivedUuid(`pgward-ingest\0${key}`);
 }
+
+/** The dedup key of a decision, from its proxy's identity and sequence: its event id derives from it (a decision without them has the key of nulls it always had). */
+const decisionKey = (proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string => `decision:${proxyId}:${bootEpoch}:${seq}`;
+
+/** Holes up to this many records are checked against the store before they are recorded; the ids are looked up this many at a time. */
+const HOLE_CHECK_MAX = 100_000n;
+const HOLE_CHECK_CHUNK = 10_000n;
 
 const GapRecord = z.object({
   kind: z.literal('gap'),
@@ -119,7 +126,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     await Promise.all(
       decisions.map((decision) => {
         if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
-        const key = `decision:${decision.proxy_id}:${decision.boot_epoch}:${decision.seq}`;
+        const key = decisionKey(decision.proxy_id, decision.boot_epoch, decision.seq);
         return batcher.append(auditStream(decision.project_id), { ...encodeParsed(StatementDecided, decision, metadataFor(key, at)), decision });
       }),
     );
@@ -139,12 +146,28 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     }
   });
 
+  /**
+   * The parts of a hole whose decisions the store does not hold. After a restart the tracker starts
+   * from the first record it sees, which may be a redelivered one older than records appended and
+   * acknowledged before: the jump to the next new record then looks like a hole it is not.
+   */
+  const stillMissing = async (hole: Hole): Promise<Hole[]> => {
+    if (!store.storedEventIds || hole.to - hole.from + 1n > HOLE_CHECK_MAX) return [hole];
+    const present = new Set<bigint>();
+    for (let from = hole.from; from <= hole.to; from += HOLE_CHECK_CHUNK) {
+      const ids = new Map<string, bigint>();
+      for (let seq = from; seq <= hole.to && seq < from + HOLE_CHECK_CHUNK; seq++) ids.set(eventIdFor(decisionKey(hole.proxyId, hole.bootEpoch, seq)), seq);
+      for (const id of await store.storedEventIds([...ids.keys()])) present.add(ids.get(id)!);
+    }
+    return missingRuns(hole, present).map((run) => ({ ...hole, ...run }));
+  };
+
   const sweepHoles = async (): Promise<number> => {
     const due = holes.due(Date.now());
     let recorded = 0;
     try {
       for (const hole of due) {
-        await recordHole(hole);
+        for (const part of await stillMissing(hole)) await recordHole(part);
         recorded += 1;
       }
     } catch (error) {

@@ -51,6 +51,11 @@ export interface EventStore {
   readAll(after: bigint, options?: ReadAllOptions): Promise<RecordedEvent[]>;
   /** Catch-up from `after`, then live. Ends when closed. */
   subscribe(after: bigint, options?: Omit<ReadAllOptions, 'limit'>): Subscription;
+  /**
+   * Of `ids`, those a stored event has. Optional: an adapter that cannot look events up by id
+   * (EventStoreDB indexes none) leaves it out, and callers do without.
+   */
+  storedEventIds?(ids: readonly string[]): Promise<Set<string>>;
   /** Position of the newest event, or -1n when the store is empty. */
   headPosition(): Promise<bigint>;
   close(): Promise<void>;

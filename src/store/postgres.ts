@@ -152,6 +152,11 @@ export async function createPostgresEventStore(connectionString: string, options
       });
     },
 
+    async storedEventIds(ids) {
+      const { rows } = await pool.query<{ event_id: string }>('select event_id from pgward.events where event_id = any($1::uuid[])', [ids]);
+      return new Set(rows.map((row) => row.event_id));
+    },
+
     async headPosition() {
       const { rows } = await pool.query<{ position: bigint | null }>('select max(position) as position from pgward.events');
       return rows[0]?.position ?? -1n;

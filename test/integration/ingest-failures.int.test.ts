@@ -4,6 +4,8 @@
  *   not recorded a second time (HoleTracker);
  * - a hole whose recording failed (the store refused the append) is recorded by a later sweep, not
  *   lost;
+ * - after a restart, records appended before it are no hole, and a hole is recorded only where the
+ *   store lacks its records;
  * - an append that falls back to one event at a time (a redelivered record in the same append as
  *   new ones) still signs the checkpoint its new events cross (AppendBatcher sizes);
  * - a projection transaction whose connection dies while the pooled client is checked out rejects,
@@ -113,6 +115,26 @@ describe('ingest: holes in a proxy sequence', () => {
     await ingest.sweepHoles().catch(() => 0);
     await until('the hole recorded', async () => (await gapMarkers()).length > 0, 2_500).catch(() => undefined);
     expect(await gapMarkers()).toEqual([expect.objectContaining({ from_seq: '2', to_seq: '2', reason: 'sequence_hole' })]);
+  });
+});
+
+describe('ingest: holes after a restart', () => {
+  it('records no hole for records appended before the restart, and only the part of a hole the store lacks', async () => {
+    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 50 });
+    await publish(batch(1, 2, 3, 4, 5, 6, 7, 8, 9, 10));
+    await until('1..10 appended', async () => (await trail()).length === 10);
+    await ingest.stop();
+    // A new ingest knows nothing of the proxy's sequence. Record 5 comes again (not acknowledged before the
+    // restart, say), then new records: the jump from 5 to 11 is no hole, 6..10 being in the store already.
+    // 13 reveals a real one: 12 never arrived.
+    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 50 });
+    await publish(batch(5));
+    await publish(batch(11));
+    await publish(batch(13));
+    await until('11 and 13 appended', async () => (await trail()).length === 12);
+    await sleep(100);
+    await ingest.sweepHoles();
+    expect(await gapMarkers()).toEqual([expect.objectContaining({ from_seq: '12', to_seq: '12', count: '1', reason: 'sequence_hole' })]);
   });
 });
 

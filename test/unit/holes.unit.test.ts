@@ -1,5 +1,6 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { HoleTracker } from '../../src/ingest/holes.js';
+import { HoleTracker, missingRuns } from '../../src/ingest/holes.js';
 
 const project = 'prj_aaaaaaaaaaaaaaaaaaaaaaaaaa';
 
@@ -39,5 +40,21 @@ describe('sequence holes', () => {
     tracker.saw('q', 1, 100n, project, 0);
     tracker.saw('p', 1, 8n, project, 0);
     expect(tracker.due(0)).toEqual([]);
+  });
+
+  it('splits a range into the maximal runs a set of present numbers lacks (property)', () => {
+    expect(missingRuns({ from: 6n, to: 12n }, new Set([6n, 7n, 9n, 12n]))).toEqual([{ from: 8n, to: 8n }, { from: 10n, to: 11n }]);
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 0, max: 40 }), fc.array(fc.integer({ min: 0, max: 45 })), (start, length, offsets) => {
+        const range = { from: BigInt(start), to: BigInt(start + length) };
+        const present = new Set(offsets.map((offset) => BigInt(start + offset)));
+        const runs = missingRuns(range, present);
+        const covered = runs.flatMap((run) => Array.from({ length: Number(run.to - run.from) + 1 }, (_, i) => run.from + BigInt(i)));
+        const missing = Array.from({ length: length + 1 }, (_, i) => BigInt(start + i)).filter((seq) => !present.has(seq));
+        expect(covered).toEqual(missing);
+        // Maximal: two runs never touch.
+        runs.slice(1).forEach((run, i) => expect(run.from > runs[i]!.to + 1n).toBe(true));
+      }),
+    );
   });
 });
