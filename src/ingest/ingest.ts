@@ -76,12 +76,27 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   const cadence = options.checkpoints;
   const checkpointer = cadence && createCheckpointer(store, cadence.keys, cadence.anchor, cadence.handOn);
   // A decision's event carries the decision it was encoded from, for the checkpointer.
+  /**
+   * Projects whose due checkpoint could not be signed (the store refused its event): signed with the
+   * project's next append, or by the timer within a second. The entries it covers are committed all
+   * the same, and acknowledged: their redelivery would append nothing, and so sign nothing.
+   */
+  const unsigned = new Set<string>();
+  const sign = async (projectId: string): Promise<void> => {
+    try {
+      await checkpointer!.sign(projectId, now());
+      unsigned.delete(projectId);
+    } catch (error) {
+      unsigned.add(projectId);
+      logger.error({ err: error, project_id: projectId }, 'signing an audit checkpoint failed; it is tried again');
+    }
+  };
   const batcher = new AppendBatcher<NewEvent & AuditEventPayload>(store, async (stream, before, after, events) => {
     if (!cadence || !checkpointer) return;
     const projectId = stream.slice(auditStream('').length);
     // The tree takes what was just committed, so a signing need not read it back.
     if (events) await checkpointer.appended(projectId, before, events);
-    if (Math.floor(after / cadence.every) > Math.floor(before / cadence.every)) await checkpointer.sign(projectId, now());
+    if (Math.floor(after / cadence.every) > Math.floor(before / cadence.every) || unsigned.has(projectId)) await sign(projectId);
     // The stream's next append waits while the projection of this process has many entries to take.
     await cadence.handOn?.room();
   });
@@ -178,7 +193,10 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     }
     return due.length;
   };
-  const timer = setInterval(() => void sweepHoles().catch((error: unknown) => logger.error({ err: error }, 'recording sequence holes failed')), 1_000);
+  const timer = setInterval(() => {
+    void sweepHoles().catch((error: unknown) => logger.error({ err: error }, 'recording sequence holes failed'));
+    for (const projectId of unsigned) void sign(projectId);
+  }, 1_000);
   timer.unref();
 
   return {

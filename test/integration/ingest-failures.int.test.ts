@@ -23,7 +23,7 @@ import { encodeEvent } from '../../src/events/envelope.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import type { DecisionBus } from '../../src/bus/port.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
-import { AuditGapRecorded, StatementDecided } from '../../src/events/audit.js';
+import { AuditCheckpointSigned, AuditGapRecorded, StatementDecided } from '../../src/events/audit.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
@@ -139,6 +139,23 @@ describe('ingest: holes after a restart', () => {
 });
 
 describe('ingest: checkpoints', () => {
+  it('signs a checkpoint the store refused once it accepts again, and acknowledges the entries meanwhile', async () => {
+    await admin(db.url, (client) => client.query(`alter table pgward.events add constraint no_checkpoints check (type <> '${AuditCheckpointSigned.type}') not valid`));
+    const keys = { keys: new Map<string, Buffer>() };
+    const anchor = loadAnchorKey(generateAnchorKey());
+    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 5, keys, anchor: { keyId: 'failing-anchor', privateKey: anchor.privateKey } } });
+    await publish(batch(1, 2, 3, 4, 5, 6));
+    await until('1..6 appended', async () => (await trail()).length === 6);
+    // The records were acknowledged: nothing is redelivered.
+    await sleep(700);
+    expect((await trail()).length).toBe(6);
+    expect(await store.readStream(checkpointStream(PROJECT))).toEqual([]);
+    await admin(db.url, (client) => client.query('alter table pgward.events drop constraint no_checkpoints'));
+    await until('the checkpoint signed', async () => (await store.readStream(checkpointStream(PROJECT))).length === 1, 3_000);
+    const [signed] = await store.readStream(checkpointStream(PROJECT));
+    expect(JSON.parse(Buffer.from(signed!.data).toString('utf8'))).toMatchObject({ project_id: PROJECT, size: '6' });
+  });
+
   it('signs the checkpoint an append crosses when a redelivered record shares the append with new ones', async () => {
     const anchor = loadAnchorKey(generateAnchorKey());
     const keys = { keys: new Map() };
