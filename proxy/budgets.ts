@@ -151,13 +151,17 @@ export class Budgets {
     return tally.state === 'read' ? { queries: tally.queries, bytes: tally.bytes } : undefined;
   }
 
+  /**
+   * A statement was admitted to run: it counts from now, not from when it ends, so statements
+   * pipelined or batched before the first of them ends cannot overrun the daily budget.
+   */
+  admit(scopes: readonly BudgetScope[]): void {
+    for (const scope of scopes) this.tally(scope).queries += 1;
+  }
+
   /** A statement of the credential ran and sent `bytes` to the client. */
   spent(scopes: readonly BudgetScope[], bytes: number): void {
-    for (const scope of scopes) {
-      const tally = this.tally(scope);
-      tally.queries += 1;
-      tally.bytes += bytes;
-    }
+    for (const scope of scopes) this.tally(scope).bytes += bytes;
   }
 }
 
@@ -165,6 +169,9 @@ export class Budgets {
 export interface SessionBudgets {
   prepare(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>): Promise<void>;
   refusal(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>, policy: PolicyRow): BudgetRefusal | undefined;
+  /** A statement of the credential is about to run: one more against the daily budgets. */
+  admit(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>): void;
+  /** A statement of the credential ran and sent `bytes`: against the monthly budgets. */
   spent(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>, bytes: number): void;
   /** What the credential spent today and this month, when known. */
   spentBy(credential: Pick<CredentialRow, 'credential_id'>): { readonly queries: number; readonly bytes: number } | undefined;
@@ -195,6 +202,7 @@ export function sessionBudgets(budgets: Budgets, orgOf: OrgOf): SessionBudgets {
       const org = orgOf(credential.project_id);
       return budgets.refusal(credential.credential_id, { policy, ...(org ? { org } : {}) });
     },
+    admit: (credential) => budgets.admit(scopes(credential)),
     spent: (credential, bytes) => budgets.spent(scopes(credential), bytes),
     spentBy: (credential) => budgets.spentBy({ kind: 'credential', id: credential.credential_id }),
   };

@@ -2,6 +2,11 @@ import type { AuditEventKind } from '../src/events/audit.js';
 import type { Decision } from './decisions.js';
 import { statementIdentity } from './policy/identity.js';
 
+/** The reason of a statement that went upstream and failed there, before the policy's own reason. */
+export const FAILED_UPSTREAM = 'the statement ran and failed upstream.';
+/** The reason of a statement that went upstream but whose end was never seen (the client left, the connection broke): it may have run. */
+export const END_NOT_SEEN = "the connection closed before the statement's end was seen; it may have run.";
+
 /** What a path (the wire or MCP) knows about one decision; the record's shape is the same for both. */
 export interface DecisionFacts {
   readonly event: AuditEventKind;

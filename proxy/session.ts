@@ -9,7 +9,7 @@ import type { AuditEventKind } from '../src/events/audit.js';
 import { isoTimestamp } from '../src/iso-time.js';
 import type { SessionBudgets } from './budgets.js';
 import { decisionMembers, sessionMembers, textMembers } from './decision-json.js';
-import { decisionRecord, type DecisionFacts } from './decision-record.js';
+import { decisionRecord, END_NOT_SEEN, FAILED_UPSTREAM, type DecisionFacts } from './decision-record.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
 import { decideStatement, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
@@ -758,16 +758,28 @@ export class Session {
       );
       return undefined;
     }
-    const overBudget = policy && this.context.budgets.refusal(credential, policy);
-    if (overBudget) {
-      return this.refuseStatement(sql, protocol, { event: 'budget_exhausted', sqlstate: '53400', kind: statementKind(sql), ...overBudget, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
-    }
+    // A Query runs now; a Parse runs nothing: its statement's budget is checked at each Execute.
+    if (protocol === 'simple' && this.overBudget(sql, protocol)) return undefined;
     const decision = decideStatement(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens });
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
       this.context.decisions.publish(this.decision({ event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten }));
     }
     if (decision.action === 'allow') return decision;
     return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
+  }
+
+  /**
+   * Refuses (audited, 53400) a statement the credential's or its organization's budget has no room
+   * for; true when it did. Checked where a statement is sent to run (Query, Execute), so that a
+   * statement prepared once and executed again and again is counted and stopped like any other.
+   */
+  private overBudget(sql: string, protocol: 'simple' | 'extended'): boolean {
+    const credential = this.credential!;
+    const policy = this.context.policies.get(credential.policy_profile_id);
+    const refusal = policy && this.context.budgets.refusal(credential, policy);
+    if (!refusal) return false;
+    this.refuseStatement(sql, protocol, { event: 'budget_exhausted', sqlstate: '53400', kind: statementKind(sql), ...refusal, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
+    return true;
   }
 
   /** Refuses a statement before it runs: audited, counted, and answered with `refusal.sqlstate` and its reason. */
@@ -804,8 +816,10 @@ export class Session {
         });
       }
       // The simple protocol has no row limit: the statement runs as one extended-protocol turn whose Execute carries the cap.
+      this.context.budgets.admit(this.credential!);
       return this.toServer(cappedQuery(decision.sql, cap), { ends: 'Z', statement, rewrite: capRewrite(statement, cap, 0, { simple: true }) });
     }
+    this.context.budgets.admit(this.credential!);
     return this.toServer(decision.sql === sql ? raw : encodeQuery(decision.sql), { ends: 'Z', statement });
   }
 
@@ -819,9 +833,13 @@ export class Session {
   /** Execute under a row cap asks the server for no more rows than the cap leaves for the portal, so the server stops producing. */
   private onExecute(portal: string, maxRows: number, raw: Buffer): Promise<void> | void {
     const allowed = this.portals.get(portal);
+    if (this.overBudget(allowed?.sql ?? '', 'extended')) return;
     const statement = this.statementOf(allowed);
     const cap = this.rowCap(allowed?.decision);
-    if (cap === undefined) return this.toServer(raw, { ends: 'CIs', statement });
+    if (cap === undefined) {
+      this.context.budgets.admit(this.credential!);
+      return this.toServer(raw, { ends: 'CIs', statement });
+    }
     const before = this.portalRows.get(portal) ?? 0;
     const left = cap - before;
     if (left <= 0) {
@@ -830,6 +848,7 @@ export class Session {
       return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeCommandComplete('SELECT 0') });
     }
     const limit = maxRows > 0 && maxRows <= left ? maxRows : left;
+    this.context.budgets.admit(this.credential!);
     return this.toServer(limit === maxRows ? raw : withRowLimit(raw, limit), {
       ends: 'CIs',
       statement,
@@ -871,7 +890,7 @@ export class Session {
         event,
         ran: true,
         rule,
-        reason: statement.lost ? `the connection closed before the statement's end was seen; it may have run. ${reason}`.trim() : failed ? `the statement ran and failed upstream. ${reason}`.trim() : reason,
+        reason: statement.lost ? `${END_NOT_SEEN} ${reason}`.trim() : failed ? `${FAILED_UPSTREAM} ${reason}`.trim() : reason,
         rows: statement.rows,
         bytes: statement.bytes,
         latencyUs,

@@ -1,9 +1,9 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ErrorCode, McpError, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
+import { callTool, connectAgent, registerAgentWith, textOf } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { runOnce } from '../support/wire.js';
 
@@ -16,32 +16,9 @@ let maskedClient: Client;
 
 const TOOLS = ['briefing', 'query', 'validate_sql', 'list_tables', 'describe_table', 'schema_catalog', 'explain', 'my_permissions', 'search_docs', 'read_doc'];
 
-async function agentWith(policy: Record<string, unknown>): Promise<AgentSecrets> {
-  const created = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/policies`, payload: policy });
-  expect(created.statusCode, created.body).toBe(201);
-  const registered = await gateway.api.call(gateway.owner.apiKey, {
-    method: 'POST',
-    url: `/v1/projects/${gateway.projectId}/agents`,
-    payload: { name: String(policy.name), policy_profile_id: (created.json() as { id: string }).id },
-  });
-  expect(registered.statusCode, registered.body).toBe(201);
-  return registered.json() as AgentSecrets;
-}
-
-async function connect(token: string, path = '/mcp'): Promise<Client> {
-  const client = new Client({ name: 'pgward-agent-test', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${base}${path}`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
-  return client;
-}
-
-async function call(client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult> {
-  return (await client.callTool({ name, arguments: args })) as CallToolResult;
-}
-
-function textOf(result: CallToolResult): string {
-  const first = result.content[0];
-  return first?.type === 'text' ? first.text : '';
-}
+const agentWith = (policy: Record<string, unknown>): Promise<AgentSecrets> => registerAgentWith(gateway, policy);
+const connect = (token: string, path = '/mcp'): Promise<Client> => connectAgent(`${base}${path}`, token, 'pgward-agent-test');
+const call = callTool;
 
 /** A successful tool call's structured content. */
 async function ok<T = Record<string, unknown>>(client: Client, name: string, args: Record<string, unknown> = {}): Promise<T> {

@@ -10,6 +10,12 @@ function clock(start: string): { now: () => number; set: (iso: string) => void }
   return { now: () => at, set: (iso) => void (at = Date.parse(iso)) };
 }
 
+/** A statement admitted, then ended having sent `bytes`: as the wire and MCP count it. */
+function ran(budgets: Budgets, scopes: readonly BudgetScope[], bytes: number): void {
+  budgets.admit(scopes);
+  budgets.spent(scopes, bytes);
+}
+
 describe('Budgets', () => {
   it('adds what the trail spent this period to what the proxy counts, and refuses at the limit with the reset time', async () => {
     const time = clock('2026-03-31T23:00:00Z');
@@ -19,7 +25,7 @@ describe('Budgets', () => {
     await budgets.prepare(credential);
     expect(reads).toEqual([['2026-03-31T00:00:00.000Z', '2026-03-01T00:00:00.000Z']]);
     expect(budgets.refusal('cred_1', { policy: policy(3, '0') })).toBeUndefined();
-    budgets.spent([credential], 10);
+    ran(budgets, [credential], 10);
     expect(budgets.refusal('cred_1', { policy: policy(3, '0') })).toEqual({
       rule: 'budget.queries_per_day',
       reason: 'the daily budget of 3 statements set by this credential’s policy “p” is spent (rule budget.queries_per_day); it resets at 2026-04-01T00:00:00.000Z',
@@ -57,8 +63,8 @@ describe('Budgets', () => {
     const org: BudgetScope = { kind: 'org', id: 'org_1' };
     const limits = { policy: policy(0, '0'), org: { id: 'org_1', plan: 'free', terms: { queriesPerDay: 2, bytesPerMonth: 0n, overagePer1kQueries: 0, overagePerGb: 0 } } };
     await budgets.prepare(org);
-    budgets.spent([{ kind: 'credential', id: 'cred_1' }, org], 1);
-    budgets.spent([{ kind: 'credential', id: 'cred_2' }, org], 1);
+    ran(budgets, [{ kind: 'credential', id: 'cred_1' }, org], 1);
+    ran(budgets, [{ kind: 'credential', id: 'cred_2' }, org], 1);
     expect(budgets.refusal('cred_3', limits)?.reason).toContain('the organization’s free plan');
     expect(budgets.refusal('cred_3', limits)?.rule).toBe('budget.plan.queries_per_day');
   });
@@ -67,12 +73,23 @@ describe('Budgets', () => {
     const budgets = new Budgets(async () => ({ queries: 0, bytes: 0n }), () => undefined, clock('2026-05-10T12:00:00Z').now);
     const org: BudgetScope = { kind: 'org', id: 'org_1' };
     await budgets.prepare(org);
-    budgets.spent([{ kind: 'credential', id: 'cred_1' }, org], 10);
-    budgets.spent([{ kind: 'credential', id: 'cred_1' }, org], 10);
+    ran(budgets, [{ kind: 'credential', id: 'cred_1' }, org], 10);
+    ran(budgets, [{ kind: 'credential', id: 'cred_1' }, org], 10);
     const terms = { queriesPerDay: 2, bytesPerMonth: 5n, overagePer1kQueries: 0.05, overagePerGb: 0.09 };
     const limits = (changes: Partial<typeof terms>) => ({ policy: policy(0, '0'), org: { id: 'org_1', plan: 'pro', terms: { ...terms, ...changes } } });
     expect(budgets.refusal('cred_1', limits({}))).toBeUndefined();
     expect(budgets.refusal('cred_1', limits({ overagePer1kQueries: 0 }))?.rule).toBe('budget.plan.queries_per_day');
     expect(budgets.refusal('cred_1', limits({ overagePerGb: 0 }))?.rule).toBe('budget.plan.bytes_per_month');
+  });
+
+  it('counts a statement against the daily budget as it is admitted, and its bytes when it ends', async () => {
+    const budgets = new Budgets(async () => ({ queries: 0, bytes: 0n }), () => undefined, clock('2026-05-10T12:00:00Z').now);
+    await budgets.prepare(credential);
+    budgets.admit([credential]);
+    budgets.admit([credential]);
+    expect(budgets.spentBy(credential)).toEqual({ queries: 2, bytes: 0 });
+    expect(budgets.refusal('cred_1', { policy: policy(2, '0') })?.rule).toBe('budget.queries_per_day');
+    budgets.spent([credential], 70);
+    expect(budgets.spentBy(credential)).toEqual({ queries: 2, bytes: 70 });
   });
 });

@@ -35,3 +35,13 @@ export async function authenticateAgent(deps: { store: EventStore; pool: pg.Pool
   if (projectId !== undefined && credential.project_id !== projectId) throw unauthorized(request, `the agent token does not belong to project ${projectId}`);
   return credential;
 }
+
+/**
+ * Whether the credential a request authenticated is still usable now (active, not past
+ * expires_at, its token not rotated away): checked again right before each statement runs, so
+ * a kill-switch, revocation, rotation or expiry stops the statements of a request already under
+ * way (a JSON-RPC batch, calls waiting for an upstream connection), as it ends a wire session.
+ */
+export async function stillUsable(pool: pg.Pool, credential: Pick<TokenCredential, 'credential_id' | 'token_hash'>): Promise<boolean> {
+  return (await findCredentialByTokenHash(pool, credential.token_hash))?.credential_id === credential.credential_id;
+}

@@ -47,7 +47,11 @@ export function admit(context: AgentContext, sql: string): { allowed: Allowed } 
   for (const progress of decision.action === 'allow' ? decision.progress : []) {
     audit(context, { event: progress, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
   }
-  if (decision.action === 'allow') return { allowed: decision };
+  if (decision.action === 'allow') {
+    // Counted as it is admitted, before it runs: the statements of one batch cannot overrun the budget together.
+    context.budgets.admit(context.credential);
+    return { allowed: decision };
+  }
   auditRefusal(context, sql, decision);
   return { refused: refusal(decision) };
 }

@@ -65,7 +65,8 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
       honeytokens: await requestHoneytokens(deps.pool, deps.store, policy, request.id, request.log),
       budgets: credentialBudgets,
       upstream: await upstreamOf(deps.store, policy, credential.database_id),
-      sessionId: `mcp.${request.id}`.slice(0, 128),
+      // The request id may be the client's own X-Request-Id: prefixed with the credential, no agent can put its records in another's session.
+      sessionId: `mcp.${credential.credential_id}.${request.id}`.slice(0, 128),
       clientIp: request.ip.replace(/^::ffff:/, ''),
     };
     await serveMcp(request, reply, createAgentServer(context));

@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { AuditEventKind } from '../../events/audit.js';
+import { END_NOT_SEEN, FAILED_UPSTREAM } from '../../../proxy/decision-record.js';
 import { toolError } from '../tool.js';
 import { audit } from './audit.js';
+import { stillUsable } from './auth.js';
 import type { AgentContext } from './context.js';
 import type { Allowed } from './gate.js';
-import { StatementFailed } from './statement.js';
+import { MAX_RESULT_BYTES, StatementFailed } from './statement.js';
 import { UpstreamUnavailable, type TypedResult } from './upstream.js';
 
 /** No MCP call waits longer than this for its statement, whatever the database allows. */
@@ -13,6 +15,11 @@ export const MCP_STATEMENT_TIMEOUT_MS = 30_000;
 
 /** Statement kinds that only read when they write no table; they run in a READ ONLY transaction under any policy. */
 const READ_KINDS: ReadonlySet<string> = new Set(['select', 'show', 'explain']);
+
+/** The request's credential was disabled, revoked, rotated away or expired after the request was authenticated. */
+class CredentialWithdrawn extends Error {
+  override readonly name = 'CredentialWithdrawn';
+}
 
 export interface Cap {
   readonly rows: number;
@@ -37,13 +44,20 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
   const started = process.hrtime.bigint();
   const facts = { sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, ts };
   try {
-    const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: MCP_STATEMENT_TIMEOUT_MS });
+    const beforeRun = async (): Promise<void> => {
+      if (!(await stillUsable(context.services.pool, context.credential))) throw new CredentialWithdrawn('the credential may no longer be used');
+    };
+    const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: MCP_STATEMENT_TIMEOUT_MS }, beforeRun);
     const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
-    const cut = result.truncated ? `the result was cut at ${cap.rows} rows by the ${cap.by === 'policy' ? 'policy’s' : 'requested'} max_rows (rule max_rows.${cap.by}).` : '';
+    const cut = !result.truncated
+      ? ''
+      : result.cutAtBytes
+        ? `the result was cut at ${MAX_RESULT_BYTES} bytes of rows, the most one MCP result holds (rule max_result_bytes); select fewer or narrower rows.`
+        : `the result was cut at ${cap.rows} rows by the ${cap.by === 'policy' ? 'policy’s' : 'requested'} max_rows (rule max_rows.${cap.by}).`;
     const ran: Ran = {
       result,
       event: result.truncated ? 'truncated' : decision.event,
-      rule: result.truncated ? `max_rows.${cap.by}` : decision.rule,
+      rule: !result.truncated ? decision.rule : result.cutAtBytes ? 'max_result_bytes' : `max_rows.${cap.by}`,
       reason: [decision.reason, cut].filter(Boolean).join(' '),
     };
     audit(context, { ...facts, event: ran.event, rule: ran.rule, reason: ran.reason, ran: true, rows: result.rows.length, bytes: result.bytes, latencyUs });
@@ -51,9 +65,18 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
   } catch (error) {
     if (error instanceof StatementFailed) {
       const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
-      audit(context, { ...facts, event: decision.event, rule: decision.rule, reason: `the statement ran and failed upstream. ${decision.reason}`.trim(), ran: true, latencyUs });
+      audit(context, { ...facts, event: decision.event, rule: decision.rule, reason: `${FAILED_UPSTREAM} ${decision.reason}`.trim(), ran: true, latencyUs });
       const extra = [error.detail && `Detail: ${error.detail}`, error.hint && `Hint: ${error.hint}`].filter(Boolean).join(' ');
       return toolError(`The database refused the statement (SQLSTATE ${error.sqlstate}): ${error.message}${extra ? `. ${extra}` : ''}`);
+    }
+    if (error instanceof CredentialWithdrawn) {
+      return toolError('This agent token may no longer be used: its credential was disabled, revoked, rotated or has expired since this request began. The statement did not run.');
+    }
+    if (error instanceof UpstreamUnavailable && error.mayHaveRun) {
+      // As the wire audits a statement whose end it did not see: it reached PostgreSQL, and counts.
+      const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
+      audit(context, { ...facts, event: decision.event, rule: decision.rule, reason: `${END_NOT_SEEN} ${decision.reason}`.trim(), ran: true, latencyUs });
+      return toolError(`${error.message}; the statement was sent and may have run (a write may have been committed), but its result could not be read.`);
     }
     if (error instanceof UpstreamUnavailable) return toolError(`${error.message}; the statement did not run. Retry shortly.`);
     throw error;

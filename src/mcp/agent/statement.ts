@@ -15,14 +15,22 @@ export interface StatementRun {
   readonly timeoutMs: number;
 }
 
+/**
+ * Bytes of rows one result keeps at most: an agent's call is answered from memory (twice over, as
+ * text and as structured content), so a result is bounded in bytes as max_rows bounds it in rows.
+ */
+export const MAX_RESULT_BYTES = 16 * 1024 * 1024;
+
 export interface StatementResult {
   readonly columns: readonly { readonly name: string; readonly typeOid: number }[];
   /** Values in PostgreSQL's text format, null for NULL; at most maxRows. */
   readonly rows: readonly (readonly (string | null)[])[];
   readonly truncated: boolean;
+  /** It was cut at MAX_RESULT_BYTES (rather than, or as well as, at maxRows). */
+  readonly cutAtBytes: boolean;
   /** The command tag (`SELECT 3`, `UPDATE 1`); '' when the result was cut before it. */
   readonly command: string;
-  /** Bytes of the data rows received. */
+  /** Bytes of the data rows kept. */
   readonly bytes: number;
 }
 
@@ -65,6 +73,7 @@ export async function runStatement(connection: UpstreamConnection, run: Statemen
   let columns: StatementResult['columns'] = [];
   const rows: (string | null)[][] = [];
   let suspended = false;
+  let cutAtBytes = false;
   let command = '';
   let bytes = 0;
   let failure: DatabaseError | undefined;
@@ -75,8 +84,12 @@ export async function runStatement(connection: UpstreamConnection, run: Statemen
         columns = (message as RowDescriptionMessage).fields.map((field) => ({ name: field.name, typeOid: field.dataTypeID }));
         break;
       case 'dataRow':
-        rows.push((message as DataRowMessage).fields as (string | null)[]);
-        bytes += message.length;
+        // Past the bound no further row is kept, so what the agent gets is a prefix of the result.
+        if (cutAtBytes || bytes + message.length > MAX_RESULT_BYTES) cutAtBytes = true;
+        else {
+          rows.push((message as DataRowMessage).fields as (string | null)[]);
+          bytes += message.length;
+        }
         break;
       case 'portalSuspended':
         suspended = true;
@@ -96,7 +109,7 @@ export async function runStatement(connection: UpstreamConnection, run: Statemen
         if ((message as ReadyForQueryMessage).status !== 'I') await rollBack(connection, reader);
         reader.detach();
         if (failure) throw new StatementFailed(failure.code ?? 'XX000', failure.message, failure.detail, failure.hint);
-        return { columns, rows: rows.slice(0, run.maxRows), truncated: suspended || rows.length > run.maxRows, command, bytes };
+        return { columns, rows: rows.slice(0, run.maxRows), truncated: suspended || rows.length > run.maxRows || cutAtBytes, cutAtBytes, command, bytes };
       default:
         break;
     }

@@ -12,6 +12,15 @@ import { decodeValue, type JsonValue } from './values.js';
 export class UpstreamUnavailable extends Error {
   override readonly name = 'UpstreamUnavailable';
   readonly code = 'UPSTREAM_UNAVAILABLE';
+  /**
+   * Whether the statement had been sent when it failed (the stream broke, or a result message was
+   * too large to read): it may then have run, and committed, upstream.
+   */
+  readonly mayHaveRun: boolean;
+  constructor(message: string, options?: ErrorOptions & { mayHaveRun?: boolean }) {
+    super(message, options);
+    this.mayHaveRun = options?.mayHaveRun ?? false;
+  }
 }
 
 export interface Column {
@@ -44,8 +53,13 @@ export class AgentDatabases {
     this.upstreams = new Upstreams({ getOrRead: (databaseId) => findDatabaseRow(pool, databaseId) }, keyring, { connectTimeoutMs: CONNECT_TIMEOUT_MS, applicationName: 'pgward-mcp' });
   }
 
-  /** Runs one statement on the credential's database; StatementFailed when PostgreSQL refuses it, UpstreamUnavailable when it cannot be run. */
-  async run(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice, run: StatementRun): Promise<TypedResult> {
+  /**
+   * Runs one statement on the credential's database; StatementFailed when PostgreSQL refuses it,
+   * UpstreamUnavailable when it cannot be run (or its end could not be read). `beforeRun`, when
+   * given, is awaited once a connection is held, right before the statement is sent: what it throws
+   * is rethrown and nothing runs.
+   */
+  async run(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice, run: StatementRun, beforeRun?: () => Promise<void>): Promise<TypedResult> {
     const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role);
     if (!handle) throw new UpstreamUnavailable('the credential’s database is no longer registered');
     let connection: UpstreamConnection;
@@ -53,6 +67,14 @@ export class AgentDatabases {
       connection = await handle.pool.acquire();
     } catch (error) {
       throw new UpstreamUnavailable(`the upstream database is unavailable: ${(error as Error).message}`, { cause: error });
+    }
+    if (beforeRun) {
+      try {
+        await beforeRun();
+      } catch (error) {
+        void handle.pool.release(connection, { reset: false });
+        throw error;
+      }
     }
     try {
       // The database's own query_timeout_ms, when set, is the tighter bound.
@@ -71,7 +93,7 @@ export class AgentDatabases {
         throw error;
       }
       handle.pool.destroy(connection);
-      throw new UpstreamUnavailable(`the connection to the upstream database failed: ${(error as Error).message}`, { cause: error });
+      throw new UpstreamUnavailable(`the connection to the upstream database failed: ${(error as Error).message}`, { cause: error, mayHaveRun: true });
     }
   }
 

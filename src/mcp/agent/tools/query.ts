@@ -1,8 +1,11 @@
 import { z } from 'zod';
+import { statementKind } from '../../../../proxy/policy/hook.js';
 import { toolError } from '../../tool.js';
 import type { AgentTool } from '../context.js';
 import { admit } from '../gate.js';
 import { isRan, runAllowed, untrustedResult, type Cap } from '../run.js';
+
+const noCopy = () => toolError('COPY does not run through MCP; select the rows you need instead.');
 
 export const DEFAULT_MAX_ROWS = 100;
 export const MAX_ROWS_LIMIT = 1_000;
@@ -44,9 +47,11 @@ export const query: AgentTool<typeof QueryInput> = {
   // It runs what the policy allows, which may be a write when the policy is not read-only.
   annotations: { title: 'Run a SQL statement', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   async handler({ sql, params, max_rows }, context) {
+    // Before admission, which counts the statement against the budget (the parser's kind is checked after it too).
+    if (statementKind(sql) === 'copy') return noCopy();
     const admitted = admit(context, sql);
     if ('refused' in admitted) return admitted.refused;
-    if (admitted.allowed.statementKind === 'copy') return toolError('COPY does not run through MCP; select the rows you need instead.');
+    if (admitted.allowed.statementKind === 'copy') return noCopy();
     const policyCap = context.policy?.max_rows ?? null;
     const cap: Cap = policyCap !== null && policyCap <= max_rows ? { rows: policyCap, by: 'policy' } : { rows: max_rows, by: 'request' };
     const ran = await runAllowed(context, sql, admitted.allowed, params.map(bound), cap);
