@@ -34,6 +34,12 @@ export async function countLiveCredentialsUsingPolicy(pool: pg.Pool, policyId: s
   return rows[0]?.n ?? 0;
 }
 
+/** Credentials of the project not revoked: a project that has any cannot be deleted. */
+export async function countLiveCredentialsInProject(pool: pg.Pool, projectId: string): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>(`select count(*)::int as n from rm.credentials where project_id = $1 and status <> 'revoked'`, [projectId]);
+  return rows[0]?.n ?? 0;
+}
+
 /**
  * The credential whose MCP token hashes to `tokenHash`, only while it is usable: active, and
  * not past expires_at by the database's clock (fail-closed), so every refusal looks alike.

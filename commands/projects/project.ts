@@ -35,7 +35,8 @@ type ReplicaData = z.input<typeof ReplicaAdded.schema>;
 export type ProjectCommand =
   | { readonly kind: 'create'; readonly project: ProjectCreatedData; readonly database: DatabaseData }
   | { readonly kind: 'update'; readonly changes: ProjectChanges; readonly ifRevision?: number }
-  | { readonly kind: 'delete'; readonly ifRevision?: number }
+  /** `liveCredentials` counts the project's agent credentials not revoked; the route looks it up. */
+  | { readonly kind: 'delete'; readonly liveCredentials: number; readonly ifRevision?: number }
   | { readonly kind: 'add-database'; readonly database: DatabaseData }
   | { readonly kind: 'update-database'; readonly databaseId: string; readonly changes: DatabaseChanges; readonly ifRevision?: number }
   | { readonly kind: 'remove-database'; readonly databaseId: string; readonly ifRevision?: number }
@@ -94,8 +95,15 @@ function decide(state: ProjectState, command: ProjectCommand): Emit[] | DomainEr
   switch (command.kind) {
     case 'update':
       return precondition(state.revision, command.ifRevision, 'the project') ?? [emit(ProjectUpdated, { project_id: state.projectId!, changes: command.changes })];
-    case 'delete':
-      return precondition(state.revision, command.ifRevision, 'the project') ?? [emit(ProjectDeleted, { project_id: state.projectId! })];
+    case 'delete': {
+      const stale = precondition(state.revision, command.ifRevision, 'the project');
+      if (stale) return stale;
+      // A deleted project's credentials would keep reaching its databases, and no route could revoke them any more.
+      if (command.liveCredentials > 0) {
+        return new DomainError('CONFLICT', `the project has ${command.liveCredentials} agent credential(s) not revoked; revoke them first (DELETE .../agents/{agent_id})`);
+      }
+      return [emit(ProjectDeleted, { project_id: state.projectId! })];
+    }
     case 'add-database':
       return [emit(DatabaseRegistered, command.database)];
     case 'update-database': {

@@ -1,11 +1,12 @@
 import fastifySwagger from '@fastify/swagger';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
 import { agentMcpRoutes } from '../mcp/agent/route.js';
 import { managementMcpRoutes } from '../mcp/management/route.js';
-import { installConventions, requestId } from './conventions.js';
+import { installConventions, requestId, sendProblem } from './conventions.js';
 import { pruneUnusedSchemas } from './openapi.js';
+import { Problem } from './problem.js';
 import { installAuth, type Authenticators } from './plugins/auth.js';
 import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
@@ -41,6 +42,19 @@ export interface AppOptions {
 
 export const BODY_LIMIT_BYTES = 2 * 1024 * 1024;
 
+/** Longer than any path parameter the schemas accept (ids are at most 128), so an over-long one is refused by its schema, naming the field. */
+const MAX_PARAM_LENGTH = 512;
+
+/** Errors the router raises before any hook runs (bad percent-encoding, an over-long parameter): problem+json like every other error. */
+function frameworkError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  void reply.header('x-request-id', request.id);
+  const problem =
+    error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? new Problem('INVALID_INPUT', error.code === 'FST_ERR_BAD_URL' ? 'the request path is not valid percent-encoded UTF-8' : 'a path parameter is too long')
+      : new Problem('INTERNAL_ERROR', `the server failed; quote request id ${request.id} when reporting it`);
+  void sendProblem(reply, problem);
+}
+
 /** The HTTP surface. The composition root decides what backs it. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -48,6 +62,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // Probes and scrapes would drown the request log.
     logController: new LogController({ disableRequestLogging: (request) => request.url === '/healthz' || request.url === '/metrics' }),
     bodyLimit: BODY_LIMIT_BYTES,
+    maxParamLength: MAX_PARAM_LENGTH,
+    frameworkErrors: frameworkError,
     genReqId: requestId,
   });
   app.setValidatorCompiler(validatorCompiler);

@@ -38,10 +38,25 @@ export function callerOf(request: FastifyRequest): Caller {
   return request.caller;
 }
 
-/** Bearer authentication on every /v1 route not marked public (spec §5.3). */
+/**
+ * The path a request addresses. An HTTP/1.1 request target may be in absolute form
+ * (`GET http://host/v1/projects HTTP/1.1`): the router serves it like `/v1/projects`, so checks must too.
+ */
+export function requestPath(request: FastifyRequest): string {
+  const target = request.url;
+  if (target.startsWith('/')) return target;
+  try {
+    return new URL(target).pathname;
+  } catch {
+    return target;
+  }
+}
+
+/** Bearer authentication on every /v1 route not marked public (spec §5.3), decided by the matched route, not by how the target was spelled. */
 export function installAuth(app: FastifyInstance, authenticators: Authenticators): void {
   app.addHook('onRequest', async (request) => {
-    if (!request.url.startsWith('/v1/') || request.routeOptions.config.public || !request.routeOptions.url) return;
+    const route = request.routeOptions.url;
+    if (!route?.startsWith('/v1/') || request.routeOptions.config.public) return;
     const header = request.headers.authorization;
     const match = typeof header === 'string' ? /^Bearer +(\S+)$/i.exec(header) : null;
     if (!match) throw unauthorized('send Authorization: Bearer <organization API key or JWT>');

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Problem } from '../problem.js';
+import { requestPath } from './auth.js';
 
 export interface RateLimits {
   /** Requests per window for one credential. */
@@ -55,7 +56,7 @@ export function installRateLimit(app: FastifyInstance, limits: RateLimits): void
   };
 
   app.addHook('onRequest', async (request, reply) => {
-    if (request.url.startsWith('/v1/')) check(reply, `ip:${request.ip}`, limits.perAddress, 'address');
+    if (requestPath(request).startsWith('/v1/')) check(reply, `ip:${request.ip}`, limits.perAddress, 'address');
   });
   app.addHook('preValidation', async (request, reply) => {
     const caller = request.caller;

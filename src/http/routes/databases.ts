@@ -132,6 +132,7 @@ export function databaseRoutes(app: Api, deps: ApiDeps): void {
       schema: {
         operationId: 'updateDatabase',
         summary: 'Change a database’s settings or password',
+        description: 'The password is write-only. Changing host or port needs the password in the same request (400 otherwise): the stored one is never sent to a new address.',
         tags: ['databases'],
         params: DatabaseParams,
         body: UpdateDatabaseRequest,
@@ -141,8 +142,15 @@ export function databaseRoutes(app: Api, deps: ApiDeps): void {
     async (request, reply) => {
       const caller = requireRole(request, 'member');
       const { project_id: projectId, database_id: databaseId } = request.params;
-      await visibleDatabase(deps, caller.orgId, projectId, databaseId);
+      const current = await visibleDatabase(deps, caller.orgId, projectId, databaseId);
       const { password, ...settings } = request.body;
+      // The stored password goes wherever the database points: a new address needs the password meant for it.
+      const moved = (settings.host !== undefined && settings.host !== current.host) || (settings.port !== undefined && settings.port !== current.port);
+      if (moved && password === undefined) {
+        throw new Problem('INVALID_INPUT', 'changing host or port needs the password for the new address in the same request: the stored one is never sent elsewhere', {
+          errors: [{ field: 'password', message: 'is required when host or port changes' }],
+        });
+      }
       const changes = { ...settings, ...(password === undefined ? {} : { password: sealSecret(password, deps.keyring, databaseId) }) };
       await execute(deps, request, `project-${projectId}`, project, { kind: 'update-database', databaseId, changes, ifRevision: ifMatch(request) });
       const row = await databaseFromStream(deps, projectId, databaseId);

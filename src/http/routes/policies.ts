@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { policy } from '../../../commands/policies/policy.js';
 import { evolvePolicy, type PolicyRow } from '../../../projections/policies.js';
@@ -18,6 +19,9 @@ const AllowedTable = z
   .regex(new RegExp(`^${identifier}\\.(${identifier}|\\*)$`), { message: 'must be schema.table or schema.*' })
   .describe('A schema-qualified table, or every table of a schema as schema.*');
 
+/** The read models store these counts as PostgreSQL integer: a larger one would stop the policies projection for every tenant. */
+const INT4_MAX = 2_147_483_647;
+
 const Approval = z.strictObject({
   held_kinds: z.array(StatementKind).max(32).default([]).describe('Statement kinds held for a human decision, e.g. update, delete, ddl'),
   row_threshold: z.int().min(0).nullable().default(null).describe('Also hold statements estimated to touch more rows; null for none'),
@@ -29,11 +33,11 @@ const policyShape = {
   read_only: z.boolean().describe('Only statements proven read-only run'),
   allowed_tables: z.array(AllowedTable).max(10_000).describe('Empty allows no table'),
   masked_columns: z.record(QualifiedColumn, MaskMode).describe('schema.table.column → mask'),
-  max_rows: z.int().min(1).nullable().describe('Results are capped at this many rows; null for no cap'),
-  queries_per_day: z.int().min(0).describe('Per credential; 0 means no limit'),
+  max_rows: z.int().min(1).max(INT4_MAX).nullable().describe('Results are capped at this many rows; null for no cap'),
+  queries_per_day: z.int().min(0).max(INT4_MAX).describe('Per credential; 0 means no limit'),
   bytes_per_month: z.int().min(0).describe('Bytes returned per credential per month; 0 means no limit'),
   approval: Approval,
-  honeytokens: z.array(HoneytokenId).max(1_000),
+  honeytokens: z.array(HoneytokenId).max(1_000).describe('Honeytokens this profile plants; changing the list needs the admin role'),
   audit_mode: AuditMode.describe('strict refuses a statement whose audit record cannot be handed over'),
   allow_catalog: z.boolean().describe('Whether pg_catalog and information_schema may be read'),
 };
@@ -115,6 +119,16 @@ async function assertHoneytokensExist(deps: ApiDeps, projectId: string, ids: rea
   }
 }
 
+/**
+ * A profile plants a honeytoken by listing it, so changing the list plants or removes honeytokens,
+ * which needs admin (docs/permissions.md): a member edits the rest of a profile but cannot disarm a canary.
+ */
+function requireAdminToChangeHoneytokens(request: FastifyRequest, before: readonly string[], after: readonly string[] | undefined): void {
+  if (after === undefined) return;
+  const same = new Set(before).size === new Set(after).size && after.every((id) => before.includes(id));
+  if (!same) requireRole(request, 'admin');
+}
+
 /** The caller's live policy in the project (from the stream when the read model has not caught up), else 404. */
 export async function visiblePolicy(deps: ApiDeps, orgId: string, projectId: string, policyId: string): Promise<PolicyRow> {
   await visibleProject(deps, orgId, projectId);
@@ -165,6 +179,7 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
     async (request, reply) => {
       const caller = requireRole(request, 'member');
       const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      requireAdminToChangeHoneytokens(request, [], request.body.honeytokens);
       await assertNameFree(deps, projectId, request.body.name);
       await assertHoneytokensExist(deps, projectId, request.body.honeytokens);
       const policyId = newId('pol_');
@@ -211,6 +226,7 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
     async (request, reply) => {
       const caller = requireRole(request, 'member');
       const current = await visiblePolicy(deps, caller.orgId, request.params.project_id, request.params.policy_id);
+      requireAdminToChangeHoneytokens(request, current.honeytokens, request.body.honeytokens);
       await assertNameFree(deps, current.project_id, request.body.name, current.policy_id);
       await assertHoneytokensExist(deps, current.project_id, request.body.honeytokens);
       const result = await execute(deps, request, `policy-${current.policy_id}`, policy, { kind: 'update', changes: toEventFields(request.body), ifRevision: ifMatch(request) });

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { project } from '../../../commands/projects/project.js';
 import { evolveDatabase, type DatabaseRow } from '../../../projections/databases.js';
 import { evolveProject, type ProjectRow } from '../../../projections/projects.js';
+import { countLiveCredentialsInProject } from '../../../queries/credentials.js';
 import { findProject, listProjects } from '../../../queries/projects.js';
 import { findOrganization } from '../../../queries/organizations.js';
 import { evolveOrganization, type OrganizationRow } from '../../../projections/organizations.js';
@@ -280,16 +281,17 @@ export function projectRoutes(app: Api, deps: ApiDeps): void {
     {
       schema: {
         operationId: 'deleteProject',
-        summary: 'Delete a project',
+        summary: 'Delete a project that has no live agent credentials',
         tags: ['projects'],
         params: ProjectParams,
-        response: { 204: z.null().describe('Deleted'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED') },
+        response: { 204: z.null().describe('Deleted'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED', 'CONFLICT') },
       },
     },
     async (request, reply) => {
       const caller = requireRole(request, 'admin');
       const row = await visibleProject(deps, caller.orgId, request.params.project_id);
-      await execute(deps, request, `project-${row.project_id}`, project, { kind: 'delete', ifRevision: ifMatch(request) });
+      const liveCredentials = await countLiveCredentialsInProject(deps.pool, row.project_id);
+      await execute(deps, request, `project-${row.project_id}`, project, { kind: 'delete', liveCredentials, ifRevision: ifMatch(request) });
       return reply.code(204).send(null);
     },
   );

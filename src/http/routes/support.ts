@@ -10,7 +10,6 @@ import type { EventStore, RecordedEvent } from '../../store/port.js';
 import type { HmacKeyring } from '../../audit/chain.js';
 import type { AnchorSigner } from '../../audit/checkpoints.js';
 import { callerOf, type Caller, type Role } from '../plugins/auth.js';
-import { idempotencyKeyOf } from '../plugins/idempotency.js';
 import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
 
 export type Api = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, ZodTypeProvider>;
@@ -49,7 +48,10 @@ export function actorOf(caller: Caller): string {
 
 export function commandContext(request: FastifyRequest, deps: ApiDeps): CommandContext {
   const caller = callerOf(request);
-  const idempotencyKey = request.routeOptions.config.idempotent ? idempotencyKeyOf(request) : undefined;
+  // Keys are per caller (the idempotency scope), so the event ids they derive are too: another
+  // caller picking the same key value makes its own events, not a "retry" of someone else's.
+  const claim = request.routeOptions.config.idempotent ? request.idempotency : undefined;
+  const idempotencyKey = claim ? `${claim.scope}\u0000${claim.key}` : undefined;
   return { correlationId: request.id, actor: actorOf(caller), ...(idempotencyKey ? { idempotencyKey } : {}), now: deps.now };
 }
 
