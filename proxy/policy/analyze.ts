@@ -10,7 +10,7 @@ import type { Level } from './scope.js';
 import { statement, statementShape } from './statements.js';
 
 export interface AnalysisSession {
-  /** The session's search_path as a list of schema names; default `"$user", public`. */
+  /** The session's search_path as a list of schema names; default `public` (DEFAULT_SEARCH_PATH). */
   readonly searchPath?: readonly string[];
 }
 

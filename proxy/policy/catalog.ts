@@ -13,8 +13,8 @@ export function isTempSchema(schema: string): boolean {
 
 /**
  * Catalog relations that stay refused even with allow_catalog: password hashes, user-mapping
- * secrets, sampled column values (which would bypass masking) and server settings that may hold
- * secrets in custom parameters. Every pg_toast relation is refused too: toast tables hold raw
+ * secrets, sampled column values (which would bypass masking), server settings that may hold
+ * secrets in custom parameters, and other sessions' statement text. Every pg_toast relation is refused too: toast tables hold raw
  * column values.
  */
 export const NEVER_READABLE: ReadonlySet<string> = new Set([
@@ -34,6 +34,8 @@ export const NEVER_READABLE: ReadonlySet<string> = new Set([
   'pg_catalog.pg_settings',
   'pg_catalog.pg_db_role_setting',
   'pg_catalog.pg_subscription',
+  // Every session's current or last statement text, with its literal values: other credentials', other databases'.
+  'pg_catalog.pg_stat_activity',
 ]);
 
 /**

@@ -80,7 +80,9 @@ function alterCommand(ctx: Ctx, at: At, level: Level, tables: readonly RelationN
     if (column !== undefined && subtype !== 'AT_DropConstraint') columnUse(ctx, tables, column, pathOf(at.slot));
     const def = reader.node('def');
     if (def) tableElement(ctx, def, level, tables);
-    reader.skip('behavior', 'missing_ok', 'num', 'recurse');
+    // DROP COLUMN/CONSTRAINT ... CASCADE also drops views and foreign keys of other tables that depend on it.
+    if (reader.string('behavior') === 'DROP_CASCADE') ctx.out.unsupportedConstruct(`ALTER TABLE ${subtype.replace(/^AT_/, '')} ... CASCADE`);
+    reader.skip('missing_ok', 'num', 'recurse');
   });
 }
 
@@ -122,7 +124,9 @@ export const ddlHandlers: Readonly<Record<string, StatementHandler>> = {
       const parts = ((object.node.List as { items?: Node[] } | undefined)?.items ?? []).map((item) => stringValue(item) ?? '');
       relationUse(ctx, asRangeVar(parts.length > 1 ? parts[parts.length - 2] : undefined, parts[parts.length - 1] ?? ''), true);
     }
-    reader.skip('behavior', 'missing_ok', 'concurrent');
+    // CASCADE also drops what depends on the table elsewhere: views, foreign keys of other tables.
+    if (reader.string('behavior') === 'DROP_CASCADE') ctx.out.unsupportedConstruct('DROP ... CASCADE');
+    reader.skip('missing_ok', 'concurrent');
   },
   IndexStmt: (ctx, reader) => {
     const table = target(ctx, reader);

@@ -1,17 +1,24 @@
 import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
 import type { AuditEventKind } from '../../src/events/audit.js';
+import { nodeType, type Node } from './ast.js';
 import { AnalysisCache } from './cache.js';
+import { DRIVER_METADATA } from './catalog.js';
 import { AllowedDecisions } from './decision-cache.js';
 import type { PolicyDecision } from './decide.js';
-import { MAX_SQL_BYTES } from './parser.js';
+import { MAX_SQL_BYTES, parseStatements } from './parser.js';
 import { decideSql, type StatementVerdict } from './policy.js';
 import { numericShape, withOtherNumbers } from './shape.js';
 import type { Canary, PolicyRules } from './rules.js';
 
 /** What the policy engine says about one client message's SQL (one or several statements): a statement's decision, less its mask edits. */
 export type StatementDecision =
-  | (Omit<Extract<PolicyDecision, { action: 'allow' }>, 'masks'> & { /** Statements in the message. */ readonly statementCount: number })
+  | (Omit<Extract<PolicyDecision, { action: 'allow' }>, 'masks'> & {
+      /** Statements in the message. */
+      readonly statementCount: number;
+      /** What a row cap (max_rows) cannot limit in this message; see `rowsOf`. */
+      readonly uncapped: UncappedRows;
+    })
   | Extract<PolicyDecision, { action: 'refuse' }>;
 
 /** The honeytokens statements are checked against, and who hears when one trips. */
@@ -49,6 +56,72 @@ function rulesOf(policy: PolicyRow, canaries: readonly Canary[]): PolicyRules {
   return { read_only: policy.read_only, allowed_tables: policy.allowed_tables, masked_columns: policy.masked_columns, allow_catalog: policy.allow_catalog, canaries };
 }
 
+/**
+ * Results the proxy's row cap cannot limit: the session caps a simple query only when it is one
+ * SELECT, WITH, VALUES or TABLE (it runs as an extended turn whose Execute carries the cap), and an
+ * Execute's row limit does not stop COPY ... TO STDOUT. `simple` is uncapped on the simple protocol
+ * only (FETCH, and INSERT/UPDATE/DELETE ... RETURNING, which an extended Execute does cap);
+ * `always` on both (COPY TO, several statements of which one returns rows).
+ */
+export type UncappedRows = { readonly what: string; readonly on: 'simple' | 'always' } | null;
+
+/** Kinds that return no rows, or one row of no table's data (SHOW, EXPLAIN's plan). */
+const ROWLESS_KINDS: ReadonlySet<string> = new Set([
+  'transaction', 'set', 'show', 'explain', 'declare', 'close', 'lock', 'truncate', 'ddl', 'listen', 'unlisten', 'notify', 'prepare', 'deallocate', 'discard',
+]);
+
+function statementRows(stmt: Node, kind: string): UncappedRows | 'capped' | 'none' {
+  const type = nodeType(stmt);
+  const fields = (stmt[type] ?? {}) as Record<string, unknown>;
+  if (type === 'CopyStmt') return fields.is_from === true ? 'none' : { what: 'COPY ... TO STDOUT', on: 'always' };
+  if (type === 'FetchStmt') return fields.ismove === true ? 'none' : { what: 'FETCH', on: 'simple' };
+  if (type === 'InsertStmt' || type === 'UpdateStmt' || type === 'DeleteStmt') {
+    return Array.isArray(fields.returningList) && fields.returningList.length > 0 ? { what: '... RETURNING', on: 'simple' } : 'none';
+  }
+  if (kind === 'select') return 'capped';
+  return ROWLESS_KINDS.has(kind) ? 'none' : { what: kind.toUpperCase(), on: 'simple' };
+}
+
+/** What of a message's results a row cap cannot limit (null when the cap holds for all of them). */
+function rowsOf(sql: string): UncappedRows {
+  const analyzed = analyses.analyze(sql, {});
+  if (!analyzed.ok) return null;
+  const rows = analyzed.statements.map((statement) => statementRows(statement.stmt, statement.kind));
+  if (rows.length > 1 && rows.some((row) => row !== 'none')) return { what: 'several statements in one query string', on: 'always' };
+  const only = rows[0];
+  return only === undefined || only === 'none' || only === 'capped' ? null : only;
+}
+
+/** Refuses what a policy's max_rows cannot limit, rather than let it return every row (fail closed). */
+function capRefusal(decision: Extract<StatementDecision, { action: 'allow' }>, policy: PolicyRow, protocol: 'simple' | 'extended'): StatementDecision | undefined {
+  const cap = policy.max_rows;
+  const uncapped = decision.uncapped;
+  if (!cap || cap <= 0 || !uncapped || (uncapped.on === 'simple' && protocol !== 'simple')) return undefined;
+  // The proxy does not cap drivers' own type lookups either.
+  if (decision.tablesRead.length > 0 && decision.tablesRead.every((table) => DRIVER_METADATA.has(table))) return undefined;
+  const several = uncapped.what.startsWith('several');
+  return {
+    action: 'refuse',
+    event: 'blocked',
+    statementKind: decision.statementKind,
+    rule: several ? 'max_rows.multi_statement' : 'max_rows.uncapped',
+    sqlstate: '0A000',
+    reason: several
+      ? `this credential’s policy caps results at ${cap} rows (rule max_rows), which the gateway enforces one statement at a time; send each statement as its own query`
+      : `this credential’s policy caps results at ${cap} rows (rule max_rows), which the gateway cannot enforce on ${uncapped.what}${uncapped.on === 'simple' ? ' sent as a simple query; use the extended query protocol (your driver’s parameterized queries)' : ''} (rule max_rows.uncapped); use SELECT`,
+    tablesRead: decision.tablesRead,
+    tablesWritten: decision.tablesWritten,
+    tablesBlocked: [],
+    progress: [],
+  };
+}
+
+/** Whether `text` parses into exactly the statements `parts` (each compared as the parser slices it). */
+function splitsInto(text: string, parts: readonly string[]): boolean {
+  const parsed = parseStatements(text);
+  return parsed.ok && parsed.statements.length === parts.length && parsed.statements.every((statement, index) => statement.sql === parts[index]);
+}
+
 const unique = (lists: readonly (readonly string[])[]): string[] => [...new Set(lists.flat())];
 
 /**
@@ -66,10 +139,10 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   }
   const canaries = context.honeytokens.canariesOf(policy);
   const known = allowedDecisions.get(policy, canaries, sql);
-  if (known) return known;
+  if (known) return capRefusal(known, policy, context.protocol) ?? known;
   const shape = shapeable(canaries, sql) ? numericShape(sql) : undefined;
   const template = shape && allowedShapes.get(policy, canaries, shape.key);
-  if (template) return { ...template, sql };
+  if (template) return capRefusal(template, policy, context.protocol) ?? { ...template, sql };
   const rules = rulesOf(policy, canaries);
   const decision = combine(sql, decideSql(sql, rules, {}, analyses));
   if (decision.action === 'refuse') {
@@ -80,7 +153,7 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   if (shape && reusableAcrossNumbers(decision) && sameAcrossNumbers(decision, combine(sql, decideSql(withOtherNumbers(sql, shape), rules)))) {
     allowedShapes.set(policy, canaries, shape.key, decision);
   }
-  return decision;
+  return capRefusal(decision, policy, context.protocol) ?? decision;
 }
 
 /** One decision for a message from its statements' verdicts: a tripped canary first, then the first refusal, else an allow of them all. */
@@ -93,6 +166,17 @@ function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementD
   if (refused?.action === 'refuse') return { ...refused, tablesRead: read, tablesWritten: written };
   const allowed = decisions.filter((d) => d.action === 'allow');
   const masked = allowed.some((d) => d.event === 'masked');
+  // A masked message runs as its statements' texts joined again. A text may end in a `--` comment,
+  // which would swallow a `;` on its line and merge two statements into one (`SELECT f -- x` and
+  // `((SELECT 'arg'))` would call f): the separator starts on a line of its own, and the joined text
+  // must split back into exactly the texts that were decided.
+  const text = masked ? allowed.map((d) => d.sql).join('\n;\n') : sql;
+  if (masked && !splitsInto(text, allowed.map((d) => d.sql))) {
+    return {
+      action: 'refuse', event: 'blocked', statementKind: kind, rule: 'masked_columns.rewrite_failed', sqlstate: '42501', tablesRead: read, tablesWritten: written, tablesBlocked: [], progress: [],
+      reason: 'the masked statements could not be joined back into a query string that runs exactly them (rule masked_columns.rewrite_failed); send each statement as its own query',
+    };
+  }
   return {
     action: 'allow',
     event: masked ? 'masked' : 'query',
@@ -100,11 +184,12 @@ function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementD
     rule: masked ? 'masked_columns.masked' : '',
     reason: masked ? allowed.filter((d) => d.event === 'masked').map((d) => d.reason).join(' ') : '',
     // Unmasked text runs exactly as sent; a masked message runs as its rewritten statements.
-    sql: masked ? allowed.map((d) => d.sql).join(';\n') : sql,
+    sql: text,
     tablesRead: read,
     tablesWritten: written,
     progress: unique(decisions.map((d) => d.progress)) as AuditEventKind[],
     statementCount: verdicts.length,
+    uncapped: rowsOf(sql),
   };
 }
 

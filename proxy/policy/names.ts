@@ -6,7 +6,13 @@ export interface RelationName {
   readonly name: string;
 }
 
-export const DEFAULT_SEARCH_PATH: readonly string[] = ['$user', 'public'];
+/**
+ * The search_path decisions are made on, which the proxy also sets on every upstream session. No
+ * `$user`: the analyzer cannot know the upstream role's name, and a schema named after it (the
+ * schema-per-user pattern PostgreSQL's documentation recommends) would otherwise take unqualified
+ * names away from the schema the policy checked.
+ */
+export const DEFAULT_SEARCH_PATH: readonly string[] = ['public'];
 
 export function qualified(relation: RelationName): string {
   return `${relation.schema}.${relation.name}`;

@@ -18,6 +18,9 @@ const COPY_OPTIONS: ReadonlySet<string> = new Set([
   'encoding', 'on_error', 'log_verbosity',
 ]);
 
+/** PostgreSQL's CURSOR_OPT_HOLD bit of DeclareCursorStmt.options. */
+const CURSOR_OPT_HOLD = 0x0020;
+
 interface Option {
   readonly name: string;
   readonly value: string | undefined;
@@ -147,7 +150,9 @@ export const utilityHandlers: Readonly<Record<string, StatementHandler>> = {
   TruncateStmt: (ctx, reader) => {
     ctx.out.effect('write', 'TRUNCATE');
     relationList(ctx, reader);
-    reader.skip('restart_seqs', 'behavior');
+    // CASCADE also empties every table with a foreign key to these, allowed or not.
+    if (reader.string('behavior') === 'DROP_CASCADE') ctx.out.unsupportedConstruct('TRUNCATE ... CASCADE');
+    reader.skip('restart_seqs');
   },
   LockStmt: (ctx, reader) => {
     ctx.out.effect('lock', 'LOCK TABLE');
@@ -180,6 +185,10 @@ export const utilityHandlers: Readonly<Record<string, StatementHandler>> = {
   DiscardStmt: refusedAlways('setting', 'DISCARD'),
   DeclareCursorStmt: (ctx, reader) => {
     operand(ctx, reader.node('query'), 'DECLARE');
+    // WITH HOLD (CURSOR_OPT_HOLD): the cursor outlives its transaction, so it stays on the upstream
+    // connection after the session hands it back, where any later session could FETCH from it.
+    const options = reader.fields.options;
+    if (typeof options === 'number' && (options & CURSOR_OPT_HOLD) !== 0) ctx.out.unsupportedConstruct('DECLARE ... WITH HOLD');
     reader.skip('portalname', 'options');
   },
   FetchStmt: (_ctx, reader) => reader.skip('direction', 'howMany', 'portalname', 'ismove'),

@@ -1,0 +1,279 @@
+/**
+ * Policy escapes the corpus did not cover, through the real proxy (node-postgres on the
+ * simple and the extended protocol). Each test states what must not reach the agent: the upstream
+ * seeds `customers(id int primary key, email text not null)` with `userN@example.com` values and
+ * `orders` with 1000 rows.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+
+let gateway: TestGateway;
+
+const RAW_EMAIL = /user\d+@example\.com/;
+
+async function policyWith(policy: Record<string, unknown>): Promise<string> {
+  const created = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/policies`, payload: policy });
+  expect(created.statusCode).toBe(201);
+  return (created.json() as { id: string }).id;
+}
+
+async function agentOn(policyId: string, name: string): Promise<AgentSecrets> {
+  const registered = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/agents`, payload: { name, policy_profile_id: policyId } });
+  expect(registered.statusCode).toBe(201);
+  return registered.json() as AgentSecrets;
+}
+
+async function connect(agent: AgentSecrets): Promise<pg.Client> {
+  const client = new pg.Client({ connectionString: agent.connection_string });
+  client.on('error', () => undefined);
+  await client.connect();
+  return client;
+}
+
+interface RawOutcome {
+  rows: (string | null)[][];
+  copied: string[];
+  error?: { code?: string; message?: string; detail?: string };
+}
+
+/**
+ * A hand-made extended-protocol turn (messages node-postgres would never send, such as a Bind of
+ * the unnamed statement without a Parse), or a COPY TO STDOUT, as a node-postgres submittable:
+ * the client routes the replies here until ReadyForQuery.
+ */
+function raw(client: pg.Client, send: (connection: RawConnection) => void): Promise<RawOutcome> {
+  return new Promise((resolve) => {
+    const outcome: RawOutcome = { rows: [], copied: [] };
+    const submittable = {
+      submit: (connection: RawConnection) => send(connection),
+      handleRowDescription: () => undefined,
+      handleDataRow: (msg: { fields: (Buffer | string | null)[] }) => outcome.rows.push(msg.fields.map((field) => (field === null ? null : field.toString()))),
+      handleCommandComplete: () => undefined,
+      handleEmptyQuery: () => undefined,
+      handlePortalSuspended: () => undefined,
+      handleCopyInResponse: () => undefined,
+      handleCopyData: (msg: { chunk: Buffer }) => outcome.copied.push(msg.chunk.toString()),
+      // node-postgres drops the active query at an ErrorResponse: its ReadyForQuery is not routed here.
+      handleError: (error: { code?: string; message?: string; detail?: string }) => {
+        outcome.error = { code: error.code, message: error.message, detail: error.detail };
+        resolve(outcome);
+      },
+      handleReadyForQuery: () => resolve(outcome),
+    };
+    (client as unknown as { query: (q: unknown) => void }).query(submittable);
+  });
+}
+
+interface RawConnection {
+  query(text: string): void;
+  parse(msg: { name?: string; text: string; types?: number[] }): void;
+  bind(msg: { portal?: string; statement?: string; values?: unknown[] }): void;
+  describe(msg: { type: 'S' | 'P'; name?: string }): void;
+  execute(msg: { portal?: string; rows?: number }): void;
+  sync(): void;
+}
+
+beforeAll(async () => {
+  gateway = await startGateway('policy_escapes');
+});
+afterAll(async () => {
+  await gateway?.stop();
+});
+
+describe('max_rows caps every result', () => {
+  it('a simple query string that does not start with a read is still capped (or refused)', async () => {
+    const agent = await agentOn(await policyWith({ name: 'cap multi', read_only: true, allowed_tables: ['public.orders'], max_rows: 3 }), 'cap multi');
+    const client = await connect(agent);
+    try {
+      for (const sql of ['BEGIN; SELECT id FROM orders; COMMIT', "SET application_name = 'x'; SELECT id FROM orders", 'SHOW timezone; SELECT id FROM orders']) {
+        const outcome = await client.query(sql).then(
+          (results) => ({ rows: (Array.isArray(results) ? results : [results]).map((result) => result.rows.length) }),
+          (error: { code?: string }) => ({ code: error.code }),
+        );
+        if ('rows' in outcome) expect(Math.max(...outcome.rows), sql).toBeLessThanOrEqual(3);
+        else expect(outcome.code, sql).toBe('0A000');
+      }
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('a cursor read in another query string, and COPY (SELECT ...) TO STDOUT, are capped (or refused)', async () => {
+    const agent = await agentOn(await policyWith({ name: 'cap cursor', read_only: true, allowed_tables: ['public.orders'], max_rows: 3 }), 'cap cursor');
+    const client = await connect(agent);
+    try {
+      await client.query('BEGIN');
+      const declared = await client.query('DECLARE c CURSOR FOR SELECT id FROM orders').then(
+        () => true,
+        () => false,
+      );
+      if (declared) {
+        const fetched = await client.query('FETCH ALL FROM c').then(
+          (result) => result.rows.length,
+          () => 0,
+        );
+        expect(fetched).toBeLessThanOrEqual(3);
+      }
+      await client.query('ROLLBACK');
+      const copied = await raw(client, (connection) => connection.query('COPY (SELECT id FROM orders) TO STDOUT'));
+      expect(copied.copied.length).toBeLessThanOrEqual(3);
+      if (copied.error) expect(copied.error.code).toBe('0A000');
+      const extended = await raw(client, (connection) => {
+        connection.parse({ name: '', text: 'COPY (SELECT id FROM orders) TO STDOUT' });
+        connection.bind({ portal: '', statement: '', values: [] });
+        connection.execute({ portal: '', rows: 3 });
+        connection.sync();
+      });
+      expect(extended.copied.length).toBeLessThanOrEqual(3);
+      // What a cap can limit still runs: FETCH on the extended protocol, capped by its Execute.
+      await client.query('BEGIN');
+      await client.query('DECLARE c2 CURSOR FOR SELECT id FROM orders ORDER BY id');
+      expect((await client.query({ text: 'FETCH ALL FROM c2', queryMode: 'extended' } as pg.QueryConfig)).rows.length).toBeLessThanOrEqual(3);
+      await client.query('ROLLBACK');
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('INSERT/UPDATE/DELETE ... RETURNING on the simple protocol is capped (or refused); on the extended one its Execute caps it', async () => {
+    const agent = await agentOn(await policyWith({ name: 'cap returning', read_only: false, allowed_tables: ['public.orders'], max_rows: 3 }), 'cap returning');
+    const client = await connect(agent);
+    try {
+      const simple = await client.query('UPDATE orders SET total = total RETURNING id').then(
+        (result) => ({ rows: result.rows.length }),
+        (error: { code?: string }) => ({ code: error.code }),
+      );
+      if ('rows' in simple) expect(simple.rows).toBeLessThanOrEqual(3);
+      else expect(simple.code).toBe('0A000');
+      const extended = await client.query({ text: 'UPDATE orders SET total = total RETURNING id', queryMode: 'extended' } as pg.QueryConfig);
+      expect(extended.rows.length).toBeLessThanOrEqual(3);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe('writes stay on allowed tables', () => {
+  it('TRUNCATE ... CASCADE and DROP TABLE ... CASCADE do not reach tables outside allowed_tables', async () => {
+    const admin = new pg.Client({ connectionString: gateway.upstream.url });
+    await admin.connect();
+    try {
+      await admin.query(`create schema staging; create table staging.parent (id int primary key); insert into staging.parent values (1);
+        create table public.ledger (id int primary key, parent_id int references staging.parent (id)); insert into public.ledger values (1, 1)`);
+      const agent = await agentOn(await policyWith({ name: 'staging writer', read_only: false, allowed_tables: ['staging.*'] }), 'staging writer');
+      const client = await connect(agent);
+      try {
+        for (const sql of ['TRUNCATE staging.parent CASCADE', 'DROP TABLE staging.parent CASCADE']) {
+          await client.query(sql).catch(() => undefined);
+        }
+      } finally {
+        await client.end();
+      }
+      expect((await admin.query('select count(*)::int as n from public.ledger')).rows).toEqual([{ n: 1 }]);
+      const constraints = await admin.query(`select count(*)::int as n from pg_constraint where conrelid = 'public.ledger'::regclass and contype = 'f'`);
+      expect(constraints.rows).toEqual([{ n: 1 }]);
+    } finally {
+      await admin.query('drop table if exists public.ledger; drop schema if exists staging cascade');
+      await admin.end();
+    }
+  });
+});
+
+describe('vetted functions', () => {
+  it('a masked query string is joined back so that a trailing -- comment cannot merge two statements into an unvetted call', async () => {
+    const agent = await agentOn(
+      await policyWith({ name: 'masked joiner', read_only: true, allowed_tables: ['public.customers'], masked_columns: { 'public.customers.email': 'redact' } }),
+      'masked joiner',
+    );
+    const admin = new pg.Client({ connectionString: gateway.upstream.url });
+    await admin.connect();
+    const version = (await admin.query('show server_version')).rows[0].server_version as string;
+    await admin.end();
+    const client = await connect(agent);
+    try {
+      // Alone, `SELECT current_setting -- x` reads a column; followed by `((SELECT 'server_version'))` on the next line it calls current_setting().
+      const outcome = await client.query("SELECT current_setting -- x\n; ((SELECT 'server_version')); SELECT email FROM customers").then(
+        (results) => JSON.stringify((Array.isArray(results) ? results : [results]).map((result) => result.rows)),
+        (error: { code?: string; message: string }) => `${error.code ?? ''} ${error.message}`,
+      );
+      expect(outcome).not.toContain(version);
+      expect(outcome).not.toMatch(RAW_EMAIL);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe('allowed tables', () => {
+  it("allow_catalog does not expose other sessions' statement text (pg_stat_activity.query)", async () => {
+    const agent = await agentOn(await policyWith({ name: 'catalog reader', read_only: true, allowed_tables: ['public.orders'], allow_catalog: true }), 'catalog reader');
+    const admin = new pg.Client({ connectionString: gateway.upstream.url });
+    await admin.connect();
+    try {
+      // Another client's last statement, with a value from a table the agent may not read.
+      await admin.query("select 'launch-code-7781' as secret");
+      const client = await connect(agent);
+      try {
+        const seen = await client.query('SELECT query FROM pg_stat_activity').then(
+          (result) => JSON.stringify(result.rows),
+          (error: { code?: string }) => error.code ?? '',
+        );
+        expect(seen).not.toContain('launch-code-7781');
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await admin.end();
+    }
+  });
+
+  it('an unqualified name never resolves to a schema named after the upstream user ("$user" on the search_path)', async () => {
+    const agent = await agentOn(await policyWith({ name: 'public orders', read_only: true, allowed_tables: ['public.orders'] }), 'public orders');
+    const admin = new pg.Client({ connectionString: gateway.upstream.url });
+    await admin.connect();
+    const user = (await admin.query('select current_user as name')).rows[0].name as string;
+    try {
+      // PostgreSQL's own advice (the secure schema usage pattern) is a schema per user, named after it.
+      await admin.query(`create schema "${user}"; create table "${user}".orders (id int, secret text); insert into "${user}".orders values (1, 'user-schema-secret')`);
+      const client = await connect(agent);
+      try {
+        const rows = await client.query('SELECT * FROM orders ORDER BY id LIMIT 1').then(
+          (result) => JSON.stringify(result.rows),
+          (error: Error) => error.message,
+        );
+        expect(rows).not.toContain('user-schema-secret');
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await admin.query(`drop schema "${user}" cascade`);
+      await admin.end();
+    }
+  });
+});
+
+describe('session state is never shared across credentials', () => {
+  it("through a WITH HOLD cursor another credential's session left on the upstream connection", async () => {
+    const open = await agentOn(await policyWith({ name: 'open reader 3', read_only: true, allowed_tables: ['public.customers'] }), 'open reader 3');
+    const narrow = await agentOn(await policyWith({ name: 'orders only 3', read_only: true, allowed_tables: ['public.orders'] }), 'orders only 3');
+    const first = await connect(open);
+    const declared = await first.query('BEGIN; DECLARE held CURSOR WITH HOLD FOR SELECT email FROM customers; COMMIT').then(
+      () => 'declared',
+      (error: { code?: string }) => error.code,
+    );
+    expect(['declared', '0A000']).toContain(declared);
+    await first.end();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const second = await connect(narrow);
+    try {
+      const fetched = await second.query('FETCH ALL FROM held').then(
+        (result) => JSON.stringify(result.rows),
+        (error: Error) => error.message,
+      );
+      expect(fetched).not.toMatch(RAW_EMAIL);
+    } finally {
+      await second.end();
+    }
+  });
+});
