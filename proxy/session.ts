@@ -80,6 +80,11 @@ interface Allowed {
   readonly decision: Extract<StatementDecision, { action: 'allow' }>;
 }
 
+/** The client's unnamed statement: also the Parse that prepares it, to prepare it again on another connection. */
+interface Unnamed extends Allowed {
+  readonly parse: Buffer;
+}
+
 interface Prepared extends Allowed {
   readonly serverName: string;
   readonly parse: Buffer;
@@ -166,7 +171,12 @@ export class Session {
   private readonly pipeline: ResponsePipeline;
   /** The client's named statements: their text and the server-side name they are prepared under. */
   private readonly statements = new Map<string, Prepared>();
-  private unnamed: Allowed | undefined;
+  private unnamed: Unnamed | undefined;
+  /**
+   * The connection the unnamed statement was last prepared on, while this session has held it since:
+   * any other connection's unnamed statement is another session's, never to be bound.
+   */
+  private unnamedOn: UpstreamConnection | undefined;
   private readonly portals = new Map<string, Allowed | undefined>();
   /** Rows each portal has handed the client while a row cap applies. */
   private readonly portalRows = new Map<string, number>();
@@ -459,6 +469,7 @@ export class Session {
     server.inlet.receive(undefined);
     this.server = undefined;
     this.scanner = undefined;
+    this.unnamedOn = undefined;
     return server;
   }
 
@@ -644,12 +655,18 @@ export class Session {
         return this.onQuery(message.sql, message.raw);
       case 'Parse':
         return this.onParse(message.name, message.sql, message.paramTypes, message.raw);
-      case 'Bind':
-        this.portals.set(message.portal, message.statement === '' ? this.unnamed : this.statements.get(message.statement));
+      case 'Bind': {
+        const prepared = this.preparedStatement(message.statement);
+        if (!prepared) return;
+        const current = this.stillAllowed(message.statement, prepared);
+        if (!current) return;
+        this.portals.set(message.portal, current);
         this.portalRows.delete(message.portal);
         return this.withStatement(message.statement, message.raw, renameBindStatement, '2');
+      }
       case 'Describe':
-        return message.target === 'S' ? this.withStatement(message.name, message.raw, renameTarget, 'Tn') : this.toServer(message.raw, { ends: 'Tn' });
+        if (message.target !== 'S') return this.toServer(message.raw, { ends: 'Tn' });
+        return this.preparedStatement(message.name) ? this.withStatement(message.name, message.raw, renameTarget, 'Tn') : undefined;
       case 'Execute':
         return this.onExecute(message.portal, message.maxRows, message.raw);
       case 'Close':
@@ -707,8 +724,12 @@ export class Session {
     if (!decision) return;
     const parse = parseToRun(raw, sql, decision);
     if (name === '') {
-      this.unnamed = { sql, decision };
-      return this.toServer(parse, { ends: '1' });
+      this.unnamed = { sql, decision, parse };
+      this.unsynced = true;
+      return this.withServer(() => {
+        this.unnamedOn = this.server;
+        this.send(parse, { ends: '1' });
+      }, 'extended');
     }
     const serverName = serverStatementName(decision.sql, paramTypes);
     this.statements.set(name, { sql, decision, serverName, parse: renameParse(parse, serverName) });
@@ -721,13 +742,67 @@ export class Session {
 
   /** Bind or Describe of a named statement: prepared first on this connection if it is not yet, then sent under its server name. */
   private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string): Promise<void> | void {
-    const statement = name === '' ? undefined : this.statements.get(name);
-    if (!statement) return this.toServer(raw, { ends });
+    const unnamed = this.unnamed;
+    if (name === '' && unnamed) {
+      this.unsynced = true;
+      return this.withServer(() => {
+        // A connection the session did not hold since its Parse holds another session's unnamed statement, if any: prepare its own first.
+        if (this.unnamedOn !== this.server) {
+          this.send(unnamed.parse, { ends: '1', suppress: true });
+          this.unnamedOn = this.server;
+        }
+        this.send(raw, { ends });
+      }, 'extended');
+    }
+    // preparedStatement made sure the session prepared it.
+    const statement = this.statements.get(name)!;
     this.unsynced = true;
     return this.withServer(() => {
       if (!preparedStatements(this.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
       this.send(rename(raw, statement.serverName), { ends });
     }, 'extended');
+  }
+
+  /**
+   * The statement a Bind or Describe names, when the client prepared it in this session; else the
+   * message is refused (26000), as PostgreSQL refuses an unknown name: a name the session did not
+   * prepare could only reach another session's statement left on the pooled connection.
+   */
+  private preparedStatement(name: string): Allowed | undefined {
+    const prepared = name === '' ? this.unnamed : this.statements.get(name);
+    if (!prepared) {
+      this.refuse({ severity: 'ERROR', code: '26000', message: name === '' ? 'unnamed prepared statement does not exist' : `prepared statement "${name}" does not exist` }, 'extended');
+    }
+    return prepared;
+  }
+
+  /**
+   * A prepared statement decided again as it is bound, so that a policy (or honeytoken) change since
+   * its Parse applies to it: refused (audited) when the policy now refuses it, or when it would now
+   * run as another text (a new mask), which needs a new Parse. Undefined when refused.
+   */
+  private stillAllowed(name: string, prepared: Allowed): Allowed | undefined {
+    const credential = this.credential!;
+    const policy = this.context.policies.get(credential.policy_profile_id);
+    const decision = decideStatement(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens });
+    if (decision === prepared.decision) return prepared;
+    if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
+    if (decision.sql !== prepared.decision.sql) {
+      return this.refuseStatement(prepared.sql, 'extended', {
+        event: 'blocked',
+        rule: 'policy.changed',
+        reason: `this credential’s policy changed since ${name === '' ? 'the unnamed statement' : `statement "${name}"`} was prepared, and it would now run differently (rule policy.changed); close it and prepare it again`,
+        sqlstate: '0A000',
+        kind: decision.statementKind,
+        tablesRead: decision.tablesRead,
+        tablesWritten: decision.tablesWritten,
+        tablesBlocked: [],
+      });
+    }
+    const current = { ...prepared, decision };
+    if (name === '') this.unnamed = { ...this.unnamed!, decision };
+    else this.statements.set(name, { ...(prepared as Prepared), decision });
+    return current;
   }
 
   private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite }): void {
