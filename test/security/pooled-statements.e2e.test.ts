@@ -4,81 +4,20 @@
  * bound. Same setup as policy-escapes.e2e.test.ts: the upstream seeds
  * `customers(id int primary key, email text not null)` with `userN@example.com` values.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverStatementName } from '../../proxy/prepared.js';
+import { connectAgentClient, createPolicy, patchPolicy, rawTurn, registerOn } from '../support/proxy-agents.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 
 let gateway: TestGateway;
 
 const RAW_EMAIL = /user\d+@example\.com/;
 
-async function policyWith(policy: Record<string, unknown>): Promise<string> {
-  const created = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/policies`, payload: policy });
-  expect(created.statusCode).toBe(201);
-  return (created.json() as { id: string }).id;
-}
-
-async function agentOn(policyId: string, name: string): Promise<AgentSecrets> {
-  const registered = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/agents`, payload: { name, policy_profile_id: policyId } });
-  expect(registered.statusCode).toBe(201);
-  return registered.json() as AgentSecrets;
-}
-
-async function patchPolicy(policyId: string, payload: Record<string, unknown>): Promise<void> {
-  const patched = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/policies/${policyId}`, payload });
-  expect(patched.statusCode).toBe(200);
-}
-
-async function connect(agent: AgentSecrets): Promise<pg.Client> {
-  const client = new pg.Client({ connectionString: agent.connection_string });
-  client.on('error', () => undefined);
-  await client.connect();
-  return client;
-}
-
-interface RawOutcome {
-  rows: (string | null)[][];
-  copied: string[];
-  error?: { code?: string; message?: string; detail?: string };
-}
-
-/**
- * A hand-made extended-protocol turn (messages node-postgres would never send, such as a Bind of
- * the unnamed statement without a Parse), or a COPY TO STDOUT, as a node-postgres submittable:
- * the client routes the replies here until ReadyForQuery.
- */
-function raw(client: pg.Client, send: (connection: RawConnection) => void): Promise<RawOutcome> {
-  return new Promise((resolve) => {
-    const outcome: RawOutcome = { rows: [], copied: [] };
-    const submittable = {
-      submit: (connection: RawConnection) => send(connection),
-      handleRowDescription: () => undefined,
-      handleDataRow: (msg: { fields: (Buffer | string | null)[] }) => outcome.rows.push(msg.fields.map((field) => (field === null ? null : field.toString()))),
-      handleCommandComplete: () => undefined,
-      handleEmptyQuery: () => undefined,
-      handlePortalSuspended: () => undefined,
-      handleCopyInResponse: () => undefined,
-      handleCopyData: (msg: { chunk: Buffer }) => outcome.copied.push(msg.chunk.toString()),
-      // node-postgres drops the active query at an ErrorResponse: its ReadyForQuery is not routed here.
-      handleError: (error: { code?: string; message?: string; detail?: string }) => {
-        outcome.error = { code: error.code, message: error.message, detail: error.detail };
-        resolve(outcome);
-      },
-      handleReadyForQuery: () => resolve(outcome),
-    };
-    (client as unknown as { query: (q: unknown) => void }).query(submittable);
-  });
-}
-
-interface RawConnection {
-  query(text: string): void;
-  parse(msg: { name?: string; text: string; types?: number[] }): void;
-  bind(msg: { portal?: string; statement?: string; values?: unknown[] }): void;
-  describe(msg: { type: 'S' | 'P'; name?: string }): void;
-  execute(msg: { portal?: string; rows?: number }): void;
-  sync(): void;
-}
+const policyWith = (policy: Record<string, unknown>): Promise<string> => createPolicy(gateway, policy);
+const agentOn = (policyId: string, name: string): Promise<AgentSecrets> => registerOn(gateway, policyId, name);
+const connect = connectAgentClient;
+const raw = rawTurn;
+const patchOf = (policyId: string, payload: Record<string, unknown>): Promise<void> => patchPolicy(gateway, policyId, payload);
 
 beforeAll(async () => {
   gateway = await startGateway('pooled_statements');
@@ -117,7 +56,7 @@ describe('masked columns never reach the agent', () => {
     try {
       const before = await client.query({ name: 'emails', text: 'SELECT email FROM customers WHERE id = $1', values: [1] });
       expect(before.rows).toEqual([{ email: 'user1@example.com' }]);
-      await patchPolicy(policyId, { masked_columns: { 'public.customers.email': 'redact' } });
+      await patchOf(policyId, { masked_columns: { 'public.customers.email': 'redact' } });
       // The proxy learns of the change from the bus: a fresh statement shows the new policy is in force.
       const deadline = Date.now() + 5000;
       while ((await client.query('SELECT email FROM customers WHERE id = 2')).rows[0]?.email !== '[redacted]') {
