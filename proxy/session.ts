@@ -721,7 +721,11 @@ export class Session {
       return this.refuse({ severity: 'ERROR', code: '42P05', message: `prepared statement "${name}" already exists` }, 'extended');
     }
     const decision = this.decide(sql, 'extended');
-    if (!decision) return;
+    if (!decision) {
+      // As PostgreSQL's failed Parse, a refused one leaves no unnamed statement behind.
+      if (name === '') this.unnamed = undefined;
+      return;
+    }
     const parse = parseToRun(raw, sql, decision);
     if (name === '') {
       this.unnamed = { sql, decision, parse };

@@ -120,3 +120,30 @@ describe('masked columns never reach the agent', () => {
     }
   });
 });
+
+describe('the unnamed statement', () => {
+  it('is gone after a Parse the policy refused, as after a failed Parse upstream', async () => {
+    const agent = await agentOn(await policyWith({ name: 'orders reader', read_only: true, allowed_tables: ['public.orders'] }), 'orders reader');
+    const client = await connect(agent);
+    try {
+      const allowed = await raw(client, (connection) => {
+        connection.parse({ name: '', text: 'SELECT count(*) FROM orders' });
+        connection.sync();
+      });
+      expect(allowed.error).toBeUndefined();
+      const refused = await raw(client, (connection) => {
+        connection.parse({ name: '', text: 'SELECT email FROM customers' });
+        connection.sync();
+      });
+      expect(refused.error?.code).toBe('42501');
+      const bound = await raw(client, (connection) => {
+        connection.bind({ portal: '', statement: '', values: [] });
+        connection.execute({ portal: '', rows: 0 });
+        connection.sync();
+      });
+      expect(bound.error).toMatchObject({ code: '26000', message: 'unnamed prepared statement does not exist' });
+    } finally {
+      await client.end();
+    }
+  });
+});
