@@ -8,12 +8,7 @@ let projectId: string;
 beforeAll(async () => {
   api = await startApi('policies');
   owner = await api.org('pro');
-  const created = await api.call(owner.apiKey, {
-    method: 'POST',
-    url: '/v1/projects',
-    payload: { name: 'Shop', org_id: owner.orgId, database: { host: '127.0.0.1', port: 5432, name: 'postgres', username: 'postgres', password: 'pw' } },
-  });
-  projectId = (created.json() as { project: { id: string } }).project.id;
+  projectId = await api.project(owner, 'Shop');
 });
 afterAll(async () => {
   await api?.stop();

@@ -16,12 +16,7 @@ let policyId = '';
 beforeAll(async () => {
   api = await startApi('honeytoken_roles');
   owner = await api.org('pro');
-  const created = await api.call(owner.apiKey, {
-    method: 'POST',
-    url: '/v1/projects',
-    payload: { name: 'P', org_id: owner.orgId, database: { host: '127.0.0.1', port: 5432, name: 'postgres', username: 'postgres', password: 'pw' } },
-  });
-  projectId = (created.json() as { project: { id: string } }).project.id;
+  projectId = await api.project(owner);
   honeytokenId = (await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/honeytokens`, payload: { kind: 'table', target: 'public.canary' } })).json().id;
   const policy = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/policies`, payload: { name: 'armed', honeytokens: [honeytokenId] } });
   expect(policy.statusCode, policy.body).toBe(201);

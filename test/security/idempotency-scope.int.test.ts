@@ -14,12 +14,7 @@ let projectId = '';
 beforeAll(async () => {
   api = await startApi('idempotency_scope');
   owner = await api.org('pro');
-  const created = await api.call(owner.apiKey, {
-    method: 'POST',
-    url: '/v1/projects',
-    payload: { name: 'P', org_id: owner.orgId, database: { host: '127.0.0.1', port: 5432, name: 'postgres', username: 'postgres', password: 'pw' } },
-  });
-  projectId = (created.json() as { project: { id: string } }).project.id;
+  projectId = await api.project(owner);
   second = (await api.call(owner.apiKey, { method: 'POST', url: `/v1/orgs/${owner.orgId}/api-keys`, payload: { name: 'ci', role: 'admin' } })).json().api_key;
 });
 afterAll(async () => {

@@ -33,6 +33,8 @@ export interface TestApi {
   org(plan?: Plan, features?: string[]): Promise<{ orgId: string; apiKey: string }>;
   /** app.inject with `Authorization: Bearer <key>` and a JSON body. */
   call(key: string, options: InjectOptions): Promise<LightMyRequestResponse>;
+  /** Creates a project (its primary database the local `postgres`) through the API; its id. */
+  project(owner: { orgId: string; apiKey: string }, name?: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -74,6 +76,16 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, optio
     },
     call(key, options) {
       return app.inject({ ...options, headers: { authorization: `Bearer ${key}`, ...(options.headers ?? {}) } });
+    },
+    async project(owner, name = 'P') {
+      const created = await app.inject({
+        method: 'POST',
+        url: '/v1/projects',
+        headers: { authorization: `Bearer ${owner.apiKey}` },
+        payload: { name, org_id: owner.orgId, database: { host: '127.0.0.1', port: 5432, name: 'postgres', username: 'postgres', password: 'pw' } },
+      });
+      if (created.statusCode !== 201) throw new Error(`creating project ${name}: ${created.statusCode} ${created.body}`);
+      return (created.json() as { project: { id: string } }).project.id;
     },
     async stop() {
       await app.close();
