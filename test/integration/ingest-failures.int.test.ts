@@ -211,7 +211,7 @@ describe('projection transactions', () => {
     // Vitest reports any uncaught exception of the run too; this makes the test itself say so.
     process.prependListener('uncaughtException', onUncaught);
     try {
-      await pool.query('create table if not exists copied (n integer)');
+      await pool.query('create table if not exists public.copied (n integer)');
       await pool.query('create table if not exists pgward.projection_checkpoints (name text primary key, position bigint not null, updated_at timestamptz not null default now())');
       const projection = { name: 'lost-connection', streamPrefixes: [], tables: [], apply: async () => undefined } as unknown as Projection;
       const killed = applyBatch(pool, projection, 'public', [], -1n, 0n, async (tx) => {
@@ -239,7 +239,7 @@ describe('COPY through copyIn', () => {
     const onUncaught = (error: unknown) => uncaught.push(error);
     process.prependListener('uncaughtException', onUncaught);
     try {
-      await pool.query('create table if not exists copied_big (n integer, t text)');
+      await pool.query('create table if not exists public.copied_big (n integer, t text)');
       await pool.query('create table if not exists pgward.projection_checkpoints (name text primary key, position bigint not null, updated_at timestamptz not null default now())');
       const projection = { name: 'lost-connection-copy', streamPrefixes: [], tables: [], apply: async () => undefined } as unknown as Projection;
       const filler = 'x'.repeat(1_000);
@@ -268,7 +268,7 @@ describe('COPY through copyIn', () => {
       await sleep(200);
       expect(uncaught).toEqual([]);
       // Rolled back: the server ended the transaction with the session; the pool goes on with a new connection.
-      expect((await pool.query<{ n: number }>('select count(*)::int as n from copied_big')).rows).toEqual([{ n: 0 }]);
+      expect((await pool.query<{ n: number }>('select count(*)::int as n from public.copied_big')).rows).toEqual([{ n: 0 }]);
     } finally {
       process.removeListener('uncaughtException', onUncaught);
       await pool.end();
