@@ -6,17 +6,14 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connectAgentClient, createPolicy, rawTurn, registerOn } from '../support/proxy-agents.js';
+import { connectAgentClient, createPolicy, RAW_EMAIL, rawTurn, registerOn } from '../support/proxy-agents.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 
 let gateway: TestGateway;
 
-const RAW_EMAIL = /user\d+@example\.com/;
 
 const policyWith = (policy: Record<string, unknown>): Promise<string> => createPolicy(gateway, policy);
 const agentOn = (policyId: string, name: string): Promise<AgentSecrets> => registerOn(gateway, policyId, name);
-const connect = connectAgentClient;
-const raw = rawTurn;
 
 beforeAll(async () => {
   gateway = await startGateway('policy_escapes');
@@ -28,7 +25,7 @@ afterAll(async () => {
 describe('max_rows caps every result', () => {
   it('a simple query string that does not start with a read is still capped (or refused)', async () => {
     const agent = await agentOn(await policyWith({ name: 'cap multi', read_only: true, allowed_tables: ['public.orders'], max_rows: 3 }), 'cap multi');
-    const client = await connect(agent);
+    const client = await connectAgentClient(agent);
     try {
       for (const sql of ['BEGIN; SELECT id FROM orders; COMMIT', "SET application_name = 'x'; SELECT id FROM orders", 'SHOW timezone; SELECT id FROM orders']) {
         const outcome = await client.query(sql).then(
@@ -45,7 +42,7 @@ describe('max_rows caps every result', () => {
 
   it('a cursor read in another query string, and COPY (SELECT ...) TO STDOUT, are capped (or refused)', async () => {
     const agent = await agentOn(await policyWith({ name: 'cap cursor', read_only: true, allowed_tables: ['public.orders'], max_rows: 3 }), 'cap cursor');
-    const client = await connect(agent);
+    const client = await connectAgentClient(agent);
     try {
       await client.query('BEGIN');
       const declared = await client.query('DECLARE c CURSOR FOR SELECT id FROM orders').then(
@@ -60,10 +57,10 @@ describe('max_rows caps every result', () => {
         expect(fetched).toBeLessThanOrEqual(3);
       }
       await client.query('ROLLBACK');
-      const copied = await raw(client, (connection) => connection.query('COPY (SELECT id FROM orders) TO STDOUT'));
+      const copied = await rawTurn(client, (connection) => connection.query('COPY (SELECT id FROM orders) TO STDOUT'));
       expect(copied.copied.length).toBeLessThanOrEqual(3);
       if (copied.error) expect(copied.error.code).toBe('0A000');
-      const extended = await raw(client, (connection) => {
+      const extended = await rawTurn(client, (connection) => {
         connection.parse({ name: '', text: 'COPY (SELECT id FROM orders) TO STDOUT' });
         connection.bind({ portal: '', statement: '', values: [] });
         connection.execute({ portal: '', rows: 3 });
@@ -82,7 +79,7 @@ describe('max_rows caps every result', () => {
 
   it('INSERT/UPDATE/DELETE ... RETURNING on the simple protocol is capped (or refused); on the extended one its Execute caps it', async () => {
     const agent = await agentOn(await policyWith({ name: 'cap returning', read_only: false, allowed_tables: ['public.orders'], max_rows: 3 }), 'cap returning');
-    const client = await connect(agent);
+    const client = await connectAgentClient(agent);
     try {
       const simple = await client.query('UPDATE orders SET total = total RETURNING id').then(
         (result) => ({ rows: result.rows.length }),
@@ -106,7 +103,7 @@ describe('writes stay on allowed tables', () => {
       await admin.query(`create schema staging; create table staging.parent (id int primary key); insert into staging.parent values (1);
         create table public.ledger (id int primary key, parent_id int references staging.parent (id)); insert into public.ledger values (1, 1)`);
       const agent = await agentOn(await policyWith({ name: 'staging writer', read_only: false, allowed_tables: ['staging.*'] }), 'staging writer');
-      const client = await connect(agent);
+      const client = await connectAgentClient(agent);
       try {
         for (const sql of ['TRUNCATE staging.parent CASCADE', 'DROP TABLE staging.parent CASCADE']) {
           await client.query(sql).catch(() => undefined);
@@ -134,7 +131,7 @@ describe('vetted functions', () => {
     await admin.connect();
     const version = (await admin.query('show server_version')).rows[0].server_version as string;
     await admin.end();
-    const client = await connect(agent);
+    const client = await connectAgentClient(agent);
     try {
       // Alone, `SELECT current_setting -- x` reads a column; followed by `((SELECT 'server_version'))` on the next line it calls current_setting().
       const outcome = await client.query("SELECT current_setting -- x\n; ((SELECT 'server_version')); SELECT email FROM customers").then(
@@ -157,7 +154,7 @@ describe('allowed tables', () => {
     try {
       // Another client's last statement, with a value from a table the agent may not read.
       await admin.query("select 'launch-code-7781' as secret");
-      const client = await connect(agent);
+      const client = await connectAgentClient(agent);
       try {
         const seen = await client.query('SELECT query FROM pg_stat_activity').then(
           (result) => JSON.stringify(result.rows),
@@ -180,7 +177,7 @@ describe('allowed tables', () => {
     try {
       // PostgreSQL's own advice (the secure schema usage pattern) is a schema per user, named after it.
       await admin.query(`create schema "${user}"; create table "${user}".orders (id int, secret text); insert into "${user}".orders values (1, 'user-schema-secret')`);
-      const client = await connect(agent);
+      const client = await connectAgentClient(agent);
       try {
         const rows = await client.query('SELECT * FROM orders ORDER BY id LIMIT 1').then(
           (result) => JSON.stringify(result.rows),
@@ -201,7 +198,7 @@ describe('session state is never shared across credentials', () => {
   it("through a WITH HOLD cursor another credential's session left on the upstream connection", async () => {
     const open = await agentOn(await policyWith({ name: 'open reader 3', read_only: true, allowed_tables: ['public.customers'] }), 'open reader 3');
     const narrow = await agentOn(await policyWith({ name: 'orders only 3', read_only: true, allowed_tables: ['public.orders'] }), 'orders only 3');
-    const first = await connect(open);
+    const first = await connectAgentClient(open);
     const declared = await first.query('BEGIN; DECLARE held CURSOR WITH HOLD FOR SELECT email FROM customers; COMMIT').then(
       () => 'declared',
       (error: { code?: string }) => error.code,
@@ -209,7 +206,7 @@ describe('session state is never shared across credentials', () => {
     expect(['declared', '0A000']).toContain(declared);
     await first.end();
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const second = await connect(narrow);
+    const second = await connectAgentClient(narrow);
     try {
       const fetched = await second.query('FETCH ALL FROM held').then(
         (result) => JSON.stringify(result.rows),

@@ -6,17 +6,14 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverStatementName } from '../../proxy/prepared.js';
-import { connectAgentClient, createPolicy, patchPolicy, rawTurn, registerOn } from '../support/proxy-agents.js';
+import { connectAgentClient, createPolicy, RAW_EMAIL, patchPolicy, rawTurn, registerOn } from '../support/proxy-agents.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 
 let gateway: TestGateway;
 
-const RAW_EMAIL = /user\d+@example\.com/;
 
 const policyWith = (policy: Record<string, unknown>): Promise<string> => createPolicy(gateway, policy);
 const agentOn = (policyId: string, name: string): Promise<AgentSecrets> => registerOn(gateway, policyId, name);
-const connect = connectAgentClient;
-const raw = rawTurn;
 const patchOf = (policyId: string, payload: Record<string, unknown>): Promise<void> => patchPolicy(gateway, policyId, payload);
 
 beforeAll(async () => {
@@ -34,7 +31,7 @@ describe('masked columns never reach the agent', () => {
       await policyWith({ name: 'rw masked', read_only: false, allowed_tables: ['public.customers'], masked_columns: { 'public.customers.email': 'redact' } }),
       'rw masked',
     );
-    const client = await connect(agent);
+    const client = await connectAgentClient(agent);
     try {
       for (const sql of ['UPDATE customers SET id = NULL WHERE id = 1', 'INSERT INTO customers (id, email) VALUES (2, $$x$$) ON CONFLICT (id) DO UPDATE SET id = NULL']) {
         const error = await client.query(sql).then(
@@ -52,7 +49,7 @@ describe('masked columns never reach the agent', () => {
   it('through a statement prepared before the policy masked the column', async () => {
     const policyId = await policyWith({ name: 'tightened', read_only: true, allowed_tables: ['public.customers'] });
     const agent = await agentOn(policyId, 'tightened');
-    const client = await connect(agent);
+    const client = await connectAgentClient(agent);
     try {
       const before = await client.query({ name: 'emails', text: 'SELECT email FROM customers WHERE id = $1', values: [1] });
       expect(before.rows).toEqual([{ email: 'user1@example.com' }]);
@@ -78,17 +75,17 @@ describe('masked columns never reach the agent', () => {
     const open = await agentOn(await policyWith({ name: 'open reader', read_only: true, allowed_tables: ['public.customers'] }), 'open reader');
     const narrow = await agentOn(await policyWith({ name: 'orders only', read_only: true, allowed_tables: ['public.orders'] }), 'orders only');
     // Both read-only policies of one database share the upstream pool; a session hands its connection back without DISCARD ALL.
-    const first = await connect(open);
-    const parsed = await raw(first, (connection) => {
+    const first = await connectAgentClient(open);
+    const parsed = await rawTurn(first, (connection) => {
       connection.parse({ name: '', text: 'SELECT email FROM customers ORDER BY id' });
       connection.sync();
     });
     expect(parsed.error).toBeUndefined();
     await first.end();
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const second = await connect(narrow);
+    const second = await connectAgentClient(narrow);
     try {
-      const bound = await raw(second, (connection) => {
+      const bound = await rawTurn(second, (connection) => {
         connection.bind({ portal: '', statement: '', values: [] });
         connection.execute({ portal: '', rows: 0 });
         connection.sync();
@@ -103,13 +100,13 @@ describe('masked columns never reach the agent', () => {
     const open = await agentOn(await policyWith({ name: 'open reader 2', read_only: true, allowed_tables: ['public.customers'] }), 'open reader 2');
     const narrow = await agentOn(await policyWith({ name: 'orders only 2', read_only: true, allowed_tables: ['public.orders'] }), 'orders only 2');
     const text = 'SELECT email FROM customers WHERE id > 0';
-    const first = await connect(open);
+    const first = await connectAgentClient(open);
     expect((await first.query({ name: 'mine', text })).rows.length).toBe(10);
     await first.end();
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const second = await connect(narrow);
+    const second = await connectAgentClient(narrow);
     try {
-      const bound = await raw(second, (connection) => {
+      const bound = await rawTurn(second, (connection) => {
         connection.bind({ portal: '', statement: serverStatementName(text, []), values: [] });
         connection.execute({ portal: '', rows: 0 });
         connection.sync();
@@ -124,19 +121,19 @@ describe('masked columns never reach the agent', () => {
 describe('the unnamed statement', () => {
   it('is gone after a Parse the policy refused, as after a failed Parse upstream', async () => {
     const agent = await agentOn(await policyWith({ name: 'orders reader', read_only: true, allowed_tables: ['public.orders'] }), 'orders reader');
-    const client = await connect(agent);
+    const client = await connectAgentClient(agent);
     try {
-      const allowed = await raw(client, (connection) => {
+      const allowed = await rawTurn(client, (connection) => {
         connection.parse({ name: '', text: 'SELECT count(*) FROM orders' });
         connection.sync();
       });
       expect(allowed.error).toBeUndefined();
-      const refused = await raw(client, (connection) => {
+      const refused = await rawTurn(client, (connection) => {
         connection.parse({ name: '', text: 'SELECT email FROM customers' });
         connection.sync();
       });
       expect(refused.error?.code).toBe('42501');
-      const bound = await raw(client, (connection) => {
+      const bound = await rawTurn(client, (connection) => {
         connection.bind({ portal: '', statement: '', values: [] });
         connection.execute({ portal: '', rows: 0 });
         connection.sync();

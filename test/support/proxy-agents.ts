@@ -3,6 +3,9 @@ import pg from 'pg';
 import { expect } from 'vitest';
 import type { AgentSecrets, TestGateway } from './gateway.js';
 
+/** The upstream's seeded customer emails, which a masked or refused read must never show. */
+export const RAW_EMAIL = /user\d+@example\.com/;
+
 /** Creates a policy through the API; its id. */
 export async function createPolicy(gateway: TestGateway, policy: Record<string, unknown>): Promise<string> {
   const created = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/policies`, payload: policy });
