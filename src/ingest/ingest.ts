@@ -75,7 +75,6 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
 
   const cadence = options.checkpoints;
   const checkpointer = cadence && createCheckpointer(store, cadence.keys, cadence.anchor, cadence.handOn);
-  // A decision's event carries the decision it was encoded from, for the checkpointer.
   /**
    * Projects whose due checkpoint could not be signed (the store refused its event): signed with the
    * project's next append, or by the timer within a second. The entries it covers are committed all
@@ -91,6 +90,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       logger.error({ err: error, project_id: projectId }, 'signing an audit checkpoint failed; it is tried again');
     }
   };
+  // A decision's event carries the decision it was encoded from, for the checkpointer.
   const batcher = new AppendBatcher<NewEvent & AuditEventPayload>(store, async (stream, before, after, events) => {
     if (!cadence || !checkpointer) return;
     const projectId = stream.slice(auditStream('').length);
