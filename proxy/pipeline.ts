@@ -1,4 +1,4 @@
-import type { ScannedMessage, TransactionStatus } from './protocol/backend.js';
+import { encodeErrorResponse, type ScannedMessage, type TransactionStatus } from './protocol/backend.js';
 
 /** A statement whose completion is audited: rows and bytes are counted from its replies. */
 export interface Statement {
@@ -60,6 +60,11 @@ export class ResponsePipeline {
   constructor(
     private readonly write: (pieces: readonly Buffer[]) => void,
     private readonly events: PipelineEvents,
+    /**
+     * Whether server errors reach the client without their DETAIL: PostgreSQL's DETAIL of a failed
+     * write can print the whole row (`Failing row contains (…)`), masked columns included.
+     */
+    private readonly hideErrorDetail: () => boolean = () => false,
   ) {}
 
   /** Server replies still to come (not counting replies the proxy makes). */
@@ -80,9 +85,14 @@ export class ResponsePipeline {
     }
   }
 
-  /** Handles one chunk from the server with what the scanner found in it; writes what the client gets. */
-  onServerChunk(chunk: Buffer, scanned: readonly ScannedMessage[]): void {
-    if (!this.queue.some((e) => e.kind === 'synthetic' || e.suppress || e.rewrite) && this.held.length === 0) {
+  /**
+   * Handles one chunk from the server with what the scanner found in it; writes what the client
+   * gets. `endsInError`: the chunk ends inside an ErrorResponse (held until whole when its DETAIL
+   * may have to go).
+   */
+  onServerChunk(chunk: Buffer, scanned: readonly ScannedMessage[], endsInError = false): void {
+    const filterErrors = (endsInError || scanned.some((m) => m.kind === 'ErrorResponse' && m.error.detail !== undefined)) && this.hideErrorDetail();
+    if (!filterErrors && !this.queue.some((e) => e.kind === 'synthetic' || e.suppress || e.rewrite) && this.held.length === 0) {
       // The client first: accounting (the audit record among it) need not delay the reply.
       this.write([chunk]);
       for (const message of scanned) this.account(message);
@@ -101,7 +111,7 @@ export class ResponsePipeline {
         cut();
         this.flushSyntheticInto(out);
       }
-      const replacement = this.replacementOf(message);
+      const replacement = this.replacementOf(message, filterErrors);
       if (replacement === undefined) {
         if (this.held.length > 0) out.push(...this.held);
       } else {
@@ -120,7 +130,7 @@ export class ResponsePipeline {
     if (cursor < chunk.length) {
       // The start of a message that may be hidden or replaced waits until it is whole.
       const head = this.queue[0];
-      if (head?.kind === 'server' && (head.suppress || head.rewrite)) {
+      if ((head?.kind === 'server' && (head.suppress || head.rewrite)) || (filterErrors && endsInError)) {
         cut();
         this.held.push(chunk.subarray(cursor));
       } else cursor = chunk.length;
@@ -129,7 +139,8 @@ export class ResponsePipeline {
     if (out.length > 0) this.write(out);
   }
 
-  private replacementOf(message: ScannedMessage): Buffer | null | undefined {
+  private replacementOf(message: ScannedMessage, filterErrors: boolean): Buffer | null | undefined {
+    if (filterErrors && message.kind === 'ErrorResponse' && message.error.detail !== undefined) return encodeErrorResponse({ ...message.error, detail: undefined });
     const head = this.queue[0];
     if (head?.kind !== 'server' || isAsync(message.type)) return undefined;
     if (head.suppress) return message.kind === 'ErrorResponse' ? undefined : null;

@@ -205,15 +205,20 @@ export class Session {
     this.socket = client.socket;
     this.clientIp = (client.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
-    this.pipeline = new ResponsePipeline((pieces) => this.writeClient(pieces), {
-      completed: (statement) => this.audit(statement),
-      prepareFailed: (name) => {
-        if (this.server) preparedStatements(this.server).delete(name);
+    this.pipeline = new ResponsePipeline(
+      (pieces) => this.writeClient(pieces),
+      {
+        completed: (statement) => this.audit(statement),
+        prepareFailed: (name) => {
+          if (this.server) preparedStatements(this.server).delete(name);
+        },
+        ready: (status) => {
+          this.status = status;
+        },
       },
-      ready: (status) => {
-        this.status = status;
-      },
-    });
+      // Asked only when a server error carries a DETAIL, which may print a row's masked values.
+      () => Object.keys(this.context.policies.get(this.credential?.policy_profile_id ?? '')?.masked_columns ?? {}).length > 0,
+    );
     context.registry.add(this, this.processId);
     context.metrics.connections.inc();
     context.metrics.connectionsTotal.inc();
@@ -499,7 +504,7 @@ export class Session {
     } catch {
       return this.onServerClosed();
     }
-    this.pipeline.onServerChunk(chunk, scanned);
+    this.pipeline.onServerChunk(chunk, scanned, this.scanner!.inErrorResponse);
     this.releaseIfIdle();
   }
 

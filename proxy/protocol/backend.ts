@@ -214,6 +214,7 @@ interface Run {
 
 const DATA_ROW = 0x44;
 const COPY_DATA = 0x64;
+const ERROR_RESPONSE = 0x45;
 /** Types whose bodies are decoded (and buffered when split across chunks); every other body is skipped. */
 const DECODED = new Uint8Array(256);
 for (const type of ['Z', 'E', 'K', 'S', 'R']) DECODED[type.charCodeAt(0)] = 1;
@@ -242,6 +243,11 @@ export class BackendScanner {
 
   constructor(options: BackendScannerOptions = {}) {
     this.#maxDecodedBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  }
+
+  /** Whether the last chunk scanned ended inside an ErrorResponse (its header or its body). */
+  get inErrorResponse(): boolean {
+    return this.#headerFill > 0 ? this.#header[0] === ERROR_RESPONSE : this.#left >= 0 && this.#type === ERROR_RESPONSE;
   }
 
   scan(chunk: Buffer): ScannedMessage[] {

@@ -24,9 +24,9 @@ afterAll(async () => {
 });
 
 describe('masked columns never reach the agent', () => {
-  // Known gap, not fixed yet (docs/policy.md, "Limits"): PostgreSQL's DETAIL of a failed write can
-  // print the whole row, masked columns included; the proxy relays server errors as they come.
-  it.fails('through the DETAIL of a failed UPDATE ("Failing row contains ...")', async () => {
+  // PostgreSQL's DETAIL of a failed write can print the whole row, masked columns included: under a
+  // policy that masks columns, server errors reach the client without their DETAIL.
+  it('through the DETAIL of a failed UPDATE ("Failing row contains ...")', async () => {
     const agent = await agentOn(
       await policyWith({ name: 'rw masked', read_only: false, allowed_tables: ['public.customers'], masked_columns: { 'public.customers.email': 'redact' } }),
       'rw masked',

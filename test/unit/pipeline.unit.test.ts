@@ -91,6 +91,27 @@ describe('response pipeline', () => {
     expect(pipeline.empty).toBe(true);
   });
 
+  it('delivers server errors without their DETAIL when asked to, however the bytes are cut, and everything else as it came (property)', () => {
+    const failing = encodeErrorResponse({ severity: 'ERROR', code: '23502', message: 'null value in column "id" violates not-null constraint', detail: 'Failing row contains (null, user1@example.com).' });
+    const replies = Buffer.concat([encodeParseComplete(), encodeBindComplete(), failing, encodeReadyForQuery('I'), encodeParseComplete(), row, encodeCommandComplete('SELECT 1'), encodeReadyForQuery('I')]);
+    const stripped = encodeErrorResponse({ severity: 'ERROR', code: '23502', message: 'null value in column "id" violates not-null constraint' });
+    const expected = Buffer.concat([encodeParseComplete(), encodeBindComplete(), stripped, encodeReadyForQuery('I'), encodeParseComplete(), row, encodeCommandComplete('SELECT 1'), encodeReadyForQuery('I')]);
+    fc.assert(
+      fc.property(fc.array(fc.nat(replies.length), { maxLength: 8 }), fc.boolean(), (cuts, hide) => {
+        const out: Buffer[] = [];
+        const pipeline = new ResponsePipeline((pieces) => out.push(...pieces), { completed: () => undefined, prepareFailed: () => undefined, ready: () => undefined }, () => hide);
+        for (const expectation of [server('1'), server('2'), server('CIs', { statement: statement() }), server('Z'), server('1'), server('CIs', { statement: statement() }), server('Z')]) pipeline.expect(expectation);
+        const scanner = new BackendScanner();
+        const points = [...new Set([0, ...cuts.filter((c) => c > 0 && c < replies.length), replies.length])].sort((a, b) => a - b);
+        for (let i = 1; i < points.length; i++) {
+          const chunk = Buffer.from(replies.subarray(points[i - 1], points[i]));
+          pipeline.onServerChunk(chunk, scanner.scan(chunk), scanner.inErrorResponse);
+        }
+        expect(Buffer.concat(out).equals(hide ? expected : replies)).toBe(true);
+      }),
+    );
+  });
+
   it('answers at once when it owes nothing to the server first', () => {
     const result = run([synthetic(Buffer.concat([encodeErrorResponse({ severity: 'ERROR', code: '0A000', message: 'no' }), encodeReadyForQuery('I')]))], Buffer.alloc(0));
     expect(result.client[0]).toBe('E'.charCodeAt(0));

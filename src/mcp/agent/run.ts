@@ -66,7 +66,9 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     if (error instanceof StatementFailed) {
       const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
       audit(context, { ...facts, event: decision.event, rule: decision.rule, reason: `${FAILED_UPSTREAM} ${decision.reason}`.trim(), ran: true, latencyUs });
-      const extra = [error.detail && `Detail: ${error.detail}`, error.hint && `Hint: ${error.hint}`].filter(Boolean).join(' ');
+      // As on the wire: under masks, no DETAIL, which can print a failed write's whole row.
+      const detail = Object.keys(context.policy?.masked_columns ?? {}).length > 0 ? undefined : error.detail;
+      const extra = [detail && `Detail: ${detail}`, error.hint && `Hint: ${error.hint}`].filter(Boolean).join(' ');
       return toolError(`The database refused the statement (SQLSTATE ${error.sqlstate}): ${error.message}${extra ? `. ${extra}` : ''}`);
     }
     if (error instanceof CredentialWithdrawn) {
