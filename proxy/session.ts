@@ -12,7 +12,7 @@ import { decisionMembers, sessionMembers, textMembers } from './decision-json.js
 import { decisionRecord, END_NOT_SEEN, FAILED_UPSTREAM, type DecisionFacts } from './decision-record.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
-import { decideStatement, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
+import { decideStatement, masksColumns, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
 import {
   BackendScanner,
   encodeAuthenticationOk,
@@ -217,7 +217,7 @@ export class Session {
         },
       },
       // Asked only when a server error carries a DETAIL, which may print a row's masked values.
-      () => Object.keys(this.context.policies.get(this.credential?.policy_profile_id ?? '')?.masked_columns ?? {}).length > 0,
+      () => masksColumns(this.context.policies.get(this.credential?.policy_profile_id ?? '')),
     );
     context.registry.add(this, this.processId);
     context.metrics.connections.inc();
@@ -886,19 +886,8 @@ export class Session {
     if (/^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
     const statement = this.statementOf({ sql, decision });
     const cap = this.rowCap(decision);
+    // Several statements under a cap were refused by the policy engine (max_rows.multi_statement).
     if (cap !== undefined && ROW_KINDS.has(decision.statementKind)) {
-      if (decision.statementCount > 1) {
-        return this.refuseStatement(sql, 'simple', {
-          event: 'blocked',
-          rule: 'max_rows.multi_statement',
-          reason: `this credential’s policy caps results at ${cap} rows (rule max_rows), which the gateway enforces one statement at a time; send each statement as its own query`,
-          sqlstate: '0A000',
-          kind: decision.statementKind,
-          tablesRead: decision.tablesRead,
-          tablesWritten: decision.tablesWritten,
-          tablesBlocked: [],
-        });
-      }
       // The simple protocol has no row limit: the statement runs as one extended-protocol turn whose Execute carries the cap.
       this.context.budgets.admit(this.credential!);
       return this.toServer(cappedQuery(decision.sql, cap), { ends: 'Z', statement, rewrite: capRewrite(statement, cap, 0, { simple: true }) });

@@ -56,6 +56,11 @@ function rulesOf(policy: PolicyRow, canaries: readonly Canary[]): PolicyRules {
   return { read_only: policy.read_only, allowed_tables: policy.allowed_tables, masked_columns: policy.masked_columns, allow_catalog: policy.allow_catalog, canaries };
 }
 
+/** Whether the policy masks any column: then server errors reach the agent without their DETAIL, which can print a row. */
+export function masksColumns(policy: Pick<PolicyRow, 'masked_columns'> | null | undefined): boolean {
+  return policy ? Object.keys(policy.masked_columns).length > 0 : false;
+}
+
 /**
  * Results the proxy's row cap cannot limit: the session caps a simple query only when it is one
  * SELECT, WITH, VALUES or TABLE (it runs as an extended turn whose Execute carries the cap), and an

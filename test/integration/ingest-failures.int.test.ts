@@ -11,6 +11,7 @@
  * - a projection transaction whose connection dies while the pooled client is checked out rejects,
  *   and does not take the process down with an unhandled 'error' event.
  */
+import type pg from 'pg';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { BusRecord } from '../../proxy/decisions.js';
@@ -203,17 +204,28 @@ describe('entries handed to the projection', () => {
   });
 });
 
+/**
+ * Runs `work` with a pool, a projection that writes nothing of its own, and a record of uncaught
+ * exceptions (Vitest reports any of the run too; this makes the test itself say so).
+ */
+async function withLostConnectionHarness(name: string, work: (pool: pg.Pool, projection: Projection, uncaught: unknown[]) => Promise<void>): Promise<void> {
+  const pool = createPool(db.url, { max: 2 });
+  const uncaught: unknown[] = [];
+  const onUncaught = (error: unknown) => uncaught.push(error);
+  process.prependListener('uncaughtException', onUncaught);
+  try {
+    await pool.query('create table if not exists pgward.projection_checkpoints (name text primary key, position bigint not null, updated_at timestamptz not null default now())');
+    await work(pool, { name, streamPrefixes: [], tables: [], apply: async () => undefined } as unknown as Projection, uncaught);
+  } finally {
+    process.removeListener('uncaughtException', onUncaught);
+    await pool.end();
+  }
+}
+
 describe('projection transactions', () => {
   it('a connection lost while the projection’s client is checked out rejects the batch, with no unhandled error', async () => {
-    const pool = createPool(db.url, { max: 2 });
-    const uncaught: unknown[] = [];
-    const onUncaught = (error: unknown) => uncaught.push(error);
-    // Vitest reports any uncaught exception of the run too; this makes the test itself say so.
-    process.prependListener('uncaughtException', onUncaught);
-    try {
+    await withLostConnectionHarness('lost-connection', async (pool, projection, uncaught) => {
       await pool.query('create table if not exists public.copied (n integer)');
-      await pool.query('create table if not exists pgward.projection_checkpoints (name text primary key, position bigint not null, updated_at timestamptz not null default now())');
-      const projection = { name: 'lost-connection', streamPrefixes: [], tables: [], apply: async () => undefined } as unknown as Projection;
       const killed = applyBatch(pool, projection, 'public', [], -1n, 0n, async (tx) => {
         const { rows } = await tx.query<{ pid: number }>('select pg_backend_pid() as pid');
         await admin(db.url, (client) => client.query('select pg_terminate_backend($1)', [rows[0]!.pid]));
@@ -225,23 +237,14 @@ describe('projection transactions', () => {
       expect(uncaught).toEqual([]);
       // The pool goes on with a new connection.
       expect((await pool.query<{ one: number }>('select 1 as one')).rows).toEqual([{ one: 1 }]);
-    } finally {
-      process.removeListener('uncaughtException', onUncaught);
-      await pool.end();
-    }
+    });
   });
 });
 
 describe('COPY through copyIn', () => {
   it('a connection lost in the middle of a COPY rejects the batch and leaves nothing behind, with no unhandled error', async () => {
-    const pool = createPool(db.url, { max: 2 });
-    const uncaught: unknown[] = [];
-    const onUncaught = (error: unknown) => uncaught.push(error);
-    process.prependListener('uncaughtException', onUncaught);
-    try {
+    await withLostConnectionHarness('lost-connection-copy', async (pool, projection, uncaught) => {
       await pool.query('create table if not exists public.copied_big (n integer, t text)');
-      await pool.query('create table if not exists pgward.projection_checkpoints (name text primary key, position bigint not null, updated_at timestamptz not null default now())');
-      const projection = { name: 'lost-connection-copy', streamPrefixes: [], tables: [], apply: async () => undefined } as unknown as Projection;
       const filler = 'x'.repeat(1_000);
       const rows = Buffer.from(Array.from({ length: 100_000 }, (_, n) => `${n}\t${filler}\n`).join(''), 'utf8');
       let sawCopy = false;
@@ -269,9 +272,6 @@ describe('COPY through copyIn', () => {
       expect(uncaught).toEqual([]);
       // Rolled back: the server ended the transaction with the session; the pool goes on with a new connection.
       expect((await pool.query<{ n: number }>('select count(*)::int as n from public.copied_big')).rows).toEqual([{ n: 0 }]);
-    } finally {
-      process.removeListener('uncaughtException', onUncaught);
-      await pool.end();
-    }
+    });
   });
 });

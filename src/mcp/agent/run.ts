@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import { END_NOT_SEEN, FAILED_UPSTREAM } from '../../../proxy/decision-record.js';
+import { masksColumns } from '../../../proxy/policy/hook.js';
 import { toolError } from '../tool.js';
 import { audit } from './audit.js';
 import { stillUsable } from './auth.js';
@@ -67,7 +68,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
       const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
       audit(context, { ...facts, event: decision.event, rule: decision.rule, reason: `${FAILED_UPSTREAM} ${decision.reason}`.trim(), ran: true, latencyUs });
       // As on the wire: under masks, no DETAIL, which can print a failed write's whole row.
-      const detail = Object.keys(context.policy?.masked_columns ?? {}).length > 0 ? undefined : error.detail;
+      const detail = masksColumns(context.policy) ? undefined : error.detail;
       const extra = [detail && `Detail: ${detail}`, error.hint && `Hint: ${error.hint}`].filter(Boolean).join(' ');
       return toolError(`The database refused the statement (SQLSTATE ${error.sqlstate}): ${error.message}${extra ? `. ${extra}` : ''}`);
     }
