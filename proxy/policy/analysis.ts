@@ -69,6 +69,20 @@ export interface StatementAnalysis {
   readonly wholeRows: readonly WholeRowUse[];
   /** String and numeric constants anywhere in the statement (value honeytokens). */
   readonly literals: readonly string[];
+  /** Edits the statement runs with whatever the policy (see TreeEdit); none means it runs as written, unless masked. */
+  readonly edits: readonly TreeEdit[];
+}
+
+/**
+ * A change the statement must run with, made on a copy of its parse tree before it is deparsed:
+ * the node at `path` is edited in place (a function name qualified, a relation marked ONLY, ...).
+ * Returns why it could not be made, which refuses the statement. Edits must not move nodes other
+ * edits' paths pass through.
+ */
+export interface TreeEdit {
+  readonly path: Path;
+  readonly what: string;
+  apply(node: Node): string | undefined;
 }
 
 /** Accumulates findings during one statement's walk. */
@@ -79,6 +93,7 @@ export class Collector {
   readonly relations: RelationUse[] = [];
   readonly columns: ColumnUse[] = [];
   readonly wholeRows: WholeRowUse[] = [];
+  readonly edits: TreeEdit[] = [];
   /** Field objects of relation, function, column-reference and sublink nodes the walk analyzed. */
   readonly visited = new Set<object>();
 

@@ -7,11 +7,14 @@ import { DEFAULT_SEARCH_PATH, searchPathOf } from './names.js';
 import { parseStatements, type ParsedStatement, type ParseFailure } from './parser.js';
 import { selectQuery } from './queries.js';
 import type { Level } from './scope.js';
+import type { UpstreamCatalog } from './upstream-catalog.js';
 import { statement, statementShape } from './statements.js';
 
 export interface AnalysisSession {
   /** The session's search_path as a list of schema names; default `public` (DEFAULT_SEARCH_PATH). */
   readonly searchPath?: readonly string[];
+  /** The upstream database's catalog, when the proxy has read it; undefined means nothing is known of it. */
+  readonly catalog?: UpstreamCatalog;
 }
 
 function query(ctx: Ctx, parent: Level | null, at: At, options: QueryOptions = { observable: true }): void {
@@ -44,6 +47,7 @@ export function analyzeStatement(parsed: ParsedStatement, session: AnalysisSessi
     columns: out.columns,
     wholeRows: out.wholeRows,
     literals,
+    edits: out.edits,
   };
 }
 

@@ -2,7 +2,7 @@ import { analyzeSql, type AnalysisSession, type SqlAnalysis } from './analyze.js
 import { DEFAULT_SEARCH_PATH } from './names.js';
 
 /**
- * Analyses of whole query strings, keyed by the exact text and the search path (analysis needs no
+ * Analyses of whole query strings, keyed by the exact text, the search path and the upstream catalog's version (analysis needs no
  * policy, so a policy change does not invalidate it). Deliberately not keyed by libpg_query's
  * fingerprint: it ignores literals and alias names, and both change decisions (honeytoken values,
  * set_config names, `FROM customers c, orders o` against `FROM customers o, orders c`).
@@ -19,7 +19,7 @@ export class AnalysisCache {
 
   analyze(sql: string, session: AnalysisSession = {}): SqlAnalysis {
     // A JSON array is never a prefix of another one, so the concatenation keeps keys distinct.
-    const key = JSON.stringify(session.searchPath ?? DEFAULT_SEARCH_PATH) + sql;
+    const key = `${session.catalog?.version ?? ''}\u0000${JSON.stringify(session.searchPath ?? DEFAULT_SEARCH_PATH)}${sql}`;
     const hit = this.entries.get(key);
     if (hit) {
       this.entries.delete(key);

@@ -58,8 +58,15 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   if (refusal) return refused(facts, refusal);
   const edits = maskCheck(analysis, policy);
   if (!Array.isArray(edits)) return refused(facts, edits);
-  if (edits.length === 0) return allowed(facts, 'query', '', '', [], analysis.sql);
+  if (edits.length === 0 && analysis.edits.length === 0) return allowed(facts, 'query', '', '', [], analysis.sql);
   const outcome = applyMasks(analysis, edits, policy.masked_columns, session);
+  if (!outcome.ok && edits.length === 0) {
+    return refused(facts, {
+      rule: 'statement.rewrite_failed',
+      reason: `the statement could not be rewritten to run safely: ${outcome.why} (rule statement.rewrite_failed). Simplify it, or write the names it uses schema-qualified.`,
+      sqlstate: INSUFFICIENT_PRIVILEGE,
+    });
+  }
   if (!outcome.ok) {
     return refused(facts, {
       rule: 'masked_columns.rewrite_failed',
@@ -67,6 +74,7 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
       sqlstate: INSUFFICIENT_PRIVILEGE,
     });
   }
+  if (edits.length === 0) return allowed(facts, 'query', '', '', [], outcome.sql);
   const columns = [...new Set(edits.map((edit) => `${edit.column} (${edit.mode})`))];
   return allowed(facts, 'masked', 'masked_columns.masked', `masked ${columns.join(', ')}: every reference reads the masked value (rule masked_columns.masked).`, edits, outcome.sql);
 }

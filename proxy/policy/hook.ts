@@ -10,6 +10,7 @@ import { MAX_SQL_BYTES, parseStatements } from './parser.js';
 import { decideSql, type StatementVerdict } from './policy.js';
 import { numericShape, withOtherNumbers } from './shape.js';
 import type { Canary, PolicyRules } from './rules.js';
+import type { UpstreamCatalog } from './upstream-catalog.js';
 
 /** What the policy engine says about one client message's SQL (one or several statements): a statement's decision, less its mask edits. */
 export type StatementDecision =
@@ -35,6 +36,8 @@ export interface StatementContext {
   readonly policy: PolicyRow | undefined;
   readonly protocol: 'simple' | 'extended';
   readonly honeytokens: Honeytokens;
+  /** The upstream database's catalog as the proxy last read it; undefined when not (yet) known. */
+  readonly catalog?: UpstreamCatalog;
 }
 
 const KIND = /^\s*(?:(?:--[^\n]*\n|\/\*[\s\S]*?\*\/)\s*)*([A-Za-z]+)/;
@@ -143,22 +146,29 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
     };
   }
   const canaries = context.honeytokens.canariesOf(policy);
-  const known = allowedDecisions.get(policy, canaries, sql);
+  const session = context.catalog ? { catalog: context.catalog } : {};
+  const key = withCatalog(context.catalog, sql);
+  const known = allowedDecisions.get(policy, canaries, key);
   if (known) return capRefusal(known, policy, context.protocol) ?? known;
   const shape = shapeable(canaries, sql) ? numericShape(sql) : undefined;
-  const template = shape && allowedShapes.get(policy, canaries, shape.key);
+  const template = shape && allowedShapes.get(policy, canaries, withCatalog(context.catalog, shape.key));
   if (template) return capRefusal(template, policy, context.protocol) ?? { ...template, sql };
   const rules = rulesOf(policy, canaries);
-  const decision = combine(sql, decideSql(sql, rules, {}, analyses));
+  const decision = combine(sql, decideSql(sql, rules, session, analyses));
   if (decision.action === 'refuse') {
     if (decision.honeytokenId !== undefined) context.honeytokens.tripped(context.credential, decision.honeytokenId);
     return decision;
   }
-  allowedDecisions.set(policy, canaries, sql, decision);
-  if (shape && reusableAcrossNumbers(decision) && sameAcrossNumbers(decision, combine(sql, decideSql(withOtherNumbers(sql, shape), rules)))) {
-    allowedShapes.set(policy, canaries, shape.key, decision);
+  allowedDecisions.set(policy, canaries, key, decision);
+  if (shape && reusableAcrossNumbers(sql, decision) && sameAcrossNumbers(decision, combine(sql, decideSql(withOtherNumbers(sql, shape), rules, session)))) {
+    allowedShapes.set(policy, canaries, withCatalog(context.catalog, shape.key), decision);
   }
   return capRefusal(decision, policy, context.protocol) ?? decision;
+}
+
+/** Allowed decisions depend on the catalog they were made with: their cache keys carry its version. */
+function withCatalog(catalog: UpstreamCatalog | undefined, key: string): string {
+  return catalog ? `${catalog.version}\u0000${key}` : key;
 }
 
 /** One decision for a message from its statements' verdicts: a tripped canary first, then the first refusal, else an allow of them all. */
@@ -171,15 +181,17 @@ function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementD
   if (refused?.action === 'refuse') return { ...refused, tablesRead: read, tablesWritten: written };
   const allowed = decisions.filter((d) => d.action === 'allow');
   const masked = allowed.some((d) => d.event === 'masked');
-  // A masked message runs as its statements' texts joined again. A text may end in a `--` comment,
+  const rewritten = verdicts.some((v) => v.decision.action === 'allow' && v.decision.sql !== v.sql);
+  // A rewritten message runs as its statements' texts joined again. A text may end in a `--` comment,
   // which would swallow a `;` on its line and merge two statements into one (`SELECT f -- x` and
   // `((SELECT 'arg'))` would call f): the separator starts on a line of its own, and the joined text
   // must split back into exactly the texts that were decided.
-  const text = masked ? allowed.map((d) => d.sql).join('\n;\n') : sql;
-  if (masked && !splitsInto(text, allowed.map((d) => d.sql))) {
+  const text = rewritten ? allowed.map((d) => d.sql).join('\n;\n') : sql;
+  if (rewritten && !splitsInto(text, allowed.map((d) => d.sql))) {
+    const rule = masked ? 'masked_columns.rewrite_failed' : 'statement.rewrite_failed';
     return {
-      action: 'refuse', event: 'blocked', statementKind: kind, rule: 'masked_columns.rewrite_failed', sqlstate: '42501', tablesRead: read, tablesWritten: written, tablesBlocked: [], progress: [],
-      reason: 'the masked statements could not be joined back into a query string that runs exactly them (rule masked_columns.rewrite_failed); send each statement as its own query',
+      action: 'refuse', event: 'blocked', statementKind: kind, rule, sqlstate: '42501', tablesRead: read, tablesWritten: written, tablesBlocked: [], progress: [],
+      reason: `the rewritten statements could not be joined back into a query string that runs exactly them (rule ${rule}); send each statement as its own query`,
     };
   }
   return {
@@ -188,7 +200,7 @@ function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementD
     statementKind: kind,
     rule: masked ? 'masked_columns.masked' : '',
     reason: masked ? allowed.filter((d) => d.event === 'masked').map((d) => d.reason).join(' ') : '',
-    // Unmasked text runs exactly as sent; a masked message runs as its rewritten statements.
+    // Text the policy did not rewrite runs exactly as sent; otherwise the message runs as its rewritten statements.
     sql: text,
     tablesRead: read,
     tablesWritten: written,
@@ -213,8 +225,8 @@ function shapeable(canaries: readonly Canary[], sql: string): boolean {
  * through constantText (SET values, DefElem options, set_config's name), none of which these carry
  * an allow through; sameAcrossNumbers checks each shape once more against a variant of its text.
  */
-function reusableAcrossNumbers(decision: Extract<StatementDecision, { action: 'allow' }>): boolean {
-  return decision.event === 'query' && decision.rule === '' && decision.reason === '' && decision.statementCount === 1 && decision.progress.length === 0 && SHAPED_KINDS.has(decision.statementKind);
+function reusableAcrossNumbers(sql: string, decision: Extract<StatementDecision, { action: 'allow' }>): boolean {
+  return decision.sql === sql && decision.event === 'query' && decision.rule === '' && decision.reason === '' && decision.statementCount === 1 && decision.progress.length === 0 && SHAPED_KINDS.has(decision.statementKind);
 }
 
 function sameAcrossNumbers(decision: Extract<StatementDecision, { action: 'allow' }>, variant: StatementDecision): boolean {

@@ -82,9 +82,10 @@ function sameTree(a: unknown, b: unknown): boolean {
 }
 
 /**
- * Rewrites every masked reference at its source, deparses, re-parses and re-analyzes: the round
- * trip must give back exactly the edited tree, and the only references to masked columns left
- * must be the ones inside mask expressions. Anything else refuses the statement.
+ * Rewrites every masked reference at its source and makes the analysis's tree edits, deparses,
+ * re-parses and re-analyzes: the round trip must give back exactly the edited tree, and the only
+ * references to masked columns left must be the ones inside mask expressions. Anything else
+ * refuses the statement.
  */
 export function applyMasks(
   analysis: StatementAnalysis,
@@ -92,7 +93,7 @@ export function applyMasks(
   masked: Readonly<Record<string, MaskMode>>,
   session: AnalysisSession = {},
 ): MaskOutcome {
-  if (!searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH).catalogFirst) {
+  if (edits.length > 0 && !searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH).catalogFirst) {
     return { ok: false, why: 'the search_path puts a schema before pg_catalog, so the mask expression could be shadowed' };
   }
   const stmt = cloneTree(analysis.stmt);
@@ -109,6 +110,12 @@ export function applyMasks(
     if (inner) expected.add(JSON.stringify([...edit.path, ...inner]));
     keepOutputName(stmt, edit.path, ref);
   }
+  for (const edit of analysis.edits) {
+    const node = getAt(stmt, edit.path);
+    if (!isObject(node)) return { ok: false, why: `no node at the path of ${edit.what}` };
+    const why = edit.apply(node);
+    if (why !== undefined) return { ok: false, why };
+  }
   let sql: string;
   try {
     sql = deparseSync(stmt as Parameters<typeof deparseSync>[0], { pretty: false });
@@ -118,6 +125,7 @@ export function applyMasks(
   const reparsed = parseOne(sql);
   if (!reparsed) return { ok: false, why: 'the rewritten statement does not parse back' };
   if (!sameTree(reparsed, stmt)) return { ok: false, why: 'the rewritten statement does not parse back to the rewritten tree' };
+  if (edits.length === 0) return { ok: true, sql };
   const again = analyzeStatement({ stmt: reparsed, sql, location: 0 }, session);
   const leaked = again.columns.find(
     (use) => !use.written && use.candidates.some((candidate) => masked[`${qualified(candidate.table)}.${candidate.column}`]) && !expected.has(JSON.stringify(use.path)),

@@ -1,0 +1,26 @@
+import type { RelationName } from './names.js';
+
+/**
+ * What the gateway knows of one upstream database's catalog: read by the proxy from the upstream
+ * itself and refreshed, handed to the analyzer as data (the analyzer stays pure). Every decision
+ * that depends on it is cached under its `version`.
+ */
+export type CatalogRelationKind = 'table' | 'partitioned' | 'view' | 'matview' | 'foreign';
+
+export interface CatalogRelation {
+  readonly kind: CatalogRelationKind;
+  /** Column names in attribute order, dropped and system columns left out. */
+  readonly columns: readonly string[];
+  /** `schema.name` of relations that inherit from this one and are not its partitions (plain inheritance). */
+  readonly inheritors: readonly string[];
+}
+
+export interface UpstreamCatalog {
+  /** Changes whenever anything below changes: part of every cache key that depends on the catalog. */
+  readonly version: string;
+  relation(name: RelationName): CatalogRelation | undefined;
+  /** Schemas other than pg_catalog that define a function (or aggregate, procedure) named `name`. */
+  functionSchemas(name: string): readonly string[];
+  /** Schemas other than pg_catalog that define an operator named `name`. */
+  operatorSchemas(name: string): readonly string[];
+}
