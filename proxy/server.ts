@@ -4,12 +4,7 @@ import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { disableForHoneytoken } from '../commands/credentials/disable-for-honeytoken.js';
-import { evolveCredential, type CredentialRow } from '../projections/credentials.js';
-import { databaseIdOf, evolveDatabase, type DatabaseRow } from '../projections/databases.js';
-import { evolveHoneytoken, honeytokenIdOf, type HoneytokenRow } from '../projections/honeytokens.js';
-import { evolveOrganization, type OrganizationRow } from '../projections/organizations.js';
-import { evolvePolicy, type PolicyRow } from '../projections/policies.js';
-import { evolveProject, type ProjectRow } from '../projections/projects.js';
+import type { CredentialRow } from '../projections/credentials.js';
 import type { Plan } from '../src/events/organizations.js';
 import { plans } from '../src/plans.js';
 import type { DecisionBus } from '../src/bus/port.js';
@@ -26,8 +21,8 @@ import { Inlet } from './inlet.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
 import { Upstreams } from './upstreams.js';
-import { LiveView } from './views/live-view.js';
-import { evolvePolicyRoles, upstreamChoice, type PolicyRoles } from './views/policy-roles.js';
+import { upstreamChoice } from './views/policy-roles.js';
+import { proxyViews } from './views/proxy-views.js';
 
 export interface ProxyOptions {
   readonly store: EventStore;
@@ -67,18 +62,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const credentials = new LiveView<CredentialRow>(store, {
-    streamPrefix: 'credential-',
-    keyOf: (event) => event.stream.slice('credential-'.length),
-    evolve: evolveCredential,
-  });
-  const databases = new LiveView<DatabaseRow>(store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase });
-  const policies = new LiveView<PolicyRow>(store, { streamPrefix: 'policy-', keyOf: (event) => event.stream.slice('policy-'.length), evolve: evolvePolicy });
-  const honeytokenRows = new LiveView<HoneytokenRow>(store, { streamPrefix: 'honeytoken-', keyOf: honeytokenIdOf, evolve: evolveHoneytoken });
-  const policyRoles = new LiveView<PolicyRoles>(store, { streamPrefix: 'policy-', keyOf: (event) => event.stream.slice('policy-'.length), evolve: evolvePolicyRoles });
-  const projects = new LiveView<ProjectRow>(store, { streamPrefix: 'project-', keyOf: (event) => event.stream.slice('project-'.length), evolve: evolveProject });
-  const organizations = new LiveView<OrganizationRow>(store, { streamPrefix: 'org-', keyOf: (event) => event.stream.slice('org-'.length), evolve: evolveOrganization });
-  const views = [credentials, databases, policies, honeytokenRows, policyRoles, projects, organizations];
+  const { credentials, databases, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);

@@ -3,30 +3,69 @@ import pg from 'pg';
 const RECONNECT_MS = 500;
 
 /**
- * One LISTEN connection shared by every subscriber of a channel. It connects on the first
- * subscriber and reconnects after a failure; after a reconnect it wakes everyone, since
- * notifications sent while it was down are lost.
+ * One LISTEN connection shared by every subscriber, whatever channels they listen to. It connects
+ * on the first subscriber, listens to a channel while some subscriber wants it, and reconnects
+ * after a failure. A notification wakes only the subscribers of its channel. Whenever
+ * notifications may have been missed (a channel newly listened to, a reconnect) it wakes the
+ * subscribers concerned, so they read once and miss nothing.
  */
 export class NotificationListener {
-  private readonly callbacks = new Set<() => void>();
+  private readonly channels = new Map<string, Set<() => void>>();
   private client: pg.Client | undefined;
   private connecting: Promise<void> | undefined;
   private closed = false;
   private retry: NodeJS.Timeout | undefined;
+  /** LISTEN and UNLISTEN one at a time, in the order asked: pg queues them, but warns on overlap. */
+  private commands: Promise<unknown> = Promise.resolve();
 
-  constructor(
-    private readonly connectionString: string,
-    private readonly channel: string,
-  ) {}
+  constructor(private readonly connectionString: string) {}
 
-  onNotify(callback: () => void): () => void {
-    this.callbacks.add(callback);
+  /** Calls `callback` on each notification of any of `channels`; returns the unregister function. */
+  onNotify(channels: readonly string[], callback: () => void): () => void {
+    const unique = [...new Set(channels)];
+    for (const channel of unique) {
+      const callbacks = this.channels.get(channel);
+      if (callbacks) callbacks.add(callback);
+      else {
+        this.channels.set(channel, new Set([callback]));
+        void this.listen(channel);
+      }
+    }
     void this.ensureConnected();
-    return () => this.callbacks.delete(callback);
+    return () => {
+      for (const channel of unique) {
+        const callbacks = this.channels.get(channel);
+        callbacks?.delete(callback);
+        if (callbacks?.size === 0) {
+          this.channels.delete(channel);
+          void this.command(`unlisten ${pg.escapeIdentifier(channel)}`).catch(() => undefined);
+        }
+      }
+    };
   }
 
-  private wakeAll(): void {
-    for (const callback of this.callbacks) callback();
+  private command(sql: string): Promise<unknown> {
+    const client = this.client;
+    if (!client) return Promise.resolve();
+    const next = this.commands.then(() => client.query(sql));
+    this.commands = next.catch(() => undefined);
+    return next;
+  }
+
+  private wake(channel: string): void {
+    for (const callback of this.channels.get(channel) ?? []) callback();
+  }
+
+  /** Listens on the current connection (a later one listens to every channel anyway), then wakes the channel's subscribers. */
+  private async listen(channel: string): Promise<void> {
+    if (!this.client) return;
+    try {
+      await this.command(`listen ${pg.escapeIdentifier(channel)}`);
+    } catch {
+      // The connection failed: reconnecting listens again and wakes everyone.
+      return;
+    }
+    this.wake(channel);
   }
 
   private ensureConnected(): Promise<void> {
@@ -38,7 +77,7 @@ export class NotificationListener {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: 'pgward-listen' });
+    const client = new pg.Client({ connectionString: this.connectionString, application_name: 'pgward-listen', keepAlive: true });
     const lost = (): void => {
       if (this.client === client) this.client = undefined;
       client.removeAllListeners();
@@ -48,16 +87,17 @@ export class NotificationListener {
     };
     client.on('error', lost);
     client.on('end', lost);
-    client.on('notification', () => this.wakeAll());
+    client.on('notification', (message) => this.wake(message.channel));
     try {
       await client.connect();
-      await client.query(`listen ${pg.escapeIdentifier(this.channel)}`);
       if (this.closed) {
         await client.end();
         return;
       }
+      // Channels added from here on are listened to by listen(), those before by the loop below.
       this.client = client;
-      this.wakeAll();
+      this.commands = Promise.resolve();
+      await Promise.all([...this.channels.keys()].map((channel) => this.listen(channel)));
     } catch {
       lost();
     }

@@ -220,6 +220,9 @@ export function createEventStoreDbStore(connectionString: string): EventStore {
 
     subscribe(after, options = {}): Subscription {
       const prefixes = options.streamPrefixes;
+      // One request: the server filters $all by stream prefix and pushes only matching events, so
+      // appends to other streams never reach this client as events (at most as the filter's
+      // periodic checkpoints, which nothing here asks for).
       const source = client.subscribeToAll({
         fromPosition: fromPosition(after),
         filter: prefixes?.length ? streamNameFilter({ prefixes: [...prefixes] }) : excludeSystemEvents(),
@@ -257,7 +260,7 @@ export function createEventStoreDbStore(connectionString: string): EventStore {
         await iterator.return(undefined);
       }
       subscriptions.add(close);
-      return { [Symbol.asyncIterator]: () => iterator, close };
+      return { [Symbol.asyncIterator]: () => iterator, reads: 1, close };
     },
 
     async headPosition() {

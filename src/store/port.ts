@@ -31,12 +31,22 @@ export interface AppendResult {
 }
 
 export interface ReadAllOptions {
-  /** Only events whose stream starts with one of these prefixes. */
+  /**
+   * Only events whose stream starts with one of these prefixes, filtered by the store. On a
+   * subscription they also choose what wakes it: only appends to streams of the prefixes'
+   * categories (src/store/categories.ts) do.
+   */
   readonly streamPrefixes?: readonly string[];
   readonly limit?: number;
 }
 
 export interface Subscription extends AsyncIterable<RecordedEvent> {
+  /**
+   * Requests this subscription has made to the store so far: each read of a polling adapter
+   * (catch-up and every wake-up), each (re)subscribe of a push adapter. Appends to streams it
+   * does not read must not add to it.
+   */
+  readonly reads: number;
   close(): Promise<void>;
 }
 

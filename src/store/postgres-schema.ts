@@ -4,6 +4,8 @@
  * so the global position is dense and follows commit order: a reader that saw position p has
  * seen every event below p, because the lock is released only after commit.
  */
+import { ALL_EVENTS_CHANNEL, CATEGORY_CHANNEL_PREFIX, CATEGORY_PATTERN } from './categories.js';
+
 export const APPEND_LOCK_KEY = 7_294_061_112;
 
 export const eventStoreSchemaSql = `
@@ -54,6 +56,7 @@ declare
   v_existing integer;
   v_same_stream boolean;
   v_same_order boolean;
+  v_category text := substring(p_stream from '${CATEGORY_PATTERN}');
 begin
   if cardinality(p_bounds) <> 2 * v_count + 1 or p_bounds[1] <> 0 or p_bounds[2 * v_count + 1] <> octet_length(p_payloads) then
     raise exception 'append_events: the bounds do not cover the payloads';
@@ -88,7 +91,11 @@ begin
            substring(p_payloads from p_bounds[2 * i - 1] + 1 for p_bounds[2 * i] - p_bounds[2 * i - 1]),
            substring(p_payloads from p_bounds[2 * i] + 1 for p_bounds[2 * i + 1] - p_bounds[2 * i])
       from generate_subscripts(p_ids, 1) as i;
-  perform pg_notify('pgward_events', (v_position + v_count)::text);
+  -- One wake-up per category (see categories.ts), so a subscriber of other categories hears nothing.
+  if v_category is not null then
+    perform pg_notify('${CATEGORY_CHANNEL_PREFIX}' || v_category, (v_position + v_count)::text);
+  end if;
+  perform pg_notify('${ALL_EVENTS_CHANNEL}', (v_position + v_count)::text);
   return query select 'ok'::text, v_actual + v_count, v_position + v_count;
 end $$;
 `;

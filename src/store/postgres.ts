@@ -17,11 +17,10 @@ import {
   type Subscription,
 } from './port.js';
 import { wakeableSubscription } from './subscription.js';
+import { wakeChannels } from './categories.js';
 import { NotificationListener } from '../pg/listener.js';
 
 const DEFAULT_BATCH = 1000;
-/** Subscribers poll this often even without a notification, in case one was lost with a connection. */
-const FALLBACK_POLL_MS = 1000;
 
 interface EventRow {
   position: bigint;
@@ -114,7 +113,7 @@ export async function createPostgresEventStore(connectionString: string, options
     await pool.end();
     throw new StoreError('STORE_UNAVAILABLE', `event store schema: ${(error as Error).message}`);
   }
-  const listener = new NotificationListener(connectionString, 'pgward_events');
+  const listener = new NotificationListener(connectionString);
 
   async function readAll(after: bigint, readOptions: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const limit = readOptions.limit ?? DEFAULT_BATCH;
@@ -147,8 +146,7 @@ export async function createPostgresEventStore(connectionString: string, options
       return wakeableSubscription({
         after,
         read: (position) => readAll(position, { ...subscribeOptions, limit: DEFAULT_BATCH }),
-        onWake: (wake) => listener.onNotify(wake),
-        fallbackPollMs: FALLBACK_POLL_MS,
+        onWake: (wake) => listener.onNotify(wakeChannels(subscribeOptions.streamPrefixes), wake),
       });
     },
 

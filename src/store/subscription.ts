@@ -4,38 +4,42 @@ export interface WakeableSource {
   after: bigint;
   /** Reads the next batch strictly after `position`; an empty batch means caught up. */
   read(position: bigint): Promise<RecordedEvent[]>;
-  /** Registers a callback for "new events may exist"; returns the unregister function. */
+  /**
+   * Registers a callback for "new events of this subscription's categories may exist"; returns
+   * the unregister function. The source must also call it whenever such a wake-up may have been
+   * lost (see NotificationListener), since a caught-up subscription reads only when woken.
+   */
   onWake(wake: () => void): () => void;
-  fallbackPollMs: number;
 }
 
-/** Catch-up then live: reads batches until empty, then sleeps until woken (or the fallback poll), and repeats. */
+/**
+ * Catch-up then live: reads batches until empty, then sleeps until woken, and repeats. There is
+ * no polling: a subscription whose categories do not move makes no round trip at all.
+ */
 export function wakeableSubscription(source: WakeableSource): Subscription {
   let closed = false;
   let woken = false;
+  let reads = 0;
   let interrupt: (() => void) | undefined;
   const off = source.onWake(() => {
     woken = true;
     interrupt?.();
   });
 
-  function sleep(): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, source.fallbackPollMs);
-      function done(): void {
-        clearTimeout(timer);
+  const sleep = (): Promise<void> =>
+    new Promise((resolve) => {
+      interrupt = () => {
         interrupt = undefined;
         resolve();
-      }
-      interrupt = done;
+      };
     });
-  }
 
   async function* run(): AsyncGenerator<RecordedEvent> {
     let position = source.after;
     try {
       while (!closed) {
         woken = false;
+        reads += 1;
         const batch = await source.read(position);
         for (const event of batch) {
           if (closed) return;
@@ -52,6 +56,9 @@ export function wakeableSubscription(source: WakeableSource): Subscription {
   const iterator = run();
   return {
     [Symbol.asyncIterator]: () => iterator,
+    get reads() {
+      return reads;
+    },
     async close() {
       closed = true;
       interrupt?.();

@@ -1,0 +1,28 @@
+import { evolveCredential, type CredentialRow } from '../../projections/credentials.js';
+import { databaseIdOf, evolveDatabase, type DatabaseRow } from '../../projections/databases.js';
+import { evolveHoneytoken, honeytokenIdOf, type HoneytokenRow } from '../../projections/honeytokens.js';
+import { evolveOrganization, type OrganizationRow } from '../../projections/organizations.js';
+import { evolvePolicy, type PolicyRow } from '../../projections/policies.js';
+import { evolveProject, type ProjectRow } from '../../projections/projects.js';
+import type { EventStore } from '../../src/store/port.js';
+import { LiveView } from './live-view.js';
+import { evolvePolicyRoles, type PolicyRoles } from './policy-roles.js';
+
+const afterPrefix = (prefix: string) => (event: { stream: string }) => event.stream.slice(prefix.length);
+
+/**
+ * The proxy's in-memory views. Each follows only its own control-plane category (`credential-`,
+ * `project-`, `policy-`, `honeytoken-`, `org-`), so audit appends never wake one.
+ */
+export function proxyViews(store: EventStore) {
+  const views = {
+    credentials: new LiveView<CredentialRow>(store, { streamPrefix: 'credential-', keyOf: afterPrefix('credential-'), evolve: evolveCredential }),
+    databases: new LiveView<DatabaseRow>(store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase }),
+    policies: new LiveView<PolicyRow>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicy }),
+    honeytokens: new LiveView<HoneytokenRow>(store, { streamPrefix: 'honeytoken-', keyOf: honeytokenIdOf, evolve: evolveHoneytoken }),
+    policyRoles: new LiveView<PolicyRoles>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicyRoles }),
+    projects: new LiveView<ProjectRow>(store, { streamPrefix: 'project-', keyOf: afterPrefix('project-'), evolve: evolveProject }),
+    organizations: new LiveView<OrganizationRow>(store, { streamPrefix: 'org-', keyOf: afterPrefix('org-'), evolve: evolveOrganization }),
+  };
+  return { ...views, all: Object.values(views) };
+}
