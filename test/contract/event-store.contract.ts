@@ -197,6 +197,57 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
       await resumed.close();
     });
 
+    describe('categories', () => {
+      // Each of these has a category of its own (the name up to the first dash).
+      const mine = `${run}mine-`;
+      const other = `${run}other-`;
+      /** Lets a subscription finish the read in flight and go idle. */
+      const idle = () => new Promise((resolve) => setTimeout(resolve, 300));
+
+      it('readAll filters in the store: interleaved categories, pages counted in matching events only', async () => {
+        const written: string[] = [];
+        for (let i = 0; i < 6; i++) {
+          const own = event();
+          written.push(own.id);
+          await store.append(`${mine}page`, [own], 'any');
+          await store.append(`${other}page`, [event(), event()], 'any');
+        }
+        const first = await store.readAll(-1n, { streamPrefixes: [`${mine}page`], limit: 4 });
+        expect(first.map((e) => e.id)).toEqual(written.slice(0, 4));
+        const rest = await store.readAll(first.at(-1)!.position, { streamPrefixes: [`${mine}page`], limit: 4 });
+        expect(rest.map((e) => e.id)).toEqual(written.slice(4));
+      });
+
+      it('a subscription is not woken by appends to other categories: they cost it no request', async () => {
+        const first = event();
+        await store.append(`${mine}w1`, [first], 'no_stream');
+        const subscription = store.subscribe(-1n, { streamPrefixes: [`${mine}w`] });
+        const iterator = subscription[Symbol.asyncIterator]();
+        expect((await take(iterator, 1)).map((e) => e.id)).toEqual([first.id]);
+        const next = take(iterator, 1);
+        await idle();
+        const asleep = subscription.reads;
+        for (let i = 0; i < 40; i++) await store.append(`${other}${i % 4}`, [event(), event()], 'any');
+        const wanted = event();
+        await store.append(`${mine}w2`, [wanted], 'no_stream');
+        expect((await next).map((e) => e.id)).toEqual([wanted.id]);
+        // At most the one request that brought its own event (none for a server that pushes).
+        expect(subscription.reads - asleep).toBeLessThanOrEqual(1);
+        await subscription.close();
+      });
+
+      it('a subscription without a filter, or with a prefix that names no category, is woken by any category', async () => {
+        const head = await store.headPosition();
+        const everything = store.subscribe(head);
+        const uncategorized = store.subscribe(head, { streamPrefixes: [`${run}nocat`] });
+        const wanted = event();
+        await store.append(`${run}nocat-1`, [wanted], 'no_stream');
+        expect((await take(uncategorized[Symbol.asyncIterator](), 1)).map((e) => e.id)).toEqual([wanted.id]);
+        expect((await take(everything[Symbol.asyncIterator](), 1)).map((e) => e.id)).toEqual([wanted.id]);
+        await Promise.all([everything.close(), uncategorized.close()]);
+      });
+    });
+
     it.skipIf(!options.supportsTransactions)('late commit: an event whose transaction commits last is never skipped by a checkpointed reader', async () => {
       const pgStore = store as PostgresEventStore;
       const prefix = `${run}-late-`;
