@@ -4,6 +4,7 @@ import { migrate } from '../src/pg/migrate.js';
 import { inTransaction } from '../src/pg/transaction.js';
 import type { EventStore } from '../src/store/port.js';
 import { batches } from '../src/store/batches.js';
+import { NotificationListener } from '../src/pg/listener.js';
 import { projectionTx, tableDdl, type Projection, type ProjectionTx } from './projection.js';
 
 export const LIVE_SCHEMA = 'rm';
@@ -82,6 +83,31 @@ const RETRY_MS = 500;
 export const RESET_CHANNEL = 'pgward_projection_reset';
 
 /**
+ * The runners of one read-model database share one LISTEN session for resets. PostgreSQL signals
+ * every session of a database that listens to anything on each commit that notifies, an audit
+ * append included, so a session per runner would be woken for audit traffic it has no use for.
+ */
+const resetListeners = new Map<pg.Pool, { listener: NotificationListener; runners: number }>();
+
+/** Calls `heard` with the name of a reset projection, or undefined when a reset may have been missed. */
+function onReset(pool: pg.Pool, heard: (projection: string | undefined) => void): () => Promise<void> {
+  let shared = resetListeners.get(pool);
+  if (!shared) {
+    shared = { listener: new NotificationListener(pool.options), runners: 0 };
+    resetListeners.set(pool, shared);
+  }
+  shared.runners += 1;
+  const off = shared.listener.onNotify([RESET_CHANNEL], heard);
+  const { listener } = shared;
+  return async () => {
+    off();
+    if (--shared.runners > 0) return;
+    resetListeners.delete(pool);
+    await listener.close();
+  };
+}
+
+/**
  * Runs one projection until stopped: takes the projection's advisory lock (a second runner waits
  * for it), then follows the store from the checkpoint, batch by batch. The subscription ends
  * when a reset is announced, and following starts again from the stored checkpoint.
@@ -142,12 +168,12 @@ export function runProjection(options: {
     if (stopped) return;
     lockClient = await pool.connect();
     lockClient.on('error', () => undefined);
+    let stopListening: (() => Promise<void>) | undefined;
     try {
       await lockClient.query('select pg_advisory_lock($1)', [projectionLockKey(projection.name)]);
-      lockClient.on('notification', (message) => {
-        if (message.payload === projection.name) void subscription?.close();
+      stopListening = onReset(pool, (reset) => {
+        if (reset === undefined || reset === projection.name) void subscription?.close();
       });
-      await lockClient.query(`listen ${RESET_CHANNEL}`);
       while (!stopped) {
         try {
           await follow();
@@ -160,6 +186,7 @@ export function runProjection(options: {
         }
       }
     } finally {
+      await stopListening?.();
       releaseLock();
     }
   })();

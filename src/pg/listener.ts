@@ -9,8 +9,11 @@ const RECONNECT_MS = 500;
  * notifications may have been missed (a channel newly listened to, a reconnect) it wakes the
  * subscribers concerned, so they read once and miss nothing.
  */
+/** Hears a notification's payload, or undefined when notifications may have been missed. */
+export type NotificationCallback = (payload: string | undefined) => void;
+
 export class NotificationListener {
-  private readonly channels = new Map<string, Set<() => void>>();
+  private readonly channels = new Map<string, Set<NotificationCallback>>();
   private client: pg.Client | undefined;
   private connecting: Promise<void> | undefined;
   private closed = false;
@@ -18,10 +21,11 @@ export class NotificationListener {
   /** LISTEN and UNLISTEN one at a time, in the order asked: pg queues them, but warns on overlap. */
   private commands: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly connectionString: string) {}
+  /** `connection`: a connection string, or the options of the pool whose database to listen on. */
+  constructor(private readonly connection: string | pg.ClientConfig) {}
 
   /** Calls `callback` on each notification of any of `channels`; returns the unregister function. */
-  onNotify(channels: readonly string[], callback: () => void): () => void {
+  onNotify(channels: readonly string[], callback: NotificationCallback): () => void {
     const unique = [...new Set(channels)];
     for (const channel of unique) {
       const callbacks = this.channels.get(channel);
@@ -52,8 +56,8 @@ export class NotificationListener {
     return next;
   }
 
-  private wake(channel: string): void {
-    for (const callback of this.channels.get(channel) ?? []) callback();
+  private wake(channel: string, payload?: string): void {
+    for (const callback of this.channels.get(channel) ?? []) callback(payload);
   }
 
   /** Listens on the current connection (a later one listens to every channel anyway), then wakes the channel's subscribers. */
@@ -77,7 +81,8 @@ export class NotificationListener {
   }
 
   private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: 'pgward-listen', keepAlive: true });
+    const config = typeof this.connection === 'string' ? { connectionString: this.connection } : this.connection;
+    const client = new pg.Client({ ...config, application_name: 'pgward-listen', keepAlive: true });
     const lost = (): void => {
       if (this.client === client) this.client = undefined;
       client.removeAllListeners();
@@ -87,7 +92,7 @@ export class NotificationListener {
     };
     client.on('error', lost);
     client.on('end', lost);
-    client.on('notification', (message) => this.wake(message.channel));
+    client.on('notification', (message) => this.wake(message.channel, message.payload ?? ''));
     try {
       await client.connect();
       if (this.closed) {

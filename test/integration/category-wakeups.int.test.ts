@@ -10,7 +10,9 @@ import fc from 'fast-check';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rebuildAndVerify } from '../../projections/maintenance.js';
+import { organizationsProjection } from '../../projections/organizations.js';
 import { projectsProjection } from '../../projections/projects.js';
+import { policiesProjection } from '../../projections/policies.js';
 import { readCheckpoint, runProjection } from '../../projections/runner.js';
 import { proxyViews } from '../../proxy/views/proxy-views.js';
 import { StatementDecided } from '../../src/events/audit.js';
@@ -140,6 +142,21 @@ describe('categories: audit appends wake no control-plane reader', () => {
       expect(views.organizations.get(orgId)?.plan).toBe('scale');
     } finally {
       await Promise.all(views.all.map((view) => view.stop()));
+    }
+  });
+
+  it('the runners of one database share one LISTEN session for resets, since PostgreSQL wakes every listening session on each append', async () => {
+    const reader = await counted();
+    const runners = [organizationsProjection, projectsProjection, policiesProjection].map((projection) => runProjection({ store: reader.store, pool, projection }));
+    try {
+      await Promise.all(runners.map((runner) => runner.active));
+      const resetListeners = async () =>
+        (await pool.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid() and query ilike '%listen%pgward_projection_reset%'`)).rows[0]!.n;
+      await waitFor(async () => (await resetListeners()) > 0, 'listening for resets');
+      await settle();
+      expect(await resetListeners()).toBe(1);
+    } finally {
+      await Promise.all(runners.map((runner) => runner.stop()));
     }
   });
 });
