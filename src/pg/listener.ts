@@ -2,6 +2,9 @@ import pg from 'pg';
 
 const RECONNECT_MS = 500;
 
+/** Hears a notification's payload, or undefined when notifications may have been missed. */
+export type NotificationCallback = (payload: string | undefined) => void;
+
 /**
  * One LISTEN connection shared by every subscriber, whatever channels they listen to. It connects
  * on the first subscriber, listens to a channel while some subscriber wants it, and reconnects
@@ -9,9 +12,6 @@ const RECONNECT_MS = 500;
  * notifications may have been missed (a channel newly listened to, a reconnect) it wakes the
  * subscribers concerned, so they read once and miss nothing.
  */
-/** Hears a notification's payload, or undefined when notifications may have been missed. */
-export type NotificationCallback = (payload: string | undefined) => void;
-
 export class NotificationListener {
   private readonly channels = new Map<string, Set<NotificationCallback>>();
   private client: pg.Client | undefined;
