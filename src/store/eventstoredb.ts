@@ -70,6 +70,15 @@ function toRecorded(event: EsdbEvent): RecordedEvent {
   };
 }
 
+/**
+ * A filtered subscription receives a checkpoint message every `search window × this` events the
+ * server scanned; with the client's default of 1, one per search window (a few dozen events), so a
+ * subscriber of the control plane would hear from every few dozen audit appends. Positions come
+ * from the events themselves here, so checkpoints are made rare (the multiplier is an unsigned
+ * 32-bit number on the wire; window × this stays far below its limit).
+ */
+const FILTER_CHECKPOINT_INTERVAL = 1_000_000;
+
 /** Event ids are UUIDs, which the server returns in its own letter case. */
 function sameId(a: string, b = ''): boolean {
   return a.toLowerCase() === b.toLowerCase();
@@ -221,11 +230,12 @@ export function createEventStoreDbStore(connectionString: string): EventStore {
     subscribe(after, options = {}): Subscription {
       const prefixes = options.streamPrefixes;
       // One request: the server filters $all by stream prefix and pushes only matching events, so
-      // appends to other streams never reach this client as events (at most as the filter's
-      // periodic checkpoints, which nothing here asks for).
+      // appends to other streams never reach this client.
       const source = client.subscribeToAll({
         fromPosition: fromPosition(after),
-        filter: prefixes?.length ? streamNameFilter({ prefixes: [...prefixes] }) : excludeSystemEvents(),
+        filter: prefixes?.length
+          ? streamNameFilter({ prefixes: [...prefixes], checkpointInterval: FILTER_CHECKPOINT_INTERVAL })
+          : excludeSystemEvents({ checkpointInterval: FILTER_CHECKPOINT_INTERVAL }),
       });
       // The client emits errors without destroying the stream: destroying keeps the error for an
       // iterator that starts later, and the listener keeps an early error from going unhandled.
