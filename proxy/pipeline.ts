@@ -18,6 +18,8 @@ export interface Statement {
   lost: boolean;
   /** The policy's row cap cut its result short. */
   truncated: boolean;
+  /** Called as it finishes, `ok` unless it failed (the cursors it declared or closed are confirmed then). */
+  settled?: ((ok: boolean) => void) | undefined;
 }
 
 /** What the client gets instead of one server reply: undefined keeps it, null hides it, a buffer replaces it. */
@@ -121,7 +123,7 @@ export class ResponsePipeline {
       }
       this.held = [];
       cursor = message.end;
-      this.account(message);
+      this.account(message, replacement !== null);
     }
     if (this.queue[0]?.kind === 'synthetic') {
       cut();
@@ -152,14 +154,15 @@ export class ResponsePipeline {
     return out;
   }
 
-  private account(message: ScannedMessage): void {
+  /** Counts a reply against its statement; `delivered` unless it was hidden from the client (rows are counted as the client saw them). */
+  private account(message: ScannedMessage, delivered = true): void {
     if (isAsync(message.type)) return;
     const head = this.queue[0];
     if (!head || head.kind !== 'server') return;
     const statement = head.statement;
     if (statement) {
       statement.bytes += message.bytes;
-      if (message.kind === 'Run' && message.type === 'D') statement.rows += message.count;
+      if (delivered && message.kind === 'Run' && message.type === 'D') statement.rows += message.count;
     }
     if (message.kind === 'ErrorResponse') {
       if (statement) statement.failed = true;
@@ -170,7 +173,7 @@ export class ResponsePipeline {
     if (!head.ends.includes(message.type)) return;
     this.queue.shift();
     if (message.kind === 'ReadyForQuery') this.events.ready(message.status);
-    if (statement) this.events.completed(statement);
+    if (statement) this.complete(statement);
   }
 
   private dropUntilSync(): void {
@@ -181,9 +184,14 @@ export class ResponsePipeline {
       if (next.kind === 'server' && next.prepares) this.events.prepareFailed(next.prepares);
       if (next.kind === 'server' && next.statement) {
         next.statement.failed = true;
-        this.events.completed(next.statement);
+        this.complete(next.statement);
       }
     }
+  }
+
+  private complete(statement: Statement): void {
+    statement.settled?.(!statement.failed);
+    this.events.completed(statement);
   }
 
   /** The connection is gone: every statement still waiting is lost, whether or not it ran. */
@@ -192,7 +200,7 @@ export class ResponsePipeline {
       if (expectation.kind === 'server' && expectation.statement) {
         expectation.statement.failed = true;
         expectation.statement.lost = true;
-        this.events.completed(expectation.statement);
+        this.complete(expectation.statement);
       }
     }
     this.held = [];

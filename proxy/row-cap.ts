@@ -1,21 +1,38 @@
 /**
- * The policy's max_rows on the wire: the server is asked for no more rows than the cap allows (the
- * Execute row limit), and where it stops early the client sees a NOTICE and a normal completion
- * for the rows it got instead of a suspended portal.
+ * The policy's max_rows on the wire. The cap holds per statement result (per portal), whatever the
+ * number of Executes and their row limits: the server is asked for no more rows than the portal has
+ * left (portal-rows.ts), and where it stops because of the cap the client sees a NOTICE and a
+ * normal completion for the rows it got instead of a suspended portal.
+ *
+ * A simple query has no row limit: under a cap, one that returns rows runs as one extended-protocol
+ * pipeline (Parse, Bind, Describe, Execute with the cap for each statement, a single Sync: the
+ * same implicit transaction and the same stop at the first error), with the replies a simple query
+ * never shows hidden. FETCH and MOVE of a cursor are bounded by the rows the cursor has left (cursors.ts).
  */
 import { serialize } from 'pg-protocol';
+import { parseStatements } from './policy/parser.js';
+import { resultRows, type ResultRows } from './policy/result-rows.js';
+import { nodeType } from './policy/ast.js';
+import { statementShape } from './policy/statements.js';
 import { encodeCommandComplete, encodeNoticeResponse } from './protocol/backend.js';
+import { encodeQuery } from './protocol/rename.js';
+import { cappedCursorRead } from './cursors.js';
+import type { PortalRows } from './portal-rows.js';
 import type { Rewrite, Statement } from './pipeline.js';
 
-/** Statement kinds whose results a cap limits on the simple protocol, where they run as an extended turn. */
-export const ROW_KINDS: ReadonlySet<string> = new Set(['select', 'with', 'values', 'table']);
+/** Replies an extended turn adds that a simple query never shows: ParseComplete, BindComplete, CloseComplete, NoData. */
+const EXTENDED_ONLY: ReadonlySet<string> = new Set(['1', '2', '3', 'n']);
 
-/** Replies an extended turn adds that a simple query never shows: ParseComplete, BindComplete, NoData. */
-const EXTENDED_ONLY: ReadonlySet<string> = new Set(['1', '2', 'n']);
-
-/** A simple query as one extended-protocol turn (unnamed statement and portal, text results) that returns at most `rows` rows. */
-export function cappedQuery(sql: string, rows: number): Buffer {
-  return Buffer.concat([serialize.parse({ text: sql }), serialize.bind({}), serialize.describe({ type: 'P' }), serialize.execute({ rows }), serialize.sync()]);
+/**
+ * A simple query's statements as one extended-protocol pipeline (unnamed statement and portal, text
+ * results), each Execute returning at most `rows` rows. The unnamed statement and portal are closed
+ * at the end, as a simple query leaves neither behind.
+ */
+export function cappedPipeline(statements: readonly string[], rows: number): Buffer {
+  const messages: Buffer[] = [];
+  for (const text of statements) messages.push(serialize.parse({ text }), serialize.bind({}), serialize.describe({ type: 'P' }), serialize.execute({ rows }));
+  messages.push(serialize.close({ type: 'P', name: '' }), serialize.close({ type: 'S', name: '' }), serialize.sync());
+  return Buffer.concat(messages);
 }
 
 export function capNotice(cap: number): Buffer {
@@ -27,12 +44,13 @@ export function capNotice(cap: number): Buffer {
 }
 
 /**
- * Rewrites the replies to one capped Execute (or capped simple query): counts its rows and, when
- * the server suspends the portal because the cap is reached, marks the statement truncated and
- * answers with the cap's NOTICE and a CommandComplete. A suspension below the cap is the client's
- * own fetch size and passes through. `before` is what the portal already delivered.
+ * Rewrites the replies to capped Executes (one Execute message, or a capped simple query's
+ * pipeline): counts each result's rows and, when the server suspends a portal because the cap is
+ * reached, marks the statement truncated and answers with the cap's NOTICE and a CommandComplete.
+ * A suspension below the cap is the client's own fetch size and passes through. `before` is what
+ * the portal may already have delivered.
  */
-export function capRewrite(statement: Statement, cap: number, before: number, options: { readonly simple: boolean; readonly onRows?: (total: number) => void }): Rewrite {
+export function capRewrite(statement: Statement, cap: number, before: number, options: { readonly simple: boolean }): Rewrite {
   let rows = 0;
   return (message) => {
     if (message.kind === 'Run' && message.type === 'D') {
@@ -40,11 +58,81 @@ export function capRewrite(statement: Statement, cap: number, before: number, op
       return undefined;
     }
     if (options.simple && EXTENDED_ONLY.has(message.type)) return null;
+    if (message.type === 'C') rows = 0;
     if (message.type !== 's') return undefined;
-    const total = before + rows;
-    options.onRows?.(total);
-    if (total < cap) return undefined;
+    const got = rows;
+    rows = 0;
+    if (before + got < cap) return undefined;
     statement.truncated = true;
-    return Buffer.concat([capNotice(cap), encodeCommandComplete(`SELECT ${rows}`)]);
+    return Buffer.concat([capNotice(cap), encodeCommandComplete(`SELECT ${got}`)]);
+  };
+}
+
+/** Passes every reply, and calls `then` when one of type `type` goes by (a BindComplete, a CloseComplete). */
+export function onReply(type: string, then: () => void): Rewrite {
+  return (message) => {
+    if (message.type === type) then();
+    return undefined;
+  };
+}
+
+interface PlannedStatement {
+  readonly sql: string;
+  readonly rows: ResultRows;
+}
+
+/** Each allowed text's statements, split once: an allowed decision is cached per text, so its text keys them. */
+const plans = new Map<string, readonly PlannedStatement[]>();
+const PLAN_CACHE = 1_000;
+
+function planOf(sql: string): readonly PlannedStatement[] {
+  const known = plans.get(sql);
+  if (known) return known;
+  const parsed = parseStatements(sql);
+  // An allowed text parses; were it not to, it runs as one Parse, which the server refuses if it holds several statements.
+  const plan = parsed.ok ? parsed.statements.map((s) => ({ sql: s.sql, rows: resultRows(s.stmt, statementShape(nodeType(s.stmt)).kind) })) : [{ sql, rows: { kind: 'rows' } as const }];
+  if (plans.size >= PLAN_CACHE) plans.delete(plans.keys().next().value as string);
+  plans.set(sql, plan);
+  return plan;
+}
+
+/** An Execute under a cap of a portal running `sql` (the extended protocol's ROLLBACK TO SAVEPOINT brings portals back too). */
+export function executedUnderCap(sql: string, portals: PortalRows): void {
+  if (planOf(sql).some(({ rows }) => rows.kind === 'rollback_to')) portals.revived();
+}
+
+/** How a simple query runs under a cap: the message to send (undefined: as sent), the rewrite of its replies, and what to do once it ends. */
+export interface CappedQuery {
+  readonly message: Buffer | undefined;
+  readonly rewrite: Rewrite | undefined;
+  /** Called when the query ended, `ok` when it did not fail: confirms the cursors it declared or closed. */
+  readonly settled: ((ok: boolean) => void) | undefined;
+}
+
+/**
+ * A simple query under a row cap of `cap`: statements that return no rows run as sent; a FETCH or
+ * MOVE reads no further than its cursor's rows left; anything else runs as a capped pipeline. The
+ * policy engine refused beforehand what cannot be capped (hook.ts `capRefusal`).
+ */
+export function cappedQuery(sql: string, cap: number, portals: PortalRows, statement: Statement): CappedQuery {
+  const plan = planOf(sql);
+  const confirms: (() => void)[] = [];
+  for (const { rows } of plan) {
+    if (rows.kind === 'declare') confirms.push(portals.made(rows.cursor));
+    if (rows.kind === 'close') confirms.push(portals.closed(rows.cursor));
+    if (rows.kind === 'rollback_to') portals.revived();
+  }
+  const settled = confirms.length === 0 ? undefined : (ok: boolean): void => void (ok && confirms.forEach((confirm) => confirm()));
+  const only = plan.length === 1 ? plan[0]!.rows : undefined;
+  if (only?.kind === 'fetch') {
+    const read = cappedCursorRead(only, portals.left(only.cursor, cap), cap, statement);
+    portals.take(only.cursor, read.takes);
+    return { message: read.sql === undefined ? undefined : encodeQuery(read.sql), rewrite: read.rewrite, settled };
+  }
+  if (plan.every(({ rows }) => rows.kind !== 'rows' && rows.kind !== 'fetch')) return { message: undefined, rewrite: undefined, settled };
+  return {
+    message: cappedPipeline(plan.map((s) => s.sql), cap),
+    rewrite: capRewrite(statement, cap, 0, { simple: true }),
+    settled,
   };
 }

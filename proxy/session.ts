@@ -33,7 +33,8 @@ import {
 } from './protocol/backend.js';
 import { ProtocolViolation } from './protocol/errors.js';
 import { encodeQuery, renameBindStatement, renameParse, renameTarget, replaceParseSql, withRowLimit } from './protocol/rename.js';
-import { capRewrite, cappedQuery, ROW_KINDS } from './row-cap.js';
+import { capRewrite, cappedQuery, executedUnderCap, onReply } from './row-cap.js';
+import { PortalRows } from './portal-rows.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
@@ -178,8 +179,8 @@ export class Session {
    */
   private unnamedOn: UpstreamConnection | undefined;
   private readonly portals = new Map<string, Allowed | undefined>();
-  /** Rows each portal has handed the client while a row cap applies. */
-  private readonly portalRows = new Map<string, number>();
+  /** Rows each portal and cursor has handed the client while a row cap applies. */
+  private readonly portalRows = new PortalRows();
   private expiryTimer: NodeJS.Timeout | undefined;
   /** Until the login completes: a client that connects and stalls must not hold a connection for ever. */
   private readonly loginTimer: NodeJS.Timeout;
@@ -666,8 +667,8 @@ export class Session {
         const current = this.stillAllowed(message.statement, prepared);
         if (!current) return;
         this.portals.set(message.portal, current);
-        this.portalRows.delete(message.portal);
-        return this.withStatement(message.statement, message.raw, renameBindStatement, '2');
+        const made = this.rowCap(current.decision) === undefined ? undefined : onReply('2', this.portalRows.made(message.portal));
+        return this.withStatement(message.statement, message.raw, renameBindStatement, '2', made);
       }
       case 'Describe':
         if (message.target !== 'S') return this.toServer(message.raw, { ends: 'Tn' });
@@ -680,11 +681,8 @@ export class Session {
           this.unsynced = true;
           return this.pipeline.expect({ kind: 'synthetic', reply: encodeCloseComplete });
         }
-        if (message.target === 'P') {
-          this.portals.delete(message.name);
-          this.portalRows.delete(message.name);
-        }
-        return this.toServer(message.raw, { ends: '3' });
+        if (message.target === 'P') this.portals.delete(message.name);
+        return this.toServer(message.raw, { ends: '3', rewrite: message.target === 'P' && this.rowCap(undefined) !== undefined ? onReply('3', this.portalRows.closed(message.name)) : undefined });
       case 'Sync':
         this.skipUntilSync = false;
         this.unsynced = false;
@@ -750,7 +748,7 @@ export class Session {
   }
 
   /** Bind or Describe of a named statement: prepared first on this connection if it is not yet, then sent under its server name. */
-  private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string): Promise<void> | void {
+  private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string, rewrite?: Rewrite): Promise<void> | void {
     const unnamed = this.unnamed;
     if (name === '' && unnamed) {
       this.unsynced = true;
@@ -760,7 +758,7 @@ export class Session {
           this.send(unnamed.parse, { ends: '1', suppress: true });
           this.unnamedOn = this.server;
         }
-        this.send(raw, { ends });
+        this.send(raw, { ends, rewrite });
       }, 'extended');
     }
     // preparedStatement made sure the session prepared it.
@@ -768,7 +766,7 @@ export class Session {
     this.unsynced = true;
     return this.withServer(() => {
       if (!preparedStatements(this.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
-      this.send(rename(raw, statement.serverName), { ends });
+      this.send(rename(raw, statement.serverName), { ends, rewrite });
     }, 'extended');
   }
 
@@ -814,14 +812,14 @@ export class Session {
     return current;
   }
 
-  private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite }): void {
+  private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite | undefined }): void {
     if (expectation.prepares) preparedStatements(this.server!).add(expectation.prepares);
     // Every field present, so each expectation has one shape.
     this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite });
     this.forward(raw);
   }
 
-  private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement; rewrite?: Rewrite }): Promise<void> | void {
+  private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement; rewrite?: Rewrite | undefined }): Promise<void> | void {
     if (!expectation.synced && expectation.ends !== 'Z') this.unsynced = true;
     // Query and Sync are owed a ReadyForQuery; any other message belongs to an extended-protocol batch.
     return this.withServer(() => this.send(raw, expectation), expectation.ends === 'Z' ? 'simple' : 'extended');
@@ -886,14 +884,10 @@ export class Session {
     if (/^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
     const statement = this.statementOf({ sql, decision });
     const cap = this.rowCap(decision);
-    // Several statements under a cap were refused by the policy engine (max_rows.multi_statement).
-    if (cap !== undefined && ROW_KINDS.has(decision.statementKind)) {
-      // The simple protocol has no row limit: the statement runs as one extended-protocol turn whose Execute carries the cap.
-      this.context.budgets.admit(this.credential!);
-      return this.toServer(cappedQuery(decision.sql, cap), { ends: 'Z', statement, rewrite: capRewrite(statement, cap, 0, { simple: true }) });
-    }
+    const capped = cap === undefined ? undefined : cappedQuery(decision.sql, cap, this.portalRows, statement);
+    statement.settled = capped?.settled;
     this.context.budgets.admit(this.credential!);
-    return this.toServer(decision.sql === sql ? raw : encodeQuery(decision.sql), { ends: 'Z', statement });
+    return this.toServer(capped?.message ?? (decision.sql === sql ? raw : encodeQuery(decision.sql)), { ends: 'Z', statement, rewrite: capped?.rewrite });
   }
 
   /** The policy's max_rows, when it caps this statement's results; drivers' own type lookups are not the agent's results. */
@@ -913,20 +907,18 @@ export class Session {
       this.context.budgets.admit(this.credential!);
       return this.toServer(raw, { ends: 'CIs', statement });
     }
-    const before = this.portalRows.get(portal) ?? 0;
-    const left = cap - before;
+    if (allowed) executedUnderCap(allowed.decision.sql, this.portalRows);
+    const left = this.portalRows.left(portal, cap);
     if (left <= 0) {
-      // The client was told this portal completed at the cap; a further Execute gets nothing more.
+      // The portal gave all the cap allows (the client was told it completed): answered as an exhausted portal.
       this.unsynced = true;
       return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeCommandComplete('SELECT 0') });
     }
     const limit = maxRows > 0 && maxRows <= left ? maxRows : left;
+    // Counted as asked, before the rows come back: an Execute pipelined behind this one sees only what is left.
+    this.portalRows.take(portal, limit);
     this.context.budgets.admit(this.credential!);
-    return this.toServer(limit === maxRows ? raw : withRowLimit(raw, limit), {
-      ends: 'CIs',
-      statement,
-      rewrite: capRewrite(statement, cap, before, { simple: false, onRows: (total) => this.portalRows.set(portal, total) }),
-    });
+    return this.toServer(limit === maxRows ? raw : withRowLimit(raw, limit), { ends: 'CIs', statement, rewrite: capRewrite(statement, cap, cap - left, { simple: false }) });
   }
 
   /** The audited statement an Execute or Query starts; an Execute of an unknown portal still gets one (it fails upstream). */

@@ -1,13 +1,13 @@
 import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
 import type { AuditEventKind } from '../../src/events/audit.js';
-import { nodeType, type Node } from './ast.js';
 import { AnalysisCache } from './cache.js';
 import { DRIVER_METADATA } from './catalog.js';
 import { AllowedDecisions } from './decision-cache.js';
 import type { PolicyDecision } from './decide.js';
 import { MAX_SQL_BYTES, parseStatements } from './parser.js';
 import { decideSql, type StatementVerdict } from './policy.js';
+import { resultRows, uncappable, type Uncappable } from './result-rows.js';
 import { numericShape, withOtherNumbers } from './shape.js';
 import type { Canary, PolicyRules } from './rules.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
@@ -64,59 +64,30 @@ export function masksColumns(policy: Pick<PolicyRow, 'masked_columns'> | null | 
   return policy ? Object.keys(policy.masked_columns).length > 0 : false;
 }
 
-/**
- * Results the proxy's row cap cannot limit: the session caps a simple query only when it is one
- * SELECT, WITH, VALUES or TABLE (it runs as an extended turn whose Execute carries the cap), and an
- * Execute's row limit does not stop COPY ... TO STDOUT. `simple` is uncapped on the simple protocol
- * only (FETCH, and INSERT/UPDATE/DELETE ... RETURNING, which an extended Execute does cap);
- * `always` on both (COPY TO, several statements of which one returns rows).
- */
-export type UncappedRows = { readonly what: string; readonly on: 'simple' | 'always' } | null;
+/** What a row cap cannot bound in a message: see result-rows.ts. */
+export type UncappedRows = Uncappable | null;
 
-/** Kinds that return no rows, or one row of no table's data (SHOW, EXPLAIN's plan). */
-const ROWLESS_KINDS: ReadonlySet<string> = new Set([
-  'transaction', 'set', 'show', 'explain', 'declare', 'close', 'lock', 'truncate', 'ddl', 'listen', 'unlisten', 'notify', 'prepare', 'deallocate', 'discard',
-]);
-
-function statementRows(stmt: Node, kind: string): UncappedRows | 'capped' | 'none' {
-  const type = nodeType(stmt);
-  const fields = (stmt[type] ?? {}) as Record<string, unknown>;
-  if (type === 'CopyStmt') return fields.is_from === true ? 'none' : { what: 'COPY ... TO STDOUT', on: 'always' };
-  if (type === 'FetchStmt') return fields.ismove === true ? 'none' : { what: 'FETCH', on: 'simple' };
-  if (type === 'InsertStmt' || type === 'UpdateStmt' || type === 'DeleteStmt') {
-    return Array.isArray(fields.returningList) && fields.returningList.length > 0 ? { what: '... RETURNING', on: 'simple' } : 'none';
-  }
-  if (kind === 'select') return 'capped';
-  return ROWLESS_KINDS.has(kind) ? 'none' : { what: kind.toUpperCase(), on: 'simple' };
-}
-
-/** What of a message's results a row cap cannot limit (null when the cap holds for all of them). */
+/** What of a message's results a row cap (max_rows) cannot bound (null when the cap holds for all of them). */
 function rowsOf(sql: string): UncappedRows {
   const analyzed = analyses.analyze(sql, {});
   if (!analyzed.ok) return null;
-  const rows = analyzed.statements.map((statement) => statementRows(statement.stmt, statement.kind));
-  if (rows.length > 1 && rows.some((row) => row !== 'none')) return { what: 'several statements in one query string', on: 'always' };
-  const only = rows[0];
-  return only === undefined || only === 'none' || only === 'capped' ? null : only;
+  return uncappable(analyzed.statements.map((statement) => resultRows(statement.stmt, statement.kind)));
 }
 
-/** Refuses what a policy's max_rows cannot limit, rather than let it return every row (fail closed). */
+/** Refuses what a policy's max_rows cannot bound, rather than let it return every row (fail closed). */
 function capRefusal(decision: Extract<StatementDecision, { action: 'allow' }>, policy: PolicyRow, protocol: 'simple' | 'extended'): StatementDecision | undefined {
   const cap = policy.max_rows;
   const uncapped = decision.uncapped;
-  if (!cap || cap <= 0 || !uncapped || (uncapped.on === 'simple' && protocol !== 'simple')) return undefined;
+  if (!cap || cap <= 0 || !uncapped || (uncapped.on === 'extended' && protocol !== 'extended')) return undefined;
   // The proxy does not cap drivers' own type lookups either.
   if (decision.tablesRead.length > 0 && decision.tablesRead.every((table) => DRIVER_METADATA.has(table))) return undefined;
-  const several = uncapped.what.startsWith('several');
   return {
     action: 'refuse',
     event: 'blocked',
     statementKind: decision.statementKind,
-    rule: several ? 'max_rows.multi_statement' : 'max_rows.uncapped',
+    rule: uncapped.rule,
     sqlstate: '0A000',
-    reason: several
-      ? `this credential’s policy caps results at ${cap} rows (rule max_rows), which the gateway enforces one statement at a time; send each statement as its own query`
-      : `this credential’s policy caps results at ${cap} rows (rule max_rows), which the gateway cannot enforce on ${uncapped.what}${uncapped.on === 'simple' ? ' sent as a simple query; use the extended query protocol (your driver’s parameterized queries)' : ''} (rule max_rows.uncapped); use SELECT`,
+    reason: `this credential’s policy caps every result at ${cap} rows, and ${uncapped.because} (rule ${uncapped.rule}); ${uncapped.instead}`,
     tablesRead: decision.tablesRead,
     tablesWritten: decision.tablesWritten,
     tablesBlocked: [],

@@ -1,0 +1,70 @@
+/**
+ * FETCH and MOVE of a cursor under a row cap (the simple protocol; psycopg2's named cursors, say).
+ * The cursor's rows are counted across statements (portal-rows.ts): each FETCH FORWARD n or MOVE
+ * FORWARD n is rewritten, through the parse tree, to ask for no more than the cursor has left, so
+ * no row past the cap is ever delivered; FETCH ALL asks for the remainder. A FETCH once the cap is
+ * reached is answered with no rows (the server is asked for FETCH FORWARD 0, which does not move
+ * the cursor and gives the columns' RowDescription a driver needs) and the cap's NOTICE. Other
+ * directions are refused by the policy engine (result-rows.ts `uncappable`).
+ */
+import { deparseSync } from 'pgsql-deparser';
+import { nodeType } from './policy/ast.js';
+import { parseOne } from './policy/parser.js';
+import { FETCH_ALL, resultRows, type ResultRows } from './policy/result-rows.js';
+import { encodeCommandComplete } from './protocol/backend.js';
+import type { Rewrite, Statement } from './pipeline.js';
+import { capNotice } from './row-cap.js';
+
+type Fetch = Extract<ResultRows, { kind: 'fetch' }>;
+
+/** What to send for a FETCH or MOVE (undefined: as sent), how to rewrite its replies, and how many rows of the cursor it asks for. */
+export interface CursorRead {
+  readonly sql: string | undefined;
+  readonly rewrite: Rewrite | undefined;
+  readonly takes: number;
+}
+
+/** A FETCH or MOVE that reads forward from a cursor with `left` of its `cap` rows left. */
+export function cappedCursorRead(read: Fetch, left: number, cap: number, statement: Statement): CursorRead {
+  const wanted = read.count >= FETCH_ALL ? Number.POSITIVE_INFINITY : read.count;
+  // FETCH 0 gives the current row again: one the cursor already passed, within the cap.
+  if (wanted === 0) return { sql: undefined, rewrite: undefined, takes: 0 };
+  const asked = Math.min(wanted, left);
+  const sql = forwardText(read, asked);
+  const verb = read.move ? 'MOVE' : 'FETCH';
+  if (asked === 0) return { sql, rewrite: pastCap(statement, cap, verb), takes: 0 };
+  // A MOVE cut short says so only once the cursor has nothing left to give (its tag is the server's own).
+  return { sql, rewrite: asked < wanted && !read.move ? cutAtCap(statement, cap, asked) : undefined, takes: asked };
+}
+
+/** `FETCH|MOVE FORWARD n FROM cursor` deparsed from a parse tree, and checked to parse back into exactly that. */
+function forwardText(read: Fetch, count: number): string {
+  const sql = deparseSync({ FetchStmt: { direction: 'FETCH_FORWARD', howMany: count, portalname: read.cursor, ismove: read.move } } as Parameters<typeof deparseSync>[0], { pretty: false });
+  const back = parseOne(sql);
+  const again = back ? resultRows(back, nodeType(back) === 'FetchStmt' ? 'fetch' : '') : undefined;
+  if (again?.kind !== 'fetch' || !again.forward || again.count !== count || again.cursor !== read.cursor || again.move !== read.move) {
+    throw new Error(`a capped ${read.move ? 'MOVE' : 'FETCH'} did not deparse to itself`);
+  }
+  return sql;
+}
+
+/** The FETCH asked for fewer rows than wanted: when it got them all, the cap cut it (NOTICE, truncated). */
+function cutAtCap(statement: Statement, cap: number, asked: number): Rewrite {
+  let rows = 0;
+  return (message) => {
+    if (message.kind === 'Run' && message.type === 'D') rows += message.count;
+    if (message.type !== 'C' || rows < asked) return undefined;
+    statement.truncated = true;
+    return Buffer.concat([capNotice(cap), encodeCommandComplete(`FETCH ${rows}`)]);
+  };
+}
+
+/** The cursor gave all the cap allows: no rows (a driver still gets the RowDescription), the NOTICE, a count of 0. */
+function pastCap(statement: Statement, cap: number, verb: string): Rewrite {
+  return (message) => {
+    if (message.kind === 'Run' && message.type === 'D') return null;
+    if (message.type !== 'C') return undefined;
+    statement.truncated = true;
+    return Buffer.concat([capNotice(cap), encodeCommandComplete(`${verb} 0`)]);
+  };
+}
