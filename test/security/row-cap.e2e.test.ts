@@ -315,6 +315,18 @@ describe('cursors read with FETCH on the simple protocol stop at the cap', () =>
     expect(wire.values).toEqual(ids(1, 50));
   });
 
+  it('FETCH on the extended protocol is refused: each Bind of it would be a new result of up to 50 rows', async () => {
+    const replies = await withWire(async (w) => {
+      const all: Reply[] = [...(await w.query('BEGIN READ ONLY')), ...(await w.query(DECLARE))];
+      for (let i = 0; i < 4; i++) all.push(...(await w.turn([parse('FETCH 50 FROM c'), bind(), execute(0), sync()])));
+      all.push(...(await w.turn([parse('MOVE 500 IN c'), bind(), execute(0), sync()])));
+      all.push(...(await w.query('ROLLBACK')));
+      return all;
+    });
+    expect(wire.values).toEqual([]);
+    expect(replies.filter((r) => r.startsWith('E 0A000'))).toHaveLength(5);
+  });
+
   it('refuses directions the cap cannot bound, and FETCH or MOVE on the extended protocol', async () => {
     const before = await recordCount();
     const fetches = ['FETCH BACKWARD 5 FROM c', 'FETCH PRIOR FROM c', 'FETCH ABSOLUTE 900 FROM c', 'FETCH RELATIVE 3 FROM c', 'FETCH LAST FROM c', 'FETCH -3 FROM c', 'MOVE ABSOLUTE 900 IN c'];
