@@ -85,7 +85,17 @@ interface PlannedStatement {
 const plans = new Map<string, readonly PlannedStatement[]>();
 const PLAN_CACHE = 1_000;
 
-function planOf(sql: string): readonly PlannedStatement[] {
+/** What the policy engine said of a message: its text to run, its first statement's kind, how many statements it holds. */
+export interface DecidedText {
+  readonly sql: string;
+  readonly statementKind: string;
+  readonly statementCount: number;
+}
+
+function planOf(decided: DecidedText): readonly PlannedStatement[] {
+  const { sql } = decided;
+  // A lone SELECT (WITH, VALUES, TABLE), the common case, needs no second parse.
+  if (decided.statementCount === 1 && decided.statementKind === 'select') return [{ sql, rows: { kind: 'rows' } }];
   const known = plans.get(sql);
   if (known) return known;
   const parsed = parseStatements(sql);
@@ -96,9 +106,9 @@ function planOf(sql: string): readonly PlannedStatement[] {
   return plan;
 }
 
-/** An Execute under a cap of a portal running `sql` (the extended protocol's ROLLBACK TO SAVEPOINT brings portals back too). */
-export function executedUnderCap(sql: string, portals: PortalRows): void {
-  if (planOf(sql).some(({ rows }) => rows.kind === 'rollback_to')) portals.revived();
+/** An Execute under a cap of a portal running `decided` (the extended protocol's ROLLBACK TO SAVEPOINT brings portals back too). */
+export function executedUnderCap(decided: DecidedText, portals: PortalRows): void {
+  if (decided.statementKind === 'transaction' && planOf(decided).some(({ rows }) => rows.kind === 'rollback_to')) portals.revived();
 }
 
 /** How a simple query runs under a cap: the message to send (undefined: as sent), the rewrite of its replies, and what to do once it ends. */
@@ -114,8 +124,8 @@ export interface CappedQuery {
  * MOVE reads no further than its cursor's rows left; anything else runs as a capped pipeline. The
  * policy engine refused beforehand what cannot be capped (hook.ts `capRefusal`).
  */
-export function cappedQuery(sql: string, cap: number, portals: PortalRows, statement: Statement): CappedQuery {
-  const plan = planOf(sql);
+export function cappedQuery(decided: DecidedText, cap: number, portals: PortalRows, statement: Statement): CappedQuery {
+  const plan = planOf(decided);
   const confirms: (() => void)[] = [];
   for (const { rows } of plan) {
     if (rows.kind === 'declare') confirms.push(portals.made(rows.cursor));

@@ -884,7 +884,7 @@ export class Session {
     if (/^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
     const statement = this.statementOf({ sql, decision });
     const cap = this.rowCap(decision);
-    const capped = cap === undefined ? undefined : cappedQuery(decision.sql, cap, this.portalRows, statement);
+    const capped = cap === undefined ? undefined : cappedQuery(decision, cap, this.portalRows, statement);
     statement.settled = capped?.settled;
     this.context.budgets.admit(this.credential!);
     return this.toServer(capped?.message ?? (decision.sql === sql ? raw : encodeQuery(decision.sql)), { ends: 'Z', statement, rewrite: capped?.rewrite });
@@ -907,7 +907,7 @@ export class Session {
       this.context.budgets.admit(this.credential!);
       return this.toServer(raw, { ends: 'CIs', statement });
     }
-    if (allowed) executedUnderCap(allowed.decision.sql, this.portalRows);
+    if (allowed) executedUnderCap(allowed.decision, this.portalRows);
     const left = this.portalRows.left(portal, cap);
     if (left <= 0) {
       // The portal gave all the cap allows (the client was told it completed): answered as an exhausted portal.
