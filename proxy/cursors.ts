@@ -3,9 +3,9 @@
  * The cursor's rows are counted across statements (portal-rows.ts): each FETCH FORWARD n or MOVE
  * FORWARD n is rewritten, through the parse tree, to ask for no more than the cursor has left, so
  * no row past the cap is ever delivered; FETCH ALL asks for the remainder. A FETCH once the cap is
- * reached is answered with no rows (the server is asked for FETCH FORWARD 0, which does not move
- * the cursor and gives the columns' RowDescription a driver needs) and the cap's NOTICE. Other
- * directions are refused by the policy engine (result-rows.ts `uncappable`).
+ * reached is answered with no rows and the cap's NOTICE: the server is asked for one row, which is
+ * withheld, for the RowDescription a driver needs (FETCH FORWARD 0 would need a SCROLL cursor).
+ * Other directions are refused by the policy engine (result-rows.ts `uncappable`).
  */
 import { deparseSync } from 'pgsql-deparser';
 import { nodeType } from './policy/ast.js';
@@ -26,13 +26,13 @@ export interface CursorRead {
 
 /** A FETCH or MOVE that reads forward from a cursor with `left` of its `cap` rows left. */
 export function cappedCursorRead(read: Fetch, left: number, cap: number, statement: Statement): CursorRead {
+  // Past the cap the server's cursor may stand on a row withheld from the client: nothing more is read, FETCH 0 included.
+  if (left === 0) return { sql: forwardText(read, 1), rewrite: pastCap(statement, cap, read.move ? 'MOVE' : 'FETCH'), takes: 0 };
   const wanted = read.count >= FETCH_ALL ? Number.POSITIVE_INFINITY : read.count;
   // FETCH 0 gives the current row again: one the cursor already passed, within the cap.
   if (wanted === 0) return { sql: undefined, rewrite: undefined, takes: 0 };
   const asked = Math.min(wanted, left);
   const sql = forwardText(read, asked);
-  const verb = read.move ? 'MOVE' : 'FETCH';
-  if (asked === 0) return { sql, rewrite: pastCap(statement, cap, verb), takes: 0 };
   // A MOVE cut short says so only once the cursor has nothing left to give (its tag is the server's own).
   return { sql, rewrite: asked < wanted && !read.move ? cutAtCap(statement, cap, asked) : undefined, takes: asked };
 }
@@ -59,7 +59,7 @@ function cutAtCap(statement: Statement, cap: number, asked: number): Rewrite {
   };
 }
 
-/** The cursor gave all the cap allows: no rows (a driver still gets the RowDescription), the NOTICE, a count of 0. */
+/** The cursor gave all the cap allows: the row read is withheld (a driver still gets the RowDescription), then the NOTICE and a count of 0. */
 function pastCap(statement: Statement, cap: number, verb: string): Rewrite {
   return (message) => {
     if (message.kind === 'Run' && message.type === 'D') return null;

@@ -261,7 +261,8 @@ describe('cursors read with FETCH on the simple protocol stop at the cap', () =>
   it('FETCH FORWARD n repeatedly: 20, 20, 10 and the NOTICE, then no rows with the NOTICE', async () => {
     const before = await recordCount();
     const replies = await withWire(async (w) => {
-      const all: Reply[] = [...(await w.query('BEGIN READ ONLY')), ...(await w.query(DECLARE))];
+      // NO SCROLL, as psql declares its FETCH_COUNT cursor: nothing may need to move back.
+      const all: Reply[] = [...(await w.query('BEGIN READ ONLY')), ...(await w.query(DECLARE.replace('CURSOR', 'NO SCROLL CURSOR')))];
       for (let i = 0; i < 4; i++) all.push(...(await w.query('FETCH FORWARD 20 FROM c')));
       all.push(...(await w.query('CLOSE c')), ...(await w.query('COMMIT')));
       return all;
@@ -374,6 +375,16 @@ async function psycopg2Named(body: string): Promise<{ ids: number[]; notices: st
   const { stdout } = await execFileAsync('/usr/bin/python3', ['-c', script, agent.connection_string]);
   return JSON.parse(stdout) as { ids: number[]; notices: string[] };
 }
+
+const noPsql = missingTool('psql');
+
+it.skipIf(noPsql)(`psql with FETCH_COUNT (DECLARE and FETCH FORWARD on the simple protocol) prints the first 50 rows${noPsql ? ` (skipped: ${noPsql})` : ''}`, async () => {
+  for (const count of ['20', '50', '500']) {
+    const { stdout, stderr } = await execFileAsync('psql', [agent.connection_string, '-X', '-At', '-v', `FETCH_COUNT=${count}`, '-c', 'SELECT id FROM orders ORDER BY id']);
+    expect(stdout.trim().split('\n'), `FETCH_COUNT ${count}`).toEqual(ids(1, 50));
+    expect(stderr).toContain('cut at 50 rows');
+  }
+});
 
 const noPsycopg2 = missingTool('/usr/bin/python3', ['-c', 'import psycopg2']);
 

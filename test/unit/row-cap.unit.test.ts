@@ -128,19 +128,30 @@ describe('FETCH and MOVE under a cap', () => {
     ['FETCH ALL FROM c', CAP, 'FETCH FORWARD 50 c', 50],
     ['FETCH FORWARD ALL FROM c', 7, 'FETCH FORWARD 7 c', 7],
     ['FETCH NEXT FROM c', 1, 'FETCH FORWARD 1 c', 1],
-    ['FETCH 20 FROM c', 0, 'FETCH FORWARD 0 c', 0],
     ['MOVE 100 IN c', 30, 'MOVE FORWARD 30 c', 30],
-    ['MOVE 100 IN c', 0, 'MOVE FORWARD 0 c', 0],
+    // Past the cap: one row is read for its RowDescription and withheld; the count does not grow.
+    ['FETCH 20 FROM c', 0, 'FETCH FORWARD 1 c', 0],
+    ['FETCH 0 FROM c', 0, 'FETCH FORWARD 1 c', 0],
+    ['MOVE 100 IN c', 0, 'MOVE FORWARD 1 c', 0],
   ])('%s with %i rows left runs as %s', (sql, left, expected, takes) => {
     const read = cappedCursorRead(fetchOf(sql), left, CAP, statement());
     expect(read.sql).toBe(expected);
     expect(read.takes).toBe(takes);
-    const again = rowsOf(read.sql!)[0];
-    expect(again).toMatchObject({ kind: 'fetch', forward: true, count: takes });
+    expect(rowsOf(read.sql!)[0]).toMatchObject({ kind: 'fetch', forward: true, count: Math.max(takes, 1) });
   });
 
-  it('FETCH 0 (the current row again, one already passed) runs as sent', () => {
-    expect(cappedCursorRead(fetchOf('FETCH 0 FROM c'), 0, CAP, statement())).toEqual({ sql: undefined, rewrite: undefined, takes: 0 });
+  it('FETCH 0 (the current row again, one already passed) runs as sent while rows are left', () => {
+    expect(cappedCursorRead(fetchOf('FETCH 0 FROM c'), 10, CAP, statement())).toEqual({ sql: undefined, rewrite: undefined, takes: 0 });
+  });
+
+  it('past the cap, the row read is withheld and the reply says FETCH 0 after the NOTICE', () => {
+    const truncated = statement();
+    const rewrite = cappedCursorRead(fetchOf('FETCH 5 FROM c'), 0, CAP, truncated).rewrite!;
+    expect(rewrite({ kind: 'Run', type: 'D', count: 1, bytes: 20, end: 20 })).toBeNull();
+    expect(rewrite({ kind: 'Other', type: 'T', bytes: 30, end: 50 })).toBeUndefined();
+    const complete = rewrite({ kind: 'Other', type: 'C', bytes: 13, end: 63 });
+    expect(complete?.toString()).toContain('FETCH 0');
+    expect(truncated.truncated).toBe(true);
   });
 
   it('a read within what is left runs without rewriting its replies', () => {
