@@ -130,6 +130,18 @@ describe('the row cap holds across Executes of one portal', () => {
     ]);
   });
 
+  it('Execute after the cap in a later Sync gets nothing; a portal closed and bound again starts anew', async () => {
+    const replies = await withWire(async (w) => {
+      const all = [...(await w.turn([parse(ORDERS, 'q'), bind('p', 'q'), execute(0, 'p'), sync()]))];
+      // Outside a transaction PostgreSQL has dropped the portal; the gateway still gives no rows.
+      all.push(...(await w.turn([execute(0, 'p'), sync()])));
+      all.push(...(await w.turn([serialize.close({ type: 'P', name: 'p' }), bind('p', 'q'), execute(30, 'p'), execute(30, 'p'), sync()])));
+      return all;
+    });
+    expect(replies).toEqual(['1', '2', 'D 50', NOTICE, 'C SELECT 50', 'Z I', 'C SELECT 0', 'Z I', '3', '2', 'D 30', 's', 'D 20', NOTICE, 'C SELECT 20', 'Z I']);
+    expect(wire.values).toEqual([...ids(1, 50), ...ids(1, 50)]);
+  });
+
   it('a prepared statement reused: each Bind is a new result of at most 50 rows', async () => {
     const replies = await withWire(async (w) => {
       const all = [...(await w.turn([parse(ORDERS, 'q'), bind('', 'q'), execute(0), execute(0), sync()]))];
