@@ -17,35 +17,35 @@ import { capNotice } from './row-cap.js';
 
 type Fetch = Extract<ResultRows, { kind: 'fetch' }>;
 
-/** What to send for a FETCH or MOVE (undefined: as sent), how to rewrite its replies, and how many rows of the cursor it asks for. */
-export interface CursorRead {
-  readonly sql: string | undefined;
-  readonly rewrite: Rewrite | undefined;
-  readonly takes: number;
-}
+/**
+ * What to send for a FETCH or MOVE (undefined: as sent), how to rewrite its replies, and how many
+ * rows of the cursor it asks for; or why it is refused (its rewrite did not parse back into itself).
+ */
+export type CursorRead = { readonly sql: string | undefined; readonly rewrite: Rewrite | undefined; readonly takes: number } | { readonly refused: string };
 
 /** A FETCH or MOVE that reads forward from a cursor with `left` of its `cap` rows left. */
 export function cappedCursorRead(read: Fetch, left: number, cap: number, statement: Statement): CursorRead {
   // Past the cap the server's cursor may stand on a row withheld from the client: nothing more is read, FETCH 0 included.
-  if (left === 0) return { sql: forwardText(read, 1), rewrite: pastCap(statement, cap, read.move ? 'MOVE' : 'FETCH'), takes: 0 };
+  if (left === 0) return within(forwardText(read, 1), (sql) => ({ sql, rewrite: pastCap(statement, cap, read.move ? 'MOVE' : 'FETCH'), takes: 0 }));
   const wanted = read.count >= FETCH_ALL ? Number.POSITIVE_INFINITY : read.count;
   // FETCH 0 gives the current row again: one the cursor already passed, within the cap.
   if (wanted === 0) return { sql: undefined, rewrite: undefined, takes: 0 };
   const asked = Math.min(wanted, left);
-  const sql = forwardText(read, asked);
   // A MOVE cut short says so only once the cursor has nothing left to give (its tag is the server's own).
-  return { sql, rewrite: asked < wanted && !read.move ? cutAtCap(statement, cap, asked) : undefined, takes: asked };
+  return within(forwardText(read, asked), (sql) => ({ sql, rewrite: asked < wanted && !read.move ? cutAtCap(statement, cap, asked) : undefined, takes: asked }));
 }
 
-/** `FETCH|MOVE FORWARD n FROM cursor` deparsed from a parse tree, and checked to parse back into exactly that. */
-function forwardText(read: Fetch, count: number): string {
+function within(sql: string | undefined, read: (sql: string) => CursorRead): CursorRead {
+  return sql === undefined ? { refused: 'the gateway could not bound this cursor read to the rows the cap leaves (rule max_rows.uncapped); read the cursor with FETCH FORWARD n' } : read(sql);
+}
+
+/** `FETCH|MOVE FORWARD n FROM cursor` deparsed from a parse tree; undefined unless it parses back into exactly that. */
+function forwardText(read: Fetch, count: number): string | undefined {
   const sql = deparseSync({ FetchStmt: { direction: 'FETCH_FORWARD', howMany: count, portalname: read.cursor, ismove: read.move } } as Parameters<typeof deparseSync>[0], { pretty: false });
   const back = parseOne(sql);
   const again = back ? resultRows(back, nodeType(back) === 'FetchStmt' ? 'fetch' : '') : undefined;
-  if (again?.kind !== 'fetch' || !again.forward || again.count !== count || again.cursor !== read.cursor || again.move !== read.move) {
-    throw new Error(`a capped ${read.move ? 'MOVE' : 'FETCH'} did not deparse to itself`);
-  }
-  return sql;
+  const same = again?.kind === 'fetch' && again.forward && again.count === count && again.cursor === read.cursor && again.move === read.move;
+  return same ? sql : undefined;
 }
 
 /** The FETCH asked for fewer rows than wanted: when it got them all, the cap cut it (NOTICE, truncated). */

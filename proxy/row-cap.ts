@@ -117,6 +117,8 @@ export interface CappedQuery {
   readonly rewrite: Rewrite | undefined;
   /** Called when the query ended, `ok` when it did not fail: confirms the cursors it declared or closed. */
   readonly settled: ((ok: boolean) => void) | undefined;
+  /** Why it cannot run under the cap after all (rule max_rows.uncapped), when it cannot. */
+  readonly refused?: string;
 }
 
 /**
@@ -136,6 +138,7 @@ export function cappedQuery(decided: DecidedText, cap: number, portals: PortalRo
   const only = plan.length === 1 ? plan[0]!.rows : undefined;
   if (only?.kind === 'fetch') {
     const read = cappedCursorRead(only, portals.left(only.cursor, cap), cap, statement);
+    if ('refused' in read) return { message: undefined, rewrite: undefined, settled, refused: read.refused };
     portals.take(only.cursor, read.takes);
     return { message: read.sql === undefined ? undefined : encodeQuery(read.sql), rewrite: read.rewrite, settled };
   }

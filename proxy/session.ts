@@ -885,6 +885,7 @@ export class Session {
     const statement = this.statementOf({ sql, decision });
     const cap = this.rowCap(decision);
     const capped = cap === undefined ? undefined : cappedQuery(decision, cap, this.portalRows, statement);
+    if (capped?.refused) return this.refuseStatement(sql, 'simple', { event: 'blocked', rule: 'max_rows.uncapped', reason: capped.refused, sqlstate: '0A000', kind: decision.statementKind, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
     statement.settled = capped?.settled;
     this.context.budgets.admit(this.credential!);
     return this.toServer(capped?.message ?? (decision.sql === sql ? raw : encodeQuery(decision.sql)), { ends: 'Z', statement, rewrite: capped?.rewrite });

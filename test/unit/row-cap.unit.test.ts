@@ -1,7 +1,7 @@
 /** The row cap's pure parts: per-portal counts (portal-rows.ts), what a cap cannot bound (result-rows.ts), capped FETCH texts (cursors.ts). */
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { cappedCursorRead } from '../../proxy/cursors.js';
+import { cappedCursorRead, type CursorRead } from '../../proxy/cursors.js';
 import type { Statement } from '../../proxy/pipeline.js';
 import { PortalRows } from '../../proxy/portal-rows.js';
 import { nodeType } from '../../proxy/policy/ast.js';
@@ -122,6 +122,11 @@ describe('what a row cap cannot bound', () => {
 
 describe('FETCH and MOVE under a cap', () => {
   const fetchOf = (sql: string): Extract<ResultRows, { kind: 'fetch' }> => rowsOf(sql)[0] as Extract<ResultRows, { kind: 'fetch' }>;
+  const readOf = (...args: Parameters<typeof cappedCursorRead>): Exclude<CursorRead, { refused: string }> => {
+    const read = cappedCursorRead(...args);
+    if ('refused' in read) throw new Error(read.refused);
+    return read;
+  };
 
   it.each([
     ['FETCH FORWARD 20 FROM "agent cursor"', CAP, 'FETCH FORWARD 20 "agent cursor"', 20],
@@ -134,7 +139,7 @@ describe('FETCH and MOVE under a cap', () => {
     ['FETCH 0 FROM c', 0, 'FETCH FORWARD 1 c', 0],
     ['MOVE 100 IN c', 0, 'MOVE FORWARD 1 c', 0],
   ])('%s with %i rows left runs as %s', (sql, left, expected, takes) => {
-    const read = cappedCursorRead(fetchOf(sql), left, CAP, statement());
+    const read = readOf(fetchOf(sql), left, CAP, statement());
     expect(read.sql).toBe(expected);
     expect(read.takes).toBe(takes);
     expect(rowsOf(read.sql!)[0]).toMatchObject({ kind: 'fetch', forward: true, count: Math.max(takes, 1) });
@@ -146,7 +151,7 @@ describe('FETCH and MOVE under a cap', () => {
 
   it('past the cap, the row read is withheld and the reply says FETCH 0 after the NOTICE', () => {
     const truncated = statement();
-    const rewrite = cappedCursorRead(fetchOf('FETCH 5 FROM c'), 0, CAP, truncated).rewrite!;
+    const rewrite = readOf(fetchOf('FETCH 5 FROM c'), 0, CAP, truncated).rewrite!;
     expect(rewrite({ kind: 'Run', type: 'D', count: 1, bytes: 20, end: 20 })).toBeNull();
     expect(rewrite({ kind: 'Other', type: 'T', bytes: 30, end: 50 })).toBeUndefined();
     const complete = rewrite({ kind: 'Other', type: 'C', bytes: 13, end: 63 });
@@ -154,7 +159,12 @@ describe('FETCH and MOVE under a cap', () => {
     expect(truncated.truncated).toBe(true);
   });
 
+  it.each(['"a""b"', '"Agent Cursor"', '"select"', 'ünï', '"x;DROP TABLE orders"', '"$1"', 'U&"\\0041bc"'])('a cursor named %s is named exactly so in the rewrite', (name) => {
+    const read = fetchOf(`FETCH 10 FROM ${name}`);
+    expect(rowsOf(readOf(read, 5, CAP, statement()).sql!)[0]).toEqual({ ...read, count: 5 });
+  });
+
   it('a read within what is left runs without rewriting its replies', () => {
-    expect(cappedCursorRead(fetchOf('FETCH 10 FROM c'), 40, CAP, statement()).rewrite).toBeUndefined();
+    expect(readOf(fetchOf('FETCH 10 FROM c'), 40, CAP, statement()).rewrite).toBeUndefined();
   });
 });
