@@ -106,9 +106,25 @@ function planOf(decided: DecidedText): readonly PlannedStatement[] {
   return plan;
 }
 
-/** An Execute under a cap of a portal running `decided` (the extended protocol's ROLLBACK TO SAVEPOINT brings portals back too). */
-export function executedUnderCap(decided: DecidedText, portals: PortalRows): void {
-  if (decided.statementKind === 'transaction' && planOf(decided).some(({ rows }) => rows.kind === 'rollback_to')) portals.revived();
+/**
+ * The cursors a message's statements declare or close, and the portals a ROLLBACK TO SAVEPOINT
+ * brings back, noted as it is sent; what it returns confirms them once the message ran.
+ */
+function cursorEffects(plan: readonly PlannedStatement[], portals: PortalRows): ((ok: boolean) => void) | undefined {
+  const confirms: (() => void)[] = [];
+  for (const { rows } of plan) {
+    if (rows.kind === 'declare') confirms.push(portals.made(rows.cursor));
+    if (rows.kind === 'close') confirms.push(portals.closed(rows.cursor));
+    if (rows.kind === 'rollback_to') portals.revived();
+  }
+  return confirms.length === 0 ? undefined : (ok) => void (ok && confirms.forEach((confirm) => confirm()));
+}
+
+const CURSOR_KINDS: ReadonlySet<string> = new Set(['declare', 'close', 'transaction']);
+
+/** An Execute under a cap of a portal running `decided`: DECLARE, CLOSE and ROLLBACK TO SAVEPOINT on the extended protocol count too. */
+export function executedUnderCap(decided: DecidedText, portals: PortalRows): ((ok: boolean) => void) | undefined {
+  return CURSOR_KINDS.has(decided.statementKind) ? cursorEffects(planOf(decided), portals) : undefined;
 }
 
 /** How a simple query runs under a cap: the message to send (undefined: as sent), the rewrite of its replies, and what to do once it ends. */
@@ -128,13 +144,7 @@ export interface CappedQuery {
  */
 export function cappedQuery(decided: DecidedText, cap: number, portals: PortalRows, statement: Statement): CappedQuery {
   const plan = planOf(decided);
-  const confirms: (() => void)[] = [];
-  for (const { rows } of plan) {
-    if (rows.kind === 'declare') confirms.push(portals.made(rows.cursor));
-    if (rows.kind === 'close') confirms.push(portals.closed(rows.cursor));
-    if (rows.kind === 'rollback_to') portals.revived();
-  }
-  const settled = confirms.length === 0 ? undefined : (ok: boolean): void => void (ok && confirms.forEach((confirm) => confirm()));
+  const settled = cursorEffects(plan, portals);
   const only = plan.length === 1 ? plan[0]!.rows : undefined;
   if (only?.kind === 'fetch') {
     const read = cappedCursorRead(only, portals.left(only.cursor, cap), cap, statement);

@@ -908,7 +908,7 @@ export class Session {
       this.context.budgets.admit(this.credential!);
       return this.toServer(raw, { ends: 'CIs', statement });
     }
-    if (allowed) executedUnderCap(allowed.decision, this.portalRows);
+    if (allowed) statement.settled = executedUnderCap(allowed.decision, this.portalRows);
     const left = this.portalRows.left(portal, cap);
     if (left <= 0) {
       // The portal gave all the cap allows (the client was told it completed): answered as an exhausted portal.

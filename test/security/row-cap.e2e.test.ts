@@ -316,6 +316,22 @@ describe('cursors read with FETCH on the simple protocol stop at the cap', () =>
     expect(wire.values).toEqual([...ids(46, 50), ...ids(1, 50)]);
   });
 
+  it('a cursor declared on the extended protocol (with a parameter) and read by FETCH starts anew in each transaction', async () => {
+    const declare = [serialize.parse({ text: 'DECLARE c CURSOR FOR SELECT id FROM orders WHERE id > $1 ORDER BY id' }), serialize.bind({ values: ['100'] }), execute(0), sync()];
+    const replies = await withWire(async (w) => {
+      const all: Reply[] = [];
+      for (const fetch of ['FETCH ALL FROM c', 'FETCH 10 FROM c']) {
+        all.push(...(await w.query('BEGIN READ ONLY')), ...(await w.turn(declare)), ...(await w.query(fetch)), ...(await w.query('COMMIT')));
+      }
+      return all;
+    });
+    expect(replies).toEqual([
+      'C BEGIN', 'Z T', '1', '2', 'C DECLARE CURSOR', 'Z T', 'T', 'D 50', NOTICE, 'C FETCH 50', 'Z T', 'C COMMIT', 'Z I',
+      'C BEGIN', 'Z T', '1', '2', 'C DECLARE CURSOR', 'Z T', 'T', 'D 10', 'C FETCH 10', 'Z T', 'C COMMIT', 'Z I',
+    ]);
+    expect(wire.values).toEqual([...ids(101, 150), ...ids(101, 110)]);
+  });
+
   it('a DECLARE of a name still open (which PostgreSQL refuses) does not reset its count, even after ROLLBACK TO SAVEPOINT', async () => {
     const replies = await withWire(async (w) => {
       const all: Reply[] = [...(await w.query('BEGIN READ ONLY')), ...(await w.query(DECLARE)), ...(await w.query('FETCH 50 FROM c'))];
