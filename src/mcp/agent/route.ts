@@ -50,7 +50,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
     await databases.close();
   });
 
-  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadDocs()) });
+  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadDocs(undefined, { forAgents: true })) });
 
   const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
     const credential = await authenticateAgent(deps, request, projectId);
