@@ -117,6 +117,13 @@ export function decideParseFailure(failure: ParseFailure): PolicyDecision {
       sqlstate: '54000',
     });
   }
+  if (failure.reason === 'too_complex') {
+    return refused(facts, {
+      rule: 'parse.too_complex',
+      reason: `the statement ${failure.what} (rule parse.too_complex). Split it into simpler statements: fewer nested subqueries, CASEs or parentheses, shorter chains of operators.`,
+      sqlstate: '54001',
+    });
+  }
   const at = failure.position === null ? '' : ` at position ${failure.position}`;
   return refused(facts, {
     rule: 'parse.error',
