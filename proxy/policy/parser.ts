@@ -1,4 +1,5 @@
 import { loadModule, normalizeSync, parseSync, type ParseResult } from '@libpg-query/parser';
+import { deparseSync } from 'pgsql-deparser';
 import type { Node } from './ast.js';
 
 /** Statements longer than this (UTF-8 bytes, the whole query string) are refused unparsed. */
@@ -121,4 +122,18 @@ export function normalize(sql: string): string | null {
 export function parseOne(sql: string): Node | null {
   const outcome = parseStatements(sql);
   return outcome.ok && outcome.statements.length === 1 ? (outcome.statements[0]?.stmt ?? null) : null;
+}
+
+/**
+ * The statements of a query string written again from their parse trees: what PostgreSQL runs,
+ * without comments or layout. Null when the text does not parse or a tree does not deparse.
+ */
+export function deparseStatements(sql: string): string | null {
+  const parsed = parseStatements(sql);
+  if (!parsed.ok) return null;
+  try {
+    return parsed.statements.map((statement) => deparseSync(statement.stmt as Parameters<typeof deparseSync>[0], { pretty: false })).join('; ');
+  } catch {
+    return null;
+  }
 }
