@@ -133,9 +133,12 @@ export function allowedByList(policy: Pick<PolicyRules, 'allowed_tables' | 'deni
   });
 }
 
-/** The allowlist as refusals quote it: without the tables planted as canaries, which an agent is never told of. */
+/**
+ * The allowlist as refusals quote it: without the tables planted as canaries, which an agent is
+ * never told of, nor the tables a tripped canary's disguise denies (the refusal must not contradict itself).
+ */
 function allowedList(policy: PolicyRules): string {
-  const planted = new Set(policy.canaries.filter((canary) => canary.kind === 'table').map((canary) => canary.target));
+  const planted = new Set([...policy.canaries.filter((canary) => canary.kind === 'table').map((canary) => canary.target), ...(policy.denied ?? [])]);
   const listed = policy.allowed_tables.filter((entry) => !planted.has(entry));
   const shown = listed.slice(0, 10).join(', ');
   if (listed.length === 0) return 'none';
