@@ -4,13 +4,12 @@
  * an internal error, the session lives on, and the refusal is audited. Each shape below nests the
  * parse tree its own way; the flat ones (long AND/OR chains, IN lists) are no limit and run.
  */
-import { createHash } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callTool, connectAgent, registerAgentWith, textOf } from '../support/agent-mcp.js';
+import { callTool, connectAgent, listenForAgents, registerAgentWith, textOf } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
-import { waitFor } from '../support/wire.js';
+import { recordedFor } from '../support/recorded.js';
 
 let gateway: TestGateway;
 let agent: AgentSecrets;
@@ -36,21 +35,7 @@ const TOO_DEEP: Record<string, string> = {
 
 const REASON = /^the statement (is nested more than 1000 levels deep|is nested too deeply for the SQL grammar|is too complex for the policy analyzer) \(rule parse\.too_complex\)\. Split it into simpler statements/;
 
-/** The decision recorded for `sql` by this test's agent, once it arrived. */
-async function decisionOn(sql: string, source: 'wire' | 'mcp'): Promise<Record<string, unknown>> {
-  const find = () => gateway.decisions.map((d) => d.decision as Record<string, unknown> | undefined).find((d) => d?.credential_id === agent.credential.id && d.source === source && d.sql !== undefined && sqlMatches(String(d.sql), sql));
-  await waitFor(() => find() !== undefined, 3_000, `the ${source} decision on a ${sql.length}-character statement`);
-  return find()!;
-}
-
-/** Whether a recorded text stands for `sql`: the text itself, or its abridged form naming its digest. */
-function sqlMatches(recorded: string, sql: string): boolean {
-  if (recorded === sql) return true;
-  const digest = /sha256 of the whole text: ([0-9a-f]{64})/.exec(recorded)?.[1];
-  return digest !== undefined && digest === sha256(sql);
-}
-
-const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
+const decisionOn = (sql: string, source: 'wire' | 'mcp') => recordedFor(gateway, agent.credential.id, source, sql);
 
 async function upstreamOrders(): Promise<number> {
   const client = new pg.Client({ connectionString: gateway.upstream.url });
@@ -67,10 +52,7 @@ beforeAll(async () => {
   agent = await registerAgentWith(gateway, { name: 'deep', read_only: true, allowed_tables: ['public.orders', 'public.customers'], masked_columns: { 'public.customers.email': 'redact' }, max_rows: 50 });
   wire = new pg.Client({ connectionString: agent.connection_string });
   await wire.connect();
-  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = gateway.api.app.server.address();
-  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
-  mcp = await connectAgent(`http://127.0.0.1:${address.port}/mcp`, agent.mcp_token, 'deep');
+  mcp = await connectAgent(`${await listenForAgents(gateway)}/mcp`, agent.mcp_token, 'deep');
 });
 afterAll(async () => {
   await wire?.end();

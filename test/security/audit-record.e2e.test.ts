@@ -13,8 +13,9 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AUDIT_SQL_MAX } from '../../src/events/audit.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
-import { callTool, connectAgent, registerAgentWith } from '../support/agent-mcp.js';
+import { callTool, connectAgent, listenForAgents, registerAgentWith } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { recordedFor } from '../support/recorded.js';
 import { waitFor } from '../support/wire.js';
 
 let gateway: TestGateway;
@@ -26,18 +27,7 @@ let mcp: Client;
 const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 const comment = (bytes: number): string => `/* ${'x'.repeat(bytes)} */`;
 
-type Record = { [key: string]: unknown; sql: string; normalized_sql: string };
-
-/** The decision recorded for `sql` (whole, or abridged with its digest) from `source`. */
-async function recordOf(sql: string, source: 'wire' | 'mcp'): Promise<Record> {
-  const digest = sha256(sql);
-  const find = () =>
-    gateway.decisions
-      .map((d) => d.decision as Record | undefined)
-      .find((d) => d?.credential_id === agent.credential.id && d.source === source && (d.sql === sql || d.sql.includes(`sha256 of the whole text: ${digest}`)));
-  await waitFor(() => find() !== undefined, 3_000, `the ${source} record of a ${sql.length}-character statement`);
-  return find()!;
-}
+const recordOf = (sql: string, source: 'wire' | 'mcp') => recordedFor(gateway, agent.credential.id, source, sql);
 
 beforeAll(async () => {
   gateway = await startGateway('audit_record');
@@ -45,10 +35,7 @@ beforeAll(async () => {
   agent = await registerAgentWith(gateway, { name: 'commenter', read_only: true, allowed_tables: ['public.orders', 'public.customers'], masked_columns: { 'public.customers.email': 'redact' }, max_rows: 50 });
   wire = new pg.Client({ connectionString: agent.connection_string });
   await wire.connect();
-  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = gateway.api.app.server.address();
-  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
-  mcp = await connectAgent(`http://127.0.0.1:${address.port}/mcp`, agent.mcp_token, 'commenter');
+  mcp = await connectAgent(`${await listenForAgents(gateway)}/mcp`, agent.mcp_token, 'commenter');
 });
 afterAll(async () => {
   await wire?.end();

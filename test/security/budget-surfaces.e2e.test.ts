@@ -9,7 +9,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { registerAgentWith } from '../support/agent-mcp.js';
+import { listenForAgents, registerAgentWith } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 
 let gateway: TestGateway;
@@ -56,10 +56,7 @@ const THREE = ['select 1 as n', 'select 2 as n', 'select 3 as n'];
 
 beforeAll(async () => {
   gateway = await startGateway('budget_surfaces');
-  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = gateway.api.app.server.address();
-  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
-  base = `http://127.0.0.1:${address.port}`;
+  base = await listenForAgents(gateway);
 });
 afterAll(async () => {
   await gateway?.stop();

@@ -8,8 +8,9 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callTool, connectAgent, registerAgentWith } from '../support/agent-mcp.js';
+import { callTool, connectAgent, listenForAgents, registerAgentWith } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { decisionsOfCredential, type RecordedDecision } from '../support/recorded.js';
 import { waitFor } from '../support/wire.js';
 
 let gateway: TestGateway;
@@ -66,10 +67,9 @@ function renamed<T>(value: T, from: string, to: string): T {
 }
 
 /** The decisions of a credential, once one for `sql` has arrived. */
-async function decisionsWith(secrets: AgentSecrets, sql: string): Promise<Record<string, unknown>[]> {
-  const of = () => gateway.decisions.map((d) => d.decision as Record<string, unknown> | undefined).filter((d): d is Record<string, unknown> => d?.credential_id === secrets.credential.id);
-  await waitFor(() => of().some((d) => d.sql === sql), 3_000, `the decision on ${sql}`);
-  return of();
+async function decisionsWith(secrets: AgentSecrets, sql: string): Promise<RecordedDecision[]> {
+  await waitFor(() => decisionsOfCredential(gateway, secrets.credential.id).some((d) => d.sql === sql), 3_000, `the decision on ${sql}`);
+  return decisionsOfCredential(gateway, secrets.credential.id);
 }
 
 const tool = (client: Client, name: string, args: Record<string, unknown> = {}): Promise<CallToolResult> => callTool(client, name, args);
@@ -87,10 +87,7 @@ beforeAll(async () => {
   honeytokenIds.push(await plant({ kind: 'value', target: 'canary-4411@example.com' }));
   trapped = await registerAgentWith(gateway, { name: 'trapped', read_only: true, allowed_tables: [...ALLOWED, 'public.api_keys'], honeytokens: honeytokenIds });
   plain = await registerAgentWith(gateway, { name: 'plain', read_only: true, allowed_tables: ALLOWED });
-  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = gateway.api.app.server.address();
-  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
-  base = `http://127.0.0.1:${address.port}`;
+  base = await listenForAgents(gateway);
   trappedMcp = await connectAgent(`${base}/mcp`, trapped.mcp_token, 'trapped');
   plainMcp = await connectAgent(`${base}/mcp`, plain.mcp_token, 'plain');
 });
@@ -198,7 +195,7 @@ describe('a honeytoken on the hosted MCP', () => {
   });
 
   it('records the truth for the operator: canary_tripped with its honeytoken rule, from the MCP source', async () => {
-    const rules = () => new Set(gateway.decisions.map((d) => d.decision as Record<string, unknown>).filter((d) => d.credential_id === trapped.credential.id && d.source === 'mcp' && d.event === 'canary_tripped').map((d) => d.decision_rule));
+    const rules = () => new Set(decisionsOfCredential(gateway, trapped.credential.id).filter((d) => d.source === 'mcp' && d.event === 'canary_tripped').map((d) => d.decision_rule));
     await waitFor(() => rules().size === 3, 3_000, 'the MCP trips of all three honeytokens');
     expect(rules()).toEqual(new Set(['honeytoken.table', 'honeytoken.column', 'honeytoken.value']));
     expect(await upstreamCount('select count(*)::int as n from api_keys')).toBe(1);

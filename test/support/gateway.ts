@@ -53,10 +53,10 @@ export async function startGateway(label: string, upstreamServerUrl?: string, lo
   const proxyPort = await freePort();
   const bus = createMemoryBus();
   // As in one `pgward serve` process: the proxy and the hosted MCP count budgets against one tally (the pool is the API's, known once it runs).
-  let readModels: pg.Pool | undefined;
-  const budgets = new Budgets((scope, day, month) => spentSince(readModels!, scope, day, month), () => undefined);
+  const readModels: { pool?: pg.Pool } = {};
+  const budgets = new Budgets((scope, day, month) => spentSince(readModels.pool!, scope, day, month), () => undefined);
   const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort) }, { bus, budgets });
-  readModels = api.pool;
+  readModels.pool = api.pool;
   const upstream = await freshDatabase(`${label}_up`, upstreamServerUrl);
   const seed = new pg.Client({ connectionString: upstream.url });
   await seed.connect();
