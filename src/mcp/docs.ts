@@ -80,7 +80,8 @@ const ITEM = /^\s*(?:[-*+]|\d+\.)\s/;
 function withoutTrapLines(block: string): string {
   if (!TRAP.test(block)) return block;
   const lines = block.split('\n');
-  if (lines.every((line) => line.startsWith('|'))) return lines.filter((line) => !TRAP.test(line)).join('\n');
+  // Table rows go one by one; so do the lines of a code block, whose fences must stay.
+  if (lines.every((line) => line.startsWith('|')) || block.includes('```')) return lines.filter((line) => !TRAP.test(line)).join('\n');
   if (!ITEM.test(lines[0] ?? '')) return '';
   const items: string[][] = [];
   for (const line of lines) {
@@ -112,12 +113,13 @@ function withoutTrapHeadings(text: string): string {
  * canaries are planted and answered could tell them apart; operators read the full text.
  */
 export function withoutTraps(doc: Doc): Doc {
+  if (!TRAP.test(doc.text)) return doc;
   const text = withoutTrapHeadings(doc.text)
     .split(/\n{2,}/)
     .map(withoutTrapLines)
     .filter((block) => block.trim() !== '')
     .join('\n\n');
-  return parseDoc(doc.id, `${text}\n`);
+  return parseDoc(doc.id, `${text.trimEnd()}\n`);
 }
 
 /** Reads every `*.md` of `dir`, in name order; `forAgents` leaves out what agents must not read (see withoutTraps). */
