@@ -1,9 +1,13 @@
 /**
  * Query budgets on the wire (spec §1, issue #6): statements per UTC day and bytes sent per UTC
  * month, per credential (its policy's queries_per_day and bytes_per_month) and per organization
- * (its plan's limits); 0 means no limit. What a scope spent before this proxy started counting
- * comes from the audit trail's usage rollups, read once per period at login; from then on this
- * proxy adds what its own sessions run. Other proxies' spending arrives with the next period's read.
+ * (its plan's limits); 0 means no limit. One tally per process: the wire and the hosted MCP of a
+ * process count against the same figures at once. What a scope spent elsewhere (before this
+ * process started counting, or in other processes of a split deployment) comes from the audit
+ * trail's usage rollups, read at the first statement of a period and again at most every
+ * BUDGET_REFRESH_MS while statements of the scope are checked; this process adds what it admits in
+ * between. Another process's statements therefore count here within BUDGET_REFRESH_MS plus the
+ * trail's ingest and projection lag (docs/policy.md, Budgets).
  */
 import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
@@ -15,6 +19,8 @@ export type SpentSource = (scope: BudgetScope, day: Date, month: Date) => Promis
 const DAY_MS = 86_400_000;
 /** After a failed read of the trail, how long before the next statement tries again. */
 const RETRY_MS = 5_000;
+/** How often a scope's figures are read again from the trail while its statements are checked. */
+export const BUDGET_REFRESH_MS = 5_000;
 
 interface Tally {
   /** Start of the UTC day and month counted, epoch ms. */
@@ -26,6 +32,8 @@ interface Tally {
   /** 'unread' until the trail's figures are added; 'failed' when they could not be read. */
   state: 'unread' | 'read' | 'failed';
   retryAt: number;
+  /** When the trail is read again (epoch ms); a read in flight pushes it forward. */
+  refreshAt: number;
 }
 
 export interface BudgetRefusal {
@@ -67,12 +75,12 @@ export class Budgets {
     const tallies = scope.kind === 'credential' ? this.credentialTallies : this.orgTallies;
     let tally = tallies.get(scope.id);
     if (!tally) {
-      tally = { day, month: monthStartOf(day), queries: 0, bytes: 0, state: 'unread', retryAt: 0 };
+      tally = { day, month: monthStartOf(day), queries: 0, bytes: 0, state: 'unread', retryAt: 0, refreshAt: 0 };
       tallies.set(scope.id, tally);
     } else if (tally.day !== day) {
       const month = monthStartOf(day);
       // A new period starts from what the trail holds for it: read it again.
-      Object.assign(tally, { day, queries: 0, state: 'unread', retryAt: 0 }, month !== tally.month ? { month, bytes: 0 } : {});
+      Object.assign(tally, { day, queries: 0, state: 'unread', retryAt: 0, refreshAt: 0 }, month !== tally.month ? { month, bytes: 0 } : {});
     }
     return tally;
   }
@@ -88,23 +96,40 @@ export class Budgets {
       tally.state = 'read';
       return;
     }
-    const { day, month, queries, bytes } = tally;
     tally.retryAt = this.now() + RETRY_MS;
     try {
-      const spent = await this.source(scope, new Date(day), new Date(month));
-      // The period may have rolled over, or another read finished, during the await.
-      if (tally.day !== day || this.isRead(tally)) return;
-      tally.queries = spent.queries + (tally.queries - queries);
-      if (tally.month === month) tally.bytes = Number(spent.bytes) + (tally.bytes - bytes);
-      tally.state = 'read';
+      await this.read(scope, tally, false);
     } catch (error) {
       tally.state = 'failed';
       this.onError(error, scope);
     }
   }
 
-  private isRead(tally: Tally): boolean {
-    return tally.state === 'read';
+  /**
+   * Reads the trail's figures for the tally's period into it. The first read replaces what was
+   * counted before it (the trail holds it, or will within its lag); a later one only raises the
+   * figures, by what other processes spent: what this process admitted is never forgotten because
+   * the trail has not caught up with it yet. What is admitted during the read is added.
+   */
+  private async read(scope: BudgetScope, tally: Tally, refresh: boolean): Promise<void> {
+    const { day, month, queries, bytes } = tally;
+    tally.refreshAt = this.now() + BUDGET_REFRESH_MS;
+    const spent = await this.source!(scope, new Date(day), new Date(month));
+    // The period may have rolled over, or another first read finished, during the await.
+    if (tally.day !== day || (!refresh && tally.state === 'read')) return;
+    const trailQueries = spent.queries + (tally.queries - queries);
+    tally.queries = refresh ? Math.max(tally.queries, trailQueries) : trailQueries;
+    if (tally.month === month) {
+      const trailBytes = Number(spent.bytes) + (tally.bytes - bytes);
+      tally.bytes = refresh ? Math.max(tally.bytes, trailBytes) : trailBytes;
+    }
+    tally.state = 'read';
+  }
+
+  /** Reads the trail again in the background when the tally's figures are older than BUDGET_REFRESH_MS; a failed refresh keeps them. */
+  private refresh(scope: BudgetScope, tally: Tally): void {
+    if (!this.source || this.now() < tally.refreshAt) return;
+    this.read(scope, tally, true).catch((error: unknown) => this.onError(error, scope));
   }
 
   /** Why a statement may not run now, or undefined. Unknown spending refuses (fail closed) and is read again shortly. */
@@ -123,7 +148,8 @@ export class Budgets {
 
   private over(scope: BudgetScope, queriesPerDay: number, bytesPerMonth: number, whose: string, rule: string): BudgetRefusal | undefined {
     const tally = this.tally(scope);
-    if (tally.state !== 'read') {
+    if (tally.state === 'read') this.refresh(scope, tally);
+    else {
       if (this.now() >= tally.retryAt) void this.prepare(scope);
       return {
         rule: `${rule}.unknown`,

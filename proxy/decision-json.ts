@@ -6,7 +6,7 @@
  */
 import { AuditEventKind } from '../src/events/audit.js';
 import type { DecisionFacts } from './decision-record.js';
-import { truncateSql } from './decisions.js';
+import { auditSql } from './audit-text.js';
 import { statementIdentity, type StatementIdentity } from './policy/identity.js';
 
 type SessionFacts = Pick<DecisionFacts, 'projectId' | 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp'>;
@@ -50,10 +50,10 @@ function analysisMembers(identity: StatementIdentity, kind: string, tablesRead: 
   return members;
 }
 
-/** The members a statement's text and its analysis fix: the text (truncated), its audit identity, its kind and tables. */
+/** The members a statement's text and its analysis fix: the text (as the audit keeps it, see auditSql), its audit identity, its kind and tables. */
 export function textMembers(facts: TextFacts): string {
   const members = analysisMembers(statementIdentity(facts.sql), facts.kind, facts.tablesRead ?? NO_TABLES, facts.tablesWritten ?? NO_TABLES);
-  return `"sql":${json(truncateSql(facts.sql))},${members}`;
+  return `"sql":${json(auditSql(facts.sql))},${members}`;
 }
 
 /** The whole record, less the publisher's stamp, from its session's and its text's members and what became of it. */

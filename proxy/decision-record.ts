@@ -1,6 +1,7 @@
 import type { AuditEventKind } from '../src/events/audit.js';
 import type { Decision } from './decisions.js';
 import { statementIdentity } from './policy/identity.js';
+import type { Trip } from './policy/rules.js';
 
 /** The reason of a statement that went upstream and failed there, before the policy's own reason. */
 export const FAILED_UPSTREAM = 'the statement ran and failed upstream.';
@@ -58,4 +59,14 @@ export function decisionRecord(facts: DecisionFacts): Decision {
     parsed: facts.kind !== '',
     approval_id: null,
   };
+}
+
+/**
+ * What the audit trail records of a refusal: for a tripped canary the truth (`canary_tripped`, its
+ * `honeytoken.*` rule and the operator's reason), which the agent was never told; else the refusal
+ * as the agent got it.
+ */
+export function recordedRefusal<Event extends AuditEventKind>(refusal: { readonly event: Event; readonly rule: string; readonly reason: string; readonly trip?: Trip }): { event: Event | 'canary_tripped'; rule: string; reason: string } {
+  const { trip } = refusal;
+  return trip ? { event: 'canary_tripped', rule: trip.rule, reason: trip.reason } : { event: refusal.event, rule: refusal.rule, reason: refusal.reason };
 }

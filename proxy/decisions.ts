@@ -1,5 +1,6 @@
 import type { DecisionBus } from '../src/bus/port.js';
 import { AUDIT_SQL_MAX, type StatementDecided } from '../src/events/audit.js';
+import { auditSql } from './audit-text.js';
 
 /** A decision as the session knows it; the publisher stamps the proxy's identity and sequence. */
 export type Decision = Omit<StatementDecided, 'proxy_id' | 'boot_epoch' | 'seq'>;
@@ -52,10 +53,6 @@ interface Gap {
   count: number;
 }
 
-export function truncateSql(sql: string): string {
-  return sql.length <= AUDIT_SQL_MAX ? sql : sql.slice(0, AUDIT_SQL_MAX);
-}
-
 const BATCH_HEAD = '{"kind":"batch","decisions":[';
 const BATCH_TAIL = ']}';
 const COMMA = 0x2c;
@@ -81,9 +78,9 @@ export function batchMessage(decisions: readonly { readonly json: string }[]): B
   return Buffer.copyBytesFrom(scratch, 0, at);
 }
 
-/** A decision object's JSON members, its text truncated. */
+/** A decision object's JSON members, its text as the audit entry keeps it. */
 function objectMembers(decision: Decision): string {
-  const json = JSON.stringify(decision.sql.length > AUDIT_SQL_MAX ? { ...decision, sql: truncateSql(decision.sql) } : decision);
+  const json = JSON.stringify(decision.sql.length > AUDIT_SQL_MAX ? { ...decision, sql: auditSql(decision.sql) } : decision);
   return json.slice(1, -1);
 }
 

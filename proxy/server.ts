@@ -42,6 +42,8 @@ export interface ProxyOptions {
   readonly upstreamConnectTimeoutMs?: number;
   /** What a budget scope spent this period according to the audit trail; without it budgets count from the proxy's start. */
   readonly spent?: SpentSource;
+  /** The process's budget tallies, shared with its hosted MCP so that both count against one figure; else the proxy keeps its own, from `spent`. */
+  readonly budgets?: Budgets;
 }
 
 export interface RunningProxy {
@@ -101,7 +103,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   });
 
   const budgets = sessionBudgets(
-    new Budgets(options.spent, (error, scope) => logger.warn({ err: error, scope }, 'could not read what a budget scope spent; its statements are refused until it can')),
+    options.budgets ?? new Budgets(options.spent, (error, scope) => logger.warn({ err: error, scope }, 'could not read what a budget scope spent; its statements are refused until it can')),
     (projectId) => {
       const orgId = projects.get(projectId)?.org_id;
       const org = orgId === undefined ? undefined : organizations.get(orgId);

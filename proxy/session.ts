@@ -9,7 +9,7 @@ import type { AuditEventKind } from '../src/events/audit.js';
 import { isoTimestamp } from '../src/iso-time.js';
 import type { SessionBudgets } from './budgets.js';
 import { decisionMembers, sessionMembers, textMembers } from './decision-json.js';
-import { decisionRecord, END_NOT_SEEN, FAILED_UPSTREAM, type DecisionFacts } from './decision-record.js';
+import { decisionRecord, END_NOT_SEEN, FAILED_UPSTREAM, recordedRefusal, type DecisionFacts } from './decision-record.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
 import { decideStatement, masksColumns, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
@@ -36,6 +36,7 @@ import { encodeQuery, renameBindStatement, renameParse, renameTarget, replacePar
 import { capRewrite, cappedQuery, executedUnderCap, onReply } from './row-cap.js';
 import { PortalRows } from './portal-rows.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
+import type { Trip } from './policy/rules.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
@@ -868,12 +869,13 @@ export class Session {
   private refuseStatement(
     sql: string,
     protocol: 'simple' | 'extended',
-    refusal: { event: AuditEventKind; rule: string; reason: string; sqlstate: string; kind: string; tablesRead: readonly string[]; tablesWritten: readonly string[]; tablesBlocked: readonly string[] },
+    refusal: { event: AuditEventKind; rule: string; reason: string; sqlstate: string; kind: string; tablesRead: readonly string[]; tablesWritten: readonly string[]; tablesBlocked: readonly string[]; trip?: Trip },
   ): undefined {
+    const recorded = recordedRefusal(refusal);
     this.context.decisions.publish(
-      this.decision({ event: refusal.event, projectId: this.credential!.project_id, sql, kind: refusal.kind, rule: refusal.rule, reason: refusal.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: refusal.tablesRead, tablesWritten: refusal.tablesWritten, tablesBlocked: refusal.tablesBlocked }),
+      this.decision({ ...recorded, projectId: this.credential!.project_id, sql, kind: refusal.kind, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: refusal.tablesRead, tablesWritten: refusal.tablesWritten, tablesBlocked: refusal.tablesBlocked }),
     );
-    this.context.metrics.statementsOf(refusal.event).inc();
+    this.context.metrics.statementsOf(recorded.event).inc();
     this.refuse({ severity: 'ERROR', code: refusal.sqlstate, message: refusal.reason }, protocol);
     return undefined;
   }

@@ -1,3 +1,4 @@
+import type { Budgets } from '../proxy/budgets.js';
 import { resolve } from 'node:path';
 import type pg from 'pg';
 import { apiKeysProjection } from '../projections/api-keys.js';
@@ -77,6 +78,7 @@ export function controlPlane(
   projections: readonly Projection[],
   audit: ApiDeps['audit'],
   bus: DecisionBus,
+  budgets?: Budgets,
 ): ControlPlane {
   const settle = async (stream: string, position: bigint): Promise<void> => {
     if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');
@@ -95,6 +97,7 @@ export function controlPlane(
       audit,
       // A publisher id of its own: the proxy of this process numbers its decisions separately.
       decisions: { bus, publisherId: `${instanceId(config).slice(0, 60)}:mcp`, region: config.PGWARD_REGION },
+      ...(budgets ? { budgets } : {}),
     },
     authenticators: authenticators(config, store, pool),
     rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },

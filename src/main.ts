@@ -7,6 +7,7 @@ import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
 import { instanceId, type Config } from './config.js';
 import { resolve } from 'node:path';
+import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
 import { spentSince } from '../queries/budget-usage.js';
 import { loadTls } from '../proxy/tls.js';
@@ -130,11 +131,16 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     }
 
     const keyring = roles.has('proxy') || roles.has('api') ? await loadKeyring(config, state) : undefined;
+    // One tally for the wire and the hosted MCP of this process: an agent's budget is one budget whichever way it comes in.
+    const budgets = new Budgets(
+      (scope, day, month) => spentSince(pool, scope, day, month),
+      (error, scope) => logger.warn({ err: error, scope }, 'could not read what a budget scope spent; its statements are refused until it can'),
+    );
     if (roles.has('proxy')) {
       const proxy = await startProxy({
         store,
         bus,
-        spent: (scope, day, month) => spentSince(pool, scope, day, month),
+        budgets,
         keyring: keyring!,
         logger: logger.child({ role: 'proxy' }),
         metrics: metrics.registry,
@@ -156,7 +162,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     }
 
     const app = await buildApp({
-      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, await auditDeps(config), bus) } : {}),
+      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, await auditDeps(config), bus, budgets) } : {}),
       logger,
       metrics: metrics.registry,
       health: async () => ({

@@ -4,7 +4,7 @@ import type { AnalysisSession } from './analyze.js';
 import { applyMasks, type MaskEdit } from './mask.js';
 import { qualified } from './names.js';
 import { MAX_SQL_BYTES, type ParseFailure } from './parser.js';
-import { canaryCheck, effectCheck, functionCheck, INSUFFICIENT_PRIVILEGE, maskCheck, tableCheck, unsupportedCheck, type PolicyRules, type Refusal } from './rules.js';
+import { canaryCheck, effectCheck, functionCheck, INSUFFICIENT_PRIVILEGE, maskCheck, tableCheck, unsupportedCheck, type PolicyRules, type Refusal, type Trip } from './rules.js';
 
 interface DecisionFacts {
   readonly statementKind: string;
@@ -26,13 +26,14 @@ export type PolicyDecision =
     })
   | (DecisionFacts & {
       readonly action: 'refuse';
-      readonly event: 'blocked' | 'canary_tripped';
+      /** What the agent is told; a tripped canary is told `blocked` too, and the truth is in `trip`. */
+      readonly event: 'blocked';
       readonly rule: string;
       readonly reason: string;
       readonly sqlstate: string;
       readonly tablesBlocked: readonly string[];
-      /** Set when the refusal is a tripped canary. */
-      readonly honeytokenId?: string;
+      /** Set when the refusal is a tripped canary: what the audit trail records instead of the disguise above. */
+      readonly trip?: Trip;
     });
 
 function tables(analysis: StatementAnalysis, written: boolean): string[] {
@@ -49,12 +50,9 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
     tablesWritten: tables(analysis, true),
     progress: analysis.ddl && !policy.read_only ? ['migration_flagged'] : [],
   };
-  const refusal =
-    canaryCheck(analysis, policy) ??
-    effectCheck(analysis, policy) ??
-    unsupportedCheck(analysis) ??
-    functionCheck(analysis, policy) ??
-    tableCheck(analysis, policy);
+  const trip = canaryCheck(analysis, policy);
+  if (trip) return refused(facts, disguise(analysis, { ...policy, denied: trip.denied }, trip));
+  const refusal = checks(analysis, policy);
   if (refusal) return refused(facts, refusal);
   const edits = maskCheck(analysis, policy);
   if (!Array.isArray(edits)) return refused(facts, edits);
@@ -79,18 +77,34 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   return allowed(facts, 'masked', 'masked_columns.masked', `masked ${columns.join(', ')}: every reference reads the masked value (rule masked_columns.masked).`, edits, outcome.sql);
 }
 
+function checks(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
+  return effectCheck(analysis, policy) ?? unsupportedCheck(analysis) ?? functionCheck(analysis, policy) ?? tableCheck(analysis, policy);
+}
+
+/**
+ * A tripped canary's refusal as the agent gets it: exactly the refusal it would get were the
+ * canary's tables simply off the allowlist. A value canary in a statement that reads no table has
+ * no such refusal to borrow; it gets the shape of one, naming no table.
+ */
+function disguise(analysis: StatementAnalysis, policy: PolicyRules, trip: Trip): Refusal & { trip: Trip } {
+  const edits = checks(analysis, policy) ?? maskCheck(analysis, policy);
+  if (!Array.isArray(edits)) return { ...edits, trip };
+  const rule = 'allowed_tables.not_allowed';
+  return { rule, reason: `the statement reads no table this credential may query (rule ${rule}).`, sqlstate: INSUFFICIENT_PRIVILEGE, trip };
+}
+
 /** Built field by field, as is `refused`: on Node 20, `{ ...facts, more }` costs microseconds a call. */
 function allowed(facts: DecisionFacts, event: 'query' | 'masked', rule: string, reason: string, masks: readonly MaskEdit[], sql: string): PolicyDecision {
   const { statementKind, tablesRead, tablesWritten, progress } = facts;
   return { statementKind, tablesRead, tablesWritten, progress, action: 'allow', event, rule, reason, masks, sql };
 }
 
-function refused(facts: DecisionFacts, refusal: Refusal): PolicyDecision {
+function refused(facts: DecisionFacts, refusal: Refusal & { readonly trip?: Trip }): PolicyDecision {
   const { statementKind, tablesRead, tablesWritten, progress } = facts;
-  const { rule, reason, sqlstate, honeytokenId } = refusal;
-  const event = honeytokenId === undefined ? 'blocked' : 'canary_tripped';
-  const decision: PolicyDecision = { statementKind, tablesRead, tablesWritten, progress, action: 'refuse', event, rule, reason, sqlstate, tablesBlocked: refusal.blocked ?? [] };
-  return honeytokenId === undefined ? decision : { ...decision, honeytokenId };
+  const { rule, reason, sqlstate } = refusal;
+  const decision: PolicyDecision = { statementKind, tablesRead, tablesWritten, progress, action: 'refuse', event: 'blocked', rule, reason, sqlstate, tablesBlocked: refusal.blocked ?? [] };
+  const trip = refusal.trip;
+  return trip === undefined ? decision : { ...decision, trip };
 }
 
 /** The decision for text that did not parse or was too large to parse. */
@@ -101,6 +115,13 @@ export function decideParseFailure(failure: ParseFailure): PolicyDecision {
       rule: 'parse.too_large',
       reason: `the statement is ${failure.bytes} bytes; the limit is ${MAX_SQL_BYTES} (rule parse.too_large). Send smaller statements.`,
       sqlstate: '54000',
+    });
+  }
+  if (failure.reason === 'too_complex') {
+    return refused(facts, {
+      rule: 'parse.too_complex',
+      reason: `the statement ${failure.what} (rule parse.too_complex). Split it into simpler statements: fewer nested subqueries, CASEs or parentheses, shorter chains of operators.`,
+      sqlstate: '54001',
     });
   }
   const at = failure.position === null ? '' : ` at position ${failure.position}`;

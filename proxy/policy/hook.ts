@@ -127,7 +127,7 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   const rules = rulesOf(policy, canaries);
   const decision = combine(sql, decideSql(sql, rules, session, analyses));
   if (decision.action === 'refuse') {
-    if (decision.honeytokenId !== undefined) context.honeytokens.tripped(context.credential, decision.honeytokenId);
+    if (decision.trip !== undefined) context.honeytokens.tripped(context.credential, decision.trip.honeytokenId);
     return decision;
   }
   allowedDecisions.set(policy, canaries, key, decision);
@@ -142,14 +142,20 @@ function withCatalog(catalog: UpstreamCatalog | undefined, key: string): string 
   return catalog ? `${catalog.version}\u0000${key}` : key;
 }
 
-/** One decision for a message from its statements' verdicts: a tripped canary first, then the first refusal, else an allow of them all. */
-function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementDecision & { readonly honeytokenId?: string } {
+/**
+ * One decision for a message from its statements' verdicts: the first refusal (carrying the trip
+ * of a canary any statement touched, for the audit trail), else an allow of them all.
+ */
+function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementDecision {
   const decisions = verdicts.map((v) => v.decision);
   const read = unique(decisions.map((d) => d.tablesRead));
   const written = unique(decisions.map((d) => d.tablesWritten));
   const kind = decisions[0]?.statementKind ?? statementKind(sql);
-  const refused = decisions.find((d) => d.event === 'canary_tripped') ?? decisions.find((d) => d.action === 'refuse');
-  if (refused?.action === 'refuse') return { ...refused, tablesRead: read, tablesWritten: written };
+  const refused = decisions.find((d) => d.action === 'refuse');
+  if (refused?.action === 'refuse') {
+    const trip = decisions.find((d) => d.action === 'refuse' && d.trip !== undefined);
+    return { ...refused, tablesRead: read, tablesWritten: written, ...(trip?.action === 'refuse' && trip.trip ? { trip: trip.trip } : {}) };
+  }
   const allowed = decisions.filter((d) => d.action === 'allow');
   const masked = allowed.some((d) => d.event === 'masked');
   const rewritten = verdicts.some((v) => v.decision.action === 'allow' && v.decision.sql !== v.sql);

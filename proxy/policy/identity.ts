@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import { AUDIT_SQL_MAX } from '../../src/events/audit.js';
-import { normalize } from './parser.js';
+import { auditSql } from '../audit-text.js';
+import { deparseStatements, normalize } from './parser.js';
 import { numericShape, withOtherNumbers } from './shape.js';
 
 /** How a statement is grouped in the audit trail: its text with literals as `$N`, and a hash of that text. */
@@ -21,6 +22,16 @@ function remember(map: Map<string, StatementIdentity>, key: string, identity: St
 }
 
 /**
+ * The normalized text an entry keeps. Normalizing keeps comments, which can be any length: a text
+ * too long to keep whole is normalized again from its parse tree (no comments), then abridged.
+ */
+function keptNormalized(sql: string, normalized: string): string {
+  if (normalized.length <= AUDIT_SQL_MAX) return normalized;
+  const bare = deparseStatements(sql);
+  return auditSql((bare !== null ? normalize(bare) : null) ?? normalized);
+}
+
+/**
  * The audit identity of a message's text, empty when it does not parse. `query_hash` is the first
  * 64 bits of SHA-256 over the normalized text (one libpg_query call, not a second one for its
  * fingerprint). Normalizing costs a parse (tens of µs), so identities are kept by exact text, and
@@ -34,7 +45,7 @@ export function statementIdentity(sql: string): StatementIdentity {
   const shaped = shape && byShape.get(shape.key);
   if (shaped) return shaped;
   const normalized = normalize(sql);
-  const identity = normalized === null ? NONE : { normalized_sql: normalized.slice(0, AUDIT_SQL_MAX), query_hash: hash('sha256', normalized).slice(0, 16) };
+  const identity = normalized === null ? NONE : { normalized_sql: keptNormalized(sql, normalized), query_hash: hash('sha256', normalized).slice(0, 16) };
   remember(known, sql, identity);
   // A shape serves its other texts only if normalizing replaced its numbers (a variant normalizes the same).
   if (shape && normalized !== null && normalize(withOtherNumbers(sql, shape)) === normalized) remember(byShape, shape.key, identity);

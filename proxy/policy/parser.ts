@@ -1,4 +1,5 @@
 import { loadModule, normalizeSync, parseSync, type ParseResult } from '@libpg-query/parser';
+import { deparseSync } from 'pgsql-deparser';
 import type { Node } from './ast.js';
 
 /** Statements longer than this (UTF-8 bytes, the whole query string) are refused unparsed. */
@@ -12,8 +13,18 @@ export interface ParsedStatement {
   readonly location: number;
 }
 
+/**
+ * Parse trees nested deeper than this (objects and arrays of the tree's JSON) are refused: the
+ * analyzer, the mask rewrite and normalization walk trees recursively, and a few thousand levels
+ * exhaust their stack. Ordinary statements stay under 100; 1,000 is 300-odd terms of `a || b || ...`,
+ * 140 nested subqueries or CASEs, 480 nested ARRAY[...]. Long AND/OR chains, IN lists and UNIONs
+ * are flat in the tree, and bounded by MAX_SQL_BYTES.
+ */
+export const MAX_TREE_DEPTH = 1_000;
+
 export type ParseFailure =
   | { readonly ok: false; readonly reason: 'too_large'; readonly bytes: number }
+  | { readonly ok: false; readonly reason: 'too_complex'; readonly what: string }
   | { readonly ok: false; readonly reason: 'error'; readonly message: string; readonly position: number | null };
 
 export type ParseOutcome = { readonly ok: true; readonly version: number; readonly statements: readonly ParsedStatement[] } | ParseFailure;
@@ -46,14 +57,47 @@ export function parseStatements(sql: string): ParseOutcome {
   try {
     result = parseSync(sql);
   } catch (error) {
-    return { ok: false, reason: 'error', ...describeError(error) };
+    const described = describeError(error);
+    // The grammar's own stack (10,000 levels) ran out: too deep, not malformed.
+    if (described.message.startsWith('memory exhausted')) return tooComplex('is nested too deeply for the SQL grammar');
+    return { ok: false, reason: 'error', ...described };
   }
+  if (treeDepth(result.stmts ?? [], MAX_TREE_DEPTH) > MAX_TREE_DEPTH) return tooComplex(`is nested more than ${MAX_TREE_DEPTH} levels deep`);
   const statements = (result.stmts ?? []).map((raw): ParsedStatement => {
     const location = raw.stmt_location ?? 0;
     const end = raw.stmt_len ? location + raw.stmt_len : bytes.length;
     return { stmt: raw.stmt as unknown as Node, sql: bytes.subarray(location, end).toString('utf8').trim(), location };
   });
   return { ok: true, version: result.version ?? 0, statements };
+}
+
+/** A refusal of a statement too deep or too large to analyze: `what` completes "the statement ...". */
+export function tooComplex(what: string): ParseFailure {
+  return { ok: false, reason: 'too_complex', what };
+}
+
+/** The nesting depth of a JSON value, walked without recursion; stops counting once past `limit`. */
+export function treeDepth(root: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: { value: unknown; depth: number }[] = [{ value: root, depth: 0 }];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    if (top.depth > deepest) deepest = top.depth;
+    if (deepest > limit) return deepest;
+    const { value, depth } = top;
+    if (Array.isArray(value)) for (const item of value) if (typeof item === 'object' && item !== null) stack.push({ value: item, depth: depth + 1 });
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
+      for (const key in value) {
+        const item = (value as Record<string, unknown>)[key];
+        if (typeof item === 'object' && item !== null) stack.push({ value: item, depth: depth + 1 });
+      }
+    }
+  }
+  return deepest;
+}
+
+/** Whether an error is the JavaScript stack running out (a walk too deep), which the gateway answers as too complex. */
+export function isStackOverflow(error: unknown): boolean {
+  return error instanceof RangeError && /call stack/i.test(error.message);
 }
 
 function describeError(error: unknown): { message: string; position: number | null } {
@@ -78,4 +122,18 @@ export function normalize(sql: string): string | null {
 export function parseOne(sql: string): Node | null {
   const outcome = parseStatements(sql);
   return outcome.ok && outcome.statements.length === 1 ? (outcome.statements[0]?.stmt ?? null) : null;
+}
+
+/**
+ * The statements of a query string written again from their parse trees: what PostgreSQL runs,
+ * without comments or layout. Null when the text does not parse or a tree does not deparse.
+ */
+export function deparseStatements(sql: string): string | null {
+  const parsed = parseStatements(sql);
+  if (!parsed.ok) return null;
+  try {
+    return parsed.statements.map((statement) => deparseSync(statement.stmt as Parameters<typeof deparseSync>[0], { pretty: false })).join('; ');
+  } catch {
+    return null;
+  }
 }

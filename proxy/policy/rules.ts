@@ -21,15 +21,29 @@ export interface PolicyRules {
   readonly masked_columns: Readonly<Record<string, MaskMode>>;
   readonly allow_catalog: boolean;
   readonly canaries: readonly Canary[];
+  /** Tables (`schema.table`) treated as off the allowlist whatever it says: a tripped canary's disguise. */
+  readonly denied?: readonly string[];
 }
 
 export interface Refusal {
   readonly rule: string;
   readonly reason: string;
   readonly sqlstate: string;
-  /** The honeytoken the statement touched: the refusal is a tripped canary. */
-  readonly honeytokenId?: string;
   readonly blocked?: readonly string[];
+}
+
+/**
+ * A honeytoken the statement touched: what the audit trail records. The agent is answered as for
+ * a table it may not read (see `disguise`), so that no agent-facing channel tells a trap apart.
+ */
+export interface Trip {
+  readonly honeytokenId: string;
+  /** `honeytoken.table`, `honeytoken.column` or `honeytoken.value`. */
+  readonly rule: string;
+  /** The operator's explanation, for the audit trail only. */
+  readonly reason: string;
+  /** The tables the disguise treats as not allowed. */
+  readonly denied: readonly string[];
 }
 
 export const INSUFFICIENT_PRIVILEGE = '42501';
@@ -37,29 +51,34 @@ const FEATURE_NOT_SUPPORTED = '0A000';
 
 const refuse = (rule: string, reason: string, extra: Partial<Refusal> = {}): Refusal => ({ rule, reason, sqlstate: INSUFFICIENT_PRIVILEGE, ...extra });
 
-export function canaryCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
+/** The first canary the statement touches, or null. */
+export function canaryCheck(analysis: StatementAnalysis, policy: PolicyRules): Trip | null {
   for (const canary of policy.canaries) {
-    const hit = canaryHit(analysis, canary);
-    // The reason reaches the agent: it names no rule, so the trap stays unrecognizable; the audit record carries the rule.
-    if (hit) return refuse(`honeytoken.${canary.kind}`, `${hit} is not available to this credential.`, { honeytokenId: canary.honeytoken_id });
+    const denied = canaryHit(analysis, canary);
+    if (denied === null) continue;
+    const rule = `honeytoken.${canary.kind}`;
+    return { honeytokenId: canary.honeytoken_id, rule, reason: `the statement touched honeytoken ${canary.honeytoken_id} (${canary.kind} ${canary.target}) (rule ${rule}); the agent was answered as for a table it may not read.`, denied };
   }
   return null;
 }
 
-function canaryHit(analysis: StatementAnalysis, canary: Canary): string | null {
+const readTables = (analysis: StatementAnalysis): string[] => [...new Set(analysis.relations.flatMap((use) => use.candidates.map(qualified)))];
+
+/** The tables a touched canary's disguise denies (its table, or every table of the statement for a value), null when untouched. */
+function canaryHit(analysis: StatementAnalysis, canary: Canary): readonly string[] | null {
   switch (canary.kind) {
     case 'table':
-      return analysis.relations.some((use) => use.candidates.some((table) => qualified(table) === canary.target)) ? canary.target : null;
+      return analysis.relations.some((use) => use.candidates.some((table) => qualified(table) === canary.target)) ? [canary.target] : null;
     case 'column': {
       const table = canary.target.slice(0, canary.target.lastIndexOf('.'));
       const touched =
         analysis.columns.some((use) => use.candidates.some((c) => `${qualified(c.table)}.${c.column}` === canary.target)) ||
         analysis.wholeRows.some((use) => use.tables.some((t) => qualified(t) === table));
-      return touched ? canary.target : null;
+      return touched ? [table] : null;
     }
     case 'value': {
       const needle = canary.target.toLowerCase();
-      return analysis.literals.some((literal) => literal.toLowerCase().includes(needle)) ? 'a value in this statement' : null;
+      return analysis.literals.some((literal) => literal.toLowerCase().includes(needle)) ? readTables(analysis) : null;
     }
   }
 }
@@ -106,17 +125,24 @@ export function functionCheck(analysis: StatementAnalysis, policy: PolicyRules):
 }
 
 /** Whether the allowed_tables list names the table, or its schema with `*`. */
-export function allowedByList(policy: Pick<PolicyRules, 'allowed_tables'>, table: RelationName): boolean {
+export function allowedByList(policy: Pick<PolicyRules, 'allowed_tables' | 'denied'>, table: RelationName): boolean {
+  if (policy.denied?.includes(qualified(table))) return false;
   return policy.allowed_tables.some((entry) => {
     const dot = entry.indexOf('.');
     return entry.slice(0, dot) === table.schema && (entry.slice(dot + 1) === '*' || entry.slice(dot + 1) === table.name);
   });
 }
 
+/**
+ * The allowlist as refusals quote it: without the tables planted as canaries, which an agent is
+ * never told of, nor the tables a tripped canary's disguise denies (the refusal must not contradict itself).
+ */
 function allowedList(policy: PolicyRules): string {
-  const shown = policy.allowed_tables.slice(0, 10).join(', ');
-  if (policy.allowed_tables.length === 0) return 'none';
-  return policy.allowed_tables.length > 10 ? `${shown}, ...` : shown;
+  const planted = new Set([...policy.canaries.filter((canary) => canary.kind === 'table').map((canary) => canary.target), ...(policy.denied ?? [])]);
+  const listed = policy.allowed_tables.filter((entry) => !planted.has(entry));
+  const shown = listed.slice(0, 10).join(', ');
+  if (listed.length === 0) return 'none';
+  return listed.length > 10 ? `${shown}, ...` : shown;
 }
 
 export function tableCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {

@@ -72,8 +72,59 @@ export function docsLibrary(docs: readonly Doc[]): DocsLibrary {
   };
 }
 
-/** Reads every `*.md` of `dir`, in name order. */
-export async function loadDocs(dir = DOCS_DIR): Promise<DocsLibrary> {
+/** Words that would tell an agent of the traps set for it. */
+const TRAP = /honeytoken|canary|canaries|\btrap/i;
+const ITEM = /^\s*(?:[-*+]|\d+\.)\s/;
+
+/** A block of Markdown without its table rows and list items that mention a trap; a paragraph that does goes whole. */
+function withoutTrapLines(block: string): string {
+  if (!TRAP.test(block)) return block;
+  const lines = block.split('\n');
+  // Table rows go one by one; so do the lines of a code block, whose fences must stay.
+  if (lines.every((line) => line.startsWith('|')) || block.includes('```')) return lines.filter((line) => !TRAP.test(line)).join('\n');
+  if (!ITEM.test(lines[0] ?? '')) return '';
+  const items: string[][] = [];
+  for (const line of lines) {
+    if (ITEM.test(line) || items.length === 0) items.push([line]);
+    else items.at(-1)!.push(line);
+  }
+  return items.filter((item) => !TRAP.test(item.join('\n'))).map((item) => item.join('\n')).join('\n');
+}
+
+/** The text without every section (to the next heading of its level or above) whose heading mentions a trap. */
+function withoutTrapHeadings(text: string): string {
+  let skipping = 0;
+  let fenced = false;
+  return text
+    .split('\n')
+    .filter((line) => {
+      if (line.startsWith('```')) fenced = !fenced;
+      const level = fenced ? 0 : (/^(#{1,6})\s/.exec(line)?.[1]?.length ?? 0);
+      if (level > 0 && skipping > 0 && level <= skipping) skipping = 0;
+      if (level > 0 && skipping === 0 && TRAP.test(line)) skipping = level;
+      return skipping === 0;
+    })
+    .join('\n');
+}
+
+/**
+ * A document as agents may read it: every paragraph, table row and list item that mentions
+ * honeytokens dropped, and sections left empty by that dropped too. An agent that could read how
+ * canaries are planted and answered could tell them apart; operators read the full text.
+ */
+export function withoutTraps(doc: Doc): Doc {
+  if (!TRAP.test(doc.text)) return doc;
+  const text = withoutTrapHeadings(doc.text)
+    .split(/\n{2,}/)
+    .map(withoutTrapLines)
+    .filter((block) => block.trim() !== '')
+    .join('\n\n');
+  return parseDoc(doc.id, `${text.trimEnd()}\n`);
+}
+
+/** Reads every `*.md` of `dir`, in name order; `forAgents` leaves out what agents must not read (see withoutTraps). */
+export async function loadDocs(dir = DOCS_DIR, options: { forAgents?: boolean } = {}): Promise<DocsLibrary> {
   const names = (await readdir(dir)).filter((name) => name.endsWith('.md')).sort();
-  return docsLibrary(await Promise.all(names.map(async (name) => parseDoc(name.slice(0, -3), await readFile(`${dir}${name}`, 'utf8')))));
+  const docs = await Promise.all(names.map(async (name) => parseDoc(name.slice(0, -3), await readFile(`${dir}${name}`, 'utf8'))));
+  return docsLibrary(options.forAgents ? docs.map(withoutTraps) : docs);
 }

@@ -53,7 +53,8 @@ describe('honeytokens on the wire', () => {
     const agent = await register('value tripper');
     const { client, ended } = await openSession(agent.connection_string);
     const refused = await client.query(`SELECT count(*) FROM orders WHERE customer = 'CANARY-4411@example.com'`).catch((error: unknown) => error as { code: string; message: string });
-    expect(refused).toMatchObject({ code: '42501', message: 'a value in this statement is not available to this credential.' });
+    // Answered as the tables it reads would be were they off the allowlist (test/security/honeytoken-disguise.e2e.test.ts).
+    expect(refused).toMatchObject({ code: '42501', message: 'table public.orders is not in the allowed tables (none); query only those (rule allowed_tables.not_allowed).' });
     expect((await client.query('SELECT count(*)::int AS n FROM orders')).rows).toEqual([{ n: 1000 }]);
     const [tripped, ran] = (await gateway.decisionsOf(agent.credential.id, 2)) as Decision[];
     expect(tripped).toMatchObject({ event: 'canary_tripped', decision_rule: 'honeytoken.value' });
@@ -67,10 +68,10 @@ describe('honeytokens on the wire', () => {
     const agent = await register('table tripper');
     const { client, ended } = await openSession(agent.connection_string);
     const refused = await client.query('SELECT secret FROM api_keys').catch((error: unknown) => error as { code: string; message: string });
-    expect(refused).toMatchObject({ code: '42501', message: 'public.api_keys is not available to this credential.' });
+    expect(refused).toMatchObject({ code: '42501', message: 'table public.api_keys is not in the allowed tables (public.orders); query only those (rule allowed_tables.not_allowed).' });
     await waitFor(ended, 2000, 'session closed after the canary tripped');
     const [tripped, ...rest] = (await gateway.decisionsOf(agent.credential.id, 1)) as Decision[];
-    expect(tripped).toMatchObject({ event: 'canary_tripped', decision_rule: 'honeytoken.table', tables_blocked: [] });
+    expect(tripped).toMatchObject({ event: 'canary_tripped', decision_rule: 'honeytoken.table', tables_blocked: ['public.api_keys'] });
     expect(rest.map((d) => d.event)).not.toContain('query');
     // The read model may trail the event that closed the session by a moment.
     await waitFor(async () => (await credentialStatus(agent.credential.id)) === 'disabled', 2000, 'credential disabled in the read model');
@@ -85,7 +86,8 @@ describe('honeytokens on the wire', () => {
     const agent = await register('multi tripper');
     const { client } = await openSession(agent.connection_string);
     const refused = await client.query('DELETE FROM orders; SELECT id FROM public.api_keys').catch((error: unknown) => error as { code: string; message: string });
-    expect(refused).toMatchObject({ code: '42501', message: 'public.api_keys is not available to this credential.' });
+    // The agent gets the first refusal, as it would without the canary; the trail records the trip.
+    expect(refused).toMatchObject({ code: '42501', message: expect.stringContaining('(rule read_only.write)') });
     const [tripped] = (await gateway.decisionsOf(agent.credential.id, 1)) as Decision[];
     expect(tripped).toMatchObject({ event: 'canary_tripped', decision_rule: 'honeytoken.table' });
     await waitFor(async () => (await credentialStatus(agent.credential.id)) === 'disabled', 2000, 'credential disabled');

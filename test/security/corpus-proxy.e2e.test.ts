@@ -11,9 +11,9 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadParser, parseStatements } from '../../proxy/policy/parser.js';
 import { DEFAULT_SEARCH_PATH } from '../../proxy/policy/names.js';
-import { AUDIT_SQL_MAX } from '../../src/events/audit.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
 import { openSession, waitFor } from '../support/wire.js';
+import { recordsText } from '../support/recorded.js';
 import { corpus, corpusPolicies, type CorpusEntry, type CorpusPolicyName } from './corpus.js';
 
 type Protocol = 'simple' | 'extended';
@@ -230,10 +230,10 @@ const HARNESS_STATEMENTS = new Set(['BEGIN', 'ROLLBACK']);
  */
 async function decisionOf(entry: CorpusEntry): Promise<Decision> {
   const credentialId = credentials.get(entry.policy)!.id;
-  const sql = entry.sql.slice(0, AUDIT_SQL_MAX);
   const from = consumed.get(credentialId) ?? 0;
-  const isEntry = (d: Decision) => d.sql === sql && d.event !== 'migration_flagged';
-  await waitFor(() => unaccounted(credentialId).some(isEntry), 3000, `the decision on ${sql.slice(0, 60)}`);
+  // A text longer than an entry keeps is recorded abridged, naming its digest.
+  const isEntry = (d: Decision) => recordsText(d.sql, entry.sql) && d.event !== 'migration_flagged';
+  await waitFor(() => unaccounted(credentialId).some(isEntry), 3000, `the decision on ${entry.sql.slice(0, 60)}`);
   const published = unaccounted(credentialId);
   const at = published.findIndex(isEntry);
   consumed.set(credentialId, from + at + 1);

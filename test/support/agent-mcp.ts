@@ -33,3 +33,11 @@ export function textOf(result: CallToolResult): string {
   const first = result.content[0];
   return first?.type === 'text' ? first.text : '';
 }
+
+/** Starts the gateway's HTTP API on a free port and gives the URL agents reach its hosted MCP at. */
+export async function listenForAgents(gateway: TestGateway): Promise<string> {
+  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
+  const address = gateway.api.app.server.address();
+  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
+  return `http://127.0.0.1:${address.port}`;
+}

@@ -1,3 +1,4 @@
+import type { Budgets } from '../../proxy/budgets.js';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type pg from 'pg';
@@ -44,7 +45,7 @@ function testAuditDeps(anchorPem: string, keys: HmacKeyring) {
 }
 
 /** The real control plane (composition, plugins, routes, projections) over a fresh database; `env` is its configuration (PGWARD_AUDIT_HMAC_KEYS keys the audit chain). */
-export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus } = {}): Promise<TestApi> {
+export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus; budgets?: Budgets } = {}): Promise<TestApi> {
   const database = await freshDatabase(label);
   const store = await createPostgresEventStore(database.url);
   const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
@@ -61,7 +62,7 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, optio
     logger: pino({ level: 'silent' }),
     metrics: new Registry(),
     health: async () => ({}),
-    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' }), projections, testAuditDeps(anchorPem, auditKeys), bus),
+    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' }), projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets),
   });
   return {
     app,

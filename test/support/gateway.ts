@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import pg from 'pg';
+import { Budgets } from '../../proxy/budgets.js';
 import { startProxy, type RunningProxy } from '../../proxy/server.js';
 import { spentSince } from '../../queries/budget-usage.js';
 import { waitFor } from './wire.js';
@@ -51,7 +52,11 @@ export interface TestGateway {
 export async function startGateway(label: string, upstreamServerUrl?: string, loginTimeoutMs = 60_000): Promise<TestGateway> {
   const proxyPort = await freePort();
   const bus = createMemoryBus();
-  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort) }, { bus });
+  // As in one `pgward serve` process: the proxy and the hosted MCP count budgets against one tally (the pool is the API's, known once it runs).
+  const readModels: { pool?: pg.Pool } = {};
+  const budgets = new Budgets((scope, day, month) => spentSince(readModels.pool!, scope, day, month), () => undefined);
+  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort) }, { bus, budgets });
+  readModels.pool = api.pool;
   const upstream = await freshDatabase(`${label}_up`, upstreamServerUrl);
   const seed = new pg.Client({ connectionString: upstream.url });
   await seed.connect();
@@ -71,7 +76,10 @@ export async function startGateway(label: string, upstreamServerUrl?: string, lo
   const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));
   const tls = await loadTls({ dataDir: tlsDir, host: '127.0.0.1' });
   let metrics = new Registry();
+  // A restarted proxy is a new process: it keeps no tally of the one before.
+  let launches = 0;
   const launch = (): Promise<RunningProxy> => startProxy({
+    ...(launches++ === 0 ? { budgets } : {}),
     tls,
     store: api.store,
     bus,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Budgets, type SpentSource } from '../../proxy/budgets.js';
+import { BUDGET_REFRESH_MS, Budgets, type SpentSource } from '../../proxy/budgets.js';
 import type { BudgetScope } from '../../queries/budget-usage.js';
 
 const policy = (queries: number, bytes: string) => ({ name: 'p', queries_per_day: queries, bytes_per_month: bytes });
@@ -91,5 +91,31 @@ describe('Budgets', () => {
     expect(budgets.refusal('cred_1', { policy: policy(2, '0') })?.rule).toBe('budget.queries_per_day');
     budgets.spent([credential], 70);
     expect(budgets.spentBy(credential)).toEqual({ queries: 2, bytes: 70 });
+  });
+
+  it('reads the trail again every BUDGET_REFRESH_MS while statements are checked: another process’s spending counts within that bound, and its own is never forgotten', async () => {
+    const time = clock('2026-06-01T08:00:00Z');
+    let trail = 0;
+    const budgets = new Budgets(async () => ({ queries: trail, bytes: 0n }), () => undefined, time.now);
+    await budgets.prepare(credential);
+    const limits = { policy: policy(5, '0') };
+    budgets.admit([credential]);
+    budgets.admit([credential]);
+    // Another process ran two statements; this one does not know before its next read.
+    trail = 2;
+    time.set('2026-06-01T08:00:01Z');
+    expect(budgets.refusal('cred_1', limits)).toBeUndefined();
+    expect(budgets.spentBy(credential)).toEqual({ queries: 2, bytes: 0 });
+    time.set(new Date(Date.parse('2026-06-01T08:00:00Z') + BUDGET_REFRESH_MS).toISOString());
+    // The check that finds the figures stale starts a read and is answered from what is known.
+    expect(budgets.refusal('cred_1', limits)).toBeUndefined();
+    await new Promise((resolve) => setImmediate(resolve));
+    // The trail lags behind this process's own two: it holds only the other's two, so the figure is not lowered.
+    expect(budgets.spentBy(credential)).toEqual({ queries: 2, bytes: 0 });
+    trail = 4 + 1;
+    time.set(new Date(Date.parse('2026-06-01T08:00:00Z') + 2 * BUDGET_REFRESH_MS).toISOString());
+    budgets.refusal('cred_1', limits);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(budgets.refusal('cred_1', limits)?.rule).toBe('budget.queries_per_day');
   });
 });

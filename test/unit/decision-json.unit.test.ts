@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { auditSql } from '../../proxy/audit-text.js';
 import { decisionMembers, sessionMembers, textMembers } from '../../proxy/decision-json.js';
 import { decisionRecord, type DecisionFacts } from '../../proxy/decision-record.js';
 import { DecisionPublisher, type BusRecord } from '../../proxy/decisions.js';
@@ -24,6 +25,9 @@ const facts: fc.Arbitrary<DecisionFacts> = fc.record({
     fc.constantFrom('select 1', 'SELECT abalance FROM pgbench_accounts WHERE aid = $1', 'select * from orders where note = \'a "quoted" \\ value\''),
     anyText(60),
     fc.nat(200).map((n) => `select '${'x'.repeat(4_000 + n)}'`),
+    // Comments that push a statement past the audit's text limit: the record keeps the statement.
+    fc.nat(200).map((n) => `/* ${'c'.repeat(4_000 + n)} */ select id from orders -- ${'d'.repeat(n)}`),
+    fc.nat(3_000).map((n) => `-- ${'c'.repeat(n)}\nselect '${'x'.repeat(4_000)}' as a, 2 as b`),
   ),
   kind: fc.constantFrom('', 'select', 'insert', 'with'),
   rule: fc.constantFrom('', 'masked_columns.masked', 'max_rows.truncated', 'auth.auth_failed'),
@@ -42,12 +46,12 @@ beforeAll(async () => {
 });
 
 describe('decision records as JSON members', () => {
-  it('encode exactly the record decisionRecord builds, its text truncated to 4 KB', () => {
+  it('encode exactly the record decisionRecord builds, its text as the audit keeps it', () => {
     fc.assert(
       fc.property(facts, (f) => {
         const encoded: unknown = JSON.parse(`{${decisionMembers(sessionMembers(f), textMembers(f), f)}}`);
         const record = decisionRecord(f);
-        expect(encoded).toEqual({ ...record, sql: record.sql.slice(0, 4_096) });
+        expect(encoded).toEqual({ ...record, sql: auditSql(record.sql) });
       }),
       { numRuns: 500 },
     );

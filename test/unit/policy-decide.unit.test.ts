@@ -6,6 +6,7 @@ import { loadParser, parseStatements } from '../../proxy/policy/parser.js';
 import { decideSql } from '../../proxy/policy/policy.js';
 import type { PolicyRules } from '../../proxy/policy/rules.js';
 import { corpus, corpusPolicies } from '../security/corpus.js';
+import { recordedRefusal } from '../../proxy/decision-record.js';
 
 beforeAll(loadParser);
 
@@ -80,10 +81,21 @@ describe('decisions', () => {
     expect(decide('SELECT pg_sleep(1)')).toMatchObject({ rule: 'read_only.function', sqlstate: '42501' });
   });
 
-  it('trips a canary before any other rule, without naming it a honeytoken to the agent', () => {
-    const decision = decide('DELETE FROM api_keys');
-    expect(decision).toMatchObject({ action: 'refuse', event: 'canary_tripped', rule: 'honeytoken.table', honeytokenId: 'hnt_apikeys000000000000000000' });
-    expect(decision.reason).toBe('public.api_keys is not available to this credential.');
+  it('trips a canary before any other rule, and answers the agent as for a table off the allowlist', () => {
+    const decision = decide('SELECT * FROM api_keys');
+    expect(decision).toMatchObject({
+      action: 'refuse',
+      event: 'blocked',
+      rule: 'allowed_tables.not_allowed',
+      sqlstate: '42501',
+      reason: 'table public.api_keys is not in the allowed tables (public.orders, analytics.*); query only those (rule allowed_tables.not_allowed).',
+      tablesBlocked: ['public.api_keys'],
+      trip: { honeytokenId: 'hnt_apikeys000000000000000000', rule: 'honeytoken.table', denied: ['public.api_keys'] },
+    });
+    expect(decide('SELECT * FROM secrets')).toMatchObject({ reason: 'table public.secrets is not in the allowed tables (public.orders, analytics.*); query only those (rule allowed_tables.not_allowed).' });
+    // What the table off the allowlist would get first, the canary gets too: here the read-only rule.
+    expect(decide('DELETE FROM api_keys')).toMatchObject({ rule: 'read_only.write', trip: { rule: 'honeytoken.table' } });
+    expect(decide('DELETE FROM api_keys')).toMatchObject({ rule: decide('DELETE FROM secrets').rule, reason: decide('DELETE FROM secrets').reason });
   });
 
   it('refuses effects by policy: read-only refuses writes, every policy refuses session changes', () => {
@@ -144,7 +156,9 @@ describe('decideSql', () => {
 /** The first refused statement decides a multi-statement string; otherwise masked outranks query. */
 function outcome(verdicts: ReturnType<typeof decideSql>): { action: string; rule: string; event: string } {
   const decisions = verdicts.map((verdict) => verdict.decision);
-  const decisive = decisions.find((d) => d.action === 'refuse') ?? decisions.find((d) => d.event === 'masked') ?? decisions[0];
+  // As the audit trail records it: a tripped canary first, with its true rule and event.
+  const decisive = decisions.find((d) => d.action === 'refuse' && d.trip) ?? decisions.find((d) => d.action === 'refuse') ?? decisions.find((d) => d.event === 'masked') ?? decisions[0];
+  if (decisive?.action === 'refuse') return { action: decisive.action, ...recordedRefusal(decisive) };
   return decisive ? { action: decisive.action, rule: decisive.rule, event: decisive.event } : { action: 'allow', rule: '', event: 'query' };
 }
 

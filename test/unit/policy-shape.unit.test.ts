@@ -216,7 +216,7 @@ describe('decisions and audit identities by numeric shape', () => {
     const tripped: string[] = [];
     const context = { credential, policy: policyRow('readonly_orders'), protocol: 'simple' as const, honeytokens: { canariesOf: () => canaries, tripped: (_c: CredentialRow, id: string) => void tripped.push(id) } };
     expect(decideStatement('SELECT id FROM orders WHERE id = 1', context)).toMatchObject({ action: 'allow' });
-    expect(decideStatement('SELECT id FROM orders WHERE id = 4242', context)).toMatchObject({ action: 'refuse', event: 'canary_tripped', rule: 'honeytoken.value' });
+    expect(decideStatement('SELECT id FROM orders WHERE id = 4242', context)).toMatchObject({ action: 'refuse', event: 'blocked', rule: 'allowed_tables.not_allowed', trip: { rule: 'honeytoken.value' } });
     expect(tripped).toEqual(['hnt_numbervalue000000000000000']);
   });
 

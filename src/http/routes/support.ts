@@ -1,3 +1,4 @@
+import type { Budgets } from '../../../proxy/budgets.js';
 import type { KeyObject } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -31,6 +32,8 @@ export interface ApiDeps {
   readonly settle: (stream: string, position: bigint) => Promise<void>;
   /** Where the hosted agent MCP publishes its statement decisions: the proxy's bus, under its own publisher id, in this region. */
   readonly decisions: { readonly bus: DecisionBus; readonly publisherId: string; readonly region: string };
+  /** The process's budget tallies, shared with its proxy so that the wire and MCP count against one figure; else the MCP keeps its own. */
+  readonly budgets?: Budgets;
 }
 
 const rank: Record<Role, number> = { viewer: 0, member: 1, admin: 2, owner: 3 };

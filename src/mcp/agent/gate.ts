@@ -1,4 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { recordedRefusal } from '../../../proxy/decision-record.js';
 import { decideStatement, statementKind, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import { toolError } from '../tool.js';
@@ -59,11 +60,9 @@ export function admit(context: AgentContext, sql: string): { allowed: Allowed } 
 /** Records a refusal in the audit trail, as the wire does. */
 export function auditRefusal(context: AgentContext, sql: string, decision: Refused): void {
   audit(context, {
-    event: decision.event,
+    ...recordedRefusal(decision),
     sql,
     kind: decision.statementKind,
-    rule: decision.rule,
-    reason: decision.reason,
     ran: false,
     tablesRead: decision.tablesRead,
     tablesWritten: decision.tablesWritten,

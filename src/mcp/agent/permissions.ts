@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { TokenCredential } from '../../../queries/credentials.js';
 import type { PolicyRow } from '../../../projections/policies.js';
+import type { Canary } from '../../../proxy/policy/rules.js';
 
 const when = (value: string | null): string | null => (value === null ? null : new Date(value).toISOString());
 
@@ -43,14 +44,15 @@ export function credentialSummary(row: TokenCredential): z.infer<typeof Credenti
   };
 }
 
-/** What the agent may know of its policy; honeytokens stay out of it. */
-export function policySummary(row: PolicyRow): z.infer<typeof PolicySummary> {
+/** What the agent may know of its policy: nothing of its honeytokens, not even a canary table on its allowlist. */
+export function policySummary(row: PolicyRow, canaries: readonly Canary[]): z.infer<typeof PolicySummary> {
+  const planted = new Set(canaries.flatMap((canary) => (canary.kind === 'table' ? [canary.target] : [])));
   return {
     policy_id: row.policy_id,
     name: row.name,
     version: row.version,
     read_only: row.read_only,
-    allowed_tables: row.allowed_tables,
+    allowed_tables: row.allowed_tables.filter((table) => !planted.has(table)),
     masked_columns: row.masked_columns,
     max_rows: row.max_rows,
     queries_per_day: row.queries_per_day,

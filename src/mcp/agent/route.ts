@@ -40,7 +40,9 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
     app.log.warn({ err: error }, 'decision bus refused an MCP record; retrying'),
   );
   const databases = new AgentDatabases(deps.pool, deps.keyring);
-  const budgets = new Budgets(
+  const budgets =
+    deps.budgets ??
+    new Budgets(
     (scope, day, month) => spentSince(deps.pool, scope, day, month),
     (error, scope) => app.log.warn({ err: error, scope }, 'could not read what a budget scope spent; its MCP statements are refused until it can'),
   );
@@ -50,7 +52,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
     await databases.close();
   });
 
-  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadDocs()) });
+  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadDocs(undefined, { forAgents: true })) });
 
   const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
     const credential = await authenticateAgent(deps, request, projectId);

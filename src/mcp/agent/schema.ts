@@ -62,8 +62,10 @@ export async function visibleTables(context: AgentContext): Promise<VisibleTable
   const policy = context.policy;
   if (!policy) return [];
   const { rows } = await catalog(context, TABLES_SQL, []);
+  // A table planted as a canary is shown as any table off the allowlist is: not at all.
+  const denied = context.honeytokens.canariesOf(policy).flatMap((canary) => (canary.kind === 'table' ? [canary.target] : []));
   return rows
-    .filter(([schema, name]) => allowedByList(policy, { schema: String(schema), name: String(name) }))
+    .filter(([schema, name]) => allowedByList({ allowed_tables: policy.allowed_tables, denied }, { schema: String(schema), name: String(name) }))
     .map(([schema, name, kind, estimated, comment]) => ({ table: `${String(schema)}.${String(name)}`, kind: String(kind), estimated_rows: Number(estimated), comment: comment === null ? null : String(comment) }));
 }
 

@@ -51,7 +51,7 @@ export const briefing: AgentTool<typeof BriefingInput> = {
     return structuredResult({
       credential: credentialSummary(credential),
       database: database ? { database_id: database.database_id, name: database.name } : null,
-      policy: policy ? policySummary(policy) : null,
+      policy: policy ? policySummary(policy, context.honeytokens.canariesOf(policy)) : null,
       tables: await tablesOrNull(context),
       caps: { default_max_rows: DEFAULT_MAX_ROWS, max_rows_limit: MAX_ROWS_LIMIT, policy_max_rows: policy?.max_rows ?? null, statement_timeout_ms: MCP_STATEMENT_TIMEOUT_MS },
       budget: {

@@ -12,7 +12,7 @@ export const myPermissions: AgentTool<typeof MyPermissionsInput> = {
   inputSchema: MyPermissionsInput,
   outputSchema: z.object({ credential: CredentialSummary, policy: PolicySummary.nullable() }),
   annotations: { title: 'Your credential and policy', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
-  async handler(_args, { credential, policy }) {
-    return structuredResult({ credential: credentialSummary(credential), policy: policy ? policySummary(policy) : null });
+  async handler(_args, { credential, policy, honeytokens }) {
+    return structuredResult({ credential: credentialSummary(credential), policy: policy ? policySummary(policy, honeytokens.canariesOf(policy)) : null });
   },
 };

@@ -9,7 +9,7 @@ export const ValidateSqlInput = z.strictObject({
 
 const Verdict = z.object({
   allowed: z.boolean(),
-  event: z.string().describe('What query would record: query, masked, blocked, canary_tripped'),
+  event: z.string().describe('What query would record: query, masked or blocked'),
   decision_rule: z.string().describe('The rule that decided; empty when the statement runs unmodified'),
   reason: z.string(),
   sqlstate: z.string().nullable().describe('The SQLSTATE of a refusal; null when allowed'),
