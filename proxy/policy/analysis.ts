@@ -1,5 +1,6 @@
 import type { Node, Path } from './ast.js';
 import type { RelationName, SearchPath } from './names.js';
+import type { UpstreamCatalog } from './upstream-catalog.js';
 
 /**
  * What a statement does beyond reading allowed data. `always` marks effects refused under every
@@ -21,11 +22,19 @@ export interface RelationUse {
   readonly written: boolean;
   /** The name as the statement wrote it. */
   readonly text: string;
+  /** How the statement reaches the relation when not as a FROM item or target: `a cast to regclass`, `the row type orders`. */
+  readonly via?: string;
 }
 
 export interface FunctionUse {
   readonly name: string;
   readonly vetted: boolean;
+  /** An operator rather than a function (the refusal names it so). */
+  readonly kind?: 'operator';
+  /** Why it is refused, when not simply off the vetted list: completes "<name> ...". */
+  readonly why?: string;
+  /** What to write instead. */
+  readonly instead?: string;
 }
 
 export interface ColumnName {
@@ -97,7 +106,11 @@ export class Collector {
   /** Field objects of relation, function, column-reference and sublink nodes the walk analyzed. */
   readonly visited = new Set<object>();
 
-  constructor(readonly searchPath: SearchPath) {}
+  constructor(
+    readonly searchPath: SearchPath,
+    /** The upstream catalog when known: which operator names are shadowed outside pg_catalog. */
+    readonly catalog?: UpstreamCatalog,
+  ) {}
 
   effect(family: EffectFamily, detail: string, always = false): void {
     this.effects.push({ family, detail, always });

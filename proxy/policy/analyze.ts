@@ -30,7 +30,7 @@ function query(ctx: Ctx, parent: Level | null, at: At, options: QueryOptions = {
  * the statement and the search path, so it can be cached by exact text and search path.
  */
 export function analyzeStatement(parsed: ParsedStatement, session: AnalysisSession = {}): StatementAnalysis {
-  const out = new Collector(searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH));
+  const out = new Collector(searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH), session.catalog);
   const ctx: Ctx = { out, rewritable: true, query };
   statement(ctx, { node: parsed.stmt, slot: null });
   const literals = sweep(parsed.stmt, out);

@@ -1,8 +1,12 @@
-import { constantText, names, nodeType, pathOf, Reader, stringValue, type At } from './ast.js';
+import { constantText, names, nodeType, pathOf, Reader, stringValue, type At, type Node } from './ast.js';
 import { finish, visit, type Ctx } from './context.js';
-import { QUERY_TEXT_FUNCTIONS, VETTED_FUNCTIONS } from './functions.js';
+import { CONFIG_FIRST_FUNCTIONS, QUERY_TEXT_FUNCTIONS, VETTED_FUNCTIONS } from './functions.js';
+import { implicitOperators, operatorName, qualifyFunction } from './resolution.js';
+import { SHOWABLE } from './settings.js';
+import { catalogLookup, isBuiltinConfig, REG_FUNCTIONS, typeUse } from './types.js';
 import { bindColumnRef, STAR, type Level, type RefPart } from './scope.js';
 import { SETTABLE } from './settings.js';
+import type { FunctionUse } from './analysis.js';
 
 type Handler = (ctx: Ctx, level: Level, reader: Reader, at: At) => void;
 
@@ -30,11 +34,6 @@ export function struct(ctx: Ctx, parent: Reader, key: string, type: string, body
   finish(ctx, reader);
 }
 
-/** An operator name: a schema other than pg_catalog could run any function. */
-function operator(ctx: Ctx, parts: readonly string[]): void {
-  if (parts.length > 1 && parts[0] !== 'pg_catalog') ctx.out.functions.push({ name: `OPERATOR(${parts.join('.')})`, vetted: false });
-}
-
 function columnRef(ctx: Ctx, level: Level, reader: Reader, at: At): void {
   const parts: RefPart[] = reader.list('fields').map((field) => (nodeType(field.node) === 'A_Star' ? STAR : (stringValue(field.node) ?? '')));
   reader.skip('location');
@@ -47,23 +46,61 @@ function columnRef(ctx: Ctx, level: Level, reader: Reader, at: At): void {
 }
 
 /**
- * A function is vetted when it resolves to pg_catalog and is on the allowlist. An unqualified name
- * resolves to pg_catalog only when pg_catalog is searched first; otherwise a listed schema could
- * shadow it, so it is not vetted.
+ * A function is vetted when it is pg_catalog's and on the allowlist. An unqualified vetted name is
+ * forwarded qualified (resolution.ts): PostgreSQL would otherwise pick the best-matching overload
+ * of that name on the whole search path, a database-defined one included.
  */
-function funcCall(ctx: Ctx, level: Level, reader: Reader): void {
+function funcCall(ctx: Ctx, level: Level, reader: Reader, at: At): void {
   const parts = names(reader.list('funcname'));
   const name = parts[parts.length - 1] ?? '';
-  const schema = parts.length === 2 ? parts[0] : parts.length === 1 && ctx.out.searchPath.catalogFirst ? 'pg_catalog' : undefined;
+  const schema = parts.length === 2 ? parts[0] : parts.length === 1 ? 'pg_catalog' : undefined;
   const args = reader.list('args');
   const display = parts.join('.');
   if (schema === 'pg_catalog' && name === 'set_config') setConfig(ctx, args);
-  else ctx.out.functions.push({ name: QUERY_TEXT_FUNCTIONS.has(name) ? `${display} (runs query text)` : display, vetted: schema === 'pg_catalog' && VETTED_FUNCTIONS.has(name) });
+  else ctx.out.functions.push(functionUse(ctx, schema === 'pg_catalog' ? name : undefined, display, args));
+  if (schema === 'pg_catalog' && parts.length === 1) qualifyFunction(ctx.out, at, name);
   exprs(ctx, level, args);
   for (const sort of reader.list('agg_order')) sortBy(ctx, level, sort);
   expr(ctx, level, reader.node('agg_filter'));
   struct(ctx, reader, 'over', 'WindowDef', (window) => windowDef(ctx, level, window));
   reader.skip('agg_within_group', 'agg_star', 'agg_distinct', 'func_variadic', 'funcformat', 'location');
+}
+
+/** Whether a call of pg_catalog's `name` (undefined: another schema's) is vetted, and if not, why and what to use instead. */
+function functionUse(ctx: Ctx, name: string | undefined, display: string, args: readonly At[]): FunctionUse {
+  if (name === undefined) return { name: display, vetted: false, why: 'is not a built-in (pg_catalog) function' };
+  if (QUERY_TEXT_FUNCTIONS.has(name)) return { name: display, vetted: false, why: 'runs query text or reads a table by name' };
+  const reg = REG_FUNCTIONS[name];
+  if (reg !== undefined) {
+    catalogLookup(ctx.out, reg, `${name}()`);
+    return { name: display, vetted: true };
+  }
+  if (name === 'current_setting') return currentSetting(display, args);
+  if (CONFIG_FIRST_FUNCTIONS.has(name) && args.length === 2 && !isBuiltinConfig(args[0]?.node) && !isRegconfigCast(args[0]?.node)) {
+    return { name: display, vetted: false, why: 'takes a text search configuration first, which is looked up in the catalog by name', instead: `Pass a built-in configuration as a constant: ${name}('english', ...), or use the one-argument form.` };
+  }
+  return { name: display, vetted: VETTED_FUNCTIONS.has(name) };
+}
+
+/** A cast to regconfig is checked where it is (typeUse). */
+function isRegconfigCast(node: Node | undefined): boolean {
+  const cast = node?.TypeCast as { typeName?: { names?: Node[] } } | undefined;
+  const typeNames = cast?.typeName?.names ?? [];
+  const last = typeNames[typeNames.length - 1];
+  return last !== undefined && stringValue(last) === 'regconfig';
+}
+
+/** current_setting('name') reads what SHOW may read: a constant name on that list, never custom parameters. */
+function currentSetting(display: string, args: readonly At[]): FunctionUse {
+  const first = args[0];
+  const setting = first ? constantText(first.node)?.toLowerCase() : undefined;
+  if (setting !== undefined && SHOWABLE.has(setting) && args.length <= 2) return { name: display, vetted: true };
+  return {
+    name: `${display}(${setting === undefined ? '...' : `'${setting}'`})`,
+    vetted: false,
+    why: 'reads only settings SHOW may read, named by a constant',
+    instead: `Settings it may read: ${[...SHOWABLE].join(', ')}.`,
+  };
 }
 
 /** set_config(name, value, is_local) is SET by another name: the same allowlist applies. */
@@ -80,7 +117,9 @@ export function sortBy(ctx: Ctx, level: Level, at: At): void {
   }
   visit(ctx, at, (reader) => {
     expr(ctx, level, reader.node('node'));
-    operator(ctx, names(reader.list('useOp')));
+    const useOp = names(reader.list('useOp'));
+    if (useOp.length > 1) operatorName(ctx.out, useOp, reader.slot, 'useOp');
+    else if (useOp.length === 1) implicitOperators(ctx.out, useOp, 'ORDER BY ... USING', 'Use ASC or DESC instead of USING.');
     reader.skip('sortby_dir', 'sortby_nulls', 'location');
   });
 }
@@ -93,16 +132,65 @@ export function windowDef(ctx: Ctx, level: Level, reader: Reader): void {
   reader.skip('name', 'refname', 'frameOptions', 'location');
 }
 
-export function typeName(ctx: Ctx, level: Level, reader: Reader): void {
+/** A type name (types.ts); `castArg` is the value a cast converts to it. */
+export function typeName(ctx: Ctx, level: Level, reader: Reader, castArg?: Node): void {
+  typeUse(ctx.out, names(reader.list('names')), reader.slot, castArg);
   exprs(ctx, level, reader.list('typmods'));
-  reader.skip('names', 'typeOid', 'typemod', 'arrayBounds', 'location');
+  reader.skip('typeOid', 'typemod', 'arrayBounds', 'location');
   if (reader.bool('setof') || reader.bool('pct_type')) ctx.out.unsupportedConstruct('TypeName.setof');
+}
+
+const BETWEEN_OPERATORS: Readonly<Record<string, readonly string[]>> = {
+  AEXPR_BETWEEN: ['>=', '<='],
+  AEXPR_NOT_BETWEEN: ['<', '>'],
+  AEXPR_BETWEEN_SYM: ['>=', '<='],
+  AEXPR_NOT_BETWEEN_SYM: ['<', '>'],
+};
+
+/**
+ * The operators an A_Expr looks up by name (resolution.ts). Plain, ANY/ALL and LIKE-family forms
+ * can carry a qualified name (PostgreSQL transforms LIKE, ILIKE and SIMILAR TO exactly as their
+ * operators); IN lists, BETWEEN, IS DISTINCT FROM and NULLIF cannot.
+ */
+function aExprOperators(ctx: Ctx, reader: Reader): void {
+  const kind = reader.string('kind') ?? 'AEXPR_OP';
+  const name = names(reader.list('name'));
+  const display = name.join('.');
+  switch (kind) {
+    case 'AEXPR_OP':
+    case 'AEXPR_OP_ANY':
+    case 'AEXPR_OP_ALL':
+      operatorName(ctx.out, name, reader.slot, 'name');
+      return;
+    case 'AEXPR_LIKE':
+    case 'AEXPR_ILIKE':
+    case 'AEXPR_SIMILAR':
+      operatorName(ctx.out, name, reader.slot, 'name', { field: 'kind', value: 'AEXPR_OP' });
+      return;
+    case 'AEXPR_IN':
+      implicitOperators(ctx.out, name, 'IN (...)', `Write x OPERATOR(pg_catalog.${display}) ANY (ARRAY[...]) instead.`);
+      return;
+    case 'AEXPR_DISTINCT':
+    case 'AEXPR_NOT_DISTINCT':
+      implicitOperators(ctx.out, name, 'IS DISTINCT FROM', 'Compare with OPERATOR(pg_catalog.=) and IS NULL instead.');
+      return;
+    case 'AEXPR_NULLIF':
+      implicitOperators(ctx.out, name, 'NULLIF', 'Write CASE WHEN a OPERATOR(pg_catalog.=) b THEN NULL ELSE a END instead.');
+      return;
+    default: {
+      const between = BETWEEN_OPERATORS[kind];
+      if (between) implicitOperators(ctx.out, between, 'BETWEEN', 'Write x OPERATOR(pg_catalog.>=) low AND x OPERATOR(pg_catalog.<=) high instead.');
+      else ctx.out.unsupportedConstruct(`an operator expression of kind ${kind}`);
+    }
+  }
 }
 
 function subLink(ctx: Ctx, level: Level, reader: Reader): void {
   const kind = reader.string('subLinkType');
   expr(ctx, level, reader.node('testexpr'));
-  operator(ctx, names(reader.list('operName')));
+  const operName = names(reader.list('operName'));
+  // `x IN (SELECT ...)` has no operName and compares with `=`.
+  if (kind === 'ANY_SUBLINK' || kind === 'ALL_SUBLINK' || kind === 'ROWCOMPARE_SUBLINK') operatorName(ctx.out, operName.length > 0 ? operName : ['='], reader.slot, 'operName');
   const subselect = reader.node('subselect');
   if (subselect) ctx.query(ctx, level, subselect, { observable: kind !== 'EXISTS_SUBLINK' });
   reader.skip('location', 'xpr', 'subLinkId');
@@ -110,17 +198,21 @@ function subLink(ctx: Ctx, level: Level, reader: Reader): void {
 
 const handlers: Readonly<Record<string, Handler>> = {
   ColumnRef: columnRef,
-  FuncCall: (ctx, level, reader) => funcCall(ctx, level, reader),
+  FuncCall: funcCall,
+  NamedArgExpr: (ctx, level, reader) => {
+    expr(ctx, level, reader.node('arg'));
+    reader.skip('name', 'argnumber', 'location', 'xpr');
+  },
   SubLink: (ctx, level, reader) => subLink(ctx, level, reader),
   A_Const: (_ctx, _level, reader) => reader.skip('ival', 'fval', 'boolval', 'sval', 'bsval', 'isnull', 'location'),
   ParamRef: (_ctx, _level, reader) => reader.skip('number', 'location'),
   SQLValueFunction: (_ctx, _level, reader) => reader.skip('op', 'typmod', 'type', 'xpr', 'location'),
   SetToDefault: (_ctx, _level, reader) => reader.skip('location', 'xpr', 'typeId', 'typeMod', 'collation'),
   A_Expr: (ctx, level, reader) => {
-    operator(ctx, names(reader.list('name')));
+    aExprOperators(ctx, reader);
     expr(ctx, level, reader.node('lexpr'));
     expr(ctx, level, reader.node('rexpr'));
-    reader.skip('kind', 'location');
+    reader.skip('location');
   },
   List: (ctx, level, reader) => exprs(ctx, level, reader.list('items')),
   BoolExpr: (ctx, level, reader) => {
@@ -136,8 +228,9 @@ const handlers: Readonly<Record<string, Handler>> = {
     reader.skip('booltesttype', 'location', 'xpr');
   },
   TypeCast: (ctx, level, reader) => {
-    expr(ctx, level, reader.node('arg'));
-    struct(ctx, reader, 'typeName', 'TypeName', (type) => typeName(ctx, level, type));
+    const arg = reader.node('arg');
+    expr(ctx, level, arg);
+    struct(ctx, reader, 'typeName', 'TypeName', (type) => typeName(ctx, level, type, arg?.node));
     reader.skip('location');
   },
   CollateClause: (ctx, level, reader) => {
@@ -145,7 +238,9 @@ const handlers: Readonly<Record<string, Handler>> = {
     reader.skip('collname', 'location');
   },
   CaseExpr: (ctx, level, reader) => {
-    expr(ctx, level, reader.node('arg'));
+    const arg = reader.node('arg');
+    if (arg) implicitOperators(ctx.out, ['='], 'CASE x WHEN', 'Write CASE WHEN x OPERATOR(pg_catalog.=) value THEN ...');
+    expr(ctx, level, arg);
     exprs(ctx, level, reader.list('args'));
     expr(ctx, level, reader.node('defresult'));
     reader.skip('location', 'xpr', 'casetype', 'casecollid');

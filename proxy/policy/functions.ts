@@ -33,6 +33,11 @@ const vetted = `
   array_remove array_replace array_upper array_sample array_shuffle cardinality trim_array unnest generate_series generate_subscripts
   num_nonnulls num_nulls gen_random_uuid pg_typeof
   range_merge lower_inc upper_inc lower_inf upper_inf isempty multirange int4range int8range numrange tsrange tstzrange daterange
+  json_to_record json_to_recordset jsonb_to_record jsonb_to_recordset json_populate_record json_populate_recordset
+  jsonb_populate_record jsonb_populate_recordset
+  to_tsvector to_tsquery plainto_tsquery phraseto_tsquery websearch_to_tsquery ts_rank ts_rank_cd setweight strip numnode querytree
+  tsvector_to_array array_to_tsvector
+  pg_size_pretty pg_size_bytes
 `;
 
 export const VETTED_FUNCTIONS: ReadonlySet<string> = new Set(vetted.split(/\s+/).filter((name) => name !== ''));
@@ -63,3 +68,48 @@ export const ROW_FUNCTION_NAMES: ReadonlySet<string> = new Set(
   pg_column_compression pg_column_size pg_column_toast_chunk_id pg_typeof quote_literal quote_nullable rank record_out record_send
   row_to_json to_json to_jsonb hstore`.split(/\s+/),
 );
+
+/**
+ * Text search functions whose two-argument form takes a configuration (regconfig) first: the name
+ * is looked up in the catalog, so it must be a built-in configuration written as a constant.
+ */
+export const CONFIG_FIRST_FUNCTIONS: ReadonlySet<string> = new Set(['to_tsvector', 'to_tsquery', 'plainto_tsquery', 'phraseto_tsquery', 'websearch_to_tsquery']);
+
+/** PostgreSQL 17's built-in text search configurations (pg_ts_config in pg_catalog). */
+export const BUILTIN_TEXT_SEARCH_CONFIGS: ReadonlySet<string> = new Set(
+  `arabic armenian basque catalan danish dutch english finnish french german greek hindi hungarian indonesian irish italian
+  lithuanian nepali norwegian portuguese romanian russian serbian simple spanish swedish tamil turkish yiddish`.split(/\s+/),
+);
+
+/**
+ * Vetted alternatives for functions agents reach for that are not vetted (other dialects' names,
+ * catalog lookups, settings): the refusal suggests them.
+ */
+export const FUNCTION_ALTERNATIVES: Readonly<Record<string, string>> = {
+  current_setting: "current_setting('name') with a constant name of a setting SHOW may read, or SHOW name",
+  ifnull: 'coalesce(a, b)',
+  nvl: 'coalesce(a, b)',
+  isnull: 'coalesce(a, b)',
+  len: 'length(s)',
+  ucase: 'upper(s)',
+  lcase: 'lower(s)',
+  instr: 'strpos(s, sub)',
+  charindex: 'strpos(s, sub)',
+  locate: 'strpos(s, sub)',
+  substring_index: 'split_part(s, delimiter, n)',
+  group_concat: "string_agg(x, ',')",
+  listagg: "string_agg(x, ',')",
+  getdate: 'now()',
+  sysdate: 'now()',
+  curdate: 'current_date',
+  datediff: "date subtraction (d1 - d2) or age(t1, t2)",
+  dateadd: "date + interval '1 day', or date_add(t, interval)",
+  date_format: "to_char(t, 'YYYY-MM-DD')",
+  strftime: "to_char(t, 'YYYY-MM-DD')",
+  json_extract: "jsonb_extract_path(j, 'key') or j -> 'key'",
+  nextval: 'none: sequences have side effects; read the column values instead',
+  pg_sleep: 'none: it would hold an upstream connection',
+  ts_headline: 'to_tsvector, to_tsquery and ts_rank',
+  pg_total_relation_size: 'pg_size_pretty(n) on numbers you have; relation sizes need catalog access',
+  pg_relation_size: 'pg_size_pretty(n) on numbers you have; relation sizes need catalog access',
+};

@@ -1,6 +1,7 @@
 import { below, names, nodeType, pathOf, Reader, stringValue, type At } from './ast.js';
 import { finish, visit, type Ctx, type QueryOptions } from './context.js';
 import { expr, exprs, sortBy, struct, typeName, windowDef } from './expressions.js';
+import { implicitOperators } from './resolution.js';
 import { resolveRelation } from './names.js';
 import { Level, tablesOf, type RangeEntry } from './scope.js';
 
@@ -217,6 +218,9 @@ function joinExpr(ctx: Ctx, level: Level, reader: Reader): RangeEntry[] {
     const column = stringValue(using.node) ?? '';
     const candidates = sides.flat().map((table) => ({ table, column }));
     if (candidates.length > 0) ctx.out.columns.push({ candidates, path: pathOf(using.slot), rewritable: false, written: false, text: `USING (${column})` });
+  }
+  if (reader.bool('isNatural') || reader.list('usingClause').length > 0) {
+    implicitOperators(ctx.out, ['='], 'JOIN ... USING and NATURAL JOIN', 'Join with ON a.x OPERATOR(pg_catalog.=) b.x instead.');
   }
   if (reader.bool('isNatural') && sides.flat().length > 0) ctx.out.wholeRows.push({ tables: sides.flat(), form: 'natural', text: 'NATURAL JOIN' });
   reader.skip('jointype', 'rtindex');

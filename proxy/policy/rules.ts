@@ -4,6 +4,8 @@ import type { Effect, StatementAnalysis, WholeRowForm } from './analysis.js';
 import { DRIVER_METADATA, isTempSchema, NEVER_READABLE } from './catalog.js';
 import type { MaskEdit } from './mask.js';
 import { isCatalog, qualified, type RelationName } from './names.js';
+import { describeConstruct } from './constructs.js';
+import { FUNCTION_ALTERNATIVES } from './functions.js';
 import { SETTABLE } from './settings.js';
 
 /** A planted honeytoken, resolved from the policy's honeytoken ids by the caller. */
@@ -107,9 +109,15 @@ export function effectCheck(analysis: StatementAnalysis, policy: PolicyRules): R
 export function unsupportedCheck(analysis: StatementAnalysis): Refusal | null {
   const what = analysis.unsupported[0];
   if (what === undefined) return null;
+  const construct = describeConstruct(what);
+  const instead =
+    construct.instead ??
+    (analysis.ddl
+      ? 'Schema changes run as CREATE TABLE, ALTER TABLE (add, drop or alter a column, constraints), DROP TABLE, CREATE INDEX and RENAME of tables and columns.'
+      : 'Rewrite the statement without it.');
   return {
     rule: 'parse.unsupported',
-    reason: `the statement uses ${what}, which the policy analyzer does not understand, so it is refused (rule parse.unsupported). Rewrite it with plain SELECT clauses.`,
+    reason: `the statement uses ${construct.sql}, which the policy analyzer does not understand, so it is refused (rule parse.unsupported). ${instead}`,
     sqlstate: FEATURE_NOT_SUPPORTED,
   };
 }
@@ -118,10 +126,16 @@ export function functionCheck(analysis: StatementAnalysis, policy: PolicyRules):
   const fn = analysis.functions.find((use) => !use.vetted);
   if (!fn) return null;
   const rule = policy.read_only ? 'read_only.function' : 'function.not_allowed';
-  return refuse(
-    rule,
-    `function ${fn.name} is not on the vetted function list (rule ${rule}). Only side-effect-free built-in functions run: arithmetic, string, date/time, JSON, array, aggregate and window functions.`,
-  );
+  const subject = fn.kind === 'operator' ? `operator ${fn.name}` : fn.name.startsWith('operator ') ? fn.name : `function ${fn.name}`;
+  const alternative = FUNCTION_ALTERNATIVES[fn.name.slice(fn.name.lastIndexOf('.') + 1)];
+  const instead =
+    fn.instead ??
+    (fn.kind === 'operator'
+      ? 'Use built-in operators (pg_catalog), unqualified or as OPERATOR(pg_catalog.op).'
+      : alternative !== undefined
+        ? `Use ${alternative} instead.`
+        : 'Only side-effect-free built-in functions run: arithmetic, string, date/time, JSON, array, text search, aggregate and window functions.');
+  return refuse(rule, `${subject} ${fn.why ?? 'is not on the vetted function list'} (rule ${rule}). ${instead}`);
 }
 
 /** Whether the allowed_tables list names the table, or its schema with `*`. */
@@ -159,11 +173,13 @@ export function tableCheck(analysis: StatementAnalysis, policy: PolicyRules): Re
         const never = NEVER_READABLE.has(name) || table.schema === 'pg_toast';
         if ((policy.allow_catalog || DRIVER_METADATA.has(name)) && !use.written && !never) continue;
         const why = never ? 'it is never readable through the gateway' : use.written ? 'catalogs are never written' : 'this credential may not read system catalogs';
-        return refuse('allowed_tables.catalog', `${name} is a system catalog and ${why} (rule allowed_tables.catalog).`, { blocked: [name] });
+        const via = use.via === undefined ? '' : ` read by ${use.via} (it looks names up in the catalog)`;
+        return refuse('allowed_tables.catalog', `${name} is a system catalog${via} and ${why} (rule allowed_tables.catalog).${use.via === undefined ? '' : ' Compare names as text, or ask for a policy with allow_catalog.'}`, { blocked: [name] });
       }
       if (!allowedByList(policy, table)) {
         const where = use.candidates.length > 1 ? ` (${use.text} may resolve to ${use.candidates.map(qualified).join(' or ')} on the search_path; schema-qualify it)` : '';
-        return refuse('allowed_tables.not_allowed', `table ${name} is not in the allowed tables (${allowedList(policy)}); query only those (rule allowed_tables.not_allowed)${where}.`, { blocked: [name] });
+        const as = use.via === undefined ? '' : ` (named as ${use.via}: only built-in types and allowed tables' row types may be used)`;
+        return refuse('allowed_tables.not_allowed', `table ${name}${as} is not in the allowed tables (${allowedList(policy)}); query only those (rule allowed_tables.not_allowed)${where}.`, { blocked: [name] });
       }
     }
   }
