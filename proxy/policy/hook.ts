@@ -8,7 +8,7 @@ import type { PolicyDecision } from './decide.js';
 import { MAX_SQL_BYTES, parseStatements } from './parser.js';
 import { decideSql, type StatementVerdict } from './policy.js';
 import { resultRows, uncappable, type Uncappable } from './result-rows.js';
-import { numericShape, withOtherNumbers } from './shape.js';
+import { deparsedNumberTexts, distinctNumbers, numericShape, rewrittenNumbers, withNumbers, type NumericShape } from './shape.js';
 import type { Canary, PolicyRules } from './rules.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
 
@@ -51,8 +51,16 @@ export function statementKind(sql: string): string {
 const analyses = new AnalysisCache();
 /** What a policy allowed, so that a statement an agent repeats costs one lookup. */
 const allowedDecisions = new AllowedDecisions<Extract<StatementDecision, { action: 'allow' }>>();
+type Allowed = Extract<StatementDecision, { action: 'allow' }>;
+
+/** An allowed decision serving a numeric shape; `rewritten` holds the positions of its rewritten text's numbers when it does not run as sent. */
+interface ShapeTemplate {
+  readonly decision: Allowed;
+  readonly rewritten?: NumericShape;
+}
+
 /** What a policy allowed by numeric shape (shape.ts), so that a statement repeated with other numbers in it costs a scan and a lookup. */
-const allowedShapes = new AllowedDecisions<Extract<StatementDecision, { action: 'allow' }>>();
+const allowedShapes = new AllowedDecisions<ShapeTemplate>();
 const SHAPED_KINDS: ReadonlySet<string> = new Set(['select', 'with', 'values', 'table', 'insert', 'update', 'delete']);
 
 function rulesOf(policy: PolicyRow, canaries: readonly Canary[]): PolicyRules {
@@ -123,7 +131,7 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   if (known) return capRefusal(known, policy, context.protocol) ?? known;
   const shape = shapeable(canaries, sql) ? numericShape(sql) : undefined;
   const template = shape && allowedShapes.get(policy, canaries, withCatalog(context.catalog, shape.key));
-  if (template) return capRefusal(template, policy, context.protocol) ?? { ...template, sql };
+  if (shape && template) return capRefusal(template.decision, policy, context.protocol) ?? { ...template.decision, sql: shapedSql(template, sql, shape) };
   const rules = rulesOf(policy, canaries);
   const decision = combine(sql, decideSql(sql, rules, session, analyses));
   if (decision.action === 'refuse') {
@@ -131,9 +139,8 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
     return decision;
   }
   allowedDecisions.set(policy, canaries, key, decision);
-  if (shape && reusableAcrossNumbers(sql, decision) && sameAcrossNumbers(decision, combine(sql, decideSql(withOtherNumbers(sql, shape), rules, session)))) {
-    allowedShapes.set(policy, canaries, withCatalog(context.catalog, shape.key), decision);
-  }
+  const made = shape && reusableAcrossNumbers(decision) ? shapeTemplate(sql, shape, decision, (variant) => combine(variant, decideSql(variant, rules, session))) : undefined;
+  if (shape && made) allowedShapes.set(policy, canaries, withCatalog(context.catalog, shape.key), made);
   return capRefusal(decision, policy, context.protocol) ?? decision;
 }
 
@@ -197,15 +204,35 @@ function shapeable(canaries: readonly Canary[], sql: string): boolean {
 }
 
 /**
- * Decisions that may serve every text of their shape: a single plain read or write that runs as
- * sent, with no rule or reason that could quote its text. The analyzer reads a number's value only
- * through constantText (SET values, DefElem options, set_config's name), none of which these carry
- * an allow through; sameAcrossNumbers checks each shape once more against a variant of its text.
+ * Decisions that may serve every text of their shape: a single plain read or write, run as sent or
+ * rewritten (masked, functions qualified), with no rule or reason that could quote its text. The
+ * analyzer reads a number's value only through constantText (SET values, DefElem options,
+ * set_config's and current_setting's names), none of which these carry an allow through;
+ * shapeTemplate checks each shape once more against a variant of its text.
  */
-function reusableAcrossNumbers(sql: string, decision: Extract<StatementDecision, { action: 'allow' }>): boolean {
-  return decision.sql === sql && decision.event === 'query' && decision.rule === '' && decision.reason === '' && decision.statementCount === 1 && decision.progress.length === 0 && SHAPED_KINDS.has(decision.statementKind);
+function reusableAcrossNumbers(decision: Allowed): boolean {
+  const plain = decision.event === 'query' ? decision.rule === '' && decision.reason === '' : decision.rule === 'masked_columns.masked';
+  return plain && decision.statementCount === 1 && decision.progress.length === 0 && SHAPED_KINDS.has(decision.statementKind);
 }
 
-function sameAcrossNumbers(decision: Extract<StatementDecision, { action: 'allow' }>, variant: StatementDecision): boolean {
-  return variant.action === 'allow' && JSON.stringify({ ...variant, sql: '' }) === JSON.stringify({ ...decision, sql: '' });
+/**
+ * The template for a shape, when a variant of the text with other, pairwise different numbers is
+ * decided the same way and, if the text is rewritten, rewritten to this rewrite with the variant's
+ * numbers in the same places.
+ */
+function shapeTemplate(sql: string, shape: NumericShape, decision: Allowed, decide: (variant: string) => StatementDecision): ShapeTemplate | undefined {
+  const rewritten = decision.sql === sql ? undefined : rewrittenNumbers(sql, shape, decision.sql);
+  if (decision.sql !== sql && !rewritten) return undefined;
+  const numbers = distinctNumbers(sql, shape);
+  const variantSql = withNumbers(sql, shape, numbers);
+  const variant = decide(variantSql);
+  if (variant.action !== 'allow' || JSON.stringify({ ...variant, sql: '' }) !== JSON.stringify({ ...decision, sql: '' })) return undefined;
+  const expected = rewritten ? withNumbers(decision.sql, rewritten, numbers) : variantSql;
+  if (variant.sql !== expected) return undefined;
+  return rewritten ? { decision, rewritten } : { decision };
+}
+
+/** The text a shape's template runs for `sql`: `sql` itself, or the template's rewrite with `sql`'s numbers. */
+function shapedSql(template: ShapeTemplate, sql: string, shape: NumericShape): string {
+  return template.rewritten ? withNumbers(template.decision.sql, template.rewritten, deparsedNumberTexts(sql, shape)) : sql;
 }

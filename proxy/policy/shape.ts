@@ -141,14 +141,59 @@ function scan(sql: string): NumericShape | undefined {
   return { key: key + sql.slice(copied), numbers };
 }
 
-/** The text with each numeric constant of its shape changed to another of the same class (for checks that a result does not depend on them). */
-export function withOtherNumbers(sql: string, shape: NumericShape): string {
+/** The text of each numeric constant of a shape, in order. */
+export function numberTexts(sql: string, shape: NumericShape): string[] {
+  return shape.numbers.map(({ start, end }) => sql.slice(start, end));
+}
+
+/** Each numeric constant as the deparser prints it: an integer constant's value in decimal (`007` is 7), others as written. */
+export function deparsedNumberTexts(sql: string, shape: NumericShape): string[] {
+  return shape.numbers.map(({ start, end, integer }) => (integer ? String(Number(sql.slice(start, end))) : sql.slice(start, end)));
+}
+
+/** The text with its shape's numeric constants replaced, in order, by `texts`. */
+export function withNumbers(sql: string, shape: NumericShape, texts: readonly string[]): string {
   let out = '';
   let copied = 0;
-  for (const { start, end, integer } of shape.numbers) {
-    const text = sql.slice(start, end);
-    out += sql.slice(copied, start) + (integer ? (text === '7' ? '8' : '7') : text === '7.5' ? '8.5' : '7.5');
+  shape.numbers.forEach(({ start, end }, index) => {
+    out += sql.slice(copied, start) + (texts[index] ?? sql.slice(start, end));
     copied = end;
-  }
+  });
   return out + sql.slice(copied);
+}
+
+/** The text with each numeric constant of its shape changed to another of the same class (for checks that a result does not depend on them). */
+export function withOtherNumbers(sql: string, shape: NumericShape): string {
+  return withNumbers(
+    sql,
+    shape,
+    shape.numbers.map(({ start, end, integer }) => {
+      const text = sql.slice(start, end);
+      return integer ? (text === '7' ? '8' : '7') : text === '7.5' ? '8.5' : '7.5';
+    }),
+  );
+}
+
+/**
+ * Numbers of the same classes as the shape's, all different from each other and from the
+ * originals: a rewrite that moves, drops or repeats a number gives itself away on them.
+ */
+export function distinctNumbers(sql: string, shape: NumericShape): string[] {
+  return shape.numbers.map(({ start, end, integer }, index) => {
+    const base = String(70_000 + index);
+    const text = integer ? base : `${base}.5`;
+    return text === sql.slice(start, end) ? (integer ? String(80_000 + index) : `${80_000 + index}.5`) : text;
+  });
+}
+
+/**
+ * The positions of a rewritten statement's numbers, when they are exactly the original's, in the
+ * same order and spelled the same: then the rewrite of a text of the same shape is this rewrite
+ * with that text's numbers put in (checked once per shape against a variant, see hook.ts).
+ */
+export function rewrittenNumbers(sql: string, shape: NumericShape, rewritten: string): NumericShape | undefined {
+  const again = numericShape(rewritten);
+  if (!again || again.numbers.length !== shape.numbers.length) return undefined;
+  const texts = deparsedNumberTexts(sql, shape);
+  return numberTexts(rewritten, again).every((text, index) => text === texts[index]) ? again : undefined;
 }

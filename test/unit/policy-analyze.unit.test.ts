@@ -174,12 +174,12 @@ describe('functions', () => {
       'public.lower:false',
       'pg_sleep:false',
     ]);
-    expect(names('SELECT lower(a) FROM t', { searchPath: ['public', 'pg_catalog'] })).toEqual(['lower:false']);
-    expect(names("SELECT query_to_xml('select 1', true, true, '')")).toEqual(['query_to_xml (runs query text):false']);
+    expect(names('SELECT lower(a) FROM t', { searchPath: ['public', 'pg_catalog'] })).toEqual(['lower:true']);
+    expect(names("SELECT query_to_xml('select 1', true, true, '')")).toEqual(['query_to_xml:false']);
   });
 
   it('treats qualified operators outside pg_catalog as unvetted functions', () => {
-    expect(analyze('SELECT 1 OPERATOR(public.+) 2').functions).toEqual([{ name: 'OPERATOR(public.+)', vetted: false }]);
+    expect(analyze('SELECT 1 OPERATOR(public.+) 2').functions).toEqual([{ name: 'OPERATOR(public.+)', vetted: false, kind: 'operator' }]);
   });
 
   it('checks set_config against the settings allowlist', () => {

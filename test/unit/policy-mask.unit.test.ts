@@ -61,7 +61,7 @@ describe('mask expressions', () => {
       `SELECT id FROM customers WHERE ${HASH} = 'a@b.c' ORDER BY ${HASH}`,
     );
     expect(rewrite('SELECT count(*) FROM orders o JOIN customers c ON c.ssn = o.ssn GROUP BY c.ssn')).toBe(
-      "SELECT count(*) FROM orders AS o JOIN customers AS c ON '[redacted]'::text = o.ssn GROUP BY '[redacted]'::text",
+      "SELECT pg_catalog.count(*) FROM orders AS o JOIN customers AS c ON '[redacted]'::text = o.ssn GROUP BY '[redacted]'::text",
     );
   });
 
