@@ -179,7 +179,11 @@ function aExprOperators(ctx: Ctx, reader: Reader): void {
       return;
     default: {
       const between = BETWEEN_OPERATORS[kind];
-      if (between) implicitOperators(ctx.out, between, 'BETWEEN', 'Write x OPERATOR(pg_catalog.>=) low AND x OPERATOR(pg_catalog.<=) high instead.');
+      if (between) {
+        const [low, high] = between;
+        const join = kind.startsWith('AEXPR_NOT') ? 'OR' : 'AND';
+        implicitOperators(ctx.out, between, kind.startsWith('AEXPR_NOT') ? 'NOT BETWEEN' : 'BETWEEN', `Write x OPERATOR(pg_catalog.${low}) low ${join} x OPERATOR(pg_catalog.${high}) high instead.`);
+      }
       else ctx.out.unsupportedConstruct(`an operator expression of kind ${kind}`);
     }
   }

@@ -5,6 +5,7 @@ import { analyzeStatement, type AnalysisSession } from './analyze.js';
 import { cloneTree, getAt, isObject, type Node, type Path } from './ast.js';
 import { DEFAULT_SEARCH_PATH, qualified, searchPathOf } from './names.js';
 import { parseOne } from './parser.js';
+import { unqualifyBuiltinTypes } from './types.js';
 
 /** One masked column reference to rewrite: the ColumnRef at `path` becomes the mask expression. */
 export interface MaskEdit {
@@ -124,6 +125,10 @@ export function applyMasks(
   }
   const reparsed = parseOne(sql);
   if (!reparsed) return { ok: false, why: 'the rewritten statement does not parse back' };
+  if (searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH).catalogFirst) {
+    unqualifyBuiltinTypes(reparsed);
+    unqualifyBuiltinTypes(stmt);
+  }
   if (!sameTree(reparsed, stmt)) return { ok: false, why: 'the rewritten statement does not parse back to the rewritten tree' };
   if (edits.length === 0) return { ok: true, sql };
   const again = analyzeStatement({ stmt: reparsed, sql, location: 0 }, session);

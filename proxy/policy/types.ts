@@ -1,5 +1,5 @@
 import type { Collector } from './analysis.js';
-import { constantText, isObject, pathOf, type Node, type Slot } from './ast.js';
+import { constantText, isObject, type Node, type Slot } from './ast.js';
 import { BUILTIN_TEXT_SEARCH_CONFIGS } from './functions.js';
 import { resolveRelation } from './names.js';
 
@@ -83,21 +83,36 @@ export function typeUse(out: Collector, parts: readonly string[], slot: Slot | n
     return;
   }
   if (BUILTIN_TYPES.has(name) && (schema === undefined || schema === 'pg_catalog')) {
-    if (!inCatalog) qualifyType(out, slot, name);
+    if (!inCatalog) out.unsupportedConstruct(`the type name ${name} while the search_path lists a schema before pg_catalog (write pg_catalog.${name})`);
     return;
   }
   out.relations.push({ candidates: resolveRelation(schema, name, out.searchPath), written: false, text: display, via: `the type name ${display}` });
 }
 
-/** pg_catalog listed after another schema: a built-in type name is forwarded qualified. */
-function qualifyType(out: Collector, slot: Slot | null, name: string): void {
-  out.edits.push({
-    path: pathOf(slot),
-    what: `type ${name}`,
-    apply: (fields) => {
-      if (!isObject(fields) || !Array.isArray(fields.names)) return `type ${name} is not where the analysis found it`;
-      fields.names = [{ String: { sval: 'pg_catalog' } }, { String: { sval: name } }];
-      return undefined;
-    },
-  });
+/** Built-in pg_catalog type names, reg* types included: `pg_catalog.X` and `X` are one type while pg_catalog is searched first. */
+const CATALOG_TYPES: ReadonlySet<string> = new Set([...BUILTIN_TYPES, ...Object.keys(REG_TYPES)]);
+
+function unqualifyType(fields: unknown): void {
+  if (!isObject(fields) || !Array.isArray(fields.names) || fields.names.length !== 2) return;
+  const [schema, name] = fields.names as Node[];
+  const type = name && isObject(name.String) ? name.String.sval : undefined;
+  if (schema && isObject(schema.String) && schema.String.sval === 'pg_catalog' && typeof type === 'string' && CATALOG_TYPES.has(type)) fields.names = [name];
+}
+
+/**
+ * Writes every built-in type name of a parse tree unqualified, in place. The deparser prints
+ * `pg_catalog.text` as `text`: with pg_catalog searched first the two are the same type, so a
+ * rewrite's round trip is compared on trees made canonical this way (mask.ts).
+ */
+export function unqualifyBuiltinTypes(tree: unknown): void {
+  if (Array.isArray(tree)) {
+    for (const item of tree) unqualifyBuiltinTypes(item);
+    return;
+  }
+  if (!isObject(tree)) return;
+  for (const key of Object.keys(tree)) {
+    const value = tree[key];
+    if (key === 'typeName' || key === 'TypeName') unqualifyType(value);
+    unqualifyBuiltinTypes(value);
+  }
 }
