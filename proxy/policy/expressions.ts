@@ -1,7 +1,7 @@
 import { constantText, names, nodeType, pathOf, Reader, stringValue, type At, type Node } from './ast.js';
 import { finish, visit, type Ctx } from './context.js';
 import { CONFIG_FIRST_FUNCTIONS, QUERY_TEXT_FUNCTIONS, VETTED_FUNCTIONS } from './functions.js';
-import { implicitOperators, operatorName, qualifyFunction } from './resolution.js';
+import { implicitOperators, operatorName, qualifyFunction, typeNameAsText } from './resolution.js';
 import { SHOWABLE } from './settings.js';
 import { catalogLookup, isBuiltinConfig, REG_FUNCTIONS, typeUse } from './types.js';
 import { bindColumnRef, STAR, type Level, type RefPart } from './scope.js';
@@ -64,6 +64,8 @@ function funcCall(ctx: Ctx, level: Level, reader: Reader, at: At): void {
   expr(ctx, level, reader.node('agg_filter'));
   struct(ctx, reader, 'over', 'WindowDef', (window) => windowDef(ctx, level, window));
   reader.skip('agg_within_group', 'agg_star', 'agg_distinct', 'func_variadic', 'funcformat', 'location');
+  // After the edits below it (they are made first): the call becomes the argument of a cast.
+  if (schema === 'pg_catalog' && name === 'pg_typeof') typeNameAsText(ctx.out, at);
 }
 
 /** Whether a call of pg_catalog's `name` (undefined: another schema's) is vetted, and if not, why and what to use instead. */

@@ -85,3 +85,23 @@ export function implicitOperators(out: Collector, names: readonly string[], cons
     }
   }
 }
+
+/**
+ * pg_typeof returns regtype, and a regtype compared with a string constant looks the string up as
+ * a type name (`pg_typeof(x) = 'private.t'` errors when there is no such type): the call runs as
+ * `pg_typeof(x)::text`, whose output reads the same and compares as text. The node is changed in
+ * place, so this edit must come after every edit whose path passes through it.
+ */
+export function typeNameAsText(out: Collector, at: At): void {
+  out.edits.push({
+    path: pathOf(at.slot),
+    what: 'pg_typeof()',
+    apply: (node) => {
+      const call = node.FuncCall;
+      if (!isObject(call)) return 'pg_typeof() is not where the analysis found it';
+      delete node.FuncCall;
+      node.TypeCast = { arg: { FuncCall: call }, typeName: { names: [str('text')], typemod: -1 } };
+      return undefined;
+    },
+  });
+}

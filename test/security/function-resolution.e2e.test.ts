@@ -198,6 +198,8 @@ describe('analyst functions run with correct output', () => {
     ['select pg_size_pretty(1024::bigint) as s', [{ s: '1024 bytes' }]],
     ['select lower(email) as e, md5(customer) = md5(customer) as same from customers, orders where customers.id = 1 and orders.id = 1', [{ e: '[redacted]', same: true }]],
     ['select count(*)::int as n, max(total) as m from orders where id > 990', [{ n: 10, m: '1500.0' }]],
+    // pg_typeof runs as text: the same output, and no type-name lookup (no existence oracle).
+    ["select pg_typeof(1), pg_typeof(1) = 'private.nonexistent' as missing, pg_typeof(1) = 'private.hidden' as existing", [{ pg_typeof: 'integer', missing: false, existing: false }]],
   ];
   for (const mode of ['simple', 'extended'] as const) {
     it(`on the ${mode} protocol`, async () => {

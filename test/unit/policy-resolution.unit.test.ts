@@ -161,6 +161,12 @@ describe('reg* types and lookups are catalog reads', () => {
     expect(decision.reason).toMatch(/^pg_catalog\.pg_\w+ is a system catalog read by (a cast to reg\w+|to_reg\w+\(\)) \(it looks names up in the catalog\) and this credential may not read system catalogs \(rule allowed_tables\.catalog\)\. Compare names as text, or ask for a policy with allow_catalog\.$/);
   });
 
+  it('pg_typeof runs as text, so comparing it with a constant looks no type name up', () => {
+    expect(ran("SELECT pg_typeof(id) FROM orders WHERE pg_typeof(lower(note)) = 'private.t'")).toBe(
+      "SELECT (pg_catalog.pg_typeof(id))::text FROM orders WHERE (pg_catalog.pg_typeof(pg_catalog.lower(note)))::text = 'private.t'",
+    );
+  });
+
   it('allows them with allow_catalog, except role names from pg_authid', () => {
     const catalog = { ...readOnly, allow_catalog: true };
     expect(decide("SELECT 'public.secrets'::regclass::oid, to_regclass('x')", catalog)).toMatchObject({ action: 'allow', tablesRead: ['pg_catalog.pg_class'] });
