@@ -38,6 +38,7 @@ const vetted = `
   to_tsvector to_tsquery plainto_tsquery phraseto_tsquery websearch_to_tsquery ts_rank ts_rank_cd setweight strip numnode querytree
   tsvector_to_array array_to_tsvector
   pg_size_pretty pg_size_bytes
+  like_escape similar_to_escape overlaps
 `;
 
 export const VETTED_FUNCTIONS: ReadonlySet<string> = new Set(vetted.split(/\s+/).filter((name) => name !== ''));

@@ -133,6 +133,10 @@ describe('analyst functions', () => {
     expect(decide("SELECT to_tsvector('private.cfg'::regconfig, 'a')")).toMatchObject({ action: 'refuse', rule: 'allowed_tables.catalog' });
   });
 
+  it('allows the functions SQL syntax calls: LIKE ... ESCAPE, SIMILAR TO, OVERLAPS', () => {
+    expect(decide("SELECT id FROM orders WHERE note LIKE 'a!%' ESCAPE '!' OR note SIMILAR TO 'b%' OR (now(), now()) OVERLAPS (now(), now())")).toMatchObject({ action: 'allow' });
+  });
+
   it('allows named arguments and pg_size_pretty', () => {
     expect(ran('SELECT make_interval(days => 3)')).toBe('SELECT pg_catalog.make_interval(days => 3)');
     expect(ran('SELECT pg_size_pretty(1024::bigint)')).toBe('SELECT pg_catalog.pg_size_pretty(CAST(1024 AS bigint))');
