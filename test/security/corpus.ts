@@ -238,6 +238,26 @@ export const corpus: readonly CorpusEntry[] = [
   { family: 'functions', policy: ro, sql: 'SELECT lower(note) FROM orders', searchPath: ['public', 'pg_catalog'], expect: allow },
   { family: 'functions', policy: ro, sql: 'SELECT pg_catalog.lower(note) FROM orders', searchPath: ['public', 'pg_catalog'], expect: allow },
 
+  // Database-defined overloads and other schemas' functions (issue 16, class 1).
+  { family: 'functions', policy: ro, sql: 'SELECT public.md5(1)', expect: fn },
+  { family: 'functions', policy: rw, sql: 'SELECT public.lower(7)', expect: refuse('function.not_allowed') },
+  { family: 'functions', policy: ro, sql: "SELECT current_setting('app.secret')", expect: fn },
+  { family: 'functions', policy: ro, sql: 'SELECT current_setting(note) FROM orders', expect: fn },
+  { family: 'functions', policy: ro, sql: "SELECT to_tsvector('private.cfg', 'a')", expect: fn },
+  { family: 'functions', policy: ro, sql: "SELECT * FROM jsonb_populate_record(null::secrets, '{}')", expect: notAllowed },
+  { family: 'functions', policy: ro, sql: "SELECT 'x'::public.evil_domain", expect: notAllowed },
+
+  // Catalog names through reg* types (issue 16, class 6).
+  { family: 'catalogs', policy: ro, sql: "SELECT 'public.secrets'::regclass::oid", expect: catalog },
+  { family: 'catalogs', policy: ro, sql: "SELECT 'private.nonexistent'::regclass", expect: catalog },
+  { family: 'catalogs', policy: ro, sql: 'SELECT g::oid::regclass FROM generate_series(1, 100000) g', expect: catalog },
+  { family: 'catalogs', policy: ro, sql: "SELECT CAST('public.secrets' AS pg_catalog.regclass)", expect: catalog },
+  { family: 'catalogs', policy: ro, sql: "SELECT regclass 'public.secrets'", expect: catalog },
+  { family: 'catalogs', policy: ro, sql: "SELECT '{public.secrets}'::regclass[]", expect: catalog },
+  { family: 'catalogs', policy: ro, sql: "SELECT to_regclass('public.secrets')", expect: catalog },
+  { family: 'catalogs', policy: ro, sql: "SELECT 'private'::regnamespace, 'postgres'::regrole, 'md5'::regproc", expect: catalog },
+  { family: 'catalogs', policy: ro, sql: 'SELECT tableoid::regclass FROM orders', expect: catalog },
+
   // System catalogs.
   { family: 'catalogs', policy: ro, sql: 'SELECT rolname, rolpassword FROM pg_catalog.pg_authid', expect: catalog },
   { family: 'catalogs', policy: ro, sql: 'SELECT * FROM pg_authid', expect: catalog },
