@@ -186,7 +186,7 @@ function aExprOperators(ctx: Ctx, reader: Reader): void {
         const join = kind.startsWith('AEXPR_NOT') ? 'OR' : 'AND';
         implicitOperators(ctx.out, between, kind.startsWith('AEXPR_NOT') ? 'NOT BETWEEN' : 'BETWEEN', `Write x OPERATOR(pg_catalog.${low}) low ${join} x OPERATOR(pg_catalog.${high}) high instead.`);
       }
-      else ctx.out.unsupportedConstruct(`an operator expression of kind ${kind}`);
+      else ctx.out.unsupportedConstruct('an operator expression the analyzer does not know');
     }
   }
 }

@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
 import { analyzeStatement, type AnalysisSession } from '../../proxy/policy/analyze.js';
+import { describeConstruct } from '../../proxy/policy/constructs.js';
 import { decidePolicy, type PolicyDecision } from '../../proxy/policy/decide.js';
 import { decideStatement } from '../../proxy/policy/hook.js';
 import { loadParser, parseStatements } from '../../proxy/policy/parser.js';
@@ -254,6 +255,15 @@ describe('refusal messages', () => {
     });
     expect(decide("SELECT json_object('a': 1)").reason).toContain('JSON_OBJECT(...)');
     expect(decide('SELECT xmlelement(name a)').reason).toContain('an XML function');
+  });
+
+  it('turn parser names among words into SQL words', () => {
+    expect(describeConstruct('ALTER TABLE AddInherit')).toEqual({ sql: 'ALTER TABLE ADD INHERIT' });
+    expect(describeConstruct('CreateFunctionStmt')).toEqual({ sql: 'CREATE FUNCTION' });
+    expect(describeConstruct('SelectStmt.someField')).toEqual({ sql: 'a form of SELECT the analyzer does not support' });
+    expect(describeConstruct('A_Expr.kind')).toEqual({ sql: 'a form of an operator expression the analyzer does not support' });
+    expect(describeConstruct('DECLARE ... WITH HOLD')).toEqual({ sql: 'DECLARE ... WITH HOLD' });
+    expect(describeConstruct('RangeVar outside the analyzed clauses')).toEqual({ sql: 'a table name outside the analyzed clauses' });
   });
 
   it('never leak a parser node name, over the whole corpus', () => {
