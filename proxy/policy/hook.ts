@@ -49,9 +49,9 @@ export function statementKind(sql: string): string {
 
 /** Analyses depend on the text and search_path only; decisions are made per policy each time. */
 const analyses = new AnalysisCache();
-/** What a policy allowed, so that a statement an agent repeats costs one lookup. */
-const allowedDecisions = new AllowedDecisions<Extract<StatementDecision, { action: 'allow' }>>();
 type Allowed = Extract<StatementDecision, { action: 'allow' }>;
+/** What a policy allowed, so that a statement an agent repeats costs one lookup. */
+const allowedDecisions = new AllowedDecisions<Allowed>();
 
 /** An allowed decision serving a numeric shape; `rewritten` holds the positions of its rewritten text's numbers when it does not run as sent. */
 interface ShapeTemplate {
