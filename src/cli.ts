@@ -12,6 +12,8 @@ import { createLogger } from './logger.js';
 import { openEventStore, Role, serve } from './main.js';
 import { createPool } from './pg/pool.js';
 import { openStateDatabase } from './state.js';
+import { superviseServe } from './workers/supervisor.js';
+import { runWorker } from './workers/worker.js';
 
 const HELP = `pgward — a Postgres gateway for AI agents
 
@@ -19,8 +21,12 @@ Usage: pgward <command> [options]
 
 Commands:
   serve [--role api|projector|proxy|ingest ...]
-                                         run pgward; every role in one process by default (the embedded
-                                         default); each role serves /healthz and /metrics
+                                         run pgward. Without --role: the proxy in this process, ingest and
+                                         the projections in one worker process, the API in another, each
+                                         restarted when it fails; /healthz and /metrics of every process on
+                                         the API's port. With --role: the given roles in this one process
+                                         (the split deployment), serving their own /healthz and /metrics
+  worker NAME --role ...                 a worker process of pgward serve (started by it, not by hand)
   projections list                       each projection's checkpoint, the store head and the lag
   projections rebuild [NAME] --verify    replay NAME (or all) from position 0 into a scratch schema and
                                          compare digests with the live read model; exit 1 on a difference
@@ -63,10 +69,9 @@ function selectProjections(projections: readonly Projection[], name: string | un
 
 async function runServe(config: Config, args: string[]): Promise<number> {
   const { values } = parseArgs({ args, options: { role: { type: 'string', multiple: true } } });
-  const roles = z.array(Role).safeParse(values.role ?? Role.options);
-  if (!roles.success) throw new UsageError(`--role must be one of ${Role.options.join(', ')}`);
+  const roles = parseRoles(values.role ?? Role.options);
   const logger = createLogger(config.PGWARD_LOG_LEVEL);
-  const running = await serve(config, logger, new Set(roles.data));
+  const running = values.role ? await serve(config, logger, new Set(roles)) : await superviseServe(config, logger);
   console.log(`pgward listening: HTTP ${running.httpUrl} (GET /healthz, GET /metrics)${running.proxyPort ? `, Postgres proxy ${config.PGWARD_LISTEN_HOST}:${running.proxyPort}` : ''}`);
   await new Promise<void>((resolve) => {
     const shutdown = (): void => resolve();
@@ -76,6 +81,19 @@ async function runServe(config: Config, args: string[]): Promise<number> {
   logger.info('stopping');
   await running.stop();
   return 0;
+}
+
+function parseRoles(given: readonly string[]): Role[] {
+  const roles = z.array(Role).safeParse(given);
+  if (!roles.success) throw new UsageError(`--role must be one of ${Role.options.join(', ')}`);
+  return roles.data;
+}
+
+async function runWorkerCommand(config: Config, args: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { role: { type: 'string', multiple: true } } });
+  const [name] = positionals;
+  if (!name || !values.role) throw new UsageError('worker needs a NAME and --role');
+  return runWorker(config, createLogger(config.PGWARD_LOG_LEVEL), name, parseRoles(values.role));
 }
 
 async function runProjections(config: Config, args: string[]): Promise<number> {
@@ -141,6 +159,7 @@ export async function main(argv: string[]): Promise<number> {
     }
     const config = loadConfig();
     if (command === 'serve') return await runServe(config, rest);
+    if (command === 'worker') return await runWorkerCommand(config, rest);
     if (command === 'projections') return await runProjections(config, rest);
     if (command === 'admin') return await runAdmin(config, rest);
     if (command === 'audit') return await runAudit(config, rest);

@@ -16,7 +16,8 @@ import { buildApp, type PartState } from './http/app.js';
 import type { Logger } from './logger.js';
 import { createMetrics, instrumentStore } from './metrics.js';
 import { createPool } from './pg/pool.js';
-import { openStateDatabase } from './state.js';
+import { openStateDatabase, type StateDatabase } from './state.js';
+import type { Registry } from 'prom-client';
 import { startSweeps } from './sweeps.js';
 import { startIngest } from './ingest/ingest.js';
 import { PreparedEntries } from './audit/prepared-entries.js';
@@ -31,10 +32,28 @@ async function auditDeps(config: Config) {
 }
 
 export interface Running {
-  readonly httpUrl: string;
+  /** Where /healthz and /metrics (and the API, in the api role) answer; undefined when serving no HTTP. */
+  readonly httpUrl: string | undefined;
   /** The proxy's port, when the proxy role runs. */
   readonly proxyPort: number | undefined;
+  /** This process's metrics. */
+  readonly metrics: Registry;
+  /** The state of this process's parts, as /healthz reports them. */
+  health(): Promise<Record<string, PartState>>;
   stop(): Promise<void>;
+}
+
+/** How a supervisor (src/workers/) composes one of its processes; `pgward serve --role ...` passes none. */
+export interface ServeOptions {
+  /** The state database the supervisor opened; else it is opened here (and closed at stop). */
+  readonly state?: StateDatabase;
+  /** The decision bus; else openBus(config) (and closed at stop). */
+  readonly bus?: DecisionBus;
+  /**
+   * false: no HTTP listener (the supervisor's proxy; its metrics are served by the API worker). Else
+   * the port (PGWARD_HTTP_PORT by default), and what /metrics and /healthz add to this process's own.
+   */
+  readonly http?: false | { readonly port?: number; readonly metrics?: (own: Registry) => Registry; readonly health?: () => Promise<Record<string, PartState>> };
 }
 
 // The EventStoreDB and NATS clients are loaded only when configured: the embedded default needs neither.
@@ -66,7 +85,7 @@ export type Role = z.infer<typeof Role>;
  * The composition root of `pgward serve`: the given roles in one process (all of them by default,
  * the embedded default). Every role serves /healthz and /metrics.
  */
-export async function serve(config: Config, logger: Logger, roles: ReadonlySet<Role> = new Set(Role.options)): Promise<Running> {
+export async function serve(config: Config, logger: Logger, roles: ReadonlySet<Role> = new Set(Role.options), options: ServeOptions = {}): Promise<Running> {
   const cleanup: (() => Promise<unknown>)[] = [];
   const stopAll = async (): Promise<void> => {
     for (const step of cleanup.reverse()) await step().catch((error: unknown) => logger.error({ err: error }, 'shutdown step failed'));
@@ -74,9 +93,11 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
   let proxyPort: number | undefined;
   try {
     const metrics = createMetrics(roles.size === Role.options.length ? 'serve' : [...roles].join('+'));
-    const state = await openStateDatabase(config, { reuseRunning: false, onLog: (line) => logger.debug({ postgres: line.trim() }, 'embedded postgres') });
-    cleanup.push(() => state.close());
-    logger.info({ state: state.source }, 'state database ready');
+    const state = options.state ?? (await openStateDatabase(config, { reuseRunning: false, onLog: (line) => logger.debug({ postgres: line.trim() }, 'embedded postgres') }));
+    if (!options.state) {
+      cleanup.push(() => state.close());
+      logger.info({ state: state.source }, 'state database ready');
+    }
 
     const auditKeys = auditKeysFrom(config);
     // Ingest hands the entries it prepares for its checkpoints to the audit projection, when both run here.
@@ -87,8 +108,8 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     cleanup.push(() => pool.end());
     const store = instrumentStore(await openEventStore(config, state.url), metrics);
     cleanup.push(() => store.close());
-    const bus = await openBus(config);
-    cleanup.push(() => bus.close());
+    const bus = options.bus ?? (await openBus(config));
+    if (!options.bus) cleanup.push(() => bus.close());
 
     const runners: RunningProjection[] = (roles.has('projector') ? projections : []).map((projection) =>
       runProjection({
@@ -161,30 +182,34 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       cleanup.push(() => sweeps.stop());
     }
 
+    const health = async (): Promise<Record<string, PartState>> => ({
+      read_models: await check(() => pool.query('select 1'), state.source),
+      event_store: await check(() => store.headPosition(), store.kind),
+      bus: { ok: true, detail: bus.kind },
+      ...(proxyPort === undefined ? {} : { proxy: { ok: true, detail: `listening on ${config.PGWARD_LISTEN_HOST}:${proxyPort}` } }),
+      ...(roles.has('projector')
+        ? {
+            projector:
+              activeRunners === runners.length
+                ? { ok: true, detail: `${runners.length} projections running` }
+                : { ok: false, detail: `${activeRunners} of ${runners.length} projections running` },
+          }
+        : {}),
+    });
+    const http = options.http ?? {};
+    if (http === false) return { httpUrl: undefined, proxyPort, metrics: metrics.registry, health, stop: stopAll };
+
     const app = await buildApp({
       ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, await auditDeps(config), bus, budgets) } : {}),
       logger,
-      metrics: metrics.registry,
-      health: async () => ({
-        read_models: await check(() => pool.query('select 1'), state.source),
-        event_store: await check(() => store.headPosition(), store.kind),
-        bus: { ok: true, detail: bus.kind },
-        ...(proxyPort === undefined ? {} : { proxy: { ok: true, detail: `listening on ${config.PGWARD_LISTEN_HOST}:${proxyPort}` } }),
-        ...(roles.has('projector')
-          ? {
-              projector:
-                activeRunners === runners.length
-                  ? { ok: true, detail: `${runners.length} projections running` }
-                  : { ok: false, detail: `${activeRunners} of ${runners.length} projections running` },
-            }
-          : {}),
-      }),
+      metrics: http.metrics ? http.metrics(metrics.registry) : metrics.registry,
+      health: async () => ({ ...(await health()), ...(await http.health?.()) }),
     });
-    await app.listen({ host: config.PGWARD_LISTEN_HOST, port: config.PGWARD_HTTP_PORT });
+    await app.listen({ host: config.PGWARD_LISTEN_HOST, port: http.port ?? config.PGWARD_HTTP_PORT });
     cleanup.push(() => app.close());
     const address = app.server.address() as AddressInfo;
     const httpUrl = `http://${config.PGWARD_LISTEN_HOST}:${address.port}`;
-    return { httpUrl, proxyPort, stop: stopAll };
+    return { httpUrl, proxyPort, metrics: metrics.registry, health, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;
