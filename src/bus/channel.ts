@@ -11,7 +11,7 @@
  * decision whose append had committed appends nothing).
  */
 import type { Channel } from '../workers/channel.js';
-import type { BusMessage, ConsumeOptions, Consumer, DecisionBus, Delivery } from './port.js';
+import { consumeSettings, type BusMessage, type ConsumeOptions, type Consumer, type DecisionBus, type Delivery } from './port.js';
 
 interface ConsumeAsk {
   readonly cid: number;
@@ -61,6 +61,7 @@ export function busOver(channel: Channel): DecisionBus {
       await channel.ask('bus.publish', { id: message.id, data: message.data } satisfies BusMessage);
     },
     async consume(options, handler) {
+      consumeSettings(options);
       const cid = nextCid++;
       handlers.set(cid, handler);
       try {

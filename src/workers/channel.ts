@@ -14,6 +14,9 @@ export interface Endpoint {
 
 export class ChannelClosedError extends Error {
   override readonly name = 'ChannelClosedError';
+  constructor(reason: string) {
+    super(`the channel to the other process is closed: ${reason}`);
+  }
 }
 
 export class ChannelTimeoutError extends Error {
