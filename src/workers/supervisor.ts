@@ -7,9 +7,9 @@
  *   worker `api`: REST, the management MCP, the hosted agent MCP, sweeps; /healthz and /metrics of every process
  *
  * A worker that exits or stalls is started again with backoff (pgward_worker_restarts_total); the
- * proxy keeps serving meanwhile, its decisions waiting on the bus. SIGINT/SIGTERM stop the proxy
- * first (its last decisions reach the bus), then the API, then ingest and the projections, then the
- * bus, the embedded PostgreSQL last.
+ * proxy keeps serving meanwhile, its decisions waiting on the bus. SIGINT/SIGTERM stop the API,
+ * then the proxy (its last decisions reach the bus), then ingest and the projections, then the bus,
+ * the embedded PostgreSQL last.
  */
 import { Counter, Gauge, Registry } from 'prom-client';
 import { loadAnchor } from '../audit/keys.js';
@@ -81,7 +81,7 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
       return [await registry.getMetricsAsJSON(), ...(proxy ? [await proxy.metrics.getMetricsAsJSON()] : []), ...remote.filter((m) => m !== undefined)];
     };
     const allHealth = async (asker: string): Promise<Record<string, PartState>> => {
-      let parts: Record<string, PartState> = proxy ? await proxy.health() : {};
+      let parts: Record<string, PartState> = proxy ? await proxy.health() : { proxy: { ok: false, detail: 'the proxy is starting' } };
       for (const worker of others(asker)) {
         const remote = await worker.live?.ask<Record<string, PartState>>('health', undefined, ASK_TIMEOUT_MS).catch((error: unknown) => ({ [worker.spec.name]: { ok: false as const, detail: (error as Error).message } }));
         parts = { ...parts, ...(remote ?? { [worker.spec.name]: { ok: false, detail: `worker ${worker.spec.name} is restarting` } }) };
@@ -109,16 +109,18 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
       },
     };
     for (const spec of WORKERS) workers.push(new WorkerProcess(spec, logger, hooks, options));
-    // Ingest and the projections start before the proxy, and stop after it and after the API.
-    for (const worker of workers) {
-      cleanup.push(() => worker.stop());
-      await worker.start();
-    }
+    const [pipeline, api] = workers as [WorkerProcess, WorkerProcess];
+    // Ingest and the projections start before the proxy and stop after it; the API starts last, so
+    // its /healthz answers 200 only once everything runs.
+    cleanup.push(() => pipeline.stop());
+    await pipeline.start();
     proxy = await serve(config, logger, new Set(['proxy']), { state, bus, http: false });
     cleanup.push(() => proxy!.stop());
+    cleanup.push(() => api.stop());
+    await api.start();
 
     return {
-      httpUrl: workers.find((worker) => worker.spec.name === 'api')?.httpUrl,
+      httpUrl: api.httpUrl,
       proxyPort: proxy.proxyPort,
       metrics: registry,
       health: () => allHealth(''),

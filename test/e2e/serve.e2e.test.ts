@@ -89,8 +89,9 @@ describe('pgward serve, the embedded default', () => {
     expect(org.api_key).toMatch(/^pgw_org_[A-Za-z0-9_-]{43}$/);
 
     const metrics = await (await fetch(`http://127.0.0.1:${httpPort}/metrics`)).text();
-    expect(metrics).toMatch(/pgward_projection_lag_events\{projection="organizations",role="serve"\} \d+/);
-    expect(metrics).toContain('process_cpu_seconds_total');
+    expect(metrics).toMatch(/pgward_projection_lag_events\{projection="organizations",role="ingest\+projector"\} \d+/);
+    for (const role of ['proxy', 'ingest+projector', 'api']) expect(metrics).toMatch(new RegExp(`process_cpu_seconds_total\\{role="${role.replace('+', '\\+')}"\\} [\\d.]+`));
+    expect(metrics).toMatch(/pgward_worker_restarts_total\{worker="pipeline",role="supervisor"\} 0/);
 
     first.child.kill('SIGINT');
     expect(await first.exited).toBe(0);

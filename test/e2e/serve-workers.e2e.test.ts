@@ -1,0 +1,144 @@
+/**
+ * `pgward serve` as `npm start` runs it (embedded state, the in-process bus): ingest and the
+ * projections, and the API, run in worker processes. Killing one mid-load leaves the proxy serving,
+ * the worker is started again, and the audit trail ends with exactly one entry per statement, its
+ * chain verified from the read model and from the events.
+ */
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../support/free-port.js';
+import { freshDatabase, type TestDatabase } from '../support/pg.js';
+import { metricValue, provision, startPgward, verifyAudit, waitFor, workerPid, type Login, type PgwardProcess } from '../support/pgward-process.js';
+
+const CLIENTS = 4;
+
+let dataDir: string;
+let upstream: TestDatabase;
+let env: NodeJS.ProcessEnv;
+let httpPort: number;
+let proxyPort: number;
+let server: PgwardProcess | undefined;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(join(tmpdir(), 'pgward-workers-'));
+  await chmod(dataDir, 0o755);
+  upstream = await freshDatabase('serve_workers');
+  const client = new pg.Client({ connectionString: upstream.url });
+  client.on('error', () => undefined);
+  await client.connect();
+  await client.query("create table public.items (id int primary key, label text not null); insert into public.items select i, 'item-' || i from generate_series(1, 100) i");
+  await client.end();
+  httpPort = await freePort();
+  proxyPort = await freePort();
+  const { PGWARD_STATE_URL: _s, EVENTSTORE_URL: _e, NATS_URL: _n, ...rest } = process.env;
+  env = {
+    ...rest,
+    PGWARD_DATA_DIR: join(dataDir, '.pgward'),
+    PGWARD_HTTP_PORT: String(httpPort),
+    PGWARD_PROXY_PORT: String(proxyPort),
+    PGWARD_EMBEDDED_PG_PORT: String(await freePort()),
+    PGWARD_PUBLIC_HOST: '127.0.0.1',
+    PGWARD_LOG_LEVEL: 'warn',
+  };
+});
+
+afterAll(async () => {
+  await server?.stop();
+  await upstream?.drop();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+interface Load {
+  /** Statements that succeeded, with when each did (Date.now()). */
+  readonly done: number[];
+  readonly failures: string[];
+  stop(): Promise<void>;
+}
+
+/** CLIENTS agents, each running one statement after another (extended protocol) until stopped. */
+async function startLoad(login: Login): Promise<Load> {
+  const done: number[] = [];
+  const failures: string[] = [];
+  let running = true;
+  const clients = await Promise.all(
+    Array.from({ length: CLIENTS }, async () => {
+      const client = new pg.Client({ host: '127.0.0.1', port: proxyPort, ...login, ssl: false });
+      client.on('error', (error) => failures.push(error.message));
+      await client.connect();
+      return client;
+    }),
+  );
+  const loops = clients.map(async (client, c) => {
+    for (let i = 0; running; i++) {
+      try {
+        const result = await client.query('select id, label from public.items where id = $1', [((c * 31 + i) % 100) + 1]);
+        if (result.rows.length !== 1) failures.push(`expected one row, got ${result.rows.length}`);
+        else done.push(Date.now());
+      } catch (error) {
+        failures.push((error as Error).message);
+      }
+    }
+  });
+  return {
+    done,
+    failures,
+    async stop() {
+      running = false;
+      await Promise.all(loops);
+      await Promise.all(clients.map((client) => client.end()));
+    },
+  };
+}
+
+const metrics = (): Promise<string> => fetch(`http://127.0.0.1:${httpPort}/metrics`).then((r) => r.text(), () => '');
+
+async function killAndAwaitRestart(serverPid: number, name: string, restartsBefore: number): Promise<{ killedAt: number; readyAt: number; oldPid: number; newPid: number }> {
+  const oldPid = workerPid(serverPid, name);
+  expect(oldPid).toBeGreaterThan(0);
+  process.kill(oldPid!, 'SIGKILL');
+  const killedAt = Date.now();
+  const newPid = await waitFor(`worker ${name} to start again`, () => workerPid(serverPid, name), (pid) => pid !== undefined && pid !== oldPid);
+  await waitFor(
+    `worker ${name} ready again, its restart counted`,
+    metrics,
+    (text) => metricValue(text, 'pgward_worker_up', { worker: name }) === 1 && metricValue(text, 'pgward_worker_restarts_total', { worker: name }) === restartsBefore + 1,
+    120_000,
+  );
+  return { killedAt, readyAt: Date.now(), oldPid: oldPid!, newPid: newPid! };
+}
+
+describe('pgward serve: the proxy apart from its workers', () => {
+  it('keeps serving while the ingest+projection worker and then the API worker are killed mid-load; both restart; every statement is audited once and the chain verifies', async () => {
+    server = await startPgward(['serve'], env, httpPort);
+    const serverPid = server.child.pid!;
+    const { projectId, logins } = await provision({ httpUrl: server.httpUrl, env }, { host: '127.0.0.1', port: Number(new URL(upstream.url).port || 5432), database: upstream.name, user: new URL(upstream.url).username || 'postgres', password: 'unused-under-trust' }, { open: { allowed_tables: ['public.*'] } });
+
+    const load = await startLoad(logins.open!);
+    await waitFor('statements flowing', () => load.done.length, (n) => n >= 200);
+
+    const pipeline = await killAndAwaitRestart(serverPid, 'pipeline', 0);
+    const duringPipelineOutage = load.done.filter((at) => at > pipeline.killedAt && at < pipeline.readyAt).length;
+    const atRestart = load.done.length;
+    await waitFor('statements after the restart', () => load.done.length, (n) => n >= atRestart + 200);
+
+    const api = await killAndAwaitRestart(serverPid, 'api', 0);
+    const duringApiOutage = load.done.filter((at) => at > api.killedAt && at < api.readyAt).length;
+    await load.stop();
+    const statements = load.done.length;
+
+    expect(load.failures).toEqual([]);
+    expect(duringPipelineOutage).toBeGreaterThan(0);
+    expect(duringApiOutage).toBeGreaterThan(0);
+    expect(pipeline.newPid).not.toBe(pipeline.oldPid);
+    expect(api.newPid).not.toBe(api.oldPid);
+
+    const tally = await waitFor('every statement in the audit trail', () => verifyAudit(projectId, env), (t) => t.entries >= statements && t.events >= statements, 120_000);
+    expect({ entries: tally.entries, events: tally.events, ok: tally.ok }).toEqual({ entries: statements, events: statements, ok: true });
+
+    expect(await server.stop()).toBe(0);
+    server = undefined;
+  }, 600_000);
+});
