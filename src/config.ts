@@ -10,6 +10,8 @@ export const ConfigSchema = z.object({
   PGWARD_STATE_URL: postgresUrl.optional(),
   EVENTSTORE_URL: z.url({ protocol: /^(esdb|esdb\+discover|kurrentdb|kurrentdb\+discover)$/, message: 'expected an esdb:// connection string' }).optional(),
   NATS_URL: z.url({ protocol: /^(nats|tls)$/, message: 'expected a nats:// URL' }).optional(),
+  PGWARD_NATS_STREAM: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/, 'expected a JetStream stream name').default('PGWARD_DECISIONS'),
+  PGWARD_NATS_SUBJECT: z.string().regex(/^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/, 'expected a subject prefix such as pgward.decisions').default('pgward.decisions'),
   PGWARD_DATA_DIR: z.string().min(1, 'expected a directory path').default('./.pgward'),
   PGWARD_HTTP_PORT: port.default(8080),
   PGWARD_PROXY_PORT: port.default(6432),

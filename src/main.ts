@@ -66,7 +66,7 @@ export async function openEventStore(config: Config, stateUrl: string): Promise<
 export async function openBus(config: Config): Promise<DecisionBus> {
   if (!config.NATS_URL) return createMemoryBus();
   const { connectNatsBus } = await import('./bus/nats.js');
-  return connectNatsBus({ url: config.NATS_URL });
+  return connectNatsBus({ url: config.NATS_URL, stream: config.PGWARD_NATS_STREAM, subject: config.PGWARD_NATS_SUBJECT });
 }
 
 async function check(work: () => Promise<unknown>, detail?: string): Promise<PartState> {
