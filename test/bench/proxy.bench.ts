@@ -15,16 +15,14 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { POOL_CONFIG, startGateway } from './proxy-gateway.js';
 import { startPipe } from './proxy-pipe.js';
-import { initialize, policyScript, runArgs, select, type Endpoint, type Latency, type Mode, type Outcome } from './proxy-pgbench.js';
+import { describeOutcome as describe, number, ratio, Results as RoundResults, subset, table, verdict, wholeNumber, type Pick } from './bench-kit.js';
+import { initialize, policyScript, runArgs, select, type Endpoint, type Latency, type Mode } from './proxy-pgbench.js';
 import { CLUSTER_SETTINGS, findBinaries, processCpu, run, serverUser, startCluster, startPgBouncer, Teardown } from './proxy-servers.js';
 
 const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'policy'];
 /** `pipe`: a Node TCP pipe with no logic (proxy-pipe.ts), the floor for anything written in Node on this machine. */
 const ALL_TARGETS = ['direct', 'PgBouncer', 'pipe', 'pgward'] as const;
 type Target = (typeof ALL_TARGETS)[number];
-type Succeeded = Extract<Outcome, { ok: true }>;
-/** A figure of one round from the outcomes of the targets asked for, in that order. */
-type Pick = (...outcomes: Succeeded[]) => number;
 const SCALE = 10;
 const DATABASE = 'pgbench';
 const PGBOUNCER = '/usr/sbin/pgbouncer';
@@ -36,31 +34,8 @@ const POLICY_MIN_VS_DIRECT = 0.5;
 const POLICY_MIN_VS_PGBOUNCER = 0.75;
 const POLICY_MAX_ADDED_P50_US = 150;
 
-const number = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
-const ratio = new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-
 function log(line: string): void {
   console.log(`[bench:proxy] ${line}`);
-}
-
-/** A whole number of at least `min` from the environment, or `fallback` when the variable is unset or empty. */
-function wholeNumber(variable: string, what: string, min: number, fallback: number): number;
-function wholeNumber(variable: string, what: string, min: number, fallback?: number): number | undefined;
-function wholeNumber(variable: string, what: string, min: number, fallback?: number): number | undefined {
-  const given = process.env[variable];
-  if (given === undefined || given === '') return fallback;
-  const value = Number(given);
-  if (!Number.isInteger(value) || value < min) throw new Error(`${variable} must be a whole number of ${what} (at least ${min}), not ${JSON.stringify(given)}`);
-  return value;
-}
-
-/** A comma-separated subset from the environment (for quick partial runs), or all of `all`. */
-function subset<T extends string | number>(variable: string, all: readonly T[]): readonly T[] {
-  const given = process.env[variable];
-  if (!given) return all;
-  const chosen = all.filter((item) => given.split(',').map((part) => part.trim()).includes(String(item)));
-  if (chosen.length === 0) throw new Error(`${variable} must list some of ${all.join(', ')}, not ${JSON.stringify(given)}`);
-  return chosen;
 }
 
 const SECONDS = wholeNumber('PGWARD_BENCH_SECONDS', 'seconds', 1, 5);
@@ -73,67 +48,10 @@ const TARGETS = subset('PGWARD_BENCH_TARGETS', ALL_TARGETS);
 /** A fixed offered load (pgbench -R): pgward's CPU per transaction then hardly depends on what else the machine runs. */
 const RATE = wholeNumber('PGWARD_BENCH_RATE', 'transactions per second', 1);
 
-function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-}
-
-/** Outcomes of one (mode, clients, target) by round; undefined where the target cannot serve the mode. */
-class Results {
-  private readonly cells = new Map<string, (Outcome | undefined)[]>();
-
-  private key(mode: Mode, clients: number, target: Target): string {
-    return `${mode}/${clients}/${target}`;
-  }
-
-  add(mode: Mode, clients: number, target: Target, outcome: Outcome | undefined): void {
-    const key = this.key(mode, clients, target);
-    this.cells.set(key, [...this.rounds(mode, clients, target), outcome]);
-  }
-
-  rounds(mode: Mode, clients: number, target: Target): readonly (Outcome | undefined)[] {
-    return this.cells.get(this.key(mode, clients, target)) ?? [];
-  }
-
-  /** Median over rounds of `pick` applied to each round's outcomes, counting only rounds where all of `targets` succeeded. */
-  median(mode: Mode, clients: number, targets: readonly Target[], pick: Pick): number {
-    const perTarget = targets.map((target) => this.rounds(mode, clients, target));
-    const values: number[] = [];
-    for (let round = 0; round < (perTarget[0]?.length ?? 0); round++) {
-      const outcomes = perTarget.map((rounds) => rounds[round]);
-      if (outcomes.every((outcome) => outcome?.ok)) values.push(pick(...(outcomes as Succeeded[])));
-    }
-    return median(values);
-  }
-
-  /** 'n/a' when the target cannot serve the mode, 'fail' when a round failed, else undefined. */
-  status(mode: Mode, clients: number, target: Target): 'n/a' | 'fail' | undefined {
-    const rounds = this.rounds(mode, clients, target);
-    if (rounds.every((outcome) => outcome === undefined)) return 'n/a';
-    return rounds.some((outcome) => outcome && !outcome.ok) ? 'fail' : undefined;
-  }
-}
-
-function describe(outcome: Outcome | undefined): string {
-  if (!outcome) return 'n/a';
-  if (!outcome.ok) return `failed (${outcome.reason})`;
-  const latency = outcome.latency ? `, p50 ${number.format(outcome.latency.p50)} µs, p99 ${number.format(outcome.latency.p99)} µs` : '';
-  return `${number.format(outcome.tps)} tps${latency}`;
-}
-
-function table(header: readonly string[], rows: readonly string[][]): string {
-  const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]!.length)));
-  const line = (cells: readonly string[]): string => cells.map((cell, i) => (i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  ');
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
-}
+type Results = RoundResults<Target>;
 
 function printReport(results: Results): void {
-  const figure = (mode: Mode, clients: number, targets: readonly Target[], pick: Pick, format: (n: number) => string): string => {
-    const status = targets.map((target) => results.status(mode, clients, target)).find((s) => s !== undefined);
-    return status ?? format(results.median(mode, clients, targets, pick));
-  };
+  const figure = (mode: Mode, clients: number, targets: readonly Target[], pick: Pick, format: (n: number) => string): string => results.cell(mode, clients, targets, pick, format);
   const tps = (target: Target) => (mode: Mode, clients: number) => figure(mode, clients, [target], (o) => o.tps, number.format);
   const share = (a: Target, b: Target) => (mode: Mode, clients: number) => figure(mode, clients, [a, b], (x, y) => x.tps / y.tps, (n) => `${ratio.format(n)}×`);
   const throughput = MODES.flatMap((mode) =>
@@ -157,14 +75,9 @@ function printReport(results: Results): void {
   console.log(`\nLatency at c=1 (µs, from pgbench --log): medians over ${ROUNDS} rounds; added = p50 − direct p50 of the same round\n`);
   console.log(table(['mode', 'c', 'direct p50', 'direct p99', 'PgBouncer p50', 'PgBouncer p99', 'pipe added p50', 'pgward p50', 'pgward p99', 'pgward added p50'], latency));
 
-  const failures = MODES.flatMap((mode) =>
-    CLIENTS.flatMap((clients) =>
-      TARGETS.flatMap((target) => results.rounds(mode, clients, target).flatMap((outcome, round) => (outcome && !outcome.ok ? [`  round ${round + 1} ${mode} c=${clients} ${target}: ${outcome.reason}`] : []))),
-    ),
-  );
+  const failures = results.failures(MODES, CLIENTS, TARGETS);
   if (failures.length > 0) console.log(`\nFailed runs (shown as fail above):\n${failures.join('\n')}`);
 
-  const verdict = (ok: boolean): string => (ok ? 'PASS' : 'BELOW');
   const passthrough = MODES.filter((mode) => mode !== 'policy');
   const targets = (mode: Mode, minVsDirect: number, minVsBouncer: number, maxAddedUs: number, modes: readonly Mode[]): void => {
     const vsDirect = results.median(mode, 10, ['pgward', 'direct'], (w, d) => w.tps / d.tps);
@@ -242,7 +155,7 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
       }
     }
   }
-  const results = new Results();
+  const results: Results = new RoundResults<Target>();
   let done = 0;
   for (let round = 1; round <= ROUNDS; round++) {
     for (const mode of MODES) {
