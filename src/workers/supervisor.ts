@@ -74,7 +74,7 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
     });
     for (const spec of WORKERS) restarts.inc({ worker: spec.name }, 0);
 
-    let proxy: Running | undefined;
+    let proxy: Running | undefined = undefined;
     const others = (asker: string) => workers.filter((worker) => worker.spec.name !== asker);
     const allMetrics = async (asker: string): Promise<MetricsJson[]> => {
       const remote = await Promise.all(others(asker).map((worker) => worker.live?.ask<MetricsJson>('metrics', undefined, ASK_TIMEOUT_MS).catch(() => undefined)));

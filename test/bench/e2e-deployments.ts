@@ -1,0 +1,180 @@
+/**
+ * The two deployments `npm run bench:e2e` measures, each started as its users start it:
+ *
+ * - `serve`: `node bin/pgward.js serve` in a fresh PGWARD_DATA_DIR (what `npm start` runs): the
+ *   embedded PostgreSQL, the in-process bus, the proxy in that process and its two workers.
+ * - `split`: state in a fresh database of the machine's PostgreSQL (PGWARD_STATE_URL), NATS
+ *   JetStream on a stream of its own, and `pgward serve --role R` for each role as its own process.
+ *
+ * Each is provisioned through its CLI and HTTP API, and names its processes for the CPU figures.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import pg from 'pg';
+import { loadConfig } from '../../src/config.js';
+import { openStateDatabase } from '../../src/state.js';
+import { freePort } from '../support/free-port.js';
+import { processes, provision, startPgward, workerPid, type Login, type PgwardProcess, type Provisioned, type Upstream } from '../support/pgward-process.js';
+import { REALISTIC_POLICY } from './proxy-gateway.js';
+import type { Teardown } from './proxy-servers.js';
+
+export const DEPLOYMENTS = ['serve', 'split'] as const;
+export type DeploymentName = (typeof DEPLOYMENTS)[number];
+
+/** The open credential's policy, and the realistic one: read-only, an allowlist, two masked columns, a row cap. */
+export const POLICIES = {
+  open: { allowed_tables: ['public.*'] },
+  realistic: { ...REALISTIC_POLICY, max_rows: 100 },
+} as const;
+export type Credential = keyof typeof POLICIES;
+
+export interface Deployment {
+  readonly name: DeploymentName;
+  readonly proxyPort: number;
+  readonly provisioned: Provisioned;
+  readonly logins: Record<Credential, Login>;
+  /** The environment its CLI runs with. */
+  readonly env: NodeJS.ProcessEnv;
+  /** The state database, for counting audit entries. */
+  readonly stateUrl: string;
+  /** The processes whose CPU time the bench reads, by what they are; read again at each sample (workers restart, backends come and go). */
+  readonly processes: Record<string, () => Promise<number[]>>;
+  /** A line for the report. */
+  readonly description: string;
+}
+
+const MACHINE_PG = 'postgresql://postgres@127.0.0.1:5432/postgres';
+
+function withDatabase(url: string, database: string): string {
+  const parsed = new URL(url);
+  parsed.pathname = `/${database}`;
+  return parsed.toString();
+}
+
+/** The pids of the backends connected to `database` on the machine's PostgreSQL, through the bench's admin connection. */
+export function backendsOf(admin: pg.Client, database: string): () => Promise<number[]> {
+  return async () => (await admin.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [database])).rows.map((row) => row.pid);
+}
+
+/** A postmaster and every process it forked. */
+function clusterOf(postmaster: number): number[] {
+  return [postmaster, ...processes().filter((p) => p.ppid === postmaster).map((p) => p.pid)];
+}
+
+function baseEnv(): NodeJS.ProcessEnv {
+  const { PGWARD_STATE_URL: _s, EVENTSTORE_URL: _e, NATS_URL: _n, PGWARD_MASTER_KEY: _k, ...rest } = process.env;
+  return { ...rest, PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_LOG_LEVEL: 'warn' };
+}
+
+async function scratchDir(teardown: Teardown): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'pgward-bench-e2e-'));
+  await chmod(dir, 0o755);
+  teardown.add(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+async function provisioned(httpUrl: string, env: NodeJS.ProcessEnv, upstream: Upstream): Promise<{ provisioned: Provisioned; logins: Record<Credential, Login> }> {
+  const result = await provision({ httpUrl, env }, upstream, POLICIES);
+  return { provisioned: result, logins: { open: result.logins.open!, realistic: result.logins.realistic! } };
+}
+
+function stopOnTeardown(teardown: Teardown, running: PgwardProcess, what: string): void {
+  teardown.add(async () => {
+    const code = await running.stop();
+    if (code !== 0) throw new Error(`${what} exited with ${code}:\n${running.output().slice(-4_000)}`);
+  });
+}
+
+/** `node bin/pgward.js serve` in a fresh data directory. */
+export async function startServe(upstream: Upstream, admin: pg.Client, teardown: Teardown): Promise<Deployment> {
+  const dir = await scratchDir(teardown);
+  const [httpPort, proxyPort, pgPort] = [await freePort(), await freePort(), await freePort()];
+  const env = { ...baseEnv(), PGWARD_DATA_DIR: join(dir, '.pgward'), PGWARD_HTTP_PORT: String(httpPort), PGWARD_PROXY_PORT: String(proxyPort), PGWARD_EMBEDDED_PG_PORT: String(pgPort) };
+  const running = await startPgward(['serve'], env, httpPort);
+  stopOnTeardown(teardown, running, 'pgward serve');
+  const serverPid = running.child.pid!;
+  const { provisioned: p, logins } = await provisioned(running.httpUrl, env, upstream);
+  const state = await openStateDatabase(loadConfig(env), { reuseRunning: true });
+  const postmaster = (): number | undefined => processes().find((q) => q.ppid === serverPid && / -D \S+\/\.pgward\/pg /.test(q.cmdline))?.pid;
+  const worker = (name: string) => async () => [workerPid(serverPid, name)].filter((pid): pid is number => pid !== undefined);
+  return {
+    name: 'serve',
+    proxyPort,
+    provisioned: p,
+    logins,
+    env,
+    stateUrl: state.url,
+    processes: {
+      'proxy (serve)': async () => [serverPid],
+      'ingest+projector': worker('pipeline'),
+      api: worker('api'),
+      'state PG': async () => {
+        const pid = postmaster();
+        return pid === undefined ? [] : clusterOf(pid);
+      },
+      'upstream PG': backendsOf(admin, upstream.database),
+    },
+    description: `node bin/pgward.js serve (pid ${serverPid}): embedded PostgreSQL on ${pgPort}, in-process bus, proxy on ${proxyPort}, workers pipeline and api`,
+  };
+}
+
+/** The roles as separate processes on a fresh state database of the machine's PostgreSQL, and a NATS stream of their own. */
+export async function startSplit(upstream: Upstream, admin: pg.Client, natsUrl: string, teardown: Teardown): Promise<Deployment> {
+  const dir = await scratchDir(teardown);
+  const tag = randomBytes(4).toString('hex');
+  const stateDatabase = `pgward_e2e_state_${tag}`;
+  await admin.query(`create database ${stateDatabase}`);
+  teardown.add(() => admin.query(`drop database if exists ${stateDatabase} with (force)`));
+  const stream = `PGWARD_E2E_${tag}`;
+  teardown.add(async () => {
+    const nc = await connect({ servers: natsUrl });
+    try {
+      await (await jetstreamManager(nc)).streams.delete(stream).catch(() => undefined);
+    } finally {
+      await nc.close();
+    }
+  });
+  const stateUrl = withDatabase(MACHINE_PG, stateDatabase);
+  const proxyPort = await freePort();
+  const env = {
+    ...baseEnv(),
+    PGWARD_DATA_DIR: dir,
+    PGWARD_STATE_URL: stateUrl,
+    PGWARD_MASTER_KEY: randomBytes(32).toString('base64'),
+    NATS_URL: natsUrl,
+    PGWARD_NATS_STREAM: stream,
+    PGWARD_NATS_SUBJECT: `pgward.e2e.${tag}`,
+    PGWARD_PROXY_PORT: String(proxyPort),
+  };
+  const roles: Record<string, PgwardProcess> = {};
+  // Ingest first: it creates the anchor key the API reads.
+  for (const role of ['ingest', 'projector', 'api', 'proxy']) {
+    const httpPort = await freePort();
+    const running = await startPgward(['serve', '--role', role], { ...env, PGWARD_HTTP_PORT: String(httpPort) }, httpPort);
+    stopOnTeardown(teardown, running, `pgward serve --role ${role}`);
+    roles[role] = running;
+  }
+  const { provisioned: p, logins } = await provisioned(roles.api!.httpUrl, env, upstream);
+  const pidOf = (role: string) => async () => [roles[role]!.child.pid!];
+  return {
+    name: 'split',
+    proxyPort,
+    provisioned: p,
+    logins,
+    env,
+    stateUrl,
+    processes: {
+      proxy: pidOf('proxy'),
+      ingest: pidOf('ingest'),
+      projector: pidOf('projector'),
+      api: pidOf('api'),
+      'state PG': backendsOf(admin, stateDatabase),
+      'upstream PG': backendsOf(admin, upstream.database),
+    },
+    description: `pgward serve --role proxy|ingest|projector|api as four processes; state in database ${stateDatabase} of the machine's PostgreSQL; NATS stream ${stream}`,
+  };
+}

@@ -1,0 +1,305 @@
+/**
+ * Benchmark of the product (`npm run bench:e2e`): pgward as users run it, audit included, against
+ * direct PostgreSQL and PgBouncer in the same rounds. A measurement, not a test: figures below
+ * target print BELOW; only errors (and a lost or doubled audit entry) exit non-zero.
+ *
+ * Upstream is the machine's PostgreSQL (127.0.0.1:5432) with a fresh `pgbench -i -s 10` database;
+ * PgBouncer (transaction mode, pool 10) fronts it. Each deployment (e2e-deployments.ts) is started,
+ * provisioned with an open and a realistic credential, warmed up, then measured for several rounds:
+ * `pgbench -S` in each protocol mode and client count against direct, PgBouncer, and pgward under
+ * each credential. At the end of each deployment's rounds the bench proves nothing was lost: the
+ * project's audit entries (read model and event store) equal the statements run, how long after
+ * the load they were all there, and that the chain verifies.
+ *
+ * Settings (for quick runs): PGWARD_BENCH_SECONDS (per run, 5), PGWARD_BENCH_WARMUP_SECONDS (3),
+ * PGWARD_BENCH_ROUNDS (3), PGWARD_BENCH_MODES (simple,extended,prepared), PGWARD_BENCH_CLIENTS
+ * (1,10,50), PGWARD_BENCH_DEPLOYMENTS (serve,split), NATS_URL (nats://127.0.0.1:4222).
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { verifyAudit, type Login } from '../support/pgward-process.js';
+import { describeOutcome, median, number, ratio, Results, subset, table, verdict, wholeNumber, type Pick } from './bench-kit.js';
+import { CpuMeter } from './e2e-cpu.js';
+import { DEPLOYMENTS, startServe, startSplit, type Credential, type Deployment, type DeploymentName } from './e2e-deployments.js';
+import { initialize, runArgs, select, type Endpoint, type Mode, type Outcome } from './proxy-pgbench.js';
+import { findBinaries, run, serverUser, startPgBouncer, Teardown, type Cluster } from './proxy-servers.js';
+
+const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared'];
+const TARGETS = ['direct', 'PgBouncer', 'open', 'realistic'] as const;
+type Target = (typeof TARGETS)[number];
+const PGWARD_TARGETS: readonly Credential[] = ['open', 'realistic'];
+const SCALE = 10;
+const PGBOUNCER = '/usr/sbin/pgbouncer';
+const MACHINE_PG = { port: 5432, user: 'postgres' };
+
+const TARGET_OPEN_VS_DIRECT = 0.25;
+const TARGET_REALISTIC_VS_DIRECT = 0.2;
+const TARGET_SPLIT_VS_DIRECT = 0.3;
+const TARGET_ADDED_P50_US = 150;
+const TARGET_AUDIT_LAG_S = 5;
+const TARGET_STEADY = 0.9;
+
+const SECONDS = wholeNumber('PGWARD_BENCH_SECONDS', 'seconds', 1, 5);
+const WARMUP_SECONDS = wholeNumber('PGWARD_BENCH_WARMUP_SECONDS', 'seconds', 0, 3);
+const ROUNDS = wholeNumber('PGWARD_BENCH_ROUNDS', 'rounds', 1, 3);
+const MODES = subset('PGWARD_BENCH_MODES', ALL_MODES);
+const CLIENTS = subset('PGWARD_BENCH_CLIENTS', [1, 10, 50]);
+const DEPLOYMENT_NAMES = subset('PGWARD_BENCH_DEPLOYMENTS', DEPLOYMENTS);
+const NATS_URL = process.env.NATS_URL || 'nats://127.0.0.1:4222';
+/** How long the bench waits for the audit trail to hold every statement before it reports a loss. */
+const AUDIT_WAIT_MS = 300_000;
+
+function log(line: string): void {
+  console.log(`[bench:e2e] ${line}`);
+}
+
+/** CPU µs per transaction of each process group, by (mode, clients, credential), one value per round. */
+class CpuFigures {
+  private readonly cells = new Map<string, Record<string, number>[]>();
+
+  add(mode: Mode, clients: number, target: Target, perTransaction: Record<string, number>): void {
+    const key = `${mode}/${clients}/${target}`;
+    this.cells.set(key, [...(this.cells.get(key) ?? []), perTransaction]);
+  }
+
+  median(mode: Mode, clients: number, target: Target, group: string): number {
+    return median((this.cells.get(`${mode}/${clients}/${target}`) ?? []).map((round) => round[group]).filter((v): v is number => v !== undefined));
+  }
+}
+
+interface Audited {
+  readonly statements: number;
+  readonly entries: number;
+  readonly events: number;
+  readonly lagSeconds: number;
+  readonly chainOk: boolean;
+}
+
+function printReport(deployment: DeploymentName, results: Results<Target>, cpu: CpuFigures, groups: readonly string[], audited: Audited): void {
+  const tps = (target: Target) => (mode: Mode, clients: number) => results.cell(mode, clients, [target], (o) => o.tps, number.format);
+  const share = (a: Target, b: Target) => (mode: Mode, clients: number) => results.cell(mode, clients, [a, b], (x, y) => x.tps / y.tps, (n) => `${ratio.format(n)}×`);
+  const columns = [tps('direct'), tps('PgBouncer'), tps('open'), share('open', 'direct'), share('open', 'PgBouncer'), tps('realistic'), share('realistic', 'direct'), share('realistic', 'PgBouncer')];
+  const rows = MODES.flatMap((mode) => CLIENTS.map((clients) => [mode, String(clients), ...columns.map((cell) => cell(mode, clients))]));
+  console.log(`\n== ${deployment} ==\n\nThroughput (pgbench -S): median TPS over ${ROUNDS} rounds of ${SECONDS} s; ratios are medians of the per-round ratios\n`);
+  console.log(table(['mode', 'c', 'direct', 'PgBouncer', 'open', 'open/direct', 'open/PgBouncer', 'realistic', 'realistic/direct', 'realistic/PgBouncer'], rows));
+
+  if (CLIENTS.includes(1)) {
+    const at = (target: Target, key: 'p50' | 'p99') => (mode: Mode) => results.cell(mode, 1, [target], (o) => o.latency![key], number.format);
+    const added = (target: Target) => (mode: Mode) => results.cell(mode, 1, [target, 'direct'], (w, d) => w.latency!.p50 - d.latency!.p50, number.format);
+    const latency = MODES.map((mode) => [mode, '1', ...[at('direct', 'p50'), at('direct', 'p99'), at('PgBouncer', 'p50'), at('open', 'p50'), at('open', 'p99'), added('open'), at('realistic', 'p50'), at('realistic', 'p99'), added('realistic')].map((cell) => cell(mode))]);
+    console.log(`\nLatency at c=1 (µs, pgbench --log): medians over the rounds; added = p50 − direct p50 of the same round\n`);
+    console.log(table(['mode', 'c', 'direct p50', 'direct p99', 'PgBouncer p50', 'open p50', 'open p99', 'open added p50', 'realistic p50', 'realistic p99', 'realistic added p50'], latency));
+  }
+
+  const cpuRows = MODES.flatMap((mode) =>
+    CLIENTS.flatMap((clients) =>
+      ([...PGWARD_TARGETS, 'PgBouncer'] as const).map((target) => {
+        const cells = [...groups, 'PgBouncer'].map((group) => cpu.median(mode, clients, target, group));
+        const total = cells.filter((v) => !Number.isNaN(v)).reduce((a, b) => a + b, 0);
+        return [`${mode} ${target}`, String(clients), ...cells.map((v) => (Number.isNaN(v) ? '' : number.format(v))), number.format(total)];
+      }),
+    ),
+  );
+  console.log(`\nCPU per transaction (µs, /proc/<pid>/stat; medians over the rounds; upstream PG = the backends of the bench database)\n`);
+  console.log(table(['run', 'c', ...groups, 'PgBouncer', 'total'], cpuRows));
+
+  const failures = results.failures(MODES, CLIENTS, TARGETS);
+  if (failures.length > 0) console.log(`\nFailed runs (shown as fail above):\n${failures.join('\n')}`);
+
+  console.log('\nNothing lost:');
+  console.log(`  statements run through pgward: ${number.format(audited.statements)} (pgbench transactions, warm-ups included, plus the bench's own probes)`);
+  console.log(`  audit entries: ${number.format(audited.entries)} in the read model, ${number.format(audited.events)} in the event store ${verdict(audited.entries === audited.statements && audited.events === audited.statements).replace('BELOW', 'MISMATCH')}`);
+  console.log(`  audit lag after the load: ${audited.lagSeconds.toFixed(1)} s; chain verifies: ${audited.chainOk ? 'yes' : 'NO'}`);
+
+  console.log('\nTargets:');
+  const vs = (target: Target, mode: Mode, clients: number) => results.median(mode, clients, [target, 'direct'], (w, d) => w.tps / d.tps);
+  if (MODES.includes('extended') && CLIENTS.includes(10)) {
+    const open = vs('open', 'extended', 10);
+    const realistic = vs('realistic', 'extended', 10);
+    const minimum = deployment === 'split' ? TARGET_SPLIT_VS_DIRECT : TARGET_OPEN_VS_DIRECT;
+    console.log(`  open/direct at c=10 extended >= ${ratio.format(minimum)}×: ${ratio.format(open)}× ${verdict(open >= minimum)}`);
+    if (deployment === 'serve') console.log(`  realistic/direct at c=10 extended >= ${ratio.format(TARGET_REALISTIC_VS_DIRECT)}×: ${ratio.format(realistic)}× ${verdict(realistic >= TARGET_REALISTIC_VS_DIRECT)}`);
+    const rounds = results.perRound('extended', 10, ['open'], (o) => o.tps);
+    if (rounds.length > 1) console.log(`  steady: last round / first round at c=10 extended open >= ${TARGET_STEADY}: ${ratio.format(rounds.at(-1)! / rounds[0]!)} ${verdict(rounds.at(-1)! / rounds[0]! >= TARGET_STEADY)}`);
+  }
+  if (CLIENTS.includes(1)) {
+    const added: Pick = (w, d) => w.latency!.p50 - d.latency!.p50;
+    const worst = Math.max(...MODES.map((mode) => results.median(mode, 1, ['open', 'direct'], added)));
+    console.log(`  added p50 at c=1 (open, worst mode) <= ${TARGET_ADDED_P50_US} µs: ${number.format(worst)} µs ${verdict(worst <= TARGET_ADDED_P50_US)}`);
+  }
+  console.log(`  every statement audited within ${TARGET_AUDIT_LAG_S} s of the load's end, chain verified: ${verdict(audited.entries === audited.statements && audited.lagSeconds <= TARGET_AUDIT_LAG_S && audited.chainOk)}`);
+}
+
+/** Entries of the project in the read model, counted straight from the state database. */
+async function auditEntryCount(stateUrl: string, projectId: string): Promise<number> {
+  const client = new pg.Client({ connectionString: stateUrl });
+  await client.connect();
+  try {
+    return Number((await client.query<{ n: string }>('select count(*) as n from rm.audit_entries where project_id = $1', [projectId])).rows[0]!.n);
+  } finally {
+    await client.end();
+  }
+}
+
+/** One statement through pgward under `login`, the bench's own probe that the credential works. */
+async function probe(port: number, login: Login): Promise<void> {
+  const client = new pg.Client({ host: '127.0.0.1', port, ...login, ssl: false });
+  await client.connect();
+  try {
+    await client.query('select count(*) from public.pgbench_branches');
+  } finally {
+    await client.end();
+  }
+}
+
+async function measure(deployment: Deployment, direct: Endpoint, bouncer: { port: number; pid: number; servesPrepared: boolean }, pgbench: string, logs: string, signal: AbortSignal): Promise<void> {
+  const endpoints: Record<Target, Endpoint> = {
+    direct,
+    PgBouncer: { ...direct, port: bouncer.port },
+    open: { port: deployment.proxyPort, ...deployment.logins.open },
+    realistic: { port: deployment.proxyPort, ...deployment.logins.realistic },
+  };
+  let statements = 0;
+  for (const credential of PGWARD_TARGETS) {
+    await probe(deployment.proxyPort, deployment.logins[credential]);
+    statements += 1;
+  }
+  const serves = (target: Target, mode: Mode): boolean => target !== 'PgBouncer' || mode !== 'prepared' || bouncer.servesPrepared;
+  const count = (target: Target, outcome: Outcome): void => {
+    if (target !== 'open' && target !== 'realistic') return;
+    if (!outcome.ok) throw new Error(`a pgbench run through pgward failed (${outcome.reason}): the statements it ran are unknown, so the audit count cannot be checked`);
+    statements += outcome.transactions;
+  };
+
+  if (WARMUP_SECONDS > 0) {
+    log(`warm-up: ${WARMUP_SECONDS} s of each mode at c=10 per target`);
+    for (const mode of MODES) {
+      for (const target of TARGETS) {
+        if (!serves(target, mode)) continue;
+        const outcome = await select(pgbench, endpoints[target], { mode, clients: 10, seconds: WARMUP_SECONDS }, signal);
+        count(target, outcome);
+        if (!outcome.ok) log(`warm-up ${mode} ${target}: ${describeOutcome(outcome)}`);
+      }
+    }
+  }
+
+  const results = new Results<Target>();
+  const cpu = new CpuFigures();
+  const groups = Object.keys(deployment.processes);
+  const runs = ROUNDS * MODES.length * CLIENTS.length * TARGETS.length;
+  log(`${runs} runs of ${SECONDS} s: pgbench ${runArgs({ mode: 'extended', clients: 10, seconds: SECONDS }).join(' ')} (and the other modes and client counts), --log at c=1`);
+  let done = 0;
+  for (let round = 1; round <= ROUNDS; round++) {
+    for (const mode of MODES) {
+      for (const clients of CLIENTS) {
+        for (const target of TARGETS) {
+          signal.throwIfAborted();
+          if (!serves(target, mode)) {
+            results.add(mode, clients, target, undefined);
+            continue;
+          }
+          const logPrefix = clients === 1 ? join(logs, `${deployment.name}-${target}-${mode}-${round}`) : undefined;
+          const through = target === 'open' || target === 'realistic';
+          const meter = through ? new CpuMeter(deployment.processes) : target === 'PgBouncer' ? new CpuMeter({ PgBouncer: async () => [bouncer.pid] }) : undefined;
+          await meter?.begin();
+          const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...(logPrefix ? { logPrefix } : {}) }, signal);
+          const used = await meter?.end();
+          count(target, outcome);
+          results.add(mode, clients, target, outcome);
+          let cpuLine = '';
+          if (used && outcome.ok && outcome.transactions > 0) {
+            const perTransaction = Object.fromEntries(Object.entries(used).map(([group, us]) => [group, us / outcome.transactions]));
+            cpu.add(mode, clients, target, perTransaction);
+            cpuLine = `; CPU µs/txn ${Object.entries(perTransaction).map(([group, us]) => `${group} ${number.format(us)}`).join(', ')}`;
+          }
+          log(`[${++done}/${runs}] ${deployment.name} round ${round}/${ROUNDS} ${mode} c=${clients} ${target}: ${describeOutcome(outcome)}${cpuLine}`);
+        }
+      }
+    }
+  }
+
+  const loadEnded = Date.now();
+  const projectId = deployment.provisioned.projectId;
+  let entries = await auditEntryCount(deployment.stateUrl, projectId);
+  while (entries < statements && Date.now() - loadEnded < AUDIT_WAIT_MS) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    entries = await auditEntryCount(deployment.stateUrl, projectId);
+  }
+  const lagSeconds = (Date.now() - loadEnded) / 1000;
+  // Anything arriving late would show as more entries than statements.
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const tally = verifyAudit(projectId, deployment.env);
+  log(`audit: ${tally.entries} entries verified (${tally.events} from the events) for ${statements} statements; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  const audited: Audited = { statements, entries: tally.entries, events: tally.events, lagSeconds, chainOk: tally.ok };
+  printReport(deployment.name, results, cpu, groups, audited);
+  if (tally.entries !== statements || tally.events !== statements || !tally.ok) {
+    throw new Error(`the audit trail does not match the statements run: ${JSON.stringify(tally.report)}`);
+  }
+}
+
+async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
+  if (!existsSync(PGBOUNCER)) throw new Error(`${PGBOUNCER} is missing: install the Debian package pgbouncer`);
+  const binaries = await findBinaries();
+  const runAs = serverUser();
+  const dir = await mkdtemp(join(tmpdir(), 'pgward-bench-e2e-'));
+  teardown.add(() => rm(dir, { recursive: true, force: true }));
+  if (runAs) await chmod(dir, 0o711);
+  const logs = join(dir, 'logs');
+  await mkdir(logs);
+  log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}), Node ${process.version}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(`${(await run(binaries.pgbench, ['--version'])).trim()}; settings: ${SECONDS} s runs, ${WARMUP_SECONDS} s warm-up, ${ROUNDS} rounds, modes ${MODES.join(',')}, clients ${CLIENTS.join(',')}, deployments ${DEPLOYMENT_NAMES.join(',')}`);
+
+  const admin = new pg.Client({ host: '127.0.0.1', port: MACHINE_PG.port, user: MACHINE_PG.user, database: 'postgres' });
+  await admin.connect();
+  teardown.add(() => admin.end());
+  const database = `pgward_e2e_bench_${randomBytes(4).toString('hex')}`;
+  await admin.query(`create database ${database}`);
+  teardown.add(() => admin.query(`drop database if exists ${database} with (force)`));
+  const version = (await admin.query<{ version: string }>('select version()')).rows[0]!.version;
+  log(`upstream: the machine's PostgreSQL on 127.0.0.1:${MACHINE_PG.port} (${version}), database ${database}; pgbench -i -s ${SCALE}`);
+  // The machine's PostgreSQL trusts local connections: the password is what PgBouncer and pgward are given, never checked upstream.
+  const password = `bench-${process.pid}`;
+  const direct: Endpoint = { port: MACHINE_PG.port, user: MACHINE_PG.user, password, database };
+  await initialize(binaries.pgbench, direct, SCALE, signal);
+
+  const cluster: Cluster = { port: MACHINE_PG.port, user: MACHINE_PG.user, password, url: (name) => `postgresql://${MACHINE_PG.user}@127.0.0.1:${MACHINE_PG.port}/${name}` };
+  const bouncer = await startPgBouncer(dir, PGBOUNCER, cluster, database, runAs, teardown);
+  log(`PgBouncer ${bouncer.version} on 127.0.0.1:${bouncer.port}: transaction mode, pool 10, SCRAM auth${bouncer.servesPrepared ? '' : '; prepared statements not served by this version (prepared rows n/a)'}`);
+  const upstream = { host: '127.0.0.1', port: MACHINE_PG.port, database, user: MACHINE_PG.user, password };
+
+  for (const name of DEPLOYMENT_NAMES) {
+    const scope = new Teardown();
+    try {
+      const deployment = name === 'serve' ? await startServe(upstream, admin, scope) : await startSplit(upstream, admin, NATS_URL, scope);
+      log(`${name}: ${deployment.description}`);
+      await measure(deployment, direct, bouncer, binaries.pgbench, logs, signal);
+    } finally {
+      await scope.run((error) => console.error(`[bench:e2e] stopping ${name} failed:`, error));
+    }
+  }
+}
+
+async function main(): Promise<void> {
+  const teardown = new Teardown();
+  const abort = new AbortController();
+  const interrupt = (): void => abort.abort(new Error('interrupted'));
+  process.on('SIGINT', interrupt);
+  process.on('SIGTERM', interrupt);
+  try {
+    await bench(teardown, abort.signal);
+  } finally {
+    log('cleaning up');
+    await teardown.run((error) => console.error('[bench:e2e] cleanup step failed:', error));
+    process.off('SIGINT', interrupt);
+    process.off('SIGTERM', interrupt);
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error('[bench:e2e] failed:', error);
+  process.exitCode = 1;
+});
