@@ -129,7 +129,8 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
 
     let activeRunners = 0;
     for (const runner of runners) void runner.active.then(() => activeRunners++);
-    metrics.setLagSource(async () => {
+    // The lag is the projector's figure: read where it runs, never on a proxy's thread at each scrape.
+    if (roles.has('projector')) metrics.setLagSource(async () => {
       const head = await store.headPosition();
       const lags: Record<string, number> = {};
       for (const projection of projections) {
