@@ -177,8 +177,9 @@ async function measure(deployment: Deployment, direct: Endpoint, bouncer: { port
   const serves = (target: Target, mode: Mode): boolean => target !== 'PgBouncer' || mode !== 'prepared' || bouncer.servesPrepared;
   const count = (target: Target, outcome: Outcome): void => {
     if (target !== 'open' && target !== 'realistic') return;
-    if (!outcome.ok) throw new Error(`a pgbench run through pgward failed (${outcome.reason}): the statements it ran are unknown, so the audit count cannot be checked`);
-    statements += PGBENCH_SETUP_STATEMENTS + outcome.transactions;
+    const transactions = outcome.transactions;
+    if (transactions === undefined) throw new Error(`a pgbench run through pgward failed (${!outcome.ok && outcome.reason}): the statements it ran are unknown, so the audit count cannot be checked`);
+    statements += PGBENCH_SETUP_STATEMENTS + transactions;
   };
 
   if (WARMUP_SECONDS > 0) {

@@ -37,7 +37,7 @@ export interface Latency {
 
 export type Outcome =
   | { readonly ok: true; readonly tps: number; readonly transactions: number; /** Microseconds, when logged. */ readonly latency?: Latency }
-  | { readonly ok: false; readonly reason: string };
+  | { readonly ok: false; readonly reason: string; /** When pgbench reported them though the run failed (none completed in time). */ readonly transactions?: number };
 
 /** Beyond the run's own duration: connecting 50 clients with SCRAM, and a proxy that stops answering. */
 const GRACE_MS = 60_000;
@@ -91,6 +91,8 @@ export async function select(binary: string, endpoint: Endpoint, run: Run, signa
   }
   const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(output);
   const transactions = /number of transactions actually processed: (\d+)/.exec(output);
+  // Clients that took the whole run to connect (SCRAM for 50 on a busy machine) leave a summary without a rate.
+  if (!tps && transactions?.[1] === '0') return { ok: false, reason: 'no transaction completed within the run', transactions: 0 };
   if (!tps || !transactions) throw new Error(`cannot read pgbench's summary: ${output.trim()}`);
   const latencies = run.logPrefix ? await readLatencies(run.logPrefix) : undefined;
   const latency = latencies && { p50: percentile(latencies, 0.5), p99: percentile(latencies, 0.99) };
