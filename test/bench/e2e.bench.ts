@@ -16,24 +16,20 @@
  * (1,10,50), PGWARD_BENCH_DEPLOYMENTS (serve,split), NATS_URL (nats://127.0.0.1:4222).
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
-import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { verifyAudit, type Login } from '../support/pgward-process.js';
-import { describeOutcome, median, number, ratio, Results, subset, table, verdict, wholeNumber, type Pick } from './bench-kit.js';
+import { benchSettings, describeOutcome, eachRun, loadAverage, median, PGBOUNCER, prepareWorkspace, runBench, number, ratio, Results, subset, table, verdict, type Pick } from './bench-kit.js';
 import { CpuMeter } from './e2e-cpu.js';
 import { DEPLOYMENTS, startServe, startSplit, type Credential, type Deployment, type DeploymentName } from './e2e-deployments.js';
 import { initialize, runArgs, select, type Endpoint, type Mode, type Outcome } from './proxy-pgbench.js';
-import { findBinaries, run, serverUser, startPgBouncer, Teardown, type Cluster } from './proxy-servers.js';
+import { startPgBouncer, Teardown, type Cluster } from './proxy-servers.js';
 
 const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared'];
 const TARGETS = ['direct', 'PgBouncer', 'open', 'realistic'] as const;
 type Target = (typeof TARGETS)[number];
 const PGWARD_TARGETS: readonly Credential[] = ['open', 'realistic'];
 const SCALE = 10;
-const PGBOUNCER = '/usr/sbin/pgbouncer';
 const MACHINE_PG = { port: 5432, user: 'postgres' };
 /**
  * Statements pgbench sends before its transactions, on a connection of its own: the branch count
@@ -49,11 +45,7 @@ const TARGET_ADDED_P50_US = 150;
 const TARGET_AUDIT_LAG_S = 5;
 const TARGET_STEADY = 0.9;
 
-const SECONDS = wholeNumber('PGWARD_BENCH_SECONDS', 'seconds', 1, 5);
-const WARMUP_SECONDS = wholeNumber('PGWARD_BENCH_WARMUP_SECONDS', 'seconds', 0, 3);
-const ROUNDS = wholeNumber('PGWARD_BENCH_ROUNDS', 'rounds', 1, 3);
-const MODES = subset('PGWARD_BENCH_MODES', ALL_MODES);
-const CLIENTS = subset('PGWARD_BENCH_CLIENTS', [1, 10, 50]);
+const { seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, rounds: ROUNDS, modes: MODES, clients: CLIENTS } = benchSettings(ALL_MODES);
 const DEPLOYMENT_NAMES = subset('PGWARD_BENCH_DEPLOYMENTS', DEPLOYMENTS);
 const NATS_URL = process.env.NATS_URL || 'nats://127.0.0.1:4222';
 /** How long the bench waits for the audit trail to hold every statement before it reports a loss. */
@@ -199,35 +191,23 @@ async function measure(deployment: Deployment, direct: Endpoint, bouncer: { port
   const groups = Object.keys(deployment.processes);
   const runs = ROUNDS * MODES.length * CLIENTS.length * TARGETS.length;
   log(`${runs} runs of ${SECONDS} s: pgbench ${runArgs({ mode: 'extended', clients: 10, seconds: SECONDS }).join(' ')} (and the other modes and client counts), --log at c=1`);
-  let done = 0;
-  for (let round = 1; round <= ROUNDS; round++) {
-    for (const mode of MODES) {
-      for (const clients of CLIENTS) {
-        for (const target of TARGETS) {
-          signal.throwIfAborted();
-          if (!serves(target, mode)) {
-            results.add(mode, clients, target, undefined);
-            continue;
-          }
-          const logPrefix = clients === 1 ? join(logs, `${deployment.name}-${target}-${mode}-${round}`) : undefined;
-          const through = target === 'open' || target === 'realistic';
-          const meter = through ? new CpuMeter(deployment.processes) : target === 'PgBouncer' ? new CpuMeter({ PgBouncer: async () => [bouncer.pid] }) : undefined;
-          await meter?.begin();
-          const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...(logPrefix ? { logPrefix } : {}) }, signal);
-          const used = await meter?.end();
-          count(target, outcome);
-          results.add(mode, clients, target, outcome);
-          let cpuLine = '';
-          if (used && outcome.ok && outcome.transactions > 0) {
-            const perTransaction = Object.fromEntries(Object.entries(used).map(([group, us]) => [group, us / outcome.transactions]));
-            cpu.add(mode, clients, target, perTransaction);
-            cpuLine = `; CPU µs/txn ${Object.entries(perTransaction).map(([group, us]) => `${group} ${number.format(us)}`).join(', ')}`;
-          }
-          log(`[${++done}/${runs}] ${deployment.name} round ${round}/${ROUNDS} ${mode} c=${clients} ${target}: ${describeOutcome(outcome)}${cpuLine}`);
-        }
-      }
+  await eachRun({ rounds: ROUNDS, modes: MODES, clients: CLIENTS, targets: TARGETS, serves }, results, signal, async ({ mode, clients, target, round, progress }) => {
+    const logPrefix = clients === 1 ? join(logs, `${deployment.name}-${target}-${mode}-${round}`) : undefined;
+    const through = target === 'open' || target === 'realistic';
+    const meter = through ? new CpuMeter(deployment.processes) : target === 'PgBouncer' ? new CpuMeter({ PgBouncer: async () => [bouncer.pid] }) : undefined;
+    await meter?.begin();
+    const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...(logPrefix ? { logPrefix } : {}) }, signal);
+    const used = await meter?.end();
+    count(target, outcome);
+    let cpuLine = '';
+    if (used && outcome.ok && outcome.transactions > 0) {
+      const perTransaction = Object.fromEntries(Object.entries(used).map(([group, us]) => [group, us / outcome.transactions]));
+      cpu.add(mode, clients, target, perTransaction);
+      cpuLine = `; CPU µs/txn ${Object.entries(perTransaction).map(([group, us]) => `${group} ${number.format(us)}`).join(', ')}`;
     }
-  }
+    log(`${progress} ${deployment.name} ${mode} c=${clients} ${target}: ${describeOutcome(outcome)}${cpuLine}`);
+    return outcome;
+  });
 
   const loadEnded = Date.now();
   const projectId = deployment.provisioned.projectId;
@@ -240,7 +220,7 @@ async function measure(deployment: Deployment, direct: Endpoint, bouncer: { port
   // Anything arriving late would show as more entries than statements.
   await new Promise((resolve) => setTimeout(resolve, 1_000));
   const tally = verifyAudit(projectId, deployment.env);
-  log(`audit: ${tally.entries} entries verified (${tally.events} from the events) for ${statements} statements; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  log(`audit: ${tally.entries} entries verified (${tally.events} from the events) for ${statements} statements; load average ${loadAverage()}`);
   const audited: Audited = { statements, entries: tally.entries, events: tally.events, lagSeconds, chainOk: tally.ok };
   printReport(deployment.name, results, cpu, groups, audited);
   if (tally.entries !== statements || tally.events !== statements || !tally.ok) {
@@ -249,16 +229,8 @@ async function measure(deployment: Deployment, direct: Endpoint, bouncer: { port
 }
 
 async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
-  if (!existsSync(PGBOUNCER)) throw new Error(`${PGBOUNCER} is missing: install the Debian package pgbouncer`);
-  const binaries = await findBinaries();
-  const runAs = serverUser();
-  const dir = await mkdtemp(join(tmpdir(), 'pgward-bench-e2e-'));
-  teardown.add(() => rm(dir, { recursive: true, force: true }));
-  if (runAs) await chmod(dir, 0o711);
-  const logs = join(dir, 'logs');
-  await mkdir(logs);
-  log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}), Node ${process.version}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-  log(`${(await run(binaries.pgbench, ['--version'])).trim()}; settings: ${SECONDS} s runs, ${WARMUP_SECONDS} s warm-up, ${ROUNDS} rounds, modes ${MODES.join(',')}, clients ${CLIENTS.join(',')}, deployments ${DEPLOYMENT_NAMES.join(',')}`);
+  const { binaries, runAs, dir, logs } = await prepareWorkspace('bench-e2e', teardown, log);
+  log(`settings: ${SECONDS} s runs, ${WARMUP_SECONDS} s warm-up, ${ROUNDS} rounds, modes ${MODES.join(',')}, clients ${CLIENTS.join(',')}, deployments ${DEPLOYMENT_NAMES.join(',')}`);
 
   const admin = new pg.Client({ host: '127.0.0.1', port: MACHINE_PG.port, user: MACHINE_PG.user, database: 'postgres' });
   await admin.connect();
@@ -290,23 +262,4 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
   }
 }
 
-async function main(): Promise<void> {
-  const teardown = new Teardown();
-  const abort = new AbortController();
-  const interrupt = (): void => abort.abort(new Error('interrupted'));
-  process.on('SIGINT', interrupt);
-  process.on('SIGTERM', interrupt);
-  try {
-    await bench(teardown, abort.signal);
-  } finally {
-    log('cleaning up');
-    await teardown.run((error) => console.error('[bench:e2e] cleanup step failed:', error));
-    process.off('SIGINT', interrupt);
-    process.off('SIGTERM', interrupt);
-  }
-}
-
-main().catch((error: unknown) => {
-  console.error('[bench:e2e] failed:', error);
-  process.exitCode = 1;
-});
+runBench('bench:e2e', bench);

@@ -8,16 +8,14 @@
  * each in turn for every protocol mode and client count, for several rounds, and each round's
  * figures are compared with direct PostgreSQL's from the same round.
  */
-import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import pg from 'pg';
 import { POOL_CONFIG, startGateway } from './proxy-gateway.js';
 import { startPipe } from './proxy-pipe.js';
-import { describeOutcome as describe, number, ratio, Results as RoundResults, subset, table, verdict, wholeNumber, type Pick } from './bench-kit.js';
+import { benchSettings, describeOutcome as describe, eachRun, loadAverage, number, PGBOUNCER, prepareWorkspace, runBench, ratio, Results as RoundResults, subset, table, verdict, wholeNumber, type Pick } from './bench-kit.js';
 import { initialize, policyScript, runArgs, select, type Endpoint, type Latency, type Mode } from './proxy-pgbench.js';
-import { CLUSTER_SETTINGS, findBinaries, processCpu, run, serverUser, startCluster, startPgBouncer, Teardown } from './proxy-servers.js';
+import { CLUSTER_SETTINGS, processCpu, startCluster, startPgBouncer, type Teardown } from './proxy-servers.js';
 
 const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'policy'];
 /** `pipe`: a Node TCP pipe with no logic (proxy-pipe.ts), the floor for anything written in Node on this machine. */
@@ -25,7 +23,6 @@ const ALL_TARGETS = ['direct', 'PgBouncer', 'pipe', 'pgward'] as const;
 type Target = (typeof ALL_TARGETS)[number];
 const SCALE = 10;
 const DATABASE = 'pgbench';
-const PGBOUNCER = '/usr/sbin/pgbouncer';
 const MIN_VS_DIRECT = 0.6;
 const MIN_VS_PGBOUNCER = 0.9;
 const MAX_ADDED_P50_US = 80;
@@ -38,12 +35,7 @@ function log(line: string): void {
   console.log(`[bench:proxy] ${line}`);
 }
 
-const SECONDS = wholeNumber('PGWARD_BENCH_SECONDS', 'seconds', 1, 5);
-/** Before the rounds, each target runs each mode unmeasured for this long: JIT compilation, caches and pools are warm when measuring starts. */
-const WARMUP_SECONDS = wholeNumber('PGWARD_BENCH_WARMUP_SECONDS', 'seconds', 0, 3);
-const ROUNDS = wholeNumber('PGWARD_BENCH_ROUNDS', 'rounds', 1, 3);
-const MODES = subset('PGWARD_BENCH_MODES', ALL_MODES);
-const CLIENTS = subset('PGWARD_BENCH_CLIENTS', [1, 10, 50]);
+const { seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, rounds: ROUNDS, modes: MODES, clients: CLIENTS } = benchSettings(ALL_MODES);
 const TARGETS = subset('PGWARD_BENCH_TARGETS', ALL_TARGETS);
 /** A fixed offered load (pgbench -R): pgward's CPU per transaction then hardly depends on what else the machine runs. */
 const RATE = wholeNumber('PGWARD_BENCH_RATE', 'transactions per second', 1);
@@ -108,16 +100,7 @@ async function admin(url: string, statements: readonly string[]): Promise<string
 
 async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
   const seconds = SECONDS;
-  if (!existsSync(PGBOUNCER)) throw new Error(`${PGBOUNCER} is missing: install the Debian package pgbouncer`);
-  const binaries = await findBinaries();
-  const runAs = serverUser();
-  const dir = await mkdtemp(join(tmpdir(), 'pgward-bench-proxy-'));
-  teardown.add(() => rm(dir, { recursive: true, force: true }));
-  if (runAs) await chmod(dir, 0o711);
-  const logs = join(dir, 'logs');
-  await mkdir(logs);
-  log(`machine: ${cpus().length} CPUs (${cpus()[0]?.model.trim()}), Node ${process.version}, load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-  log(`PostgreSQL binaries: ${binaries.source}; ${(await run(binaries.pgbench, ['--version'])).trim()}`);
+  const { binaries, runAs, dir, logs } = await prepareWorkspace('bench-proxy', teardown, log);
 
   const cluster = await startCluster(dir, binaries, runAs, teardown);
   const [version] = await admin(cluster.url('postgres'), ['select version()', `create database ${DATABASE}`, 'create database pgward_state']);
@@ -156,55 +139,24 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
     }
   }
   const results: Results = new RoundResults<Target>();
-  let done = 0;
-  for (let round = 1; round <= ROUNDS; round++) {
-    for (const mode of MODES) {
-      for (const clients of CLIENTS) {
-        for (const target of TARGETS) {
-          signal.throwIfAborted();
-          if (!serves(target, mode)) {
-            results.add(mode, clients, target, undefined);
-            continue;
-          }
-          const logPrefix = clients === 1 ? join(logs, `${target}-${mode}-${round}`) : undefined;
-          // A proxy's CPU time per transaction is a figure the machine's noise barely moves: pgward and the pipe run in this process, PgBouncer in its own.
-          const cpuOf = proxyCpu[target];
-          const cpuBefore = await cpuOf?.();
-          const endpoint = mode === 'policy' && target === 'pgward' ? governed : endpoints[target];
-          const outcome = await select(binaries.pgbench, endpoint, { mode, clients, seconds, script, ...(logPrefix ? { logPrefix } : {}), ...(RATE ? { rate: RATE } : {}) }, signal);
-          const cpuAfter = await cpuOf?.();
-          results.add(mode, clients, target, outcome);
-          const cpu = cpuBefore && cpuAfter && { user: cpuAfter.user - cpuBefore.user, system: cpuAfter.system - cpuBefore.system };
-          const perTransaction =
-            cpu && outcome.ok && outcome.transactions > 0
-              ? `, ${number.format((cpu.user + cpu.system) / outcome.transactions)} µs CPU per transaction in ${target} (user ${number.format(cpu.user / outcome.transactions)}, system ${number.format(cpu.system / outcome.transactions)})`
-              : '';
-          log(`[${++done}/${runs}] round ${round}/${ROUNDS} ${mode} c=${clients} ${target}: ${describe(outcome)}${perTransaction}`);
-        }
-      }
-    }
-  }
-  log(`pgward published ${number.format(gateway.messages())} bus messages of decisions; load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  await eachRun({ rounds: ROUNDS, modes: MODES, clients: CLIENTS, targets: TARGETS, serves }, results, signal, async ({ mode, clients, target, round, progress }) => {
+    const logPrefix = clients === 1 ? join(logs, `${target}-${mode}-${round}`) : undefined;
+    // A proxy's CPU time per transaction is a figure the machine's noise barely moves: pgward and the pipe run in this process, PgBouncer in its own.
+    const cpuOf = proxyCpu[target];
+    const cpuBefore = await cpuOf?.();
+    const endpoint = mode === 'policy' && target === 'pgward' ? governed : endpoints[target];
+    const outcome = await select(binaries.pgbench, endpoint, { mode, clients, seconds, script, ...(logPrefix ? { logPrefix } : {}), ...(RATE ? { rate: RATE } : {}) }, signal);
+    const cpuAfter = await cpuOf?.();
+    const cpu = cpuBefore && cpuAfter && { user: cpuAfter.user - cpuBefore.user, system: cpuAfter.system - cpuBefore.system };
+    const perTransaction =
+      cpu && outcome.ok && outcome.transactions > 0
+        ? `, ${number.format((cpu.user + cpu.system) / outcome.transactions)} µs CPU per transaction in ${target} (user ${number.format(cpu.user / outcome.transactions)}, system ${number.format(cpu.system / outcome.transactions)})`
+        : '';
+    log(`${progress} ${mode} c=${clients} ${target}: ${describe(outcome)}${perTransaction}`);
+    return outcome;
+  });
+  log(`pgward published ${number.format(gateway.messages())} bus messages of decisions; load average ${loadAverage()}`);
   printReport(results);
 }
 
-async function main(): Promise<void> {
-  const teardown = new Teardown();
-  const abort = new AbortController();
-  const interrupt = (): void => abort.abort(new Error('interrupted'));
-  process.on('SIGINT', interrupt);
-  process.on('SIGTERM', interrupt);
-  try {
-    await bench(teardown, abort.signal);
-  } finally {
-    log('cleaning up');
-    await teardown.run((error) => console.error('[bench:proxy] cleanup step failed:', error));
-    process.off('SIGINT', interrupt);
-    process.off('SIGTERM', interrupt);
-  }
-}
-
-main().catch((error: unknown) => {
-  console.error('[bench:proxy] failed:', error);
-  process.exitCode = 1;
-});
+runBench('bench:proxy', bench);
