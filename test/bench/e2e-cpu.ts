@@ -38,9 +38,14 @@ export class CpuMeter {
     }, SAMPLE_MS);
   }
 
+  /** Stops sampling on the timer; end() still takes its last reading. */
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
   /** Microseconds of CPU each group used since begin(). */
   async end(): Promise<Record<string, number>> {
-    clearInterval(this.timer);
+    this.stop();
     await this.sampling;
     await this.sample(false);
     const used: Record<string, number> = {};

@@ -196,7 +196,7 @@ async function measure(deployment: Deployment, direct: Endpoint, bouncer: { port
     const through = target === 'open' || target === 'realistic';
     const meter = through ? new CpuMeter(deployment.processes) : target === 'PgBouncer' ? new CpuMeter({ PgBouncer: async () => [bouncer.pid] }) : undefined;
     await meter?.begin();
-    const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...(logPrefix ? { logPrefix } : {}) }, signal);
+    const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...(logPrefix ? { logPrefix } : {}) }, signal).finally(() => meter?.stop());
     const used = await meter?.end();
     count(target, outcome);
     let cpuLine = '';
