@@ -15,10 +15,8 @@ import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
-import { loadConfig } from '../../src/config.js';
-import { openStateDatabase } from '../../src/state.js';
 import { freePort } from '../support/free-port.js';
-import { processes, provision, startPgward, workerPid, type Login, type PgwardProcess, type Provisioned, type Upstream } from '../support/pgward-process.js';
+import { processes, provision, startPgward, stateUrlOf, workerPid, type Login, type PgwardProcess, type Provisioned, type Upstream } from '../support/pgward-process.js';
 import { REALISTIC_POLICY } from './proxy-gateway.js';
 import type { Teardown } from './proxy-servers.js';
 
@@ -98,7 +96,6 @@ export async function startServe(upstream: Upstream, admin: pg.Client, teardown:
   stopOnTeardown(teardown, running, 'pgward serve');
   const serverPid = running.child.pid!;
   const { provisioned: p, logins } = await provisioned(running.httpUrl, env, upstream);
-  const state = await openStateDatabase(loadConfig(env), { reuseRunning: true });
   const postmaster = (): number | undefined => processes().find((q) => q.ppid === serverPid && / -D \S+\/\.pgward\/pg /.test(q.cmdline))?.pid;
   const worker = (name: string) => async () => [workerPid(serverPid, name)].filter((pid): pid is number => pid !== undefined);
   return {
@@ -107,7 +104,7 @@ export async function startServe(upstream: Upstream, admin: pg.Client, teardown:
     provisioned: p,
     logins,
     env,
-    stateUrl: state.url,
+    stateUrl: await stateUrlOf(env),
     processes: {
       'proxy (serve)': async () => [serverPid],
       'ingest+projector': worker('pipeline'),

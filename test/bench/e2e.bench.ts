@@ -18,7 +18,7 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import pg from 'pg';
-import { verifyAudit, type Login } from '../support/pgward-process.js';
+import { auditEntryCount, verifyAudit, type Login } from '../support/pgward-process.js';
 import { benchSettings, describeOutcome, eachRun, loadAverage, median, PGBOUNCER, prepareWorkspace, runBench, number, ratio, Results, subset, table, verdict, type Pick } from './bench-kit.js';
 import { CpuMeter } from './e2e-cpu.js';
 import { DEPLOYMENTS, startServe, startSplit, type Credential, type Deployment, type DeploymentName } from './e2e-deployments.js';
@@ -130,17 +130,6 @@ function printReport(deployment: DeploymentName, results: Results<Target>, cpu: 
     console.log(`  added p50 at c=1 (open, worst mode) <= ${TARGET_ADDED_P50_US} µs: ${number.format(worst)} µs ${verdict(worst <= TARGET_ADDED_P50_US)}`);
   }
   console.log(`  every statement audited within ${TARGET_AUDIT_LAG_S} s of the load's end, chain verified: ${verdict(audited.entries === audited.statements && audited.lagSeconds <= TARGET_AUDIT_LAG_S && audited.chainOk)}`);
-}
-
-/** Entries of the project in the read model, counted straight from the state database. */
-async function auditEntryCount(stateUrl: string, projectId: string): Promise<number> {
-  const client = new pg.Client({ connectionString: stateUrl });
-  await client.connect();
-  try {
-    return Number((await client.query<{ n: string }>('select count(*) as n from rm.audit_entries where project_id = $1', [projectId])).rows[0]!.n);
-  } finally {
-    await client.end();
-  }
 }
 
 /** One statement through pgward under `login`, the bench's own probe that the credential works. */

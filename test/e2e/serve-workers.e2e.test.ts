@@ -1,19 +1,22 @@
 /**
  * `pgward serve` as `npm start` runs it (embedded state, the in-process bus): ingest and the
- * projections, and the API, run in worker processes. Killing one mid-load leaves the proxy serving,
- * the worker is started again, and the audit trail ends with exactly one entry per statement, its
+ * projections, and the API, run in worker processes. Killing one mid-load, or stopping its event
+ * loop, leaves the proxy serving, the worker is started again, and the audit trail ends with exactly one entry per statement, its
  * chain verified from the read model and from the events.
  */
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { setTimeout as delay } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../support/free-port.js';
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
-import { metricValue, provision, startPgward, verifyAudit, waitFor, workerPid, type Login, type PgwardProcess } from '../support/pgward-process.js';
+import { auditEntryCount, metricValue, provision, startPgward, stateUrlOf, verifyAudit, waitFor, workerPid, type Login, type PgwardProcess } from '../support/pgward-process.js';
 
 const CLIENTS = 4;
+/** Each client pauses this long between statements: the test is about what is lost, not speed, and the backlog must drain on a busy machine. */
+const PAUSE_MS = 10;
 
 let dataDir: string;
 let upstream: TestDatabase;
@@ -80,6 +83,7 @@ async function startLoad(login: Login): Promise<Load> {
       } catch (error) {
         failures.push((error as Error).message);
       }
+      await delay(PAUSE_MS);
     }
   });
   return {
@@ -95,10 +99,11 @@ async function startLoad(login: Login): Promise<Load> {
 
 const metrics = (): Promise<string> => fetch(`http://127.0.0.1:${httpPort}/metrics`).then((r) => r.text(), () => '');
 
-async function killAndAwaitRestart(serverPid: number, name: string, restartsBefore: number): Promise<{ killedAt: number; readyAt: number; oldPid: number; newPid: number }> {
+/** SIGKILL: the worker crashed; SIGSTOP: its event loop stalled (the supervisor kills it when its beats stop). */
+async function killAndAwaitRestart(serverPid: number, name: string, restartsBefore: number, signal: 'SIGKILL' | 'SIGSTOP' = 'SIGKILL'): Promise<{ killedAt: number; readyAt: number; oldPid: number; newPid: number }> {
   const oldPid = workerPid(serverPid, name);
   expect(oldPid).toBeGreaterThan(0);
-  process.kill(oldPid!, 'SIGKILL');
+  process.kill(oldPid!, signal);
   const killedAt = Date.now();
   const newPid = await waitFor(`worker ${name} to start again`, () => workerPid(serverPid, name), (pid) => pid !== undefined && pid !== oldPid);
   await waitFor(
@@ -111,7 +116,7 @@ async function killAndAwaitRestart(serverPid: number, name: string, restartsBefo
 }
 
 describe('pgward serve: the proxy apart from its workers', () => {
-  it('keeps serving while the ingest+projection worker and then the API worker are killed mid-load; both restart; every statement is audited once and the chain verifies', async () => {
+  it('keeps serving while the ingest+projection worker is killed, the API worker is killed, and the ingest+projection worker stalls, mid-load; each is restarted; every statement is audited once and the chain verifies', async () => {
     server = await startPgward(['serve'], env, httpPort);
     const serverPid = server.child.pid!;
     const { projectId, logins } = await provision({ httpUrl: server.httpUrl, env }, { host: '127.0.0.1', port: Number(new URL(upstream.url).port || 5432), database: upstream.name, user: new URL(upstream.url).username || 'postgres', password: 'unused-under-trust' }, { open: { allowed_tables: ['public.*'] } });
@@ -122,20 +127,31 @@ describe('pgward serve: the proxy apart from its workers', () => {
     const pipeline = await killAndAwaitRestart(serverPid, 'pipeline', 0);
     const duringPipelineOutage = load.done.filter((at) => at > pipeline.killedAt && at < pipeline.readyAt).length;
     const atRestart = load.done.length;
-    await waitFor('statements after the restart', () => load.done.length, (n) => n >= atRestart + 200);
+    await waitFor('statements after the restart', () => load.done.length, (n) => n >= atRestart + 100);
 
     const api = await killAndAwaitRestart(serverPid, 'api', 0);
     const duringApiOutage = load.done.filter((at) => at > api.killedAt && at < api.readyAt).length;
+    const afterApi = load.done.length;
+    await waitFor('statements after the API restart', () => load.done.length, (n) => n >= afterApi + 100);
+
+    const stalled = await killAndAwaitRestart(serverPid, 'pipeline', 1, 'SIGSTOP');
+    const duringStall = load.done.filter((at) => at > stalled.killedAt && at < stalled.readyAt).length;
     await load.stop();
     const statements = load.done.length;
 
     expect(load.failures).toEqual([]);
     expect(duringPipelineOutage).toBeGreaterThan(0);
     expect(duringApiOutage).toBeGreaterThan(0);
+    // The stall is noticed after 15 s without a beat: the proxy served all along.
+    expect(stalled.readyAt - stalled.killedAt).toBeGreaterThan(15_000);
+    expect(duringStall).toBeGreaterThan(0);
+    expect(stalled.newPid).not.toBe(stalled.oldPid);
     expect(pipeline.newPid).not.toBe(pipeline.oldPid);
     expect(api.newPid).not.toBe(api.oldPid);
 
-    const tally = await waitFor('every statement in the audit trail', () => verifyAudit(projectId, env), (t) => t.entries >= statements && t.events >= statements, 120_000);
+    const stateUrl = await stateUrlOf(env);
+    await waitFor('every statement in the audit read model', () => auditEntryCount(stateUrl, projectId), (n) => n >= statements, 180_000);
+    const tally = verifyAudit(projectId, env);
     expect({ entries: tally.entries, events: tally.events, ok: tally.ok }).toEqual({ entries: statements, events: statements, ok: true });
 
     expect(await server.stop()).toBe(0);

@@ -7,6 +7,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import pg from 'pg';
+import { loadConfig } from '../../src/config.js';
+import { openStateDatabase } from '../../src/state.js';
 
 const BIN = resolve('bin/pgward.js');
 const START_TIMEOUT_MS = 120_000;
@@ -123,6 +126,22 @@ export function verifyAudit(projectId: string, env: NodeJS.ProcessEnv): AuditTal
   if (result.status === null || result.status > 1) throw new Error(`audit verify failed (${result.status}): ${result.stderr}`);
   const report = JSON.parse(result.stdout) as { ok: boolean; verified_count: number; from_events: { entries: number; verification: { ok: boolean } } };
   return { entries: report.verified_count, events: report.from_events.entries, ok: result.status === 0 && report.ok && report.from_events.verification.ok, report };
+}
+
+/** The state database of a running pgward with this environment (its PGWARD_STATE_URL, or the embedded one it started). */
+export async function stateUrlOf(env: NodeJS.ProcessEnv): Promise<string> {
+  return (await openStateDatabase(loadConfig(env), { reuseRunning: true })).url;
+}
+
+/** The project's entries in the audit read model, counted straight from the state database: cheap enough to poll. */
+export async function auditEntryCount(stateUrl: string, projectId: string): Promise<number> {
+  const client = new pg.Client({ connectionString: stateUrl });
+  await client.connect();
+  try {
+    return Number((await client.query<{ n: string }>('select count(*) as n from rm.audit_entries where project_id = $1', [projectId])).rows[0]!.n);
+  } finally {
+    await client.end();
+  }
 }
 
 export interface ProcessInfo {
