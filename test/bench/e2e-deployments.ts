@@ -75,8 +75,10 @@ async function scratchDir(teardown: Teardown): Promise<string> {
   return dir;
 }
 
-async function provisioned(httpUrl: string, env: NodeJS.ProcessEnv, upstream: Upstream): Promise<{ provisioned: Provisioned; logins: Record<Credential, Login> }> {
-  const result = await provision({ httpUrl, env }, upstream, POLICIES);
+async function provisioned(api: PgwardProcess, env: NodeJS.ProcessEnv, upstream: Upstream): Promise<{ provisioned: Provisioned; logins: Record<Credential, Login> }> {
+  const result = await provision({ httpUrl: api.httpUrl, env }, upstream, POLICIES).catch((error: unknown) => {
+    throw new Error(`provisioning failed: ${(error as Error).message}\nthe API's log:\n${api.output().slice(-4_000)}`);
+  });
   return { provisioned: result, logins: { open: result.logins.open!, realistic: result.logins.realistic! } };
 }
 
@@ -95,7 +97,7 @@ export async function startServe(upstream: Upstream, admin: pg.Client, teardown:
   const running = await startPgward(['serve'], env, httpPort);
   stopOnTeardown(teardown, running, 'pgward serve');
   const serverPid = running.child.pid!;
-  const { provisioned: p, logins } = await provisioned(running.httpUrl, env, upstream);
+  const { provisioned: p, logins } = await provisioned(running, env, upstream);
   const postmaster = (): number | undefined => processes().find((q) => q.ppid === serverPid && / -D \S+\/\.pgward\/pg /.test(q.cmdline))?.pid;
   const worker = (name: string) => async () => [workerPid(serverPid, name)].filter((pid): pid is number => pid !== undefined);
   return {
@@ -155,7 +157,7 @@ export async function startSplit(upstream: Upstream, admin: pg.Client, natsUrl: 
     stopOnTeardown(teardown, running, `pgward serve --role ${role}`);
     roles[role] = running;
   }
-  const { provisioned: p, logins } = await provisioned(roles.api!.httpUrl, env, upstream);
+  const { provisioned: p, logins } = await provisioned(roles.api!, env, upstream);
   const pidOf = (role: string) => async () => [roles[role]!.child.pid!];
   return {
     name: 'split',
