@@ -164,6 +164,19 @@ async function headroom(admin: pg.Client, clients: number): Promise<void> {
   }
 }
 
+/** `audit verify --from-events`, tried again (up to three times) when the shared PostgreSQL refused it. */
+async function verifyWithRoom(admin: pg.Client, projectId: string, env: NodeJS.ProcessEnv): Promise<ReturnType<typeof verifyAudit>> {
+  for (let attempt = 1; ; attempt++) {
+    await headroom(admin, 10);
+    try {
+      return verifyAudit(projectId, env);
+    } catch (error) {
+      if (attempt === 3) throw error;
+      log(`${(error as Error).message.trim()}; trying again`);
+    }
+  }
+}
+
 async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoint, bouncer: { port: number; pid: number; servesPrepared: boolean }, pgbench: string, logs: string, signal: AbortSignal): Promise<void> {
   const endpoints: Record<Target, Endpoint> = {
     direct,
@@ -232,7 +245,7 @@ async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoin
   const lagSeconds = (Date.now() - loadEnded) / 1000;
   // Anything arriving late would show as more entries than statements.
   await new Promise((resolve) => setTimeout(resolve, 1_000));
-  const tally = verifyAudit(projectId, deployment.env);
+  const tally = await verifyWithRoom(admin, projectId, deployment.env);
   log(`audit: ${tally.entries} entries verified (${tally.events} from the events) for ${statements} statements; load average ${loadAverage()}`);
   const audited: Audited = { statements, exact, entries: tally.entries, events: tally.events, lagSeconds, chainOk: tally.ok };
   printReport(deployment.name, results, cpu, groups, audited);

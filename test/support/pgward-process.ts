@@ -123,7 +123,8 @@ export interface AuditTally {
 /** `pgward audit verify --project ID --from-events`: the chain verified both from the read model and from the events. */
 export function verifyAudit(projectId: string, env: NodeJS.ProcessEnv): AuditTally {
   const result = pgwardCli(['audit', 'verify', '--project', projectId, '--from-events'], env);
-  if (result.status === null || result.status > 1) throw new Error(`audit verify failed (${result.status}): ${result.stderr}`);
+  // Exit 1 is also any error of the command (e.g. the state database refusing connections): then stdout is empty.
+  if (result.status === null || result.status > 1 || result.stdout.trim() === '') throw new Error(`audit verify failed (${result.status}): ${result.stderr}`);
   const report = JSON.parse(result.stdout) as { ok: boolean; verified_count: number; from_events: { entries: number; verification: { ok: boolean } } };
   return { entries: report.verified_count, events: report.from_events.entries, ok: result.status === 0 && report.ok && report.from_events.verification.ok, report };
 }
