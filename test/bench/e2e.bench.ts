@@ -97,10 +97,12 @@ function printReport(deployment: DeploymentName, results: Results<Target>, cpu: 
 
   const cpuRows = MODES.flatMap((mode) =>
     CLIENTS.flatMap((clients) =>
-      ([...PGWARD_TARGETS, 'PgBouncer'] as const).map((target) => {
+      ([...PGWARD_TARGETS, 'PgBouncer'] as const).flatMap((target) => {
         const cells = [...groups, 'PgBouncer'].map((group) => cpu.median(mode, clients, target, group));
+        // A target that cannot serve the mode (PgBouncer before 1.21 and prepared statements) has no row.
+        if (cells.every((v) => Number.isNaN(v))) return [];
         const total = cells.filter((v) => !Number.isNaN(v)).reduce((a, b) => a + b, 0);
-        return [`${mode} ${target}`, String(clients), ...cells.map((v) => (Number.isNaN(v) ? '' : number.format(v))), number.format(total)];
+        return [[`${mode} ${target}`, String(clients), ...cells.map((v) => (Number.isNaN(v) ? '' : number.format(v))), number.format(total)]];
       }),
     ),
   );
