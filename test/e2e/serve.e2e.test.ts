@@ -109,7 +109,7 @@ describe('pgward serve, the embedded default', () => {
       second.child.kill('SIGINT');
       expect(await second.exited).toBe(0);
     }
-  });
+  }, 120_000);
 
   it('refuses a bad variable with one line naming it and exit code 2', () => {
     const result = cli(['serve'], { PGWARD_HTTP_PORT: 'abc' });
