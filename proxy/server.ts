@@ -21,6 +21,7 @@ import { Inlet } from './inlet.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
 import { Upstreams } from './upstreams.js';
+import { CATALOG_TIMING, CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import { upstreamChoice } from './views/policy-roles.js';
 import { proxyViews } from './views/proxy-views.js';
 
@@ -73,6 +74,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   );
   const upstreams = new Upstreams(databases, options.keyring, { connectTimeoutMs: options.upstreamConnectTimeoutMs ?? 5_000, applicationName: 'pgward' });
   const registry = new SessionRegistry();
+  const catalogs = new CatalogSnapshots(CATALOG_TIMING, (databaseId, error) => logger.warn({ err: error, database: databaseId }, 'could not read the upstream catalog; its statements are refused once the last snapshot is too old'));
 
   credentials.onChange((credentialId, before, after) => {
     const reason =
@@ -121,6 +123,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);
       return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role);
     },
+    catalogs,
     decisions,
     registry,
     metrics,
@@ -160,6 +163,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
         for (const session of registry.all()) session.close();
       });
       await decisions.close();
+      catalogs.close();
       await upstreams.close();
       await Promise.all(views.map((view) => view.stop()));
     },

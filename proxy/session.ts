@@ -12,7 +12,8 @@ import { decisionMembers, sessionMembers, textMembers } from './decision-json.js
 import { decisionRecord, END_NOT_SEEN, FAILED_UPSTREAM, recordedRefusal, type DecisionFacts } from './decision-record.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
-import { decideStatement, masksColumns, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
+import { masksColumns, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
+import { decideWithCatalog, type CatalogLease, type CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import {
   BackendScanner,
   encodeAuthenticationOk,
@@ -52,6 +53,8 @@ export interface SessionContext {
   readonly credentials: LiveView<CredentialRow>;
   readonly policies: LiveView<PolicyRow>;
   readonly upstreamFor: (credential: CredentialRow) => Promise<UpstreamHandle | undefined>;
+  /** The upstream catalog snapshots every decision is made on. */
+  readonly catalogs: CatalogSnapshots;
   readonly honeytokens: Honeytokens;
   readonly budgets: SessionBudgets;
   readonly decisions: DecisionPublisher;
@@ -157,6 +160,9 @@ export class Session {
   private scram: ScramSession | undefined;
   private pendingVerifier: Parameters<typeof serverFirst>[1] | undefined;
   private upstreamHandle: UpstreamHandle | undefined;
+  private catalog: CatalogLease | undefined;
+  /** DDL was sent: the catalog is read again once the session is out of its transaction. */
+  private schemaChanged = false;
   private server: UpstreamConnection | undefined;
   private scanner: BackendScanner | undefined;
   private pinned = false;
@@ -216,6 +222,10 @@ export class Session {
         },
         ready: (status) => {
           this.status = status;
+          if (status === 'I' && this.schemaChanged) {
+            this.schemaChanged = false;
+            this.catalog?.changed();
+          }
         },
       },
       // Asked only when a server error carries a DETAIL, which may print a row's masked values.
@@ -407,6 +417,9 @@ export class Session {
     const requested = this.startup?.parameters.get('database') ?? credential.pg_username;
     if (!handle || requested !== handle.database.name) return this.refuseLogin('auth_failed', `database ${requested} is not the credential's database`);
     this.upstreamHandle = handle;
+    // Read first at the database's first login; a failed read refuses statements (catalog.unavailable), not the login.
+    this.catalog = await this.context.catalogs.lease(handle);
+    if (this.closed) return this.catalog.release();
     let server: UpstreamConnection;
     try {
       server = await handle.pool.acquire();
@@ -792,7 +805,7 @@ export class Session {
   private stillAllowed(name: string, prepared: Allowed): Allowed | undefined {
     const credential = this.credential!;
     const policy = this.context.policies.get(credential.policy_profile_id);
-    const decision = decideStatement(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens });
+    const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens }, this.catalog!.current());
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
     if (decision.sql !== prepared.decision.sql) {
@@ -843,7 +856,8 @@ export class Session {
     }
     // A Query runs now; a Parse runs nothing: its statement's budget is checked at each Execute.
     if (protocol === 'simple' && this.overBudget(sql, protocol)) return undefined;
-    const decision = decideStatement(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens });
+    const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens }, this.catalog!.current());
+    if (decision.action === 'allow' && decision.progress.includes('migration_flagged')) this.schemaChanged = true;
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
       this.context.decisions.publish(this.decision({ event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten }));
     }
@@ -994,6 +1008,7 @@ export class Session {
     this.state = 'closed';
     clearTimeout(this.expiryTimer);
     clearTimeout(this.loginTimer);
+    this.catalog?.release();
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
     const idle = this.status === 'I' && !this.unsynced && this.pipeline.empty;

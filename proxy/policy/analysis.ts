@@ -108,7 +108,7 @@ export class Collector {
 
   constructor(
     readonly searchPath: SearchPath,
-    /** The upstream catalog when known: which operator names are shadowed outside pg_catalog. */
+    /** The upstream catalog when known: which operator names are shadowed outside pg_catalog, a table's inheritance children. Undefined in pure analysis (tests). */
     readonly catalog?: UpstreamCatalog,
   ) {}
 

@@ -27,7 +27,8 @@ function query(ctx: Ctx, parent: Level | null, at: At, options: QueryOptions = {
 /**
  * Analyzes one parsed statement without any policy: what it is, what it does, which relations,
  * functions and base columns it may touch. Pure and deterministic; the result depends only on
- * the statement and the search path, so it can be cached by exact text and search path.
+ * the statement, the search path and the upstream catalog, so it can be cached by exact text,
+ * search path and catalog version.
  */
 export function analyzeStatement(parsed: ParsedStatement, session: AnalysisSession = {}): StatementAnalysis {
   const out = new Collector(searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH), session.catalog);

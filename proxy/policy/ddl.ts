@@ -2,6 +2,7 @@ import { below, names, nodeType, pathOf, Reader, stringValue, type At, type Node
 import { visit, type Ctx } from './context.js';
 import { expr, struct, typeName } from './expressions.js';
 import type { RelationName } from './names.js';
+import type { Reach } from './inheritance.js';
 import { relationUse } from './queries.js';
 import { Level, tablesOf, type RangeEntry } from './scope.js';
 import type { StatementHandler } from './utility.js';
@@ -22,10 +23,10 @@ function tableScope(entry: RangeEntry): Level {
   return level;
 }
 
-function target(ctx: Ctx, reader: Reader): { entry: RangeEntry; tables: RelationName[] } | undefined {
+function target(ctx: Ctx, reader: Reader, reach: Reach): { entry: RangeEntry; tables: RelationName[] } | undefined {
   const relation = reader.struct('relation', 'RangeVar');
   if (!relation) return undefined;
-  const entry = relationUse(ctx, relation, true);
+  const entry = relationUse(ctx, relation, true, reach);
   return { entry, tables: tablesOf(entry) };
 }
 
@@ -42,7 +43,7 @@ function constraint(ctx: Ctx, at: At, level: Level, tables: readonly RelationNam
       for (const item of reader.list(key)) columnUse(ctx, tables, names([item])[0] ?? '', pathOf(item.slot));
     }
     const referenced = reader.struct('pktable', 'RangeVar');
-    if (referenced) relationUse(ctx, referenced, false);
+    if (referenced) relationUse(ctx, referenced, false, 'self');
     reader.skip('pk_attrs');
   });
 }
@@ -103,7 +104,7 @@ function indexElements(ctx: Ctx, items: readonly At[], level: Level, tables: rea
 
 export const ddlHandlers: Readonly<Record<string, StatementHandler>> = {
   CreateStmt: (ctx, reader) => {
-    const table = target(ctx, reader);
+    const table = target(ctx, reader, 'self');
     if (!table) return;
     const level = tableScope(table.entry);
     for (const element of reader.list('tableElts')) tableElement(ctx, element, level, table.tables);
@@ -111,7 +112,7 @@ export const ddlHandlers: Readonly<Record<string, StatementHandler>> = {
   },
   AlterTableStmt: (ctx, reader) => {
     if (reader.string('objtype') !== 'OBJECT_TABLE') ctx.out.unsupportedConstruct('ALTER of anything but a table');
-    const table = target(ctx, reader);
+    const table = target(ctx, reader, 'children');
     reader.skip('missing_ok');
     if (!table) return;
     const level = tableScope(table.entry);
@@ -122,14 +123,15 @@ export const ddlHandlers: Readonly<Record<string, StatementHandler>> = {
     for (const object of reader.list('objects')) {
       ctx.out.visited.add(object.node);
       const parts = ((object.node.List as { items?: Node[] } | undefined)?.items ?? []).map((item) => stringValue(item) ?? '');
-      relationUse(ctx, asRangeVar(parts.length > 1 ? parts[parts.length - 2] : undefined, parts[parts.length - 1] ?? ''), true);
+      relationUse(ctx, asRangeVar(parts.length > 1 ? parts[parts.length - 2] : undefined, parts[parts.length - 1] ?? ''), true, 'self');
     }
     // CASCADE also drops what depends on the table elsewhere: views, foreign keys of other tables.
     if (reader.string('behavior') === 'DROP_CASCADE') ctx.out.unsupportedConstruct('DROP ... CASCADE');
     reader.skip('missing_ok', 'concurrent');
   },
   IndexStmt: (ctx, reader) => {
-    const table = target(ctx, reader);
+    // An index on a plain-inheritance parent covers the parent alone.
+    const table = target(ctx, reader, 'self');
     reader.skip('idxname', 'accessMethod', 'unique', 'nulls_not_distinct', 'concurrent', 'if_not_exists');
     if (!table) return;
     const level = tableScope(table.entry);
@@ -138,14 +140,15 @@ export const ddlHandlers: Readonly<Record<string, StatementHandler>> = {
   },
   RenameStmt: (ctx, reader) => {
     const kind = reader.string('renameType');
-    const table = target(ctx, reader);
+    // Renaming a column renames it in the inheritance children too.
+    const table = target(ctx, reader, kind === 'OBJECT_COLUMN' ? 'children' : 'self');
     const newname = reader.string('newname') ?? '';
     reader.skip('relationType', 'behavior', 'missing_ok');
     if (!table) return ctx.out.unsupportedConstruct(`RENAME of ${kind ?? 'object'}`);
     if (kind === 'OBJECT_TABLE') {
       // Masks and honeytokens are keyed by name: renaming their table would shed them.
       ctx.out.wholeRows.push({ tables: table.tables, form: 'rename', text: `RENAME TO ${newname}` });
-      for (const { schema } of table.tables) relationUse(ctx, asRangeVar(schema, newname), true);
+      for (const { schema } of table.tables) relationUse(ctx, asRangeVar(schema, newname), true, 'self');
     } else if (kind === 'OBJECT_COLUMN') {
       columnUse(ctx, table.tables, reader.string('subname') ?? '', pathOf(below(reader.slot, 'subname')));
       columnUse(ctx, table.tables, newname, pathOf(below(reader.slot, 'newname')), true);

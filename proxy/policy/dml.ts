@@ -14,7 +14,8 @@ export function dmlStatement(ctx: Ctx, parent: Level | null, at: At): void {
     const level = new Level(parent);
     struct(ctx, reader, 'withClause', 'WithClause', (clause) => withClause(ctx, level, clause));
     const relation = reader.struct('relation', 'RangeVar');
-    const target = relation ? relationUse(ctx, relation, true) : undefined;
+    // An INSERT writes its target only; UPDATE and DELETE would reach its inheritance children.
+    const target = relation ? relationUse(ctx, relation, true, type === 'InsertStmt' ? 'self' : 'only') : undefined;
     if (relation) relation.leftovers().forEach((key) => ctx.out.unsupportedConstruct(`RangeVar.${key}`));
     if (type === 'InsertStmt') insert(ctx, level, reader, target);
     else {

@@ -1,6 +1,7 @@
 import { below, names, nodeType, pathOf, Reader, stringValue, type At } from './ast.js';
 import { finish, visit, type Ctx, type QueryOptions } from './context.js';
 import { expr, exprs, sortBy, struct, typeName, windowDef } from './expressions.js';
+import { inheritance, type Reach } from './inheritance.js';
 import { implicitOperators } from './resolution.js';
 import { resolveRelation } from './names.js';
 import { Level, tablesOf, type RangeEntry } from './scope.js';
@@ -82,7 +83,7 @@ function intoClause(ctx: Ctx, reader: Reader): void {
   ctx.out.effect('write', 'SELECT ... INTO (creates a table)');
   ctx.out.unsupportedConstruct('SELECT ... INTO');
   const rel = reader.struct('rel', 'RangeVar');
-  if (rel) relationUse(ctx, rel, true);
+  if (rel) relationUse(ctx, rel, true, 'self');
   reader.skip('colNames', 'options', 'onCommit', 'accessMethod', 'tableSpaceName', 'viewQuery', 'skipData');
 }
 
@@ -118,8 +119,8 @@ function cteName(cte: At): string {
   return fields?.ctename ?? '';
 }
 
-/** Records a relation read or written and returns its range entry. */
-export function relationUse(ctx: Ctx, reader: Reader, written: boolean): RangeEntry {
+/** Records a relation read or written, and what reaching its inheritance children takes (see Reach); returns its range entry. */
+export function relationUse(ctx: Ctx, reader: Reader, written: boolean, reach: Reach): RangeEntry {
   ctx.out.visited.add(reader.fields);
   const schema = reader.string('schemaname');
   const relname = reader.string('relname') ?? '';
@@ -129,7 +130,10 @@ export function relationUse(ctx: Ctx, reader: Reader, written: boolean): RangeEn
   const tables = resolveRelation(schema, relname, ctx.out.searchPath);
   const text = schema ? `${schema}.${relname}` : relname;
   if (persistence === 't') ctx.out.relations.push({ candidates: [{ schema: 'pg_temp', name: relname }], written, text });
-  else ctx.out.relations.push({ candidates: tables, written, text });
+  else {
+    ctx.out.relations.push({ candidates: tables, written, text });
+    inheritance(ctx.out, reader, tables, text, reach);
+  }
   const entry: RangeEntry = { kind: 'table', refname: alias?.string('aliasname') ?? relname, aliased: alias !== undefined, tables };
   if (alias) aliasColumns(ctx, alias, entry);
   return entry;
@@ -166,7 +170,7 @@ const fromHandlers: Readonly<Record<string, FromHandler>> = {
       reader.skip('relname', 'inh', 'relpersistence', 'location');
       return [{ kind: 'derived', refname: alias?.string('aliasname') ?? relname }];
     }
-    return [relationUse(ctx, reader, false)];
+    return [relationUse(ctx, reader, false, 'only')];
   },
   RangeSubselect: (ctx, level, reader) => {
     const subquery = reader.node('subquery');

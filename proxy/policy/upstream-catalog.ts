@@ -11,8 +11,8 @@ export interface CatalogRelation {
   readonly kind: CatalogRelationKind;
   /** Column names in attribute order, dropped and system columns left out. */
   readonly columns: readonly string[];
-  /** `schema.name` of relations that inherit from this one and are not its partitions (plain inheritance). */
-  readonly inheritors: readonly string[];
+  /** Relations that inherit from this one directly and are not its partitions (plain inheritance). */
+  readonly inheritors: readonly RelationName[];
 }
 
 export interface UpstreamCatalog {

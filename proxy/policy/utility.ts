@@ -102,7 +102,8 @@ function copy(ctx: Ctx, reader: Reader): void {
   operand(ctx, reader.node('query'), 'COPY');
   const relation = reader.struct('relation', 'RangeVar');
   if (!relation) return;
-  const entry = relationUse(ctx, relation, from);
+  // COPY reads or fills the named table alone, never its inheritance children.
+  const entry = relationUse(ctx, relation, from, 'self');
   const tables = tablesOf(entry);
   const columns = names(reader.list('attlist'));
   for (const [index, column] of columns.entries()) {
@@ -120,7 +121,7 @@ function relationText(relation: Reader): string {
 function relationList(ctx: Ctx, reader: Reader): void {
   for (const item of reader.list('relations')) {
     if (nodeType(item.node) !== 'RangeVar') ctx.out.unsupportedConstruct(nodeType(item.node));
-    else visit(ctx, item, (relation) => relationUse(ctx, relation, true));
+    else visit(ctx, item, (relation) => relationUse(ctx, relation, true, 'only'));
   }
 }
 

@@ -1,6 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
-import { decideStatement, statementKind, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
+import { statementKind, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
+import { decideWithCatalog } from '../../../proxy/upstream/catalog-snapshot.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import { toolError } from '../tool.js';
 import { audit } from './audit.js';
@@ -21,13 +22,15 @@ export function refusal(decision: Pick<Refused, 'rule' | 'reason' | 'sqlstate' |
 }
 
 /**
- * The policy engine's decision on `sql`, exactly as the wire decides an extended-protocol Parse.
- * The hook's context names a whole CredentialRow, verifier included, though nothing in it reads
- * the verifier; the MCP never loads one.
+ * The policy engine's decision on `sql`, exactly as the wire decides an extended-protocol Parse,
+ * on the database's catalog snapshot (refused, catalog.unavailable, when there is none). The hook's
+ * context names a whole CredentialRow, verifier included, though nothing in it reads the
+ * verifier; the MCP never loads one.
  */
-export function decide(context: AgentContext, sql: string): StatementDecision {
+export async function decide(context: AgentContext, sql: string): Promise<StatementDecision> {
   const credential = context.credential as StatementContext['credential'];
-  return decideStatement(sql, { credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens });
+  const catalog = await context.services.databases.catalog(context.credential, context.upstream);
+  return decideWithCatalog(sql, { credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens }, catalog);
 }
 
 /**
@@ -35,7 +38,7 @@ export function decide(context: AgentContext, sql: string): StatementDecision {
  * refusal (returned as the tool error). Under `audit_mode: strict` nothing runs while the audit
  * trail cannot take records.
  */
-export function admit(context: AgentContext, sql: string): { allowed: Allowed } | { refused: CallToolResult } {
+export async function admit(context: AgentContext, sql: string): Promise<{ allowed: Allowed } | { refused: CallToolResult }> {
   if (context.policy?.audit_mode === 'strict' && !context.services.decisions.acceptingStrict()) {
     return { refused: toolError('The audit trail cannot take records right now, and this credential’s policy (audit_mode strict) refuses statements it cannot audit; retry shortly.') };
   }
@@ -44,7 +47,7 @@ export function admit(context: AgentContext, sql: string): { allowed: Allowed } 
     audit(context, { event: 'budget_exhausted', sql, kind: statementKind(sql), rule: overBudget.rule, reason: overBudget.reason, ran: false });
     return { refused: refusal({ event: 'budget_exhausted', sqlstate: '53400', tablesBlocked: [], ...overBudget }) };
   }
-  const decision = decide(context, sql);
+  const decision = await decide(context, sql);
   for (const progress of decision.action === 'allow' ? decision.progress : []) {
     audit(context, { event: progress, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
   }

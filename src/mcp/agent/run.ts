@@ -49,6 +49,8 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
       if (!(await stillUsable(context.services.pool, context.credential))) throw new CredentialWithdrawn('the credential may no longer be used');
     };
     const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: MCP_STATEMENT_TIMEOUT_MS }, beforeRun);
+    // Each call commits on its own: DDL it ran is in the catalog now, read again at once.
+    if (decision.progress.includes('migration_flagged')) void context.services.databases.schemaChanged(context.credential, context.upstream);
     const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
     const cut = !result.truncated
       ? ''

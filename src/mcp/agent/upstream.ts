@@ -1,4 +1,6 @@
 import type pg from 'pg';
+import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
+import { CATALOG_TIMING, CatalogSnapshots, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
 import { Upstreams } from '../../../proxy/upstreams.js';
 import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
 import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
@@ -46,11 +48,32 @@ const CATALOG_TIMEOUT_MS = 5_000;
  */
 export class AgentDatabases {
   private readonly upstreams: Upstreams;
+  /** The databases' catalog snapshots, as the proxy keeps its own. */
+  private readonly catalogs: CatalogSnapshots;
   /** Type names by OID, per database: OIDs of user types differ between databases. */
   private readonly typeNames = new Map<string, Map<number, string>>();
 
   constructor(pool: pg.Pool, keyring: Keyring) {
     this.upstreams = new Upstreams({ getOrRead: (databaseId) => findDatabaseRow(pool, databaseId) }, keyring, { connectTimeoutMs: CONNECT_TIMEOUT_MS, applicationName: 'pgward-mcp' });
+    this.catalogs = new CatalogSnapshots(CATALOG_TIMING);
+  }
+
+  /** The catalog snapshot of the credential's database to decide on, read first when none is fresh; why there is none otherwise. */
+  async catalog(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice): Promise<UpstreamCatalog | CatalogUnavailable> {
+    try {
+      const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role);
+      if (!handle) return { unavailable: 'the credential’s database is no longer registered' };
+      return await this.catalogs.current(handle);
+    } catch (error) {
+      return { unavailable: `the credential’s database could not be looked up: ${(error as Error).message}` };
+    }
+  }
+
+  /** DDL ran (and committed) on the credential's database: its catalog is read again at once. */
+  async schemaChanged(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice): Promise<void> {
+    // The timer reads it within CATALOG_TIMING.refreshMs anyway.
+    const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role).catch(() => undefined);
+    if (handle) this.catalogs.changed(handle);
   }
 
   /**
@@ -109,6 +132,7 @@ export class AgentDatabases {
   }
 
   close(): Promise<void> {
+    this.catalogs.close();
     return this.upstreams.close();
   }
 }

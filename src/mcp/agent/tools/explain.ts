@@ -25,7 +25,7 @@ export const explain: AgentTool<typeof ExplainInput> = {
   async handler({ sql }, context) {
     if (statementKind(sql) === 'explain') return toolError('Send the statement itself: explain adds EXPLAIN (FORMAT JSON), and never ANALYZE.');
     const statement = `EXPLAIN (FORMAT JSON) ${sql}`;
-    const admitted = admit(context, statement);
+    const admitted = await admit(context, statement);
     if ('refused' in admitted) return admitted.refused;
     const ran = await runAllowed(context, statement, admitted.allowed, [], { rows: 1, by: 'request' });
     if (!isRan(ran)) return ran;

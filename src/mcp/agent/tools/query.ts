@@ -49,7 +49,7 @@ export const query: AgentTool<typeof QueryInput> = {
   async handler({ sql, params, max_rows }, context) {
     // Before admission, which counts the statement against the budget (the parser's kind is checked after it too).
     if (statementKind(sql) === 'copy') return noCopy();
-    const admitted = admit(context, sql);
+    const admitted = await admit(context, sql);
     if ('refused' in admitted) return admitted.refused;
     if (admitted.allowed.statementKind === 'copy') return noCopy();
     const policyCap = context.policy?.max_rows ?? null;

@@ -30,7 +30,7 @@ export const validateSql: AgentTool<typeof ValidateSqlInput> = {
   outputSchema: Verdict,
   annotations: { title: 'Check a statement against the policy', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   async handler({ sql }, context) {
-    const decision = decide(context, sql);
+    const decision = await decide(context, sql);
     if (decision.action === 'refuse') auditRefusal(context, sql, decision);
     return structuredResult({
       allowed: decision.action === 'allow',

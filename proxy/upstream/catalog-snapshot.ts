@@ -1,0 +1,219 @@
+import { decideStatement, statementKind, type StatementContext, type StatementDecision } from '../policy/hook.js';
+import type { UpstreamCatalog } from '../policy/upstream-catalog.js';
+import type { UpstreamHandle } from '../upstreams.js';
+import { runStatement, StatementFailed } from '../../src/mcp/agent/statement.js';
+import { CATALOG_SQL, catalogFromRows } from './catalog-query.js';
+
+/** Why no catalog snapshot may be used to decide now: every statement is then refused (rule catalog.unavailable). */
+export interface CatalogUnavailable {
+  readonly unavailable: string;
+}
+
+export function isUnavailable(catalog: UpstreamCatalog | CatalogUnavailable): catalog is CatalogUnavailable {
+  return 'unavailable' in catalog;
+}
+
+/** SQLSTATE system_error (class 58, outside PostgreSQL itself), as for an audit trail that cannot take records: retry later. */
+export const CATALOG_UNAVAILABLE = '58000';
+
+/** A wire session's hold on its database's snapshot: kept fresh while held. */
+export interface CatalogLease {
+  /** The snapshot to decide with, or why there is none: no I/O, for the hot path. */
+  current(): UpstreamCatalog | CatalogUnavailable;
+  /** The session ran DDL that has now committed (or was never in a transaction): read the catalog again at once. */
+  changed(): void;
+  release(): void;
+}
+
+export interface CatalogTiming {
+  /** How often a database's catalog is read again while a session holds it or it was used lately. */
+  readonly refreshMs: number;
+  /** How long the last snapshot read still serves while reading again fails; past it, statements are refused. */
+  readonly maxAgeMs: number;
+  /** A snapshot nobody holds or used for this long is dropped (its database is read again at the next use). */
+  readonly idleMs: number;
+  /** Bound on one read: getting a pooled connection, and the statement itself. */
+  readonly readTimeoutMs: number;
+}
+
+export const CATALOG_TIMING: CatalogTiming = { refreshMs: 30_000, maxAgeMs: 5 * 60_000, idleMs: 5 * 60_000, readTimeoutMs: 10_000 };
+
+/** Far more rows than any catalog has: a catalog read that would pass it is refused as too large. */
+const MAX_CATALOG_ROWS = 2_000_000;
+
+/** One database's snapshot (per database revision) and its refresh. */
+class Entry {
+  snapshot: UpstreamCatalog | undefined;
+  readAt = Number.NEGATIVE_INFINITY;
+  failure: string | undefined;
+  usedAt = performance.now();
+  leases = 0;
+  private reading: Promise<void> | undefined;
+  private again = false;
+  readonly timer: NodeJS.Timeout;
+
+  constructor(
+    public handle: UpstreamHandle,
+    private readonly timing: CatalogTiming,
+    private readonly onFailure: (error: unknown) => void,
+    drop: (entry: Entry) => void,
+  ) {
+    this.timer = setInterval(() => {
+      if (this.leases === 0 && performance.now() - this.usedAt > timing.idleMs) drop(this);
+      else void this.read();
+    }, timing.refreshMs).unref();
+  }
+
+  current(): UpstreamCatalog | CatalogUnavailable {
+    const now = performance.now();
+    this.usedAt = now;
+    if (this.snapshot && now - this.readAt <= this.timing.maxAgeMs) return this.snapshot;
+    void this.read();
+    return { unavailable: this.snapshot ? `the last successful read is older than ${this.timing.maxAgeMs / 1000} s (${this.failure ?? 'reading it again failed'})` : (this.failure ?? 'it has not been read yet') };
+  }
+
+  stale(): boolean {
+    return performance.now() - this.readAt > this.timing.refreshMs;
+  }
+
+  /** Reads the catalog; a read asked for while one runs runs once more after it (it may have started before a change committed). */
+  read(again = false): Promise<void> {
+    if (this.reading) {
+      this.again ||= again;
+      return this.reading;
+    }
+    this.reading = this.readOnce().finally(() => {
+      this.reading = undefined;
+      if (this.again) {
+        this.again = false;
+        void this.read();
+      }
+    });
+    return this.reading;
+  }
+
+  private async readOnce(): Promise<void> {
+    const started = performance.now();
+    try {
+      const rows = await this.rows();
+      const next = catalogFromRows(rows);
+      // An unchanged catalog keeps its object: every decision cached under its version stays valid.
+      if (next.version !== this.snapshot?.version) this.snapshot = next;
+      this.readAt = started;
+      this.failure = undefined;
+    } catch (error) {
+      this.failure = `reading it failed: ${(error as Error).message}`;
+      this.onFailure(error);
+    }
+  }
+
+  private async rows(): Promise<readonly (readonly (string | null)[])[]> {
+    const { pool } = this.handle;
+    const timeoutMs = this.timing.readTimeoutMs;
+    const connection = await pool.acquire(AbortSignal.timeout(timeoutMs));
+    let timer: NodeJS.Timeout | undefined;
+    let result: Awaited<ReturnType<typeof runStatement>>;
+    try {
+      result = await Promise.race([
+        runStatement(connection, { sql: CATALOG_SQL, params: [], readOnly: true, maxRows: MAX_CATALOG_ROWS, timeoutMs }),
+        new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer within ${timeoutMs} ms`)), timeoutMs + 1_000))),
+      ]);
+    } catch (error) {
+      // A statement PostgreSQL refused leaves the connection idle; any other failure leaves it unusable.
+      if (error instanceof StatementFailed) void pool.release(connection, { reset: false });
+      else pool.destroy(connection);
+      throw error;
+    } finally {
+      clearTimeout(timer);
+    }
+    void pool.release(connection, { reset: false });
+    if (result.truncated) throw new Error('the catalog is too large to read');
+    return result.rows;
+  }
+}
+
+/**
+ * The upstream catalog snapshots of the databases this process serves (see catalog-query.ts for
+ * what is read). A database is read on a pooled connection of the pool asking for it, as that
+ * pool's role, at its first login or MCP call; then every `refreshMs` while a session holds it or
+ * it was used within `idleMs`, and at once after DDL. A read that finds the catalog unchanged
+ * keeps the snapshot (and every decision cached under its version). When the catalog cannot be
+ * read, the last snapshot serves up to `maxAgeMs`; without one, statements are refused.
+ */
+export class CatalogSnapshots {
+  private readonly entries = new Map<string, Entry>();
+
+  constructor(
+    private readonly timing: CatalogTiming = CATALOG_TIMING,
+    private readonly onFailure: (databaseId: string, error: unknown) => void = () => undefined,
+  ) {}
+
+  private entryFor(handle: UpstreamHandle): Entry {
+    const key = `${handle.database.database_id}:${handle.database.revision}`;
+    let entry = this.entries.get(key);
+    if (!entry) {
+      entry = new Entry(handle, this.timing, (error) => this.onFailure(handle.database.database_id, error), (idle) => {
+        clearInterval(idle.timer);
+        if (this.entries.get(key) === idle) this.entries.delete(key);
+      });
+      this.entries.set(key, entry);
+    }
+    // The latest pool asking reads next: an older one may have been closed by a change to the database or its role.
+    entry.handle = handle;
+    return entry;
+  }
+
+  /** A wire session's hold on its database's snapshot, read first when there is none or it is due. */
+  async lease(handle: UpstreamHandle): Promise<CatalogLease> {
+    const entry = this.entryFor(handle);
+    entry.leases += 1;
+    if (entry.stale()) await entry.read();
+    let held = true;
+    return {
+      current: () => entry.current(),
+      changed: () => void entry.read(true),
+      release: () => {
+        if (held) entry.leases -= 1;
+        held = false;
+      },
+    };
+  }
+
+  /** The snapshot for one MCP call: read first when there is none or it is due. */
+  async current(handle: UpstreamHandle): Promise<UpstreamCatalog | CatalogUnavailable> {
+    const entry = this.entryFor(handle);
+    if (entry.stale()) await entry.read();
+    return entry.current();
+  }
+
+  /** DDL ran on the database: read its catalog again at once. */
+  changed(handle: UpstreamHandle): void {
+    void this.entryFor(handle).read(true);
+  }
+
+  close(): void {
+    for (const entry of this.entries.values()) clearInterval(entry.timer);
+    this.entries.clear();
+  }
+}
+
+/** The refusal of every statement while no catalog snapshot may be used (fail closed). */
+export function catalogRefusal(sql: string, catalog: CatalogUnavailable): Extract<StatementDecision, { action: 'refuse' }> {
+  return {
+    action: 'refuse',
+    event: 'blocked',
+    statementKind: statementKind(sql),
+    rule: 'catalog.unavailable',
+    sqlstate: CATALOG_UNAVAILABLE,
+    reason: `the gateway cannot read the upstream database’s catalog, which it needs to decide statements safely: ${catalog.unavailable} (rule catalog.unavailable); retry shortly`,
+    tablesRead: [],
+    tablesWritten: [],
+    tablesBlocked: [],
+    progress: [],
+  };
+}
+
+/** The policy's decision on `sql`, made on the database's catalog snapshot; refused when there is none to use. */
+export function decideWithCatalog(sql: string, context: Omit<StatementContext, 'catalog'>, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
+  return isUnavailable(catalog) ? catalogRefusal(sql, catalog) : decideStatement(sql, { ...context, catalog });
+}
