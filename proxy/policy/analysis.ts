@@ -24,6 +24,8 @@ export interface RelationUse {
   readonly text: string;
   /** How the statement reaches the relation when not as a FROM item or target: `a cast to regclass`, `the row type orders`. */
   readonly via?: string;
+  /** Slot of the RangeVar's fields in the statement tree, when the statement names it there (not for DROP's name lists). */
+  readonly path?: Path;
 }
 
 export interface FunctionUse {
@@ -35,6 +37,8 @@ export interface FunctionUse {
   readonly why?: string;
   /** What to write instead. */
   readonly instead?: string;
+  /** A pg_catalog function that only describes catalog objects (format_type, pg_get_indexdef, ...): runs when the policy sets allow_catalog. */
+  readonly describesCatalog?: boolean;
 }
 
 export interface ColumnName {

@@ -64,3 +64,19 @@ export const PG_CATALOG_RELATIONS: ReadonlySet<string> = new Set(
   pg_transform pg_trigger pg_ts_config pg_ts_config_map pg_ts_dict pg_ts_parser pg_ts_template pg_type pg_user pg_user_mapping
   pg_user_mappings pg_views pg_wait_events`.split(/\s+/),
 );
+
+/**
+ * pg_catalog functions that describe catalog objects from the catalog and nothing else (no table
+ * data, no file, no setting, no side effect): what psql's describe commands and drivers'
+ * introspection call. They run only under allow_catalog, and only pg_catalog's (an unqualified call
+ * is forwarded pg_catalog-qualified).
+ */
+export const CATALOG_DESCRIBING_FUNCTIONS: ReadonlySet<string> = new Set(
+  `format_type pg_get_userbyid pg_get_expr pg_get_indexdef pg_get_constraintdef pg_get_statisticsobjdef_columns pg_get_triggerdef
+  pg_get_ruledef pg_get_viewdef pg_get_partkeydef pg_get_partition_constraintdef pg_get_function_arguments pg_get_function_result
+  pg_get_function_identity_arguments pg_get_serial_sequence pg_relation_is_publishable pg_table_is_visible pg_type_is_visible
+  pg_function_is_visible pg_operator_is_visible pg_opclass_is_visible pg_opfamily_is_visible pg_collation_is_visible
+  pg_conversion_is_visible pg_statistics_obj_is_visible pg_ts_config_is_visible pg_ts_dict_is_visible pg_ts_parser_is_visible
+  pg_ts_template_is_visible obj_description col_description shobj_description pg_encoding_to_char`.split(/\s+/),
+);
+

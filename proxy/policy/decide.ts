@@ -1,6 +1,7 @@
 import type { AuditEventKind } from '../../src/events/audit.js';
 import type { StatementAnalysis } from './analysis.js';
 import type { AnalysisSession } from './analyze.js';
+import { catalogRowFilters } from './catalog-rows.js';
 import { applyMasks, type MaskEdit } from './mask.js';
 import { qualified } from './names.js';
 import { MAX_SQL_BYTES, type ParseFailure } from './parser.js';
@@ -56,8 +57,10 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   if (refusal) return refused(facts, refusal);
   const edits = maskCheck(analysis, policy);
   if (!Array.isArray(edits)) return refused(facts, edits);
-  if (edits.length === 0 && analysis.edits.length === 0) return allowed(facts, 'query', '', '', [], analysis.sql);
-  const outcome = applyMasks(analysis, edits, policy.masked_columns, session);
+  const filters = catalogRowFilters(analysis, policy);
+  if (!Array.isArray(filters)) return refused(facts, filters);
+  if (edits.length === 0 && analysis.edits.length === 0 && filters.length === 0) return allowed(facts, 'query', '', '', [], analysis.sql);
+  const outcome = applyMasks(filters.length === 0 ? analysis : { ...analysis, edits: [...analysis.edits, ...filters] }, edits, policy.masked_columns, session);
   if (!outcome.ok && edits.length === 0) {
     return refused(facts, {
       rule: 'statement.rewrite_failed',

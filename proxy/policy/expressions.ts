@@ -1,4 +1,5 @@
 import { constantText, names, nodeType, pathOf, Reader, stringValue, type At, type Node } from './ast.js';
+import { CATALOG_DESCRIBING_FUNCTIONS } from './catalog.js';
 import { finish, visit, type Ctx } from './context.js';
 import { CONFIG_FIRST_FUNCTIONS, QUERY_TEXT_FUNCTIONS, VETTED_FUNCTIONS } from './functions.js';
 import { implicitOperators, operatorName, qualifyFunction, typeNameAsText } from './resolution.js';
@@ -57,7 +58,7 @@ function funcCall(ctx: Ctx, level: Level, reader: Reader, at: At): void {
   const args = reader.list('args');
   const display = parts.join('.');
   if (schema === 'pg_catalog' && name === 'set_config') setConfig(ctx, args);
-  else ctx.out.functions.push(functionUse(ctx, schema === 'pg_catalog' ? name : undefined, display, args));
+  else ctx.out.functions.push(describing(functionUse(ctx, schema === 'pg_catalog' ? name : undefined, display, args), schema === 'pg_catalog' && CATALOG_DESCRIBING_FUNCTIONS.has(name)));
   if (schema === 'pg_catalog' && parts.length === 1) qualifyFunction(ctx.out, at, name);
   exprs(ctx, level, args);
   for (const sort of reader.list('agg_order')) sortBy(ctx, level, sort);
@@ -69,6 +70,11 @@ function funcCall(ctx: Ctx, level: Level, reader: Reader, at: At): void {
 }
 
 /** Whether a call of pg_catalog's `name` (undefined: another schema's) is vetted, and if not, why and what to use instead. */
+/** Marks a catalog-describing function of pg_catalog's (it runs under allow_catalog; unqualified calls run pg_catalog-qualified). */
+function describing(use: FunctionUse, describesCatalog: boolean): FunctionUse {
+  return describesCatalog ? { ...use, describesCatalog } : use;
+}
+
 function functionUse(ctx: Ctx, name: string | undefined, display: string, args: readonly At[]): FunctionUse {
   if (name === undefined) return { name: display, vetted: false, why: 'is not a built-in (pg_catalog) function' };
   if (QUERY_TEXT_FUNCTIONS.has(name)) return { name: display, vetted: false, why: 'runs query text or reads a table by name' };

@@ -131,7 +131,7 @@ export function relationUse(ctx: Ctx, reader: Reader, written: boolean, reach: R
   const text = schema ? `${schema}.${relname}` : relname;
   if (persistence === 't') ctx.out.relations.push({ candidates: [{ schema: 'pg_temp', name: relname }], written, text });
   else {
-    ctx.out.relations.push({ candidates: tables, written, text });
+    ctx.out.relations.push(reader.slot === null ? { candidates: tables, written, text } : { candidates: tables, written, text, path: pathOf(reader.slot) });
     inheritance(ctx.out, reader, tables, text, reach);
   }
   const entry: RangeEntry = { kind: 'table', refname: alias?.string('aliasname') ?? relname, aliased: alias !== undefined, tables };

@@ -123,7 +123,7 @@ export function unsupportedCheck(analysis: StatementAnalysis): Refusal | null {
 }
 
 export function functionCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
-  const fn = analysis.functions.find((use) => !use.vetted);
+  const fn = analysis.functions.find((use) => !use.vetted && !(policy.allow_catalog && use.describesCatalog === true));
   if (!fn) return null;
   const rule = policy.read_only ? 'read_only.function' : 'function.not_allowed';
   const subject = fn.kind === 'operator' ? `operator ${fn.name}` : fn.name.startsWith('operator ') ? fn.name : `function ${fn.name}`;
