@@ -7,7 +7,9 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { registerAgentWith } from '../support/agent-mcp.js';
+import pg from 'pg';
+import { callTool, connectAgent, registerAgentWith } from '../support/agent-mcp.js';
+import { connectAgentClient } from '../support/proxy-agents.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { admin } from '../support/pg.js';
 import { missingTool } from '../support/tools.js';
@@ -16,6 +18,7 @@ const noPsql = missingTool('psql');
 const run = promisify(execFile);
 let gateway: TestGateway;
 let agent: AgentSecrets;
+let mcpUrl: string;
 
 const POLICY = { name: 'psql catalog', read_only: true, allowed_tables: ['public.orders', 'public.customers'], masked_columns: { 'public.customers.email': 'redact' }, max_rows: 50, allow_catalog: true };
 
@@ -29,6 +32,10 @@ beforeAll(async () => {
       create index orders_customer on orders (customer);`),
   );
   agent = await registerAgentWith(gateway, POLICY);
+  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
+  const address = gateway.api.app.server.address();
+  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
+  mcpUrl = `http://127.0.0.1:${address.port}/mcp`;
 });
 afterAll(async () => {
   await gateway?.stop();
@@ -77,5 +84,53 @@ describe.skipIf(noPsql)(`psql describe commands under allow_catalog${noPsql ? ` 
     expect(stdout.trim().split('\n')).toEqual(['customers', 'customers_pkey', 'orders', 'orders_customer', 'orders_pkey']);
     const catalogs = await run('psql', [agent.connection_string, '-X', '-At', '-c', "select count(*) > 50 from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'pg_catalog'"]);
     expect(catalogs.stdout.trim()).toBe('t');
+  });
+});
+
+/** Catalog reads that list relations, each with the rows it must give: no row of secrets, private.vault or their index. */
+const LISTINGS: readonly [string, unknown[]][] = [
+  ["select relname from pg_class where relnamespace = 'public'::regnamespace and relkind = 'r' order by 1", [{ relname: 'customers' }, { relname: 'orders' }]],
+  ["select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname in ('public', 'private') and c.relkind = 'r' order by 1", [{ relname: 'customers' }, { relname: 'orders' }]],
+  ["select count(*)::int as n from pg_attribute a join pg_class c on c.oid = a.attrelid where c.relname = 'secrets'", [{ n: 0 }]],
+  ["select count(*)::int as n from pg_attribute where attrelid = (select oid from pg_class where relname = 'orders') and attnum > 0", [{ n: 3 }]],
+  ["select count(*)::int as n from pg_index i where i.indexrelid::regclass::text = 'secrets_token'", [{ n: 0 }]],
+  ["select table_name from information_schema.tables where table_schema in ('public', 'private') order by 1", [{ table_name: 'customers' }, { table_name: 'orders' }]],
+  ["select distinct table_name from information_schema.columns where table_schema = 'public' order by 1", [{ table_name: 'customers' }, { table_name: 'orders' }]],
+  ["select tablename from pg_tables where schemaname in ('public', 'private') order by 1", [{ tablename: 'customers' }, { tablename: 'orders' }]],
+  ["select indexname from pg_indexes where schemaname = 'public' order by 1", [{ indexname: 'customers_pkey' }, { indexname: 'orders_customer' }, { indexname: 'orders_pkey' }]],
+  ["select relname from pg_stat_user_tables order by 1", [{ relname: 'customers' }, { relname: 'orders' }]],
+  ["select count(*)::int as n from (select 1 from pg_class where relname = 'secrets' union all select 1 from pg_catalog.pg_class x where x.relname = 'vault') t", [{ n: 0 }]],
+];
+
+describe('reads of relation-keyed catalogs under allow_catalog', () => {
+  for (const mode of ['simple', 'extended'] as const) {
+    it(`on the wire (${mode} protocol): list only allowed relations, their indexes and the system catalogs`, async () => {
+      const client = await connectAgentClient(agent);
+      try {
+        for (const [sql, rows] of LISTINGS) {
+          const result = mode === 'simple' ? await client.query(sql) : await client.query({ text: sql, queryMode: 'extended' } as pg.QueryConfig);
+          expect(result.rows, sql).toEqual(rows);
+        }
+        const copied = await client.query('copy pg_catalog.pg_class to stdout').then(() => undefined, (error: { code?: string; message: string }) => error);
+        expect(copied?.code).toBe('42501');
+        expect(copied?.message).toContain('(rule allowed_tables.catalog); read it with SELECT ... FROM pg_catalog.pg_class');
+      } finally {
+        await client.end();
+      }
+    });
+  }
+
+  it('on the hosted MCP: the same listings', async () => {
+    const client = await connectAgent(mcpUrl, agent.mcp_token, 'catalog listings');
+    try {
+      for (const [sql, rows] of LISTINGS) {
+        const result = await callTool(client, 'query', { sql });
+        expect(result.isError, sql).toBeFalsy();
+        const structured = result.structuredContent as { rows: unknown[][]; columns: { name: string }[] };
+        expect(structured.rows.map((row) => Object.fromEntries(row.map((value, i) => [structured.columns[i]!.name, value]))), sql).toEqual(rows);
+      }
+    } finally {
+      await client.close();
+    }
   });
 });
