@@ -1,0 +1,130 @@
+/**
+ * The upstream catalog snapshot (proxy/upstream/catalog-snapshot.ts) against a real PostgreSQL, on
+ * a real upstream pool, with short timings: what it reads, that it follows the catalog on its
+ * timer and after a change, that an unchanged catalog keeps its version, and that it fails closed
+ * when the catalog cannot be read (after the last snapshot's maximum age).
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { DatabaseRow } from '../../projections/databases.js';
+import { loadParser } from '../../proxy/policy/parser.js';
+import { CatalogSnapshots, isUnavailable, type CatalogTiming } from '../../proxy/upstream/catalog-snapshot.js';
+import { UpstreamPool } from '../../proxy/upstream/pool.js';
+import type { UpstreamHandle } from '../../proxy/upstreams.js';
+import { admin, freshDatabase, type TestDatabase } from '../support/pg.js';
+import { waitFor } from '../support/wire.js';
+
+const TIMING: CatalogTiming = { refreshMs: 150, maxAgeMs: 600, idleMs: 60_000, readTimeoutMs: 2_000 };
+let upstream: TestDatabase;
+const role = `catalog_reader_${randomBytes(3).toString('hex')}`;
+const handles: UpstreamHandle[] = [];
+
+/** The test server's own user, which created the fixture. */
+const owner = (): string => decodeURIComponent(new URL(upstream.url).username);
+
+function handleAs(user: string): UpstreamHandle {
+  const url = new URL(upstream.url);
+  const pool = new UpstreamPool(
+    { host: url.hostname, port: Number(url.port || 5432), database: upstream.name, user, password: user === owner() ? decodeURIComponent(url.password) || 'unused' : 'unused', sslMode: 'disable', applicationName: 'catalog-test', connectTimeoutMs: 5_000, extraStartupParameters: {} },
+    { mode: 'transaction', max_connections: 2, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 },
+  );
+  const handle = { database: { database_id: `db-${user}`, revision: 1 } as DatabaseRow, pool, cancel: async () => undefined };
+  handles.push(handle);
+  return handle;
+}
+
+beforeAll(async () => {
+  await loadParser();
+  upstream = await freshDatabase('catalog_snapshot');
+  await admin(upstream.url, (client) =>
+    client.query(`create table parent (id int, "Mixed Case" text, dropped int); alter table parent drop column dropped;
+      create table child (extra int) inherits (parent); create table grandchild () inherits (child);
+      create table events (id int, at date) partition by range (at);
+      create table events_2020 partition of events for values from ('2020-01-01') to ('2021-01-01');
+      create schema "odd.schema"; create table "odd.schema"."a.b" (x int);
+      create view v as select id from parent;
+      create function public.md5(integer) returns text language sql as 'select ''x''';
+      create function public.lower(integer) returns text language sql as 'select ''y''';
+      create operator public.=== (leftarg = int, rightarg = int, function = int4eq);
+      create role ${role} login;`),
+  );
+});
+afterAll(async () => {
+  await Promise.all(handles.map((handle) => handle.pool.close()));
+  await upstream?.drop();
+  await admin(inject('pgUrl'), (client) => client.query(`drop role if exists ${role}`));
+});
+
+describe('the catalog snapshot', () => {
+  it('reads relations, columns in order, plain-inheritance children, and the schemas defining function and operator names', async () => {
+    const snapshots = new CatalogSnapshots(TIMING);
+    try {
+      const lease = await snapshots.lease(handleAs(owner()));
+      const catalog = lease.current();
+      if (isUnavailable(catalog)) throw new Error(catalog.unavailable);
+      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }] });
+      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }] });
+      // Partitions are not inheritors: they count as the partitioned table.
+      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [] });
+      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [] });
+      expect(catalog.relation({ schema: 'public', name: 'v' })?.kind).toBe('view');
+      expect(catalog.relation({ schema: 'pg_catalog', name: 'pg_class' })?.columns).toContain('relname');
+      expect(catalog.relation({ schema: 'public', name: 'nothing' })).toBeUndefined();
+      expect(catalog.functionSchemas('md5')).toEqual(['public']);
+      expect(catalog.functionSchemas('lower')).toEqual(['public']);
+      expect(catalog.functionSchemas('upper')).toEqual([]);
+      expect(catalog.operatorSchemas('===')).toEqual(['public']);
+      expect(catalog.operatorSchemas('=')).toEqual([]);
+      lease.release();
+    } finally {
+      snapshots.close();
+    }
+  });
+
+  it('keeps its version (and object) while the catalog is unchanged, and follows a change on its timer and at once after changed()', async () => {
+    const snapshots = new CatalogSnapshots({ ...TIMING, refreshMs: 60_000 });
+    const timed = new CatalogSnapshots(TIMING);
+    try {
+      const lease = await snapshots.lease(handleAs(owner()));
+      const timedLease = await timed.lease(handleAs(owner()));
+      const first = lease.current();
+      lease.changed();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(lease.current()).toBe(first);
+      await admin(upstream.url, (client) => client.query('create table later () inherits (parent)'));
+      const known = (current: ReturnType<typeof lease.current>): boolean => !isUnavailable(current) && current.relation({ schema: 'public', name: 'parent' })!.inheritors.length === 2;
+      await waitFor(() => known(timedLease.current()), 3_000, 'the timer to read the new child');
+      expect(known(lease.current())).toBe(false);
+      lease.changed();
+      await waitFor(() => known(lease.current()), 3_000, 'changed() to read the new child');
+      expect((lease.current() as { version: string }).version).not.toBe((first as { version: string }).version);
+      lease.release();
+      timedLease.release();
+    } finally {
+      snapshots.close();
+      timed.close();
+      await admin(upstream.url, (client) => client.query('drop table later'));
+    }
+  });
+
+  it('fails closed: without a readable catalog nothing is decided, and the last snapshot serves only up to its maximum age', async () => {
+    await admin(upstream.url, (client) => client.query(`grant select on parent to ${role}; revoke select on pg_catalog.pg_inherits from public`));
+    const snapshots = new CatalogSnapshots(TIMING);
+    try {
+      const lease = await snapshots.lease(handleAs(role));
+      const refused = lease.current();
+      expect(isUnavailable(refused) && refused.unavailable).toMatch(/^reading it failed: .*permission denied for table pg_inherits/);
+      await admin(upstream.url, (client) => client.query('grant select on pg_catalog.pg_inherits to public'));
+      await waitFor(() => !isUnavailable(lease.current()), 3_000, 'a readable catalog');
+      await admin(upstream.url, (client) => client.query('revoke select on pg_catalog.pg_inherits from public'));
+      // Reads fail from now on: the last snapshot serves until it is maxAgeMs old, then statements are refused.
+      await waitFor(() => isUnavailable(lease.current()), 3_000, 'the snapshot to age out');
+      expect((lease.current() as { unavailable: string }).unavailable).toMatch(/^the last successful read is older than 0.6 s \(reading it failed: .*permission denied/);
+      lease.release();
+    } finally {
+      snapshots.close();
+      await admin(upstream.url, (client) => client.query(`grant select on pg_catalog.pg_inherits to public; revoke all on parent from ${role}`));
+    }
+  });
+});
