@@ -5,7 +5,6 @@
  * when the catalog cannot be read (after the last snapshot's maximum age).
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { DatabaseRow } from '../../projections/databases.js';
 import { loadParser } from '../../proxy/policy/parser.js';

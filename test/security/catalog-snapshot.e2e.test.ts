@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callTool, connectAgent, registerAgentWith, textOf } from '../support/agent-mcp.js';
+import { callTool, listenForAgents, registerAgentWith, textOf, withAgentMcp } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { admin } from '../support/pg.js';
 import { connectAgentClient } from '../support/proxy-agents.js';
@@ -43,21 +43,11 @@ async function agentAsRole(policy: Record<string, unknown>): Promise<AgentSecret
   return registered.json() as AgentSecrets;
 }
 
-async function withMcp<T>(agent: AgentSecrets, work: (client: Client) => Promise<T>): Promise<T> {
-  const client = await connectAgent(mcpUrl, agent.mcp_token, 'catalog snapshot');
-  try {
-    return await work(client);
-  } finally {
-    await client.close();
-  }
-}
+const withMcp = <T>(agent: AgentSecrets, work: (client: Client) => Promise<T>): Promise<T> => withAgentMcp(mcpUrl, agent, work);
 
 beforeAll(async () => {
   gateway = await startGateway('catalog_snapshot');
-  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = gateway.api.app.server.address();
-  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
-  mcpUrl = `http://127.0.0.1:${address.port}/mcp`;
+  mcpUrl = `${await listenForAgents(gateway)}/mcp`;
   // The role may read orders, but not pg_inherits: the gateway cannot read the catalog as it.
   await admin(gateway.upstream.url, (client) => client.query(`create role ${role} login; grant select on orders to ${role}; revoke select on pg_catalog.pg_inherits from public`));
 });

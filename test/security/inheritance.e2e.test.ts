@@ -9,7 +9,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callTool, connectAgent, registerAgentWith } from '../support/agent-mcp.js';
+import { callTool, listenForAgents, registerAgentWith, withAgentMcp } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { admin } from '../support/pg.js';
 import { connectAgentClient } from '../support/proxy-agents.js';
@@ -52,10 +52,7 @@ beforeAll(async () => {
       create table events_2021 partition of events for values from ('2021-01-01') to ('2022-01-01');
       insert into events values (1, '2020-06-01'), (2, '2021-06-01');`),
   );
-  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = gateway.api.app.server.address();
-  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
-  mcpUrl = `http://127.0.0.1:${address.port}/mcp`;
+  mcpUrl = `${await listenForAgents(gateway)}/mcp`;
   reader = await registerAgentWith(gateway, READ_POLICY);
   writer = await registerAgentWith(gateway, WRITE_POLICY);
 });
@@ -79,14 +76,7 @@ async function withClient<T>(agent: AgentSecrets, work: (client: pg.Client) => P
   }
 }
 
-async function withMcp<T>(agent: AgentSecrets, work: (client: Client) => Promise<T>): Promise<T> {
-  const client = await connectAgent(mcpUrl, agent.mcp_token, 'inheritance');
-  try {
-    return await work(client);
-  } finally {
-    await client.close();
-  }
-}
+const withMcp = <T>(agent: AgentSecrets, work: (client: Client) => Promise<T>): Promise<T> => withAgentMcp(mcpUrl, agent, work);
 
 /** Reads over the allowed parent, each with the number of rows (or the first value) it must give: the children's rows never count. */
 const READS: readonly [string, unknown][] = [

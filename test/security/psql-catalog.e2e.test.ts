@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { callTool, connectAgent, registerAgentWith } from '../support/agent-mcp.js';
+import { callTool, listenForAgents, registerAgentWith, withAgentMcp } from '../support/agent-mcp.js';
 import { connectAgentClient } from '../support/proxy-agents.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { admin } from '../support/pg.js';
@@ -32,10 +32,7 @@ beforeAll(async () => {
       create index orders_customer on orders (customer);`),
   );
   agent = await registerAgentWith(gateway, POLICY);
-  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = gateway.api.app.server.address();
-  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
-  mcpUrl = `http://127.0.0.1:${address.port}/mcp`;
+  mcpUrl = `${await listenForAgents(gateway)}/mcp`;
 });
 afterAll(async () => {
   await gateway?.stop();
@@ -121,16 +118,13 @@ describe('reads of relation-keyed catalogs under allow_catalog', () => {
   }
 
   it('on the hosted MCP: the same listings', async () => {
-    const client = await connectAgent(mcpUrl, agent.mcp_token, 'catalog listings');
-    try {
+    await withAgentMcp(mcpUrl, agent, async (client) => {
       for (const [sql, rows] of LISTINGS) {
         const result = await callTool(client, 'query', { sql });
         expect(result.isError, sql).toBeFalsy();
         const structured = result.structuredContent as { rows: unknown[][]; columns: { name: string }[] };
         expect(structured.rows.map((row) => Object.fromEntries(row.map((value, i) => [structured.columns[i]!.name, value]))), sql).toEqual(rows);
       }
-    } finally {
-      await client.close();
-    }
+    });
   });
 });

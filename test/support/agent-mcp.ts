@@ -41,3 +41,13 @@ export async function listenForAgents(gateway: TestGateway): Promise<string> {
   if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
   return `http://127.0.0.1:${address.port}`;
 }
+
+/** Runs `work` with an MCP client of the agent, then closes it. */
+export async function withAgentMcp<T>(url: string, agent: AgentSecrets, work: (client: Client) => Promise<T>): Promise<T> {
+  const client = await connectAgent(url, agent.mcp_token, 'pgward-test');
+  try {
+    return await work(client);
+  } finally {
+    await client.close();
+  }
+}
