@@ -1,7 +1,8 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
 import { statementKind, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
-import { decideWithCatalog } from '../../../proxy/upstream/catalog-snapshot.js';
+import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
+import { decideWithCatalog, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import { toolError } from '../tool.js';
 import { audit } from './audit.js';
@@ -28,8 +29,11 @@ export function refusal(decision: Pick<Refused, 'rule' | 'reason' | 'sqlstate' |
  * verifier; the MCP never loads one.
  */
 export async function decide(context: AgentContext, sql: string): Promise<StatementDecision> {
+  return decideOn(context, sql, await context.services.databases.catalog(context.credential, context.upstream));
+}
+
+function decideOn(context: AgentContext, sql: string, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
   const credential = context.credential as StatementContext['credential'];
-  const catalog = await context.services.databases.catalog(context.credential, context.upstream);
   return decideWithCatalog(sql, { credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens }, catalog);
 }
 
@@ -39,6 +43,8 @@ export async function decide(context: AgentContext, sql: string): Promise<Statem
  * trail cannot take records.
  */
 export async function admit(context: AgentContext, sql: string): Promise<{ allowed: Allowed } | { refused: CallToolResult }> {
+  const catalog = await context.services.databases.catalog(context.credential, context.upstream);
+  // Synchronous from here: a batch's calls run concurrently, and no await may split the budget check from the count.
   if (context.policy?.audit_mode === 'strict' && !context.services.decisions.acceptingStrict()) {
     return { refused: toolError('The audit trail cannot take records right now, and this credential’s policy (audit_mode strict) refuses statements it cannot audit; retry shortly.') };
   }
@@ -47,7 +53,7 @@ export async function admit(context: AgentContext, sql: string): Promise<{ allow
     audit(context, { event: 'budget_exhausted', sql, kind: statementKind(sql), rule: overBudget.rule, reason: overBudget.reason, ran: false });
     return { refused: refusal({ event: 'budget_exhausted', sqlstate: '53400', tablesBlocked: [], ...overBudget }) };
   }
-  const decision = await decide(context, sql);
+  const decision = decideOn(context, sql, catalog);
   for (const progress of decision.action === 'allow' ? decision.progress : []) {
     audit(context, { event: progress, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
   }
