@@ -628,6 +628,7 @@ export class Session {
       return this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is no longer available to this credential' }, protocol);
     }
     this.upstreamHandle = handle;
+    this.catalog?.moved(handle);
     return this.withServer(work, protocol);
   }
 

@@ -22,6 +22,8 @@ export interface CatalogLease {
   current(): UpstreamCatalog | CatalogUnavailable;
   /** The session ran DDL that has now committed (or was never in a transaction): read the catalog again at once. */
   changed(): void;
+  /** The session moved to another pool of its database (the database or its role changed). */
+  moved(handle: UpstreamHandle): void;
   release(): void;
 }
 
@@ -109,6 +111,7 @@ class Entry {
 
   private async rows(): Promise<readonly (readonly (string | null)[])[]> {
     const { pool } = this.handle;
+    if (pool.isClosed) throw new Error('the pool it is read through was closed (the database or its role changed)');
     const timeoutMs = this.timing.readTimeoutMs;
     const connection = await pool.acquire(AbortSignal.timeout(timeoutMs));
     let timer: NodeJS.Timeout | undefined;
@@ -134,7 +137,7 @@ class Entry {
 
 /**
  * The upstream catalog snapshots of the databases this process serves (see catalog-query.ts for
- * what is read). A database is read on a pooled connection of the pool asking for it, as that
+ * what is read), one per database whatever its pools. A database is read on a pooled connection of the pool asking for it, as that
  * pool's role, at its first login or MCP call; then every `refreshMs` while a session holds it or
  * it was used within `idleMs`, and at once after DDL. A read that finds the catalog unchanged
  * keeps the snapshot (and every decision cached under its version). When the catalog cannot be
@@ -149,17 +152,21 @@ export class CatalogSnapshots {
   ) {}
 
   private entryFor(handle: UpstreamHandle): Entry {
-    const key = `${handle.database.database_id}:${handle.database.revision}`;
+    const key = handle.database.database_id;
     let entry = this.entries.get(key);
     if (!entry) {
-      entry = new Entry(handle, this.timing, (error) => this.onFailure(handle.database.database_id, error), (idle) => {
+      entry = new Entry(handle, this.timing, (error) => this.onFailure(key, error), (idle) => {
         clearInterval(idle.timer);
         if (this.entries.get(key) === idle) this.entries.delete(key);
       });
       this.entries.set(key, entry);
     }
-    // The latest pool asking reads next: an older one may have been closed by a change to the database or its role.
-    entry.handle = handle;
+    // Reads go through the latest open pool: a change to the database (its host, say) or its role closes the older ones, and is read at once.
+    if (!handle.pool.isClosed && entry.handle !== handle) {
+      const changed = handle.database.revision !== entry.handle.database.revision;
+      entry.handle = handle;
+      if (changed) void entry.read(true);
+    }
     return entry;
   }
 
@@ -172,6 +179,7 @@ export class CatalogSnapshots {
     return {
       current: () => entry.current(),
       changed: () => void entry.read(true),
+      moved: (next) => void this.entryFor(next),
       release: () => {
         if (held) entry.leases -= 1;
         held = false;
