@@ -129,7 +129,9 @@ export function catalogRowFilters(analysis: StatementAnalysis, policy: PolicyRul
     const table = use.candidates.length === 1 ? use.candidates[0] : undefined;
     if (use.written || !table || !RELATION_KEYED[qualified(table)]) continue;
     const path = use.path;
-    if (!path || path[path.length - 1] !== 'RangeVar') {
+    // A use without a slot names the relation without reading its rows (a DROP's name list, a lookup by name).
+    if (!path) continue;
+    if (path[path.length - 1] !== 'RangeVar') {
       return {
         rule: 'allowed_tables.catalog',
         reason: `${qualified(table)} is read here as a whole, but the gateway shows its rows of allowed relations only (rule allowed_tables.catalog); read it with SELECT ... FROM ${qualified(table)}.`,
