@@ -56,7 +56,7 @@ describe('catalogFromRows', () => {
     fc.assert(
       fc.property(fc.integer({ min: 0, max: ROWS.length - 1 }), fc.string({ minLength: 1, maxLength: 8 }), (index, name) => {
         expect(catalogFromRows(ROWS).version).toBe(catalog.version);
-        const changed = ROWS.map((row, i) => (i === index ? ([row[0], row[1].replace(/"[a-z_]+"/, JSON.stringify(`${name}x`))] as [string, string]) : row));
+        const changed = ROWS.map((row, i) => (i === index ? ([row[0], row[1].replace(/"[a-z_]+"/, () => JSON.stringify(`${name}x`))] as [string, string]) : row));
         if (JSON.stringify(changed) !== JSON.stringify(ROWS)) expect(catalogFromRows(changed).version).not.toBe(catalog.version);
       }),
     );
