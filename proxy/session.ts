@@ -847,8 +847,10 @@ export class Session {
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
       this.context.decisions.publish(this.decision({ event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten }));
     }
-    if (decision.action === 'allow') return decision;
-    return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
+    if (decision.action !== 'allow') return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
+    // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
+    if (decision.changesSession) this.pinned = true;
+    return decision;
   }
 
   /**
@@ -883,7 +885,6 @@ export class Session {
   private onQuery(sql: string, raw: Buffer): Promise<void> | void {
     const decision = this.decide(sql, 'simple');
     if (!decision) return;
-    if (/^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
     const statement = this.statementOf({ sql, decision });
     const cap = this.rowCap(decision);
     const capped = cap === undefined ? undefined : cappedQuery(decision, cap, this.portalRows, statement);
