@@ -43,8 +43,9 @@ import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, F
 import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
 import { writeAll } from './socket-write.js';
-import type { UpstreamHandle } from './upstreams.js';
+import { noConnection, type UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
+import { StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -197,6 +198,14 @@ export class Session {
   /** The client has not taken what it was sent: until it has, neither it nor `throttled` is read. */
   private clientBacklogged = false;
   private throttled: UpstreamConnection | undefined;
+  private readonly deadline = new StatementDeadline({
+    expired: (limitMs) => {
+      this.context.logger.info({ session: this.id, limitMs }, 'statement timeout: cancelling upstream');
+      void this.cancelRunningQuery();
+    },
+    stuck: (limitMs) =>
+      this.fatal({ severity: 'FATAL', code: '57014', message: `terminating the session: a statement ran past this credential’s statement timeout (${limitMs} ms) and did not stop when cancelled; read results as they arrive, or narrow the query` }),
+  });
 
   constructor(
     client: Inlet,
@@ -409,10 +418,10 @@ export class Session {
     this.upstreamHandle = handle;
     let server: UpstreamConnection;
     try {
-      server = await handle.pool.acquire();
+      server = await handle.pool.acquire({ owner: credential.credential_id });
     } catch (error) {
       this.context.logger.warn({ err: error, session: this.id, database: credential.database_id }, 'upstream unavailable at login');
-      return this.fatal({ severity: 'FATAL', code: '08006', message: 'the upstream database is unavailable; try again shortly' });
+      return this.fatal(noConnection(error, 'FATAL'));
     }
     // The client left while the login waited: the connection goes back, not to a session nobody will close again.
     if (this.closed) return void handle.pool.release(server, { reset: false });
@@ -507,6 +516,7 @@ export class Session {
       return this.onServerClosed();
     }
     this.pipeline.onServerChunk(chunk, scanned, this.scanner!.inErrorResponse);
+    if (this.deadline.running && !this.pipeline.awaitingServer) this.deadline.stop();
     this.releaseIfIdle();
   }
 
@@ -590,12 +600,13 @@ export class Session {
     }
     // A change to the database (password, host, pool settings) closed the pool this session started on.
     if (this.upstreamHandle!.pool.isClosed) return this.withNewPool(work, protocol);
-    const idle = this.upstreamHandle!.pool.tryAcquire();
+    const owner = this.credential!.credential_id;
+    const idle = this.upstreamHandle!.pool.tryAcquire(owner);
     if (idle) {
       this.useServer(idle);
       return work();
     }
-    return this.upstreamHandle!.pool.acquire().then(
+    return this.upstreamHandle!.pool.acquire({ owner }).then(
       (server) => {
         if (this.closed) return void this.upstreamHandle!.pool.release(server, { reset: false });
         this.useServer(server);
@@ -603,7 +614,7 @@ export class Session {
       },
       (error: unknown) => {
         this.context.logger.warn({ err: error, session: this.id }, 'no upstream connection');
-        this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }, protocol);
+        this.refuse(noConnection(error, 'ERROR'), protocol);
       },
     );
   }
@@ -817,6 +828,7 @@ export class Session {
     if (expectation.prepares) preparedStatements(this.server!).add(expectation.prepares);
     // Every field present, so each expectation has one shape.
     this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite });
+    if (!this.deadline.running) this.deadline.start(statementTimeoutMs(this.context.policies.get(this.credential!.policy_profile_id), this.upstreamHandle!.database.query_timeout_ms));
     this.forward(raw);
   }
 
@@ -995,9 +1007,11 @@ export class Session {
     this.state = 'closed';
     clearTimeout(this.expiryTimer);
     clearTimeout(this.loginTimer);
+    this.deadline.close();
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
     const idle = this.status === 'I' && !this.unsynced && this.pipeline.empty;
+    const working = this.pipeline.awaitingServer;
     // Statements sent upstream whose end the session will not see are audited now (as when the upstream is lost): they may have run.
     this.pipeline.abandon();
     // Nothing more goes upstream: the connection is about to belong to the pool again, or to nobody.
@@ -1010,7 +1024,11 @@ export class Session {
       forgetPrepared(server);
       void this.upstreamHandle?.pool.release(server, { reset: true });
     } else if (server && idle) void this.upstreamHandle?.pool.release(server, { reset: false });
-    else if (server) this.upstreamHandle?.pool.destroy(server);
+    else if (server) {
+      // Dropping the connection alone does not stop a statement that is not writing: PostgreSQL notices only when it next writes.
+      if (working) void this.upstreamHandle?.cancel(server);
+      this.upstreamHandle?.pool.destroy(server);
+    }
     if (!this.socket.destroyed) this.socket.destroy();
   }
 }

@@ -59,12 +59,12 @@ export class AgentDatabases {
    * given, is awaited once a connection is held, right before the statement is sent: what it throws
    * is rethrown and nothing runs.
    */
-  async run(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice, run: StatementRun, beforeRun?: () => Promise<void>): Promise<TypedResult> {
+  async run(credential: Pick<TokenCredential, 'credential_id' | 'database_id' | 'project_id'>, pool: UpstreamChoice, run: StatementRun, beforeRun?: () => Promise<void>): Promise<TypedResult> {
     const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role);
     if (!handle) throw new UpstreamUnavailable('the credential’s database is no longer registered');
     let connection: UpstreamConnection;
     try {
-      connection = await handle.pool.acquire();
+      connection = await handle.pool.acquire({ owner: credential.credential_id });
     } catch (error) {
       throw new UpstreamUnavailable(`the upstream database is unavailable: ${(error as Error).message}`, { cause: error });
     }
