@@ -36,6 +36,8 @@ export class StatementDeadline {
   /** Set once the running work was cancelled: the next firing ends the session. */
   #cancelled = false;
   #timer: NodeJS.Timeout | undefined;
+  /** performance.now() when the timer fires. */
+  #timerAt = 0;
 
   constructor(private readonly events: DeadlineEvents) {}
 
@@ -49,7 +51,10 @@ export class StatementDeadline {
     this.#cancelled = false;
     this.#startedAt = performance.now();
     this.#limitMs = limitMs;
-    if (!this.#timer) this.#arm(limitMs);
+    // A timer armed for later (the grace period of a statement cancelled before) would be late for this one.
+    if (this.#timer && this.#timerAt <= this.#startedAt + limitMs) return;
+    clearTimeout(this.#timer);
+    this.#arm(limitMs);
   }
 
   /** The upstream is done with what it was sent. */
@@ -65,7 +70,9 @@ export class StatementDeadline {
   }
 
   #arm(delayMs: number): void {
-    this.#timer = setTimeout(this.#fire, Math.max(1, Math.ceil(delayMs)));
+    const delay = Math.max(1, Math.ceil(delayMs));
+    this.#timerAt = performance.now() + delay;
+    this.#timer = setTimeout(this.#fire, delay);
     this.#timer.unref();
   }
 
