@@ -45,7 +45,7 @@ import { Inlet, type Receiver } from './inlet.js';
 import { writeAll } from './socket-write.js';
 import { noConnection, type UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
-import { StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
+import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -227,8 +227,8 @@ export class Session {
           this.status = status;
         },
       },
-      // Asked only when a server error carries a DETAIL, which may print a row's masked values.
-      () => masksColumns(this.context.policies.get(this.credential?.policy_profile_id ?? '')),
+      // Asked only when a server chunk carries an error.
+      () => agentErrorEdit(masksColumns(this.context.policies.get(this.credential?.policy_profile_id ?? '')), this.deadline.cancelledAtMs),
     );
     context.registry.add(this, this.processId);
     context.metrics.connections.inc();

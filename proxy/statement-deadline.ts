@@ -7,6 +7,7 @@
  * not read cannot be cancelled), the session is ended and its upstream connection dropped.
  */
 import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../src/events/policies.js';
+import type { ErrorEdit } from './pipeline.js';
 
 /** How long a cancelled statement may take to end before the session is ended instead. */
 export const CANCEL_GRACE_MS = 5_000;
@@ -43,6 +44,11 @@ export class StatementDeadline {
 
   get running(): boolean {
     return this.#running;
+  }
+
+  /** The limit the last work ran past, once it was cancelled for it (until other work starts). */
+  get cancelledAtMs(): number | undefined {
+    return this.#cancelled ? this.#limitMs : undefined;
   }
 
   /** Work was sent upstream with nothing else running: the clock starts. */
@@ -86,5 +92,27 @@ export class StatementDeadline {
     this.#cancelled = true;
     this.#arm(CANCEL_GRACE_MS);
     this.events.expired(this.#limitMs);
+  };
+}
+
+/**
+ * How server errors reach an agent: without their DETAIL under a policy that masks columns (the
+ * DETAIL of a failed write can print the whole row), and the cancel the gateway sent at the
+ * statement timeout reported as such, not as PostgreSQL's "due to user request".
+ */
+export function agentErrorEdit(hideDetail: boolean, cancelledAtMs: number | undefined): ErrorEdit | undefined {
+  if (!hideDetail && cancelledAtMs === undefined) return undefined;
+  return (error) => {
+    const timedOut = cancelledAtMs !== undefined && error.code === '57014';
+    if (!timedOut && (!hideDetail || error.detail === undefined)) return error;
+    return {
+      ...error,
+      ...(hideDetail ? { detail: undefined } : {}),
+      ...(timedOut
+        ? {
+            message: `canceling statement due to statement timeout: this credential’s statements may run ${cancelledAtMs} ms (policy statement_timeout_ms, or the database’s query_timeout_ms when smaller), which SET statement_timeout cannot raise; filter, aggregate or LIMIT the query so it finishes sooner`,
+          }
+        : {}),
+    };
   };
 }

@@ -111,6 +111,7 @@ describe('the statement timeout', () => {
         const started = Date.now();
         const error = await run(client, LONG);
         expect(error?.code, lift).toBe('57014');
+        expect(error?.message).toMatch(/^canceling statement due to statement timeout: this credential’s statements may run 1000 ms/);
         expect(Date.now() - started).toBeLessThan(4_000);
         // The backend reports itself idle just after the client has its error.
         await waitFor(async () => (await running(LONG)) === 0, 2_000, 'the upstream statement to stop');

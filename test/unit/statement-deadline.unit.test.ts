@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { CANCEL_GRACE_MS, StatementDeadline, statementTimeoutMs } from '../../proxy/statement-deadline.js';
+import { agentErrorEdit, CANCEL_GRACE_MS, StatementDeadline, statementTimeoutMs } from '../../proxy/statement-deadline.js';
 
 let events: string[];
 let deadline: StatementDeadline;
@@ -64,5 +64,21 @@ describe('StatementDeadline', () => {
     deadline.close();
     vi.advanceTimersByTime(10_000);
     expect(events).toEqual([]);
+  });
+});
+
+describe('agentErrorEdit', () => {
+  const cancelled = { severity: 'ERROR', code: '57014', message: 'canceling statement due to user request' };
+  const failed = { severity: 'ERROR', code: '23502', message: 'null value', detail: 'Failing row contains (1, user1@example.com).' };
+
+  it('passes errors on unchanged when there is nothing to hide or explain', () => {
+    expect(agentErrorEdit(false, undefined)).toBeUndefined();
+    expect(agentErrorEdit(false, 1_000)!(failed)).toBe(failed);
+    expect(agentErrorEdit(true, undefined)!(cancelled)).toBe(cancelled);
+  });
+
+  it("says a gateway cancel was the statement timeout, and drops the DETAIL under masks", () => {
+    expect(agentErrorEdit(false, 1_000)!(cancelled)).toEqual({ ...cancelled, message: expect.stringMatching(/^canceling statement due to statement timeout: this credential’s statements may run 1000 ms/) });
+    expect(agentErrorEdit(true, undefined)!(failed)).toEqual({ ...failed, detail: undefined });
   });
 });
