@@ -8,9 +8,9 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callTool, connectAgent, textOf } from '../support/agent-mcp.js';
+import { callTool, connectAgent, listenForAgents, textOf } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
-import { connectAgentClient, createPolicy, rawTurn, registerOn } from '../support/proxy-agents.js';
+import { connectAgentClient, createPolicy, extendedTurn, patchDatabase, registerOn } from '../support/proxy-agents.js';
 
 let gateway: TestGateway;
 let admin: pg.Client;
@@ -59,32 +59,14 @@ async function secondSeesDefaults(change: (client: pg.Client) => Promise<unknown
   }
 }
 
-const extendedTurn = (client: pg.Client, text: string) =>
-  rawTurn(client, (connection) => {
-    connection.parse({ text });
-    connection.bind({});
-    connection.execute({});
-    connection.sync();
-  });
-
 beforeAll(async () => {
   gateway = await startGateway('session_state');
-  const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
-  const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
-  const patched = await gateway.api.call(gateway.owner.apiKey, {
-    method: 'PATCH',
-    url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`,
-    payload: { pool_config: { mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } },
-  });
-  expect(patched.statusCode).toBe(200);
+  await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } });
   const reader = await createPolicy(gateway, { name: 'reader', read_only: true, allowed_tables: ['public.orders'] });
   first = await registerOn(gateway, reader, 'first');
   second = await registerOn(gateway, reader, 'second');
   writer = await registerOn(gateway, await createPolicy(gateway, { name: 'writer', read_only: false, allowed_tables: ['public.orders'] }), 'writer');
-  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = gateway.api.app.server.address();
-  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
-  mcpBase = `http://127.0.0.1:${address.port}/mcp`;
+  mcpBase = `${await listenForAgents(gateway)}/mcp`;
   admin = new pg.Client({ connectionString: gateway.upstream.url });
   await admin.connect();
   const probe = await connectAgentClient(second);

@@ -8,9 +8,9 @@
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { callTool, connectAgent, textOf } from '../support/agent-mcp.js';
+import { callTool, connectAgent, listenForAgents, textOf } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
-import { connectAgentClient, createPolicy, rawTurn, registerOn } from '../support/proxy-agents.js';
+import { connectAgentClient, createPolicy, extendedTurn, patchDatabase, registerOn } from '../support/proxy-agents.js';
 import { CANCEL_GRACE_MS } from '../../proxy/statement-deadline.js';
 import { loginError, waitFor } from '../support/wire.js';
 
@@ -20,7 +20,6 @@ const LARGE = "select repeat('x', 1000) as filler from generate_series(1, 100000
 
 let gateway: TestGateway;
 let admin: pg.Client;
-let databaseId: string;
 let mcpBase: string;
 
 /** Upstream backends of the proxy and the MCP running `sql` right now. */
@@ -32,10 +31,6 @@ async function running(sql: string): Promise<number> {
   return result.rows[0]!.n;
 }
 
-async function patchDatabase(payload: Record<string, unknown>): Promise<void> {
-  const patched = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`, payload });
-  expect(patched.statusCode, patched.body).toBe(200);
-}
 
 const agentWith = async (name: string, policy: Record<string, unknown>): Promise<AgentSecrets> =>
   registerOn(gateway, await createPolicy(gateway, { name, read_only: true, allowed_tables: ['public.orders'], ...policy }), name);
@@ -46,22 +41,9 @@ const failureOf = (promise: Promise<unknown>): Promise<{ code?: string; message?
     (error: { code?: string; message?: string }) => error,
   );
 
-const extendedTurn = (client: pg.Client, text: string) =>
-  rawTurn(client, (connection) => {
-    connection.parse({ text });
-    connection.bind({});
-    connection.execute({});
-    connection.sync();
-  });
-
 beforeAll(async () => {
   gateway = await startGateway('upstream_holding');
-  const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
-  databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
-  await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-  const address = gateway.api.app.server.address();
-  if (!address || typeof address === 'string') throw new Error('the app is not listening on a port');
-  mcpBase = `http://127.0.0.1:${address.port}/mcp`;
+  mcpBase = `${await listenForAgents(gateway)}/mcp`;
   admin = new pg.Client({ connectionString: gateway.upstream.url });
   await admin.connect();
 });
@@ -124,7 +106,7 @@ describe('the statement timeout', () => {
   });
 
   it("takes the database's query_timeout_ms when it is smaller", async () => {
-    await patchDatabase({ query_timeout_ms: 1_000 });
+    await patchDatabase(gateway, { query_timeout_ms: 1_000 });
     try {
       const agent = await agentWith('database timeout', { statement_timeout_ms: 600_000 });
       const client = await connectAgentClient(agent);
@@ -137,7 +119,7 @@ describe('the statement timeout', () => {
         await client.end();
       }
     } finally {
-      await patchDatabase({ query_timeout_ms: 0 });
+      await patchDatabase(gateway, { query_timeout_ms: 0 });
     }
   });
 
@@ -182,7 +164,7 @@ describe('the statement timeout', () => {
 
 describe('one credential cannot take the whole pool', () => {
   it('ten sessions of one credential holding unread results leave connections for another credential', async () => {
-    await patchDatabase({ pool_config: { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 1_000 } });
+    await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 1_000 } });
     const hog = await agentWith('hog', {});
     const other = await agentWith('other', {});
     const hogs: pg.Client[] = [];
@@ -211,12 +193,12 @@ describe('one credential cannot take the whole pool', () => {
       await waitFor(async () => (await running(LARGE)) === 0, 10_000, 'the hog’s statements to stop');
     } finally {
       for (const client of hogs) await client.end().catch(() => undefined);
-      await patchDatabase({ pool_config: { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } });
+      await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } });
     }
   });
 
   it("refuses a credential's statement beyond its limit with 53300, and serves it once one of its connections is free", async () => {
-    await patchDatabase({ pool_config: { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 500, max_connections_per_credential: 1 } });
+    await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 500, max_connections_per_credential: 1 } });
     try {
       const agent = await agentWith('one at a time', {});
       const [first, second] = [await connectAgentClient(agent), await connectAgentClient(agent)];
@@ -233,7 +215,7 @@ describe('one credential cannot take the whole pool', () => {
         await second.end();
       }
     } finally {
-      await patchDatabase({ pool_config: { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } });
+      await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } });
     }
   });
 });
