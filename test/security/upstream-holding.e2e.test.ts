@@ -218,4 +218,25 @@ describe('one credential cannot take the whole pool', () => {
       await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } });
     }
   });
+
+  it('holds on the hosted MCP too: a second call of the credential is refused while another credential is served', async () => {
+    await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 500, max_connections_per_credential: 1 } });
+    const busy = await agentWith('mcp busy', { statement_timeout_ms: 3_000 });
+    const other = await agentWith('mcp other', {});
+    const [a, b] = [await connectAgent(mcpBase, busy.mcp_token, 'busy'), await connectAgent(mcpBase, other.mcp_token, 'other')];
+    try {
+      const long = callTool(a, 'query', { sql: LONG });
+      await waitFor(async () => (await running(LONG)) === 1, 5_000, 'the long statement to run upstream');
+      const second = await callTool(a, 'query', { sql: 'select count(*)::int as n from orders' });
+      expect(second.isError).toBe(true);
+      expect(textOf(second)).toContain('max_connections_per_credential');
+      const served = await callTool(b, 'query', { sql: 'select count(*)::int as n from orders' });
+      expect((served.structuredContent as { rows: unknown[][] }).rows).toEqual([[1000]]);
+      expect((await long).isError).toBe(true);
+    } finally {
+      await a.close();
+      await b.close();
+      await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } });
+    }
+  });
 });

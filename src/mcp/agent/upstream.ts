@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { Upstreams } from '../../../proxy/upstreams.js';
+import { noConnection, Upstreams } from '../../../proxy/upstreams.js';
 import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
 import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
@@ -66,7 +66,8 @@ export class AgentDatabases {
     try {
       connection = await handle.pool.acquire({ owner: credential.credential_id });
     } catch (error) {
-      throw new UpstreamUnavailable(`the upstream database is unavailable: ${(error as Error).message}`, { cause: error });
+      const refusal = noConnection(error, 'ERROR');
+      throw new UpstreamUnavailable(refusal.code === '53300' ? refusal.message : `the upstream database is unavailable: ${(error as Error).message}`, { cause: error });
     }
     if (beforeRun) {
       try {
