@@ -61,6 +61,8 @@ export const policiesProjection = rowProjection<PolicyRow>({
       revision integer not null, created_at timestamptz not null, updated_at timestamptz not null`,
     orderBy: 'policy_id',
     indexes: ['project_id, policy_id'],
+    // Policies projected before statement_timeout_ms existed have the default it stands for.
+    addedColumns: [`statement_timeout_ms integer not null default ${DEFAULT_STATEMENT_TIMEOUT_MS}`],
   },
   keyOf: (event) => (handled.has(event.type) ? event.stream.slice('policy-'.length) : undefined),
   evolve: evolvePolicy,
