@@ -140,9 +140,16 @@ describe('the statement timeout', () => {
     const elapsed = Date.now() - started;
     expect(elapsed).toBeGreaterThanOrEqual(3_000);
     stream.resume();
-    // PostgreSQL 15 acts on the cancel even there; a server that does not is dropped CANCEL_GRACE_MS later (statement-deadline.unit.test.ts).
-    expect((await outcome)?.code).toBe('57014');
-    await client.end();
+    const error = await outcome;
+    // PostgreSQL acts on the cancel there or not, depending on where the backend is blocked: cancelled
+    // at the limit (57014), or else the session is ended and the connection dropped CANCEL_GRACE_MS
+    // later (the FATAL 57014 waits behind the unread rows, so the client sees its connection end).
+    if (error?.code === '57014') expect(elapsed).toBeLessThan(3_000 + CANCEL_GRACE_MS);
+    else {
+      expect(error?.message).toBe('Connection terminated unexpectedly');
+      expect(elapsed).toBeGreaterThanOrEqual(3_000 + CANCEL_GRACE_MS - 500);
+    }
+    await client.end().catch(() => undefined);
   });
 
   it('applies on the hosted MCP query tool', async () => {
