@@ -508,8 +508,9 @@ export class UpstreamPool {
    */
   #expireWaiters(): number | undefined {
     const now = performance.now();
+    // A share that is the whole pool is no limit of its own: the pool is what ran out.
     const timedOut = (waiter: Waiter): PoolError =>
-      this.#atLimit(waiter.owner)
+      this.#perOwner < this.#config.max_connections && this.#atLimit(waiter.owner)
         ? new PoolError('OWNER_LIMIT', `${this.#label}: its owner held its ${this.#perOwner} connections for ${this.#config.acquire_timeout_ms} ms`)
         : new PoolError('ACQUIRE_TIMEOUT', `${this.#label}: no connection free within ${this.#config.acquire_timeout_ms} ms`);
     for (let waiter = this.#waiters[0]; waiter && waiter.deadline <= now; waiter = this.#waiters[0]) this.#fail(waiter, timedOut(waiter));

@@ -68,6 +68,14 @@ describe('UpstreamPool owners', () => {
     expect(pool.stats()).toMatchObject({ size: 4, idle: 4, inUse: 0 });
   });
 
+  it('fails a waiter with ACQUIRE_TIMEOUT when its share is the whole pool', async () => {
+    const pool = poolOf({ max_connections: 1 });
+    const held = await pool.acquire({ owner: 'a' });
+    const refused = await failure(pool.acquire({ owner: 'a' }));
+    expect((refused as PoolError).code).toBe('ACQUIRE_TIMEOUT');
+    await pool.release(held, { reset: false });
+  });
+
   it("hands a released connection to the owner's waiter once it is under its limit", async () => {
     const pool = poolOf({ acquire_timeout_ms: 5_000 });
     const [a1, a2] = [await pool.acquire({ owner: 'a' }), await pool.acquire({ owner: 'a' })];
