@@ -45,7 +45,7 @@ import { Inlet, type Receiver } from './inlet.js';
 import { writeAll } from './socket-write.js';
 import { noConnection, type UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
-import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
+import { agentErrorEdit, STATEMENT_TIMEOUT_RULE, StatementDeadline, statementTimeoutMs, timeoutNote } from './statement-deadline.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -960,8 +960,11 @@ export class Session {
     const latencyUs = Math.round((performance.now() - statement.startedAt) * 1000);
     // A cut result outranks masking: the agent saw masked values, and not all of them.
     const event = statement.truncated ? 'truncated' : statement.event;
-    const rule = statement.truncated ? 'max_rows.truncated' : statement.rule;
-    const reason = statement.truncated ? `${statement.reason} the result was cut at the policy’s max_rows.`.trim() : statement.reason;
+    // A statement that failed once the gateway cancelled it at the statement timeout is recorded as such.
+    const cancelledAt = failed ? this.deadline.cancelledAtMs : undefined;
+    const rule = cancelledAt !== undefined ? STATEMENT_TIMEOUT_RULE : statement.truncated ? 'max_rows.truncated' : statement.rule;
+    const own = statement.truncated ? `${statement.reason} the result was cut at the policy’s max_rows.`.trim() : statement.reason;
+    const reason = cancelledAt === undefined ? own : `${timeoutNote(cancelledAt)} ${own}`.trim();
     this.context.metrics.statementsOf(failed ? 'error' : event).inc();
     this.context.metrics.latency.observe(latencyUs / 1e6);
     this.context.budgets.spent(this.credential!, statement.bytes);

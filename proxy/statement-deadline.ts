@@ -9,6 +9,14 @@
 import { DEFAULT_STATEMENT_TIMEOUT_MS } from '../src/events/policies.js';
 import type { ErrorEdit } from './pipeline.js';
 
+/** The audit rule of a statement the gateway cancelled at its statement timeout. */
+export const STATEMENT_TIMEOUT_RULE = 'statement_timeout';
+
+/** The audit reason's note for such a statement. */
+export function timeoutNote(limitMs: number): string {
+  return `the gateway cancelled it at the statement timeout (${limitMs} ms; rule ${STATEMENT_TIMEOUT_RULE}).`;
+}
+
 /** How long a cancelled statement may take to end before the session is ended instead. */
 export const CANCEL_GRACE_MS = 5_000;
 

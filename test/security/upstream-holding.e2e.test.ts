@@ -88,7 +88,8 @@ describe('the statement timeout', () => {
     const agent = await agentWith(`timeout ${_protocol}`, { statement_timeout_ms: 1_000 });
     const client = await connectAgentClient(agent);
     try {
-      for (const lift of ['SET statement_timeout = 0', "select set_config('statement_timeout', '0', false)", 'SET statement_timeout = 600000']) {
+      const lifts = ['SET statement_timeout = 0', "select set_config('statement_timeout', '0', false)", 'SET statement_timeout = 600000'];
+      for (const lift of lifts) {
         await client.query(lift);
         const started = Date.now();
         const error = await run(client, LONG);
@@ -100,6 +101,11 @@ describe('the statement timeout', () => {
         // The session goes on.
         expect((await client.query('select count(*)::int as n from orders')).rows).toEqual([{ n: 1000 }]);
       }
+      // Each lift, the long statement, the count: the audit trail says which statements the gateway cancelled.
+      const cancelled = (await gateway.decisionsOf(agent.credential.id, lifts.length * 3)).filter((decision) => decision.decision_rule === 'statement_timeout');
+      expect(cancelled.map((decision) => [decision.sql, decision.reason])).toEqual(
+        lifts.map(() => [LONG, 'the statement ran and failed upstream. the gateway cancelled it at the statement timeout (1000 ms; rule statement_timeout).']),
+      );
     } finally {
       await client.end();
     }
