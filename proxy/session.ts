@@ -40,6 +40,7 @@ import type { Trip } from './policy/rules.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
+import { cancelAbandoned } from './upstream/cancel.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
 import { writeAll } from './socket-write.js';
@@ -1029,7 +1030,8 @@ export class Session {
     } else if (server && idle) void this.upstreamHandle?.pool.release(server, { reset: false });
     else if (server) {
       // Dropping the connection alone does not stop a statement that is not writing: PostgreSQL notices only when it next writes.
-      if (working) void this.upstreamHandle?.cancel(server);
+      const handle = this.upstreamHandle;
+      if (working && handle) cancelAbandoned(() => handle.cancel(server));
       this.upstreamHandle?.pool.destroy(server);
     }
     if (!this.socket.destroyed) this.socket.destroy();
