@@ -28,6 +28,11 @@ export interface ReadModelTable {
   readonly indexes?: readonly (string | NamedIndex)[];
   /** Indexes that earlier versions created and this one does not: dropped once the indexes above exist. */
   readonly retiredIndexes?: readonly string[];
+  /**
+   * Columns that tables made by earlier versions lack, as `add column` definitions with a default
+   * for the rows already there (e.g. `statement_timeout_ms integer not null default 30000`).
+   */
+  readonly addedColumns?: readonly string[];
 }
 
 export interface Projection {
@@ -58,7 +63,8 @@ export function tableDdl(schema: string, table: ReadModelTable): string {
   const name = qualified(schema, table.name);
   const indexes = (table.indexes ?? []).map((index, i) => indexDdl(table.name, name, index, i));
   const retired = (table.retiredIndexes ?? []).map((index) => `drop index if exists ${qualified(schema, index)};`);
-  return [`create table if not exists ${name} (${table.columns});`, ...indexes, ...retired].join('\n');
+  const added = (table.addedColumns ?? []).map((column) => `alter table ${name} add column if not exists ${column};`);
+  return [`create table if not exists ${name} (${table.columns});`, ...added, ...indexes, ...retired].join('\n');
 }
 
 export function projectionTx(client: pg.ClientBase, schema: string): ProjectionTx {

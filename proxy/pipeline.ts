@@ -1,4 +1,4 @@
-import { encodeErrorResponse, type ScannedMessage, type TransactionStatus } from './protocol/backend.js';
+import { encodeErrorResponse, type ErrorFields, type ScannedMessage, type TransactionStatus } from './protocol/backend.js';
 
 /** A statement whose completion is audited: rows and bytes are counted from its replies. */
 export interface Statement {
@@ -21,6 +21,9 @@ export interface Statement {
   /** Called as it finishes, `ok` unless it failed (the cursors it declared or closed are confirmed then). */
   settled?: ((ok: boolean) => void) | undefined;
 }
+
+/** What a server error becomes for the client; returning `error` itself passes it on unchanged. */
+export type ErrorEdit = (error: ErrorFields) => ErrorFields;
 
 /** What the client gets instead of one server reply: undefined keeps it, null hides it, a buffer replaces it. */
 export type Rewrite = (message: ScannedMessage) => Buffer | null | undefined;
@@ -63,10 +66,11 @@ export class ResponsePipeline {
     private readonly write: (pieces: readonly Buffer[]) => void,
     private readonly events: PipelineEvents,
     /**
-     * Whether server errors reach the client without their DETAIL: PostgreSQL's DETAIL of a failed
-     * write can print the whole row (`Failing row contains (…)`), masked columns included.
+     * How server errors reach the client, asked only when a chunk carries one: without their DETAIL
+     * (PostgreSQL's DETAIL of a failed write can print the whole row, masked columns included), or
+     * saying why the gateway cancelled a statement; undefined passes them on as they came.
      */
-    private readonly hideErrorDetail: () => boolean = () => false,
+    private readonly errorEdit: () => ErrorEdit | undefined = () => undefined,
   ) {}
 
   /** Server replies still to come (not counting replies the proxy makes). */
@@ -93,8 +97,8 @@ export class ResponsePipeline {
    * may have to go).
    */
   onServerChunk(chunk: Buffer, scanned: readonly ScannedMessage[], endsInError = false): void {
-    const filterErrors = (endsInError || scanned.some((m) => m.kind === 'ErrorResponse' && m.error.detail !== undefined)) && this.hideErrorDetail();
-    if (!filterErrors && !this.queue.some((e) => e.kind === 'synthetic' || e.suppress || e.rewrite) && this.held.length === 0) {
+    const edit = endsInError || scanned.some((m) => m.kind === 'ErrorResponse') ? this.errorEdit() : undefined;
+    if (!edit && !this.queue.some((e) => e.kind === 'synthetic' || e.suppress || e.rewrite) && this.held.length === 0) {
       // The client first: accounting (the audit record among it) need not delay the reply.
       this.write([chunk]);
       for (const message of scanned) this.account(message);
@@ -113,7 +117,7 @@ export class ResponsePipeline {
         cut();
         this.flushSyntheticInto(out);
       }
-      const replacement = this.replacementOf(message, filterErrors);
+      const replacement = this.replacementOf(message, edit);
       if (replacement === undefined) {
         if (this.held.length > 0) out.push(...this.held);
       } else {
@@ -132,7 +136,7 @@ export class ResponsePipeline {
     if (cursor < chunk.length) {
       // The start of a message that may be hidden or replaced waits until it is whole.
       const head = this.queue[0];
-      if ((head?.kind === 'server' && (head.suppress || head.rewrite)) || (filterErrors && endsInError)) {
+      if ((head?.kind === 'server' && (head.suppress || head.rewrite)) || (edit !== undefined && endsInError)) {
         cut();
         this.held.push(chunk.subarray(cursor));
       } else cursor = chunk.length;
@@ -141,8 +145,11 @@ export class ResponsePipeline {
     if (out.length > 0) this.write(out);
   }
 
-  private replacementOf(message: ScannedMessage, filterErrors: boolean): Buffer | null | undefined {
-    if (filterErrors && message.kind === 'ErrorResponse' && message.error.detail !== undefined) return encodeErrorResponse({ ...message.error, detail: undefined });
+  private replacementOf(message: ScannedMessage, edit: ErrorEdit | undefined): Buffer | null | undefined {
+    if (edit && message.kind === 'ErrorResponse') {
+      const edited = edit(message.error);
+      if (edited !== message.error) return encodeErrorResponse(edited);
+    }
     const head = this.queue[0];
     if (head?.kind !== 'server' || isAsync(message.type)) return undefined;
     if (head.suppress) return message.kind === 'ErrorResponse' ? undefined : null;

@@ -41,11 +41,13 @@ import type { Trip } from './policy/rules.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
+import { cancelAbandoned } from './upstream/cancel.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
 import { writeAll } from './socket-write.js';
-import type { UpstreamHandle } from './upstreams.js';
+import { noConnection, type UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
+import { agentErrorEdit, STATEMENT_TIMEOUT_RULE, StatementDeadline, statementTimeoutMs, timeoutNote } from './statement-deadline.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -203,6 +205,14 @@ export class Session {
   /** The client has not taken what it was sent: until it has, neither it nor `throttled` is read. */
   private clientBacklogged = false;
   private throttled: UpstreamConnection | undefined;
+  private readonly deadline = new StatementDeadline({
+    expired: (limitMs) => {
+      this.context.logger.info({ session: this.id, limitMs }, 'statement timeout: cancelling upstream');
+      void this.cancelRunningQuery();
+    },
+    stuck: (limitMs) =>
+      this.fatal({ severity: 'FATAL', code: '57014', message: `terminating the session: a statement ran past this credential’s statement timeout (${limitMs} ms) and did not stop when cancelled; read results as they arrive, or narrow the query` }),
+  });
 
   constructor(
     client: Inlet,
@@ -228,8 +238,8 @@ export class Session {
           }
         },
       },
-      // Asked only when a server error carries a DETAIL, which may print a row's masked values.
-      () => masksColumns(this.context.policies.get(this.credential?.policy_profile_id ?? '')),
+      // Asked only when a server chunk carries an error.
+      () => agentErrorEdit(masksColumns(this.context.policies.get(this.credential?.policy_profile_id ?? '')), this.deadline.cancelledAtMs),
     );
     context.registry.add(this, this.processId);
     context.metrics.connections.inc();
@@ -422,10 +432,10 @@ export class Session {
     if (this.closed) return this.catalog.release();
     let server: UpstreamConnection;
     try {
-      server = await handle.pool.acquire();
+      server = await handle.pool.acquire({ owner: credential.credential_id });
     } catch (error) {
       this.context.logger.warn({ err: error, session: this.id, database: credential.database_id }, 'upstream unavailable at login');
-      return this.fatal({ severity: 'FATAL', code: '08006', message: 'the upstream database is unavailable; try again shortly' });
+      return this.fatal(noConnection(error, 'FATAL'));
     }
     // The client left while the login waited: the connection goes back, not to a session nobody will close again.
     if (this.closed) return void handle.pool.release(server, { reset: false });
@@ -520,6 +530,7 @@ export class Session {
       return this.onServerClosed();
     }
     this.pipeline.onServerChunk(chunk, scanned, this.scanner!.inErrorResponse);
+    if (this.deadline.running && !this.pipeline.awaitingServer) this.deadline.stop();
     this.releaseIfIdle();
   }
 
@@ -603,12 +614,13 @@ export class Session {
     }
     // A change to the database (password, host, pool settings) closed the pool this session started on.
     if (this.upstreamHandle!.pool.isClosed) return this.withNewPool(work, protocol);
-    const idle = this.upstreamHandle!.pool.tryAcquire();
+    const owner = this.credential!.credential_id;
+    const idle = this.upstreamHandle!.pool.tryAcquire(owner);
     if (idle) {
       this.useServer(idle);
       return work();
     }
-    return this.upstreamHandle!.pool.acquire().then(
+    return this.upstreamHandle!.pool.acquire({ owner }).then(
       (server) => {
         if (this.closed) return void this.upstreamHandle!.pool.release(server, { reset: false });
         this.useServer(server);
@@ -616,7 +628,7 @@ export class Session {
       },
       (error: unknown) => {
         this.context.logger.warn({ err: error, session: this.id }, 'no upstream connection');
-        this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is unavailable; retry the statement shortly' }, protocol);
+        this.refuse(noConnection(error, 'ERROR'), protocol);
       },
     );
   }
@@ -831,6 +843,7 @@ export class Session {
     if (expectation.prepares) preparedStatements(this.server!).add(expectation.prepares);
     // Every field present, so each expectation has one shape.
     this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite });
+    if (!this.deadline.running) this.deadline.start(statementTimeoutMs(this.context.policies.get(this.credential!.policy_profile_id), this.upstreamHandle!.database.query_timeout_ms));
     this.forward(raw);
   }
 
@@ -862,8 +875,10 @@ export class Session {
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
       this.context.decisions.publish(this.decision({ event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten }));
     }
-    if (decision.action === 'allow') return decision;
-    return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
+    if (decision.action !== 'allow') return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
+    // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
+    if (decision.changesSession) this.pinned = true;
+    return decision;
   }
 
   /**
@@ -898,7 +913,6 @@ export class Session {
   private onQuery(sql: string, raw: Buffer): Promise<void> | void {
     const decision = this.decide(sql, 'simple');
     if (!decision) return;
-    if (/^\s*(set|reset|listen|prepare|declare|create\s+temp|create\s+temporary)\b/i.test(sql) && !/^\s*set\s+local\b/i.test(sql)) this.pinned = true;
     const statement = this.statementOf({ sql, decision });
     const cap = this.rowCap(decision);
     const capped = cap === undefined ? undefined : cappedQuery(decision, cap, this.portalRows, statement);
@@ -962,8 +976,11 @@ export class Session {
     const latencyUs = Math.round((performance.now() - statement.startedAt) * 1000);
     // A cut result outranks masking: the agent saw masked values, and not all of them.
     const event = statement.truncated ? 'truncated' : statement.event;
-    const rule = statement.truncated ? 'max_rows.truncated' : statement.rule;
-    const reason = statement.truncated ? `${statement.reason} the result was cut at the policy’s max_rows.`.trim() : statement.reason;
+    // A statement that failed once the gateway cancelled it at the statement timeout is recorded as such.
+    const cancelledAt = failed ? this.deadline.cancelledAtMs : undefined;
+    const rule = cancelledAt !== undefined ? STATEMENT_TIMEOUT_RULE : statement.truncated ? 'max_rows.truncated' : statement.rule;
+    const own = statement.truncated ? `${statement.reason} the result was cut at the policy’s max_rows.`.trim() : statement.reason;
+    const reason = cancelledAt === undefined ? own : `${timeoutNote(cancelledAt)} ${own}`.trim();
     this.context.metrics.statementsOf(failed ? 'error' : event).inc();
     this.context.metrics.latency.observe(latencyUs / 1e6);
     this.context.budgets.spent(this.credential!, statement.bytes);
@@ -1010,9 +1027,11 @@ export class Session {
     clearTimeout(this.expiryTimer);
     clearTimeout(this.loginTimer);
     this.catalog?.release();
+    this.deadline.close();
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
     const idle = this.status === 'I' && !this.unsynced && this.pipeline.empty;
+    const working = this.pipeline.awaitingServer;
     // Statements sent upstream whose end the session will not see are audited now (as when the upstream is lost): they may have run.
     this.pipeline.abandon();
     // Nothing more goes upstream: the connection is about to belong to the pool again, or to nobody.
@@ -1025,7 +1044,12 @@ export class Session {
       forgetPrepared(server);
       void this.upstreamHandle?.pool.release(server, { reset: true });
     } else if (server && idle) void this.upstreamHandle?.pool.release(server, { reset: false });
-    else if (server) this.upstreamHandle?.pool.destroy(server);
+    else if (server) {
+      // Dropping the connection alone does not stop a statement that is not writing: PostgreSQL notices only when it next writes.
+      const handle = this.upstreamHandle;
+      if (working && handle) cancelAbandoned(() => handle.cancel(server));
+      this.upstreamHandle?.pool.destroy(server);
+    }
     if (!this.socket.destroyed) this.socket.destroy();
   }
 }

@@ -3,7 +3,8 @@ import { DEFAULT_SEARCH_PATH } from './policy/names.js';
 import { openSecret, type Keyring } from '../src/crypto/seal.js';
 import { sendCancel } from './upstream/cancel.js';
 import type { UpstreamConnection, UpstreamTarget } from './upstream/connection.js';
-import { UpstreamPool } from './upstream/pool.js';
+import { PoolError, UpstreamPool } from './upstream/pool.js';
+import type { ErrorFields } from './protocol/backend.js';
 import type { LiveView } from './views/live-view.js';
 import type { PolicyRole } from './views/policy-roles.js';
 
@@ -12,6 +13,23 @@ export interface UpstreamHandle {
   readonly database: DatabaseRow;
   readonly pool: UpstreamPool;
   cancel(server: UpstreamConnection): Promise<void>;
+}
+
+/**
+ * What a client is told when no upstream connection could be had for it: 53300 when its own
+ * credential holds all the connections it may (the others' sessions are not starved for it), else
+ * 08006. FATAL at login, ERROR for a statement.
+ */
+export function noConnection(error: unknown, severity: 'FATAL' | 'ERROR'): ErrorFields {
+  if (error instanceof PoolError && error.code === 'OWNER_LIMIT') {
+    return {
+      severity,
+      code: '53300',
+      message:
+        'this credential already holds as many upstream connections as it may (pool_config max_connections_per_credential), and none came free in time; finish or close its other sessions (read their results), then retry',
+    };
+  }
+  return { severity, code: '08006', message: severity === 'FATAL' ? 'the upstream database is unavailable; try again shortly' : 'the upstream database is unavailable; retry the statement shortly' };
 }
 
 interface Entry {

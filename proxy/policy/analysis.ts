@@ -84,6 +84,12 @@ export interface StatementAnalysis {
   readonly literals: readonly string[];
   /** Edits the statement runs with whatever the policy (see TreeEdit); none means it runs as written, unless masked. */
   readonly edits: readonly TreeEdit[];
+  /**
+   * What it changes in the upstream session beyond its transaction (`SET statement_timeout`,
+   * `set_config('timezone', ..., false)`): the connection must then stay with the client's session
+   * and be reset before it serves another one.
+   */
+  readonly sessionChanges: readonly string[];
 }
 
 /**
@@ -107,6 +113,7 @@ export class Collector {
   readonly columns: ColumnUse[] = [];
   readonly wholeRows: WholeRowUse[] = [];
   readonly edits: TreeEdit[] = [];
+  readonly sessionChanges: string[] = [];
   /** Field objects of relation, function, column-reference and sublink nodes the walk analyzed. */
   readonly visited = new Set<object>();
 

@@ -24,6 +24,8 @@ export type PolicyDecision =
       readonly masks: readonly MaskEdit[];
       /** The text to run upstream: the statement itself, or its masked rewrite. */
       readonly sql: string;
+      /** It changes the upstream session beyond its transaction (StatementAnalysis.sessionChanges). */
+      readonly changesSession: boolean;
     })
   | (DecisionFacts & {
       readonly action: 'refuse';
@@ -45,11 +47,12 @@ function tables(analysis: StatementAnalysis, written: boolean): string[] {
 
 /** Applies one policy to one analyzed statement: the first rule that refuses decides, in the order of the checks below. */
 export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, session: AnalysisSession = {}): PolicyDecision {
-  const facts: DecisionFacts = {
+  const facts = {
     statementKind: analysis.kind,
     tablesRead: tables(analysis, false),
     tablesWritten: tables(analysis, true),
-    progress: analysis.ddl && !policy.read_only ? ['migration_flagged'] : [],
+    progress: analysis.ddl && !policy.read_only ? (['migration_flagged'] as const) : [],
+    changesSession: analysis.sessionChanges.length > 0,
   };
   const trip = canaryCheck(analysis, policy);
   if (trip) return refused(facts, disguise(analysis, { ...policy, denied: trip.denied }, trip));
@@ -97,9 +100,9 @@ function disguise(analysis: StatementAnalysis, policy: PolicyRules, trip: Trip):
 }
 
 /** Built field by field, as is `refused`: on Node 20, `{ ...facts, more }` costs microseconds a call. */
-function allowed(facts: DecisionFacts, event: 'query' | 'masked', rule: string, reason: string, masks: readonly MaskEdit[], sql: string): PolicyDecision {
-  const { statementKind, tablesRead, tablesWritten, progress } = facts;
-  return { statementKind, tablesRead, tablesWritten, progress, action: 'allow', event, rule, reason, masks, sql };
+function allowed(facts: DecisionFacts & { readonly changesSession: boolean }, event: 'query' | 'masked', rule: string, reason: string, masks: readonly MaskEdit[], sql: string): PolicyDecision {
+  const { statementKind, tablesRead, tablesWritten, progress, changesSession } = facts;
+  return { statementKind, tablesRead, tablesWritten, progress, action: 'allow', event, rule, reason, masks, sql, changesSession };
 }
 
 function refused(facts: DecisionFacts, refusal: Refusal & { readonly trip?: Trip }): PolicyDecision {

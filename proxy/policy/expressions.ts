@@ -111,11 +111,17 @@ function currentSetting(display: string, args: readonly At[]): FunctionUse {
   };
 }
 
-/** set_config(name, value, is_local) is SET by another name: the same allowlist applies. */
+/**
+ * set_config(name, value, is_local) is SET by another name: the same allowlist applies, and unless
+ * is_local is the constant true it changes the session (as SET does), whose connection is then pinned.
+ */
 function setConfig(ctx: Ctx, args: readonly At[]): void {
   const first = args[0];
   const setting = first ? constantText(first.node)?.toLowerCase() : undefined;
-  if (setting === undefined || !SETTABLE.has(setting)) ctx.out.effect('setting', `set_config('${setting ?? '?'}', ...)`, true);
+  const detail = `set_config('${setting ?? '?'}', ...)`;
+  if (setting === undefined || !SETTABLE.has(setting)) ctx.out.effect('setting', detail, true);
+  const local = args[2] ? constantText(args[2].node)?.toLowerCase() : undefined;
+  if (!local || !['true', 't', 'on', 'yes', 'y', '1'].includes(local)) ctx.out.sessionChanges.push(detail);
 }
 
 export function sortBy(ctx: Ctx, level: Level, at: At): void {

@@ -189,6 +189,7 @@ function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementD
     tablesRead: read,
     tablesWritten: written,
     progress: unique(decisions.map((d) => d.progress)) as AuditEventKind[],
+    changesSession: allowed.some((d) => d.changesSession),
     statementCount: verdicts.length,
     uncapped: rowsOf(sql),
   };

@@ -66,10 +66,16 @@ function operand(ctx: Ctx, at: At | undefined, where: string): void {
 function setStatement(ctx: Ctx, reader: Reader): void {
   const kind = reader.string('kind');
   const name = (reader.string('name') ?? '').toLowerCase();
-  reader.skip('args', 'is_local');
+  const local = reader.bool('is_local');
+  reader.skip('args');
+  const detail = `${kind === 'VAR_RESET' ? 'RESET' : 'SET'} ${name}`;
   if (kind === 'VAR_RESET_ALL') ctx.out.effect('setting', 'RESET ALL', true);
-  else if (kind === 'VAR_SET_MULTI') transactionOptions(ctx, reader.list('args'), `SET ${name.toUpperCase()}`);
-  else if (!SETTABLE.has(name)) ctx.out.effect('setting', `${kind === 'VAR_RESET' ? 'RESET' : 'SET'} ${name}`, true);
+  // SET TRANSACTION and SET SESSION CHARACTERISTICS AS TRANSACTION: the latter outlives the transaction.
+  else if (kind === 'VAR_SET_MULTI') {
+    transactionOptions(ctx, reader.list('args'), `SET ${name.toUpperCase()}`);
+    if (name === 'session characteristics') ctx.out.sessionChanges.push('SET SESSION CHARACTERISTICS');
+  } else if (!SETTABLE.has(name)) ctx.out.effect('setting', detail, true);
+  else if (!local) ctx.out.sessionChanges.push(detail);
 }
 
 function explain(ctx: Ctx, reader: Reader): void {

@@ -26,3 +26,15 @@ export async function sendCancel(target: TransportTarget, backendKey: BackendKey
     return false;
   }
 }
+
+/**
+ * When a statement's client went away, the gateway cancels it at once and again a little later:
+ * PostgreSQL drops a CancelRequest that reaches a backend between two protocol messages (between
+ * the Bind and the Execute of a batch already in its socket, say), and its connection, dropped by
+ * then, is noticed only when the backend next writes. A backend that is gone ignores the others.
+ */
+export const ABANDONED_CANCEL_DELAYS_MS: readonly number[] = [0, 100, 1_000, 5_000];
+
+export function cancelAbandoned(cancel: () => Promise<unknown>): void {
+  for (const delay of ABANDONED_CANCEL_DELAYS_MS) setTimeout(() => void cancel(), delay).unref();
+}

@@ -113,7 +113,7 @@ class Entry {
     const { pool } = this.handle;
     if (pool.isClosed) throw new Error('the pool it is read through was closed (the database or its role changed)');
     const timeoutMs = this.timing.readTimeoutMs;
-    const connection = await pool.acquire(AbortSignal.timeout(timeoutMs));
+    const connection = await pool.acquire({ signal: AbortSignal.timeout(timeoutMs) });
     let timer: NodeJS.Timeout | undefined;
     let result: Awaited<ReturnType<typeof runStatement>>;
     try {

@@ -4,20 +4,23 @@
  * session with DISCARD ALL, and idle connections beyond min_connections close after
  * idle_timeout_ms. A holder between transactions may park its connection instead of releasing it:
  * it keeps using it at no cost while nobody else needs it, and the pool reclaims it the moment
- * an acquirer would otherwise wait.
+ * an acquirer would otherwise wait. An acquirer may name an owner (a credential): one owner holds
+ * at most perCredentialLimit connections (parked ones included), and its acquirers beyond that wait
+ * for its own connections while other owners' acquirers are served.
  */
 import { setMaxListeners } from 'node:events';
 import type net from 'node:net';
 import { serialize } from 'pg-protocol';
 import type { ReadyForQueryMessage } from 'pg-protocol/dist/messages.js';
-import type { PoolConfig } from '../../src/events/databases.js';
+import { perCredentialLimit, type PoolConfig } from '../../src/events/databases.js';
 import { bounded, connectUpstream, MessageReader, type UpstreamConnection, type UpstreamTarget } from './connection.js';
 import type { Receiver } from '../inlet.js';
 
 /** The database's pool_config; the pool itself does not care about the mode. */
 export type { PoolConfig };
 
-export type PoolErrorCode = 'ACQUIRE_TIMEOUT' | 'CLOSED';
+/** OWNER_LIMIT: the acquirer's owner held its most connections for acquire_timeout_ms. */
+export type PoolErrorCode = 'ACQUIRE_TIMEOUT' | 'OWNER_LIMIT' | 'CLOSED';
 
 export class PoolError extends Error {
   override readonly name = 'PoolError';
@@ -43,6 +46,8 @@ export interface PoolStats {
 const RESET_MESSAGES = 'CSNAEZ';
 
 interface Waiter {
+  /** The credential it acquires for, whose connections are counted; undefined: not counted. */
+  readonly owner: string | undefined;
   readonly resolve: (connection: UpstreamConnection) => void;
   readonly reject: (error: unknown) => void;
   /** performance.now() past which it fails with ACQUIRE_TIMEOUT. */
@@ -125,11 +130,17 @@ export class UpstreamPool {
   readonly #idleTimer = new DeadlineTimer(() => this.#expireIdle(), false);
   readonly #closing = new AbortController();
   #opening = 0;
+  /** The owner of each connection in use that was acquired for one. */
+  readonly #ownerOf = new Map<UpstreamConnection, string>();
+  /** Connections each owner holds or has being opened for it. */
+  readonly #held = new Map<string, number>();
+  readonly #perOwner: number;
 
   constructor(target: UpstreamTarget, config: PoolConfig) {
     this.#target = target;
     this.#config = config;
     this.#label = `upstream pool ${target.host}:${target.port}/${target.database}`;
+    this.#perOwner = perCredentialLimit(config);
     // Every connection being opened listens for the pool's close.
     setMaxListeners(0, this.#closing.signal);
   }
@@ -139,13 +150,15 @@ export class UpstreamPool {
    * freed, in FIFO order. Rejects with ACQUIRE_TIMEOUT after acquire_timeout_ms (0: no limit), with
    * the UpstreamError when connecting fails, with the signal's reason when it aborts.
    */
-  acquire(signal?: AbortSignal): Promise<UpstreamConnection> {
+  acquire(options: { readonly owner?: string; readonly signal?: AbortSignal } = {}): Promise<UpstreamConnection> {
+    const { owner, signal } = options;
     if (this.#closed) return Promise.reject(this.#closedError());
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
       const timeoutMs = this.#config.acquire_timeout_ms;
       const onAbort = (): void => this.#fail(waiter, signal?.reason);
       const waiter: Waiter = {
+        owner,
         resolve,
         reject,
         deadline: timeoutMs > 0 ? performance.now() + timeoutMs : Number.POSITIVE_INFINITY,
@@ -159,16 +172,26 @@ export class UpstreamPool {
     });
   }
 
-  /** An idle (or, at max_connections, a reclaimed parked) connection at once, or undefined: the hot path's way to skip a promise. */
-  tryAcquire(): UpstreamConnection | undefined {
+  /**
+   * An idle (or, at max_connections, a reclaimed parked) connection at once, or undefined: the hot
+   * path's way to skip a promise. An owner at its limit can only take back one of its own parked ones.
+   */
+  tryAcquire(owner?: string): UpstreamConnection | undefined {
     if (this.#closed || this.#waiters.length > 0) return undefined;
+    if (this.#atLimit(owner)) return this.#reclaimOwn(owner!);
     const idle = this.#idle.pop();
     if (idle) {
       this.#unidle(idle);
       this.#inUse.add(idle.connection);
+      this.#own(idle.connection, owner);
       return idle.connection;
     }
-    return this.#size() >= this.#config.max_connections ? this.#reclaimOldest() : undefined;
+    const reclaimed = this.#size() >= this.#config.max_connections ? this.#reclaimOldest() : undefined;
+    if (reclaimed) {
+      this.#disown(reclaimed);
+      this.#own(reclaimed, owner);
+    }
+    return reclaimed;
   }
 
   /**
@@ -204,13 +227,16 @@ export class UpstreamPool {
     // A receiver left behind by the previous user would read the next user's replies.
     if (connection.socket.destroyed || connection.inlet.receiving) return this.destroy(connection);
     if (options.reset && !(await this.#reset(connection))) return this.destroy(connection);
-    if (this.#inUse.delete(connection)) this.#makeIdle(connection);
+    if (!this.#inUse.delete(connection)) return;
+    this.#disown(connection);
+    this.#makeIdle(connection);
   }
 
   /** Drops a connection that is in use (e.g. its query was interrupted mid-way) and frees its slot. */
   destroy(connection: UpstreamConnection): void {
     this.#parked.delete(connection);
     if (!this.#inUse.delete(connection)) return;
+    this.#disown(connection);
     connection.socket.destroy();
     this.#dispatch();
   }
@@ -218,6 +244,11 @@ export class UpstreamPool {
   /** Closed for good (its database changed, or the proxy stops): its holders take the database's new pool. */
   get isClosed(): boolean {
     return this.#closed;
+  }
+
+  /** Connections `owner` holds (parked ones included) or has being opened for it. */
+  heldBy(owner: string): number {
+    return this.#held.get(owner) ?? 0;
   }
 
   stats(): PoolStats {
@@ -256,6 +287,8 @@ export class UpstreamPool {
       }
       this.#inUse.clear();
     }
+    this.#ownerOf.clear();
+    this.#held.clear();
     await Promise.all(sockets.map((socket) => (socket.closed ? undefined : new Promise((done) => socket.once('close', done)))));
   }
 
@@ -271,23 +304,76 @@ export class UpstreamPool {
     return this.#idle.length + this.#inUse.size + this.#opening;
   }
 
-  /** Serves the queue head while there is an idle connection or room for a new one. */
+  /**
+   * Serves waiters in FIFO order while there is an idle connection or room for a new one; a waiter
+   * whose owner is at its limit is passed over (it keeps its place) unless it can take back one of
+   * its owner's parked connections.
+   */
   #dispatch(): void {
-    for (let waiter = this.#waiters[0]; waiter; waiter = this.#waiters[0]) {
+    for (let at = 0; at < this.#waiters.length; ) {
+      const waiter = this.#waiters[at]!;
+      if (this.#atLimit(waiter.owner)) {
+        const own = this.#reclaimOwn(waiter.owner!);
+        if (own) this.#handOver(waiter, own);
+        else at++;
+        continue;
+      }
       const idle = this.#idle.pop();
       if (idle) {
         this.#unidle(idle);
         this.#grant(waiter, idle.connection);
       } else if (this.#size() < this.#config.max_connections) {
-        this.#waiters.shift();
+        this.#waiters.splice(at, 1);
         this.#openFor(waiter);
       } else {
         const reclaimed = this.#reclaimOldest();
-        if (!reclaimed) return;
-        this.#inUse.delete(reclaimed);
-        this.#grant(waiter, reclaimed);
+        // Nothing for this waiter; a later one may still take back its owner's own parked connection.
+        if (!reclaimed) at++;
+        else this.#handOver(waiter, reclaimed);
       }
     }
+  }
+
+  /** A connection still in use (taken back from a parked holder) goes to `waiter`. */
+  #handOver(waiter: Waiter, connection: UpstreamConnection): void {
+    this.#inUse.delete(connection);
+    this.#disown(connection);
+    this.#grant(waiter, connection);
+  }
+
+  #atLimit(owner: string | undefined): boolean {
+    return owner !== undefined && (this.#held.get(owner) ?? 0) >= this.#perOwner;
+  }
+
+  /** Counts a connection (in use, or being opened) as `owner`'s. */
+  #own(connection: UpstreamConnection | undefined, owner: string | undefined): void {
+    if (owner === undefined) return;
+    this.#held.set(owner, (this.#held.get(owner) ?? 0) + 1);
+    if (connection) this.#ownerOf.set(connection, owner);
+  }
+
+  #disown(connection: UpstreamConnection): void {
+    const owner = this.#ownerOf.get(connection);
+    if (owner === undefined) return;
+    this.#ownerOf.delete(connection);
+    this.#release(owner);
+  }
+
+  #release(owner: string): void {
+    const count = (this.#held.get(owner) ?? 0) - 1;
+    if (count > 0) this.#held.set(owner, count);
+    else this.#held.delete(owner);
+  }
+
+  /** The owner's longest-parked connection, taken from its holder (another session of the owner); it stays counted as the owner's. */
+  #reclaimOwn(owner: string): UpstreamConnection | undefined {
+    for (const [connection, parked] of this.#parked) {
+      if (this.#ownerOf.get(connection) !== owner) continue;
+      this.#parked.delete(connection);
+      parked.reclaim();
+      return connection;
+    }
+    return undefined;
   }
 
   /** The longest-parked connection, taken from its holder; it stays in use, now for the taker. */
@@ -307,7 +393,9 @@ export class UpstreamPool {
       if (parked.since > cutoff) break;
       this.#parked.delete(connection);
       parked.reclaim();
-      if (this.#inUse.delete(connection)) this.#makeIdle(connection);
+      if (!this.#inUse.delete(connection)) continue;
+      this.#disown(connection);
+      this.#makeIdle(connection);
     }
     if (this.#parked.size === 0) {
       clearInterval(this.#parkSweep);
@@ -319,10 +407,16 @@ export class UpstreamPool {
   #openFor(waiter: Waiter): void {
     this.#opening++;
     this.#openingFor.add(waiter);
+    // Counted as the owner's while it is opened, so that an owner cannot open more than its limit at once.
+    this.#own(undefined, waiter.owner);
+    const opened = (): void => {
+      this.#opening--;
+      this.#openingFor.delete(waiter);
+      if (waiter.owner !== undefined) this.#release(waiter.owner);
+    };
     connectUpstream(this.#target, { signal: this.#closing.signal }).then(
       (connection) => {
-        this.#opening--;
-        this.#openingFor.delete(waiter);
+        opened();
         if (this.#closed) {
           connection.close();
           this.#fail(waiter, this.#closedError());
@@ -331,8 +425,7 @@ export class UpstreamPool {
         }
       },
       (error: unknown) => {
-        this.#opening--;
-        this.#openingFor.delete(waiter);
+        opened();
         this.#fail(waiter, this.#closed ? this.#closedError() : error);
         this.#dispatch();
       },
@@ -355,17 +448,18 @@ export class UpstreamPool {
   #grant(waiter: Waiter, connection: UpstreamConnection): void {
     if (!this.#settle(waiter)) return this.#makeIdle(connection);
     this.#inUse.add(connection);
+    this.#own(connection, waiter.owner);
     waiter.resolve(connection);
   }
 
-  /** A free connection goes to the longest waiter at once, else to the idle list. */
+  /** A free connection goes to the longest waiter whose owner is under its limit at once, else to the idle list. */
   #makeIdle(connection: UpstreamConnection): void {
     const { socket } = connection;
     if (this.#closed || socket.destroyed) {
       connection.close();
       return this.#dispatch();
     }
-    const waiter = this.#waiters[0];
+    const waiter = this.#waiters.find((candidate) => !this.#atLimit(candidate.owner));
     if (waiter) return this.#grant(waiter, connection);
     const drop = (): void => this.#drop(idle);
     const idle: Idle = { connection, drop: { bytes: drop, ended: drop }, since: performance.now() };
@@ -414,12 +508,16 @@ export class UpstreamPool {
    */
   #expireWaiters(): number | undefined {
     const now = performance.now();
-    const timedOut = (): PoolError => new PoolError('ACQUIRE_TIMEOUT', `${this.#label}: no connection free within ${this.#config.acquire_timeout_ms} ms`);
-    for (let waiter = this.#waiters[0]; waiter && waiter.deadline <= now; waiter = this.#waiters[0]) this.#fail(waiter, timedOut());
+    // A share that is the whole pool is no limit of its own: the pool is what ran out.
+    const timedOut = (waiter: Waiter): PoolError =>
+      this.#perOwner < this.#config.max_connections && this.#atLimit(waiter.owner)
+        ? new PoolError('OWNER_LIMIT', `${this.#label}: its owner held its ${this.#perOwner} connections for ${this.#config.acquire_timeout_ms} ms`)
+        : new PoolError('ACQUIRE_TIMEOUT', `${this.#label}: no connection free within ${this.#config.acquire_timeout_ms} ms`);
+    for (let waiter = this.#waiters[0]; waiter && waiter.deadline <= now; waiter = this.#waiters[0]) this.#fail(waiter, timedOut(waiter));
     let next = this.#waiters[0]?.deadline ?? Number.POSITIVE_INFINITY;
     for (const waiter of this.#openingFor) {
       if (waiter.settled) continue;
-      if (waiter.deadline <= now) this.#fail(waiter, timedOut());
+      if (waiter.deadline <= now) this.#fail(waiter, timedOut(waiter));
       else next = Math.min(next, waiter.deadline);
     }
     return Number.isFinite(next) ? next : undefined;

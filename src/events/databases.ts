@@ -18,9 +18,20 @@ export const PoolConfig = z
     idle_timeout_ms: z.int().min(0).max(86_400_000),
     /** How long a statement waits for a free upstream connection before it is refused. */
     acquire_timeout_ms: z.int().min(0).max(300_000),
+    /** Connections one credential may hold at once; absent: half the pool, rounded up (perCredentialLimit). */
+    max_connections_per_credential: z.int().min(1).max(10_000).optional(),
   })
   .refine((p) => p.min_connections <= p.max_connections, { message: 'min_connections exceeds max_connections', path: ['min_connections'] });
 export type PoolConfig = z.infer<typeof PoolConfig>;
+
+/**
+ * How many of a pool's connections one credential may hold at once: its own setting, else half the
+ * pool rounded up, so that one agent holding connections (results it does not read, long
+ * statements) leaves the other half to the rest. A pool of one connection cannot be shared so.
+ */
+export function perCredentialLimit(config: Pick<PoolConfig, 'max_connections' | 'max_connections_per_credential'>): number {
+  return Math.min(config.max_connections, config.max_connections_per_credential ?? Math.ceil(config.max_connections / 2));
+}
 
 /** Spec §2.10. */
 export const CacheConfig = z.strictObject({

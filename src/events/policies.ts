@@ -2,6 +2,15 @@ import { z } from 'zod';
 import { defineEvent } from './envelope.js';
 import { changes, DatabaseId, HoneytokenId, Int64String, PolicyId, ProjectId, QualifiedColumn, QualifiedTable, SealedSecret, StatementKind, text } from './fields.js';
 
+/**
+ * A policy's statement timeout when it names none: long enough for an analyst's aggregate over a
+ * large table, short enough that a runaway statement frees its upstream connection within a minute;
+ * the hosted MCP's own limit is the same.
+ */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 30_000;
+export const STATEMENT_TIMEOUT_MIN_MS = 100;
+export const STATEMENT_TIMEOUT_MAX_MS = 3_600_000;
+
 export const MaskMode = z.enum(['redact', 'hash', 'partial', 'null']);
 export type MaskMode = z.infer<typeof MaskMode>;
 
@@ -33,6 +42,8 @@ const policyFields = {
   audit_mode: AuditMode,
   /** Whether statements may read pg_catalog and information_schema. */
   allow_catalog: z.boolean(),
+  /** Each statement of an agent session is cancelled past this; absent in profiles created before it existed (DEFAULT_STATEMENT_TIMEOUT_MS). */
+  statement_timeout_ms: z.int().min(STATEMENT_TIMEOUT_MIN_MS).max(STATEMENT_TIMEOUT_MAX_MS).optional(),
 };
 
 /** A policy profile was created; it is version 1. */

@@ -465,7 +465,7 @@ describe('UpstreamPool', () => {
       expect((timedOut as PoolError).code).toBe('ACQUIRE_TIMEOUT');
 
       const controller = new AbortController();
-      const aborted = pool.acquire(controller.signal);
+      const aborted = pool.acquire({ signal: controller.signal });
       controller.abort(new Error('the client went away'));
       await expect(aborted).rejects.toThrow('the client went away');
       expect(pool.stats()).toEqual({ size: 1, idle: 0, inUse: 1, waiting: 0 });

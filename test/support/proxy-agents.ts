@@ -75,3 +75,21 @@ export interface RawConnection {
   execute(msg: { portal?: string; rows?: number }): void;
   sync(): void;
 }
+
+/** One statement as a hand-made extended-protocol turn: Parse, Bind, Execute, Sync of the unnamed statement and portal. */
+export function extendedTurn(client: pg.Client, text: string): Promise<RawOutcome> {
+  return rawTurn(client, (connection) => {
+    connection.parse({ text });
+    connection.bind({});
+    connection.execute({});
+    connection.sync();
+  });
+}
+
+/** Changes the gateway's project database through the REST API (pool_config, query_timeout_ms, ...). */
+export async function patchDatabase(gateway: TestGateway, payload: Record<string, unknown>): Promise<void> {
+  const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
+  const databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
+  const patched = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/databases/${databaseId}`, payload });
+  expect(patched.statusCode, patched.body).toBe(200);
+}

@@ -12,6 +12,7 @@ import {
   encodeParseComplete,
   encodeReadyForQuery,
 } from '../../proxy/protocol/backend.js';
+import { agentErrorEdit } from '../../proxy/statement-deadline.js';
 
 function statement(): Statement {
   return { text: '"sql":"select"', event: 'query', rule: '', reason: '', startedAt: 0, ts: '', rows: 0, bytes: 0, failed: false, lost: false, truncated: false };
@@ -99,7 +100,7 @@ describe('response pipeline', () => {
     fc.assert(
       fc.property(fc.array(fc.nat(replies.length), { maxLength: 8 }), fc.boolean(), (cuts, hide) => {
         const out: Buffer[] = [];
-        const pipeline = new ResponsePipeline((pieces) => out.push(...pieces), { completed: () => undefined, prepareFailed: () => undefined, ready: () => undefined }, () => hide);
+        const pipeline = new ResponsePipeline((pieces) => out.push(...pieces), { completed: () => undefined, prepareFailed: () => undefined, ready: () => undefined }, () => agentErrorEdit(hide, undefined));
         for (const expectation of [server('1'), server('2'), server('CIs', { statement: statement() }), server('Z'), server('1'), server('CIs', { statement: statement() }), server('Z')]) pipeline.expect(expectation);
         const scanner = new BackendScanner();
         const points = [...new Set([0, ...cuts.filter((c) => c > 0 && c < replies.length), replies.length])].sort((a, b) => a - b);

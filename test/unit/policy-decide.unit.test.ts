@@ -38,6 +38,7 @@ describe('decisions', () => {
       tablesRead: ['public.orders', 'analytics.daily'],
       tablesWritten: [],
       progress: [],
+      changesSession: false,
     });
   });
 

@@ -6,7 +6,7 @@ import { countLiveCredentialsUsingPolicy } from '../../../queries/credentials.js
 import { unknownHoneytokens } from '../../../queries/honeytokens.js';
 import { findPolicy, listPolicies, policyNameTaken } from '../../../queries/policies.js';
 import { HoneytokenId, QualifiedColumn, StatementKind, text } from '../../events/fields.js';
-import { AuditMode, MaskMode } from '../../events/policies.js';
+import { AuditMode, DEFAULT_STATEMENT_TIMEOUT_MS, MaskMode, STATEMENT_TIMEOUT_MAX_MS, STATEMENT_TIMEOUT_MIN_MS } from '../../events/policies.js';
 import { newId } from '../../ids.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
@@ -40,6 +40,11 @@ const policyShape = {
   honeytokens: z.array(HoneytokenId).max(1_000).describe('Honeytokens this profile plants; changing the list needs the admin role'),
   audit_mode: AuditMode.describe('strict refuses a statement whose audit record cannot be handed over'),
   allow_catalog: z.boolean().describe('Whether pg_catalog and information_schema may be read'),
+  statement_timeout_ms: z
+    .int()
+    .min(STATEMENT_TIMEOUT_MIN_MS)
+    .max(STATEMENT_TIMEOUT_MAX_MS)
+    .describe(`Each statement of an agent session is cancelled past this (57014), or past the database’s query_timeout_ms when that is smaller; the agent cannot lift it. Default ${DEFAULT_STATEMENT_TIMEOUT_MS} ms`),
 };
 
 const CreatePolicyRequest = z
@@ -55,6 +60,7 @@ const CreatePolicyRequest = z
     honeytokens: policyShape.honeytokens.default([]),
     audit_mode: policyShape.audit_mode.default('best_effort'),
     allow_catalog: policyShape.allow_catalog.default(false),
+    statement_timeout_ms: policyShape.statement_timeout_ms.default(DEFAULT_STATEMENT_TIMEOUT_MS),
   })
   .meta({ title: 'CreatePolicyProfileRequest' });
 
@@ -91,6 +97,7 @@ function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
     honeytokens: row.honeytokens,
     audit_mode: row.audit_mode as z.infer<typeof AuditMode>,
     allow_catalog: row.allow_catalog,
+    statement_timeout_ms: row.statement_timeout_ms,
     version: row.version,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),

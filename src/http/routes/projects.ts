@@ -28,7 +28,7 @@ const databaseSettings = {
   cache_config: CacheConfig,
   pool_region: z.string().regex(/^([a-z0-9][a-z0-9-]{0,62})?$/).describe('Empty means direct'),
   auto_read_routing: z.boolean().describe('Route SELECTs to read replicas'),
-  query_timeout_ms: z.int().min(0).max(300_000).describe('0 disables the timeout'),
+  query_timeout_ms: z.int().min(0).max(300_000).describe('Upstream statement_timeout, and a cap on every policy’s statement_timeout_ms on this database; 0: no database limit (policies still apply theirs)'),
 };
 
 const databaseConnection = {

@@ -28,6 +28,7 @@ export const PolicySummary = z.object({
   bytes_per_month: z.string().describe('"0" means no limit'),
   allow_catalog: z.boolean().describe('Whether statements may read pg_catalog and information_schema'),
   audit_mode: z.string().describe('strict: nothing runs while the audit trail cannot record it'),
+  statement_timeout_ms: z.int().describe('A statement running longer is cancelled (SQLSTATE 57014); the database’s query_timeout_ms may be smaller'),
   approval: z.object({ held_kinds: z.array(z.string()), row_threshold: z.int().nullable(), expiry_seconds: z.int() }),
 });
 
@@ -59,6 +60,7 @@ export function policySummary(row: PolicyRow, canaries: readonly Canary[]): z.in
     bytes_per_month: row.bytes_per_month,
     allow_catalog: row.allow_catalog,
     audit_mode: row.audit_mode,
+    statement_timeout_ms: row.statement_timeout_ms,
     approval: row.approval,
   };
 }

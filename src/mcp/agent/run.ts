@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { PolicyRow } from '../../../projections/policies.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import { END_NOT_SEEN, FAILED_UPSTREAM } from '../../../proxy/decision-record.js';
 import { masksColumns } from '../../../proxy/policy/hook.js';
@@ -13,6 +14,11 @@ import { UpstreamUnavailable, type TypedResult } from './upstream.js';
 
 /** No MCP call waits longer than this for its statement, whatever the database allows. */
 export const MCP_STATEMENT_TIMEOUT_MS = 30_000;
+
+/** The policy's statement_timeout_ms, when it is tighter than the MCP's own limit (the database's query_timeout_ms applies on top). */
+export function mcpStatementTimeoutMs(policy: Pick<PolicyRow, 'statement_timeout_ms'> | undefined): number {
+  return Math.min(MCP_STATEMENT_TIMEOUT_MS, policy?.statement_timeout_ms ?? MCP_STATEMENT_TIMEOUT_MS);
+}
 
 /** Statement kinds that only read when they write no table; they run in a READ ONLY transaction under any policy. */
 const READ_KINDS: ReadonlySet<string> = new Set(['select', 'show', 'explain']);
@@ -48,7 +54,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     const beforeRun = async (): Promise<void> => {
       if (!(await stillUsable(context.services.pool, context.credential))) throw new CredentialWithdrawn('the credential may no longer be used');
     };
-    const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: MCP_STATEMENT_TIMEOUT_MS }, beforeRun);
+    const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: mcpStatementTimeoutMs(context.policy) }, beforeRun);
     // Each call commits on its own: DDL it ran is in the catalog now, read again at once.
     if (decision.progress.includes('migration_flagged')) void context.services.databases.schemaChanged(context.credential, context.upstream);
     const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);

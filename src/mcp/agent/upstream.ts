@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import { CATALOG_TIMING, CatalogSnapshots, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
-import { Upstreams } from '../../../proxy/upstreams.js';
+import { noConnection, Upstreams } from '../../../proxy/upstreams.js';
 import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
 import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
@@ -82,14 +82,15 @@ export class AgentDatabases {
    * given, is awaited once a connection is held, right before the statement is sent: what it throws
    * is rethrown and nothing runs.
    */
-  async run(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice, run: StatementRun, beforeRun?: () => Promise<void>): Promise<TypedResult> {
+  async run(credential: Pick<TokenCredential, 'credential_id' | 'database_id' | 'project_id'>, pool: UpstreamChoice, run: StatementRun, beforeRun?: () => Promise<void>): Promise<TypedResult> {
     const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role);
     if (!handle) throw new UpstreamUnavailable('the credential’s database is no longer registered');
     let connection: UpstreamConnection;
     try {
-      connection = await handle.pool.acquire();
+      connection = await handle.pool.acquire({ owner: credential.credential_id });
     } catch (error) {
-      throw new UpstreamUnavailable(`the upstream database is unavailable: ${(error as Error).message}`, { cause: error });
+      const refusal = noConnection(error, 'ERROR');
+      throw new UpstreamUnavailable(refusal.code === '53300' ? refusal.message : `the upstream database is unavailable: ${(error as Error).message}`, { cause: error });
     }
     if (beforeRun) {
       try {

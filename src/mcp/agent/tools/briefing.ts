@@ -3,7 +3,7 @@ import { findDatabase } from '../../../../queries/databases.js';
 import { structuredResult } from '../../tool.js';
 import type { AgentContext, AgentTool } from '../context.js';
 import { CredentialSummary, credentialSummary, PolicySummary, policySummary } from '../permissions.js';
-import { MCP_STATEMENT_TIMEOUT_MS } from '../run.js';
+import { mcpStatementTimeoutMs } from '../run.js';
 import { visibleTables } from '../schema.js';
 import { DEFAULT_MAX_ROWS, MAX_ROWS_LIMIT } from './query.js';
 
@@ -53,7 +53,7 @@ export const briefing: AgentTool<typeof BriefingInput> = {
       database: database ? { database_id: database.database_id, name: database.name } : null,
       policy: policy ? policySummary(policy, context.honeytokens.canariesOf(policy)) : null,
       tables: await tablesOrNull(context),
-      caps: { default_max_rows: DEFAULT_MAX_ROWS, max_rows_limit: MAX_ROWS_LIMIT, policy_max_rows: policy?.max_rows ?? null, statement_timeout_ms: MCP_STATEMENT_TIMEOUT_MS },
+      caps: { default_max_rows: DEFAULT_MAX_ROWS, max_rows_limit: MAX_ROWS_LIMIT, policy_max_rows: policy?.max_rows ?? null, statement_timeout_ms: mcpStatementTimeoutMs(policy) },
       budget: {
         queries_per_day: policy?.queries_per_day ?? 0,
         bytes_per_month: policy?.bytes_per_month ?? '0',

@@ -1,0 +1,38 @@
+/**
+ * Read-model columns added after a table was first made: `ensureReadModel` adds them to a table an
+ * earlier version created, with the default the rows already there stand for.
+ */
+import type pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { policiesProjection } from '../../projections/policies.js';
+import { tableDdl } from '../../projections/projection.js';
+import { ensureReadModel } from '../../projections/runner.js';
+import { createPool } from '../../src/pg/pool.js';
+import { freshDatabase, type TestDatabase } from '../support/pg.js';
+
+const policies = policiesProjection.tables[0]!;
+/** The policies table as versions before statement_timeout_ms made it. */
+const earlier = { ...policies, columns: policies.columns.replace('statement_timeout_ms integer not null, ', ''), addedColumns: [] };
+
+let database: TestDatabase | undefined;
+let pool: pg.Pool | undefined;
+
+afterAll(async () => {
+  await pool?.end();
+  await database?.drop();
+});
+
+describe('the policies read model', () => {
+  it('gains statement_timeout_ms on a table an earlier version made, its rows at the default', async () => {
+    expect(earlier.columns).not.toContain('statement_timeout_ms');
+    database = await freshDatabase('read_model_columns');
+    pool = createPool(database.url);
+    await pool.query(`create schema rm; ${tableDdl('rm', earlier)}`);
+    await pool.query(`insert into rm.policies (policy_id, project_id, name, read_only, allowed_tables, masked_columns, max_rows, queries_per_day, bytes_per_month, approval,
+      honeytokens, audit_mode, allow_catalog, version, status, revision, created_at, updated_at)
+      values ('pol_1', 'prj_1', 'p', true, '[]', '{}', null, 0, '0', '{}', '[]', 'best_effort', false, 1, 'active', 0, now(), now())`);
+    await ensureReadModel(pool, policiesProjection);
+    await ensureReadModel(pool, policiesProjection);
+    expect((await pool.query('select statement_timeout_ms from rm.policies')).rows).toEqual([{ statement_timeout_ms: 30_000 }]);
+  });
+});
