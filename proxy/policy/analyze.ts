@@ -49,6 +49,7 @@ export function analyzeStatement(parsed: ParsedStatement, session: AnalysisSessi
     wholeRows: out.wholeRows,
     literals,
     edits: out.edits,
+    expansions: out.expansions,
   };
 }
 
