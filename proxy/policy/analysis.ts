@@ -1,4 +1,5 @@
 import type { Node, Path } from './ast.js';
+import type { Expansion } from './expansion.js';
 import type { RelationName, SearchPath } from './names.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
 
@@ -90,6 +91,8 @@ export interface StatementAnalysis {
    * and be reset before it serves another one.
    */
   readonly sessionChanges: readonly string[];
+  /** Stars, NATURAL JOINs and column alias lists, and how to write them with each column named (made when they cover a masked table). */
+  readonly expansions: readonly Expansion[];
 }
 
 /**
@@ -114,12 +117,13 @@ export class Collector {
   readonly wholeRows: WholeRowUse[] = [];
   readonly edits: TreeEdit[] = [];
   readonly sessionChanges: string[] = [];
+  readonly expansions: Expansion[] = [];
   /** Field objects of relation, function, column-reference and sublink nodes the walk analyzed. */
   readonly visited = new Set<object>();
 
   constructor(
     readonly searchPath: SearchPath,
-    /** The upstream catalog when known: which operator names are shadowed outside pg_catalog, a table's inheritance children. Undefined in pure analysis (tests). */
+    /** The upstream catalog when known: which operator names are shadowed outside pg_catalog, a table's inheritance children, the columns `*` and positional constructs stand for. Undefined in pure analysis (tests). */
     readonly catalog?: UpstreamCatalog,
   ) {}
 

@@ -50,6 +50,7 @@ export function analyzeStatement(parsed: ParsedStatement, session: AnalysisSessi
     literals,
     edits: out.edits,
     sessionChanges: out.sessionChanges,
+    expansions: out.expansions,
   };
 }
 

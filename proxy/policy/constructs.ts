@@ -9,7 +9,6 @@ interface Construct {
 }
 
 const CONSTRUCTS: Readonly<Record<string, Construct>> = {
-  RangeTableSample: { sql: 'TABLESAMPLE', instead: 'To sample rows, use ORDER BY random() LIMIT n.' },
   RangeTableFunc: { sql: 'XMLTABLE' },
   RangeTableFuncCol: { sql: 'an XMLTABLE column' },
   JsonTable: { sql: 'JSON_TABLE', instead: 'Use jsonb_to_recordset(...) AS x(col type, ...) or jsonb_array_elements.' },

@@ -2,6 +2,7 @@ import type { AuditEventKind } from '../../src/events/audit.js';
 import type { StatementAnalysis } from './analysis.js';
 import type { AnalysisSession } from './analyze.js';
 import { catalogRowFilters } from './catalog-rows.js';
+import { expandForMasks } from './expansion.js';
 import { applyMasks, type MaskEdit } from './mask.js';
 import { qualified } from './names.js';
 import { MAX_SQL_BYTES, type ParseFailure } from './parser.js';
@@ -58,12 +59,15 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   if (trip) return refused(facts, disguise(analysis, { ...policy, denied: trip.denied }, trip));
   const refusal = checks(analysis, policy);
   if (refusal) return refused(facts, refusal);
-  const edits = maskCheck(analysis, policy);
+  // Masks are computed on the statement with its stars and positional constructs over masked tables written out.
+  const expanded = expandForMasks(analysis, policy, session);
+  if (!('stmt' in expanded)) return refused(facts, expanded);
+  const edits = maskCheck(expanded, policy);
   if (!Array.isArray(edits)) return refused(facts, edits);
-  const filters = catalogRowFilters(analysis, policy);
+  const filters = catalogRowFilters(expanded, policy);
   if (!Array.isArray(filters)) return refused(facts, filters);
-  if (edits.length === 0 && analysis.edits.length === 0 && filters.length === 0) return allowed(facts, 'query', '', '', [], analysis.sql);
-  const outcome = applyMasks(filters.length === 0 ? analysis : { ...analysis, edits: [...analysis.edits, ...filters] }, edits, policy.masked_columns, session);
+  if (edits.length === 0 && expanded.edits.length === 0 && filters.length === 0) return allowed(facts, 'query', '', '', [], expanded.sql);
+  const outcome = applyMasks(filters.length === 0 ? expanded : { ...expanded, edits: [...expanded.edits, ...filters] }, edits, policy.masked_columns, session);
   if (!outcome.ok && edits.length === 0) {
     return refused(facts, {
       rule: 'statement.rewrite_failed',

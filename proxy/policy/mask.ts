@@ -1,8 +1,8 @@
-import { deparseSync } from 'pgsql-deparser';
 import type { MaskMode } from '../../src/events/policies.js';
 import type { StatementAnalysis } from './analysis.js';
 import { analyzeStatement, type AnalysisSession } from './analyze.js';
 import { cloneTree, getAt, isObject, type Node, type Path } from './ast.js';
+import { deparseStatement } from './deparse.js';
 import { DEFAULT_SEARCH_PATH, qualified, searchPathOf } from './names.js';
 import { parseOne } from './parser.js';
 import { unqualifyBuiltinTypes } from './types.js';
@@ -83,6 +83,27 @@ function sameTree(a: unknown, b: unknown): boolean {
 }
 
 /**
+ * Deparses an edited tree and parses it back: the text must give back exactly that tree (locations
+ * aside; built-in type names compared unqualified, which the deparser drops pg_catalog from).
+ */
+export function roundTrip(stmt: Node, session: AnalysisSession): { readonly ok: true; readonly sql: string; readonly reparsed: Node } | { readonly ok: false; readonly why: string } {
+  let sql: string;
+  try {
+    sql = deparseStatement(stmt);
+  } catch (error) {
+    return { ok: false, why: `the rewrite does not deparse (${error instanceof Error ? error.message : String(error)})` };
+  }
+  const reparsed = parseOne(sql);
+  if (!reparsed) return { ok: false, why: 'the rewritten statement does not parse back' };
+  if (searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH).catalogFirst) {
+    unqualifyBuiltinTypes(reparsed);
+    unqualifyBuiltinTypes(stmt);
+  }
+  if (!sameTree(reparsed, stmt)) return { ok: false, why: 'the rewritten statement does not parse back to the rewritten tree' };
+  return { ok: true, sql, reparsed };
+}
+
+/**
  * Rewrites every masked reference at its source and makes the analysis's tree edits, deparses,
  * re-parses and re-analyzes: the round trip must give back exactly the edited tree, and the only
  * references to masked columns left must be the ones inside mask expressions. Anything else
@@ -117,24 +138,17 @@ export function applyMasks(
     const why = edit.apply(node);
     if (why !== undefined) return { ok: false, why };
   }
-  let sql: string;
-  try {
-    sql = deparseSync(stmt as Parameters<typeof deparseSync>[0], { pretty: false });
-  } catch (error) {
-    return { ok: false, why: `the rewrite does not deparse (${error instanceof Error ? error.message : String(error)})` };
-  }
-  const reparsed = parseOne(sql);
-  if (!reparsed) return { ok: false, why: 'the rewritten statement does not parse back' };
-  if (searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH).catalogFirst) {
-    unqualifyBuiltinTypes(reparsed);
-    unqualifyBuiltinTypes(stmt);
-  }
-  if (!sameTree(reparsed, stmt)) return { ok: false, why: 'the rewritten statement does not parse back to the rewritten tree' };
+  const trip = roundTrip(stmt, session);
+  if (!trip.ok) return trip;
+  const { sql, reparsed } = trip;
   if (edits.length === 0) return { ok: true, sql };
   const again = analyzeStatement({ stmt: reparsed, sql, location: 0 }, session);
   const leaked = again.columns.find(
     (use) => !use.written && use.candidates.some((candidate) => masked[`${qualified(candidate.table)}.${candidate.column}`]) && !expected.has(JSON.stringify(use.path)),
   );
   if (leaked) return { ok: false, why: `${leaked.text} would still reach a masked column` };
+  const maskedTables = new Set(Object.keys(masked).map((column) => column.slice(0, column.lastIndexOf('.'))));
+  const whole = again.wholeRows.find((use) => use.tables.some((table) => maskedTables.has(qualified(table))));
+  if (whole) return { ok: false, why: `${whole.text} would still show a masked table's whole row` };
   return { ok: true, sql };
 }

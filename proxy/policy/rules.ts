@@ -196,7 +196,8 @@ const WHOLE_ROW_FIX: Readonly<Record<WholeRowForm, string>> = {
   rename: 'tables with masked columns cannot be renamed',
 };
 
-function maskedColumnsOf(policy: PolicyRules, table: RelationName): string[] {
+/** The masked columns of a table, `schema.table.column`. */
+export function maskedColumnsOf(policy: PolicyRules, table: RelationName): string[] {
   const prefix = `${qualified(table)}.`;
   return Object.keys(policy.masked_columns).filter((key) => key.startsWith(prefix) && !key.slice(prefix.length).includes('.'));
 }

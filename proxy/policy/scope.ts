@@ -8,19 +8,56 @@ import type { RelationName } from './names.js';
  * masked, at its own source.
  */
 export type RangeEntry =
-  | { readonly kind: 'table'; readonly refname: string; readonly aliased: boolean; readonly tables: readonly RelationName[] }
-  | { readonly kind: 'derived'; readonly refname: string | null }
+  | {
+      readonly kind: 'table';
+      readonly refname: string;
+      readonly aliased: boolean;
+      readonly tables: readonly RelationName[];
+      /** Output names in attribute order (an alias list renames by position), from the upstream catalog; absent when it does not know the table. */
+      readonly columns?: readonly string[];
+      /** The catalog's names of the same columns. */
+      readonly base?: readonly string[];
+    }
+  | {
+      readonly kind: 'derived';
+      readonly refname: string | null;
+      /** Output names, when the query's select list names each column plainly (see outputNames). */
+      readonly columns?: readonly string[];
+    }
   | { readonly kind: 'join'; readonly refname: string; readonly members: readonly RangeEntry[] };
+
+/**
+ * A FROM item as `*` expands it: PostgreSQL lists a join's merged columns (USING, NATURAL) first,
+ * then each side's other columns; an aliased join is referred to by its alias only.
+ */
+export type FromShape =
+  | { readonly kind: 'item'; readonly entry: RangeEntry }
+  | {
+      readonly kind: 'join';
+      readonly left: FromShape;
+      readonly right: FromShape;
+      /** USING columns, or NATURAL's common columns; null for a NATURAL JOIN of sides whose columns are not known. */
+      readonly merged: readonly string[] | null;
+      readonly alias: { readonly entry: RangeEntry; readonly columns: readonly string[] } | null;
+    };
 
 /** One query level: its FROM items and WITH names. Nested queries chain to their enclosing level. */
 export class Level {
   readonly entries: RangeEntry[] = [];
-  readonly ctes = new Set<string>();
+  /** The top-level FROM items, in order (entries flattens them). */
+  readonly from: FromShape[] = [];
+  /** WITH names in scope, and their output names when known. */
+  readonly ctes = new Map<string, readonly string[] | undefined>();
 
   constructor(readonly parent: Level | null) {}
 
   hasCte(name: string): boolean {
     return this.ctes.has(name) || (this.parent?.hasCte(name) ?? false);
+  }
+
+  /** The output names of the CTE `name` refers to here, when known. */
+  cteColumns(name: string): readonly string[] | undefined {
+    return this.ctes.has(name) ? this.ctes.get(name) : this.parent?.cteColumns(name);
   }
 }
 

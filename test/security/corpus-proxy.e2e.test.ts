@@ -14,7 +14,7 @@ import { DEFAULT_SEARCH_PATH } from '../../proxy/policy/names.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
 import { openSession, waitFor } from '../support/wire.js';
 import { recordsText } from '../support/recorded.js';
-import { corpus, corpusPolicies, type CorpusEntry, type CorpusPolicyName } from './corpus.js';
+import { corpus, corpusPolicies, type CorpusEntry, type CorpusOutcome, type CorpusPolicyName } from './corpus.js';
 
 type Protocol = 'simple' | 'extended';
 type Decision = { credential_id: string; sql: string; event: string; decision_rule: string };
@@ -108,11 +108,15 @@ const malformedOnTheWire = (entry: CorpusEntry): boolean => entry.sql.includes('
 /** The SQLSTATE the client must see: 08P01 for a malformed message, the refusal's, PostgreSQL's for the entries above, 42601 for several statements in one Parse, else none. */
 function expectedCode(entry: CorpusEntry, protocol: Protocol): string | undefined {
   if (malformedOnTheWire(entry)) return '08P01';
-  if (entry.expect.action === 'refuse') return SQLSTATE_OF_RULE[entry.expect.rule] ?? '42501';
+  const expected = outcomeOf(entry);
+  if (expected.action === 'refuse') return SQLSTATE_OF_RULE[expected.rule] ?? '42501';
   const upstream = UPSTREAM_ERRORS[entry.sql]?.[protocol];
   if (upstream) return upstream;
   return protocol === 'extended' && statementCount(entry.sql) > 1 ? '42601' : undefined;
 }
+
+/** The proxy decides on the upstream catalog it reads, so an entry's outcome is the one with the catalog. */
+const outcomeOf = (entry: CorpusEntry): CorpusOutcome => entry.withCatalog ?? entry.expect;
 
 function statementCount(sql: string): number {
   const parsed = parseStatements(sql);
@@ -214,7 +218,7 @@ async function send(session: Session, entry: CorpusEntry, index: number, protoco
 async function run(entry: CorpusEntry, index: number, protocol: Protocol): Promise<{ outcome: Outcome; received: Buffer }> {
   const session = await sessionOf(entry.policy, protocol);
   session.received.length = 0;
-  const contained = !corpusPolicies[entry.policy].read_only && entry.expect.action === 'allow';
+  const contained = !corpusPolicies[entry.policy].read_only && outcomeOf(entry).action === 'allow';
   if (contained) await session.client.query('BEGIN');
   const outcome = await send(session, entry, index, protocol);
   if (outcome.severity === 'FATAL') await waitFor(session.ended, 2000, 'the session to end after a FATAL error');
@@ -274,9 +278,10 @@ describe.each(['simple', 'extended'] as const)('the corpus through the proxy, %s
     const decision = malformedOnTheWire(entry) ? undefined : await decisionOf(entry);
     expect(outcome.code, outcome.message).toBe(expectedCode(entry, protocol));
     if (!decision) return;
-    if (entry.expect.action === 'refuse' && entry.expect.event !== 'canary_tripped') expect(outcome.message).toContain(`(rule ${entry.expect.rule})`);
-    const event = entry.expect.event ?? (entry.expect.action === 'refuse' ? 'blocked' : 'query');
-    expect({ event: decision.event, rule: decision.decision_rule }).toEqual({ event, rule: entry.expect.rule });
+    const expected = outcomeOf(entry);
+    if (expected.action === 'refuse' && expected.event !== 'canary_tripped') expect(outcome.message).toContain(`(rule ${expected.rule})`);
+    const event = expected.event ?? (expected.action === 'refuse' ? 'blocked' : 'query');
+    expect({ event: decision.event, rule: decision.decision_rule }).toEqual({ event, rule: expected.rule });
   });
 });
 

@@ -5,8 +5,9 @@ import { decideParseFailure, decidePolicy, type PolicyDecision } from '../../pro
 import { loadParser, parseStatements } from '../../proxy/policy/parser.js';
 import { decideSql } from '../../proxy/policy/policy.js';
 import type { PolicyRules } from '../../proxy/policy/rules.js';
-import { corpus, corpusPolicies } from '../security/corpus.js';
+import { corpus, corpusColumns, corpusPolicies } from '../security/corpus.js';
 import { recordedRefusal } from '../../proxy/decision-record.js';
+import { handCatalog } from '../support/catalog.js';
 
 beforeAll(loadParser);
 
@@ -78,7 +79,7 @@ describe('decisions', () => {
   it('uses the SQLSTATE of each failure kind', () => {
     expect(decide('SELEC 1')).toMatchObject({ rule: 'parse.error', sqlstate: '42601' });
     expect(decide(`SELECT '${'x'.repeat(70_000)}'`)).toMatchObject({ rule: 'parse.too_large', sqlstate: '54000' });
-    expect(decide('SELECT 1 FROM orders TABLESAMPLE SYSTEM (1)')).toMatchObject({ rule: 'parse.unsupported', sqlstate: '0A000' });
+    expect(decide('SELECT 1 FROM orders TABLESAMPLE system_rows (1)')).toMatchObject({ rule: 'parse.unsupported', sqlstate: '0A000' });
     expect(decide('SELECT pg_sleep(1)')).toMatchObject({ rule: 'read_only.function', sqlstate: '42501' });
   });
 
@@ -173,5 +174,13 @@ describe('security corpus', () => {
     const got = outcome(decideSql(entry.sql, corpusPolicies[entry.policy], { searchPath: entry.searchPath }));
     expect({ action: got.action, rule: got.rule }).toEqual({ action: entry.expect.action, rule: entry.expect.rule });
     if (entry.expect.event) expect(got.event).toBe(entry.expect.event);
+  });
+
+  const catalog = handCatalog(corpusColumns);
+  it.each(corpus.map((entry, index) => [index, entry.family, entry.sql.slice(0, 80).replace(/\p{Cc}/gu, ' '), entry] as const))('#%i %s with the catalog: %s', (_index, _family, _sql, entry) => {
+    const got = outcome(decideSql(entry.sql, corpusPolicies[entry.policy], { searchPath: entry.searchPath, catalog }));
+    const expected = entry.withCatalog ?? entry.expect;
+    expect({ action: got.action, rule: got.rule }).toEqual({ action: expected.action, rule: expected.rule });
+    if (expected.event) expect(got.event).toBe(expected.event);
   });
 });

@@ -248,11 +248,13 @@ describe('operators', () => {
 
 describe('refusal messages', () => {
   it('name SQL constructs, not parser nodes, with a suggestion where one exists', () => {
-    expect(decide('SELECT id FROM orders TABLESAMPLE SYSTEM (10)')).toMatchObject({
+    expect(decide("SELECT * FROM JSON_TABLE('[1]'::jsonb, '$[*]' COLUMNS (a int PATH '$')) j")).toMatchObject({
       rule: 'parse.unsupported',
       sqlstate: '0A000',
-      reason: 'the statement uses TABLESAMPLE, which the policy analyzer does not understand, so it is refused (rule parse.unsupported). To sample rows, use ORDER BY random() LIMIT n.',
+      reason:
+        'the statement uses JSON_TABLE, which the policy analyzer does not understand, so it is refused (rule parse.unsupported). Use jsonb_to_recordset(...) AS x(col type, ...) or jsonb_array_elements.',
     });
+    expect(decide('SELECT id FROM orders TABLESAMPLE system_rows (10)').reason).toContain('TABLESAMPLE method system_rows (only SYSTEM and BERNOULLI are supported)');
     expect(decide("SELECT json_object('a': 1)").reason).toContain('JSON_OBJECT(...)');
     expect(decide('SELECT xmlelement(name a)').reason).toContain('an XML function');
   });
