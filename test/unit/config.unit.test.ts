@@ -27,6 +27,8 @@ describe('configuration', () => {
       PGWARD_LOGIN_TIMEOUT_MS: 60000,
       PGWARD_REGION: 'local',
       PGWARD_AUDIT_CHECKPOINT_EVERY: 1000,
+      PGWARD_NATS_STREAM: 'PGWARD_DECISIONS',
+      PGWARD_NATS_SUBJECT: 'pgward.decisions',
     });
   });
 

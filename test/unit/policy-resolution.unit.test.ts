@@ -22,10 +22,10 @@ const readOnly: PolicyRules = {
 };
 const writable: PolicyRules = { ...readOnly, read_only: false, allowed_tables: ['public.orders'], masked_columns: {} };
 
-/** A catalog where `public` defines operators `=`, `<`, `~~` and `===`, as a database may. */
+/** A catalog where `public` defines operators `=`, `<`, `~~` and `===`, as a database may, and `orders` and `customers` have no inheritance children. */
 const shadowed: UpstreamCatalog = {
   version: 'v1',
-  relation: () => undefined,
+  relation: (name) => (name.schema === 'public' && ['orders', 'customers'].includes(name.name) ? { kind: 'table', columns: ['id', 'amount', 'note'], inheritors: [] } : undefined),
   functionSchemas: (name) => (name === 'md5' || name === 'lower' ? ['public'] : []),
   operatorSchemas: (name) => (['=', '<', '~~', '==='].includes(name) ? ['public'] : name === '>' ? ['private'] : []),
 };
