@@ -130,7 +130,7 @@ export function decideParseFailure(failure: ParseFailure): PolicyDecision {
   if (failure.reason === 'too_complex') {
     return refused(facts, {
       rule: 'parse.too_complex',
-      reason: `the statement ${failure.what} (rule parse.too_complex). Split it into simpler statements: fewer nested subqueries, CASEs or parentheses, shorter chains of operators.`,
+      reason: `the statement ${failure.what} (rule parse.too_complex). ${failure.instead ?? 'Split it into simpler statements: fewer nested subqueries, CASEs or parentheses, shorter chains of operators.'}`,
       sqlstate: '54001',
     });
   }
