@@ -42,13 +42,14 @@ const TOO_MUCH: Record<string, string> = {
   '2,400 names over 2,400 FROM items (past the binding budget)': `select ${terms(2_400, () => 'id', ', ')} from ${terms(2_400, (i) => `orders o${i}`, ', ')}`,
   '2,000 scalar subqueries over 2,000 FROM items': `select ${terms(2_000, () => '(select id)', ', ')} from ${terms(2_000, (i) => `orders o${i}`, ', ')}`,
   'masked names over 2,100 FROM items': `select ${terms(2_100, () => 'email', ', ')} from ${terms(2_100, (i) => `customers c${i}`, ', ')}`,
+  '4,000 references to a masked column (its rewrite past the node limit)': `select ${terms(4_000, () => 'email', ', ')} from customers`,
   '2,000 derived tables': `select 1 from ${terms(2_000, (i) => `(select id from orders) s${i}`, ', ')}`,
 };
 
 const CASES = { ...TOO_DEEP, ...TOO_MUCH };
 
 const REASON =
-  /^the statement (is nested more than 1000 levels deep|is nested too deeply for the SQL grammar|is too complex for the policy analyzer|has more than 40000 parse tree nodes|needs more than 500000 steps to bind its column names \(column references times the FROM items in scope\)) \(rule parse\.too_complex\)\. Split it into (simpler|several smaller) statements/;
+  /^the statement (is nested more than 1000 levels deep|is nested too deeply for the SQL grammar|is too complex for the policy analyzer|has more than 40000 parse tree nodes|would have more than 40000 parse tree nodes once its 4000 references to masked columns are masked|needs more than 500000 steps to bind its column names \(column references times the FROM items in scope\)) \(rule parse\.too_complex\)\. Split it into (simpler|several smaller) statements/;
 
 /** How long a refusal may take, round trip and audit included: it is decided without running the statement's whole analysis. */
 const REFUSED_WITHIN_MS = 1_500;

@@ -113,3 +113,21 @@ describe('the name-binding budget', () => {
     expect(amount?.candidates).toEqual([{ table: { schema: 'public', name: 'orders' }, column: 'amount' }]);
   });
 });
+
+describe('the masked rewrite under the node limit', () => {
+  it('refuses a rewrite that would pass the node limit before making it, with the advice to reference masked columns less', () => {
+    expect(decisionOf(`select ${terms(4_000, () => 'email')} from customers`)).toMatchObject({
+      action: 'refuse',
+      rule: 'parse.too_complex',
+      sqlstate: '54001',
+      tablesRead: ['public.customers'],
+      reason: `the statement would have more than ${MAX_TREE_NODES} parse tree nodes once its 4000 references to masked columns are masked (rule parse.too_complex). Split it into several smaller statements, or reference the masked columns fewer times.`,
+    });
+  });
+
+  it('masks a statement whose rewrite stays under it', () => {
+    const decision = decisionOf(`select ${terms(1_000, () => 'email')} from customers`);
+    expect(decision).toMatchObject({ action: 'allow', event: 'masked', rule: 'masked_columns.masked' });
+    expect(decision.action === 'allow' ? decision.sql.match(/'\[redacted\]'/g)?.length : 0).toBe(1_000);
+  });
+});
