@@ -25,9 +25,9 @@ export const MAX_TREE_DEPTH = 1_000;
 /**
  * Parse trees with more nodes than this (objects and arrays of the tree's JSON) are refused: every
  * walk of the analysis, the mask rewrite and the decision is linear in them, and under 64 KB a flat
- * statement reaches 110,000 (a select list of 15,000 bare names). 60,000 keeps the analysis of any
- * statement within about 50 ms of CPU; a 300-table join is about 13,000, 300 CTEs about 17,000, an
- * IN list of 10,000 numbers 30,000, 4,000 ANDed comparisons 52,000.
+ * statement reaches 110,000 (a select list of 15,000 bare names). 40,000 keeps one decision on any
+ * statement within about 50 ms of CPU (docs/policy.md); a 300-table join is about 13,000, 300 CTEs
+ * about 17,000, an IN list of 10,000 numbers 30,000, 2,500 ANDed comparisons 33,000.
  */
 export const MAX_TREE_NODES = 40_000;
 
