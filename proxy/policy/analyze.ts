@@ -1,10 +1,10 @@
-import { Collector, type StatementAnalysis } from './analysis.js';
+import { BindingBudgetExceeded, Collector, MAX_BINDING_STEPS, type StatementAnalysis } from './analysis.js';
 import { nodeType, type At } from './ast.js';
 import type { Ctx, QueryOptions } from './context.js';
 import { sweep } from './coverage.js';
 import { dmlStatement } from './dml.js';
 import { DEFAULT_SEARCH_PATH, searchPathOf } from './names.js';
-import { parseStatements, type ParsedStatement, type ParseFailure } from './parser.js';
+import { parseStatements, tooComplex, type ParsedStatement, type ParseFailure } from './parser.js';
 import { selectQuery } from './queries.js';
 import type { Level } from './scope.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
@@ -56,8 +56,24 @@ export function analyzeStatement(parsed: ParsedStatement, session: AnalysisSessi
 
 export type SqlAnalysis = { readonly ok: true; readonly statements: readonly StatementAnalysis[] } | ParseFailure;
 
-/** Parses a query string and analyzes each of its statements. */
+/** Parses a query string and analyzes each of its statements; one that needs too much work refuses the string as too complex. */
 export function analyzeSql(sql: string, session: AnalysisSession = {}): SqlAnalysis {
   const parsed = parseStatements(sql);
-  return parsed.ok ? { ok: true, statements: parsed.statements.map((statement) => analyzeStatement(statement, session)) } : parsed;
+  if (!parsed.ok) return parsed;
+  try {
+    return { ok: true, statements: parsed.statements.map((statement) => analyzeStatement(statement, session)) };
+  } catch (error) {
+    const failure = budgetFailure(error);
+    if (failure) return failure;
+    throw error;
+  }
+}
+
+/** The too-complex refusal for an analysis stopped by its work budget, or undefined for any other error. */
+export function budgetFailure(error: unknown): ParseFailure | undefined {
+  if (!(error instanceof BindingBudgetExceeded)) return undefined;
+  return tooComplex(
+    `needs more than ${MAX_BINDING_STEPS} steps to bind its column names (column references times the FROM items in scope)`,
+    'Split it into several smaller statements: fewer FROM items or CTEs per query, fewer column references, no long lists of subqueries over a wide FROM list.',
+  );
 }

@@ -1,11 +1,12 @@
 import type { AuditEventKind } from '../../src/events/audit.js';
 import type { StatementAnalysis } from './analysis.js';
 import type { AnalysisSession } from './analyze.js';
+import type { MaskMode } from '../../src/events/policies.js';
 import { catalogRowFilters } from './catalog-rows.js';
 import { expandForMasks } from './expansion.js';
-import { applyMasks, type MaskEdit } from './mask.js';
+import { applyMasks, maskExpression, type MaskEdit } from './mask.js';
 import { qualified } from './names.js';
-import { MAX_SQL_BYTES, type ParseFailure } from './parser.js';
+import { MAX_SQL_BYTES, MAX_TREE_NODES, measureTree, tooComplex, type ParseFailure } from './parser.js';
 import { canaryCheck, effectCheck, functionCheck, INSUFFICIENT_PRIVILEGE, maskCheck, tableCheck, unsupportedCheck, type PolicyRules, type Refusal, type Trip } from './rules.js';
 
 interface DecisionFacts {
@@ -67,6 +68,8 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   const filters = catalogRowFilters(expanded, policy);
   if (!Array.isArray(filters)) return refused(facts, filters);
   if (edits.length === 0 && expanded.edits.length === 0 && filters.length === 0) return allowed(facts, 'query', '', '', [], expanded.sql);
+  const oversized = oversizedRewrite(expanded, edits);
+  if (oversized) return refused(facts, parseRefusal(oversized));
   const outcome = applyMasks(filters.length === 0 ? expanded : { ...expanded, edits: [...expanded.edits, ...filters] }, edits, policy.masked_columns, session);
   if (!outcome.ok && edits.length === 0) {
     return refused(facts, {
@@ -85,6 +88,28 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   if (edits.length === 0) return allowed(facts, 'query', '', '', [], outcome.sql);
   const columns = [...new Set(edits.map((edit) => `${edit.column} (${edit.mode})`))];
   return allowed(facts, 'masked', 'masked_columns.masked', `masked ${columns.join(', ')}: every reference reads the masked value (rule masked_columns.masked).`, edits, outcome.sql);
+}
+
+/** Nodes a mask expression adds in place of a column reference. */
+const maskGrowth = new Map<MaskMode, number>();
+function growthOf(mode: MaskMode): number {
+  let nodes = maskGrowth.get(mode);
+  if (nodes === undefined) maskGrowth.set(mode, (nodes = measureTree(maskExpression(mode, {}).node, Infinity, Infinity).nodes - 1));
+  return nodes;
+}
+
+/**
+ * The refusal of a masked rewrite that would pass the parse tree node limit: it is refused before
+ * it is made, rather than after its deparse, re-parse and re-analysis, which cost more.
+ */
+function oversizedRewrite(analysis: StatementAnalysis, edits: readonly MaskEdit[]): ParseFailure | undefined {
+  let growth = 0;
+  for (const edit of edits) growth += growthOf(edit.mode);
+  if (growth === 0 || measureTree(analysis.stmt, Infinity, MAX_TREE_NODES - growth).nodes + growth <= MAX_TREE_NODES) return undefined;
+  return tooComplex(
+    `would have more than ${MAX_TREE_NODES} parse tree nodes once its ${edits.length} references to masked columns are masked`,
+    'Split it into several smaller statements, or reference the masked columns fewer times.',
+  );
 }
 
 function checks(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
@@ -119,25 +144,28 @@ function refused(facts: DecisionFacts, refusal: Refusal & { readonly trip?: Trip
 
 /** The decision for text that did not parse or was too large to parse. */
 export function decideParseFailure(failure: ParseFailure): PolicyDecision {
-  const facts: DecisionFacts = { statementKind: '', tablesRead: [], tablesWritten: [], progress: [] };
+  return refused({ statementKind: '', tablesRead: [], tablesWritten: [], progress: [] }, parseRefusal(failure));
+}
+
+function parseRefusal(failure: ParseFailure): Refusal {
   if (failure.reason === 'too_large') {
-    return refused(facts, {
+    return {
       rule: 'parse.too_large',
       reason: `the statement is ${failure.bytes} bytes; the limit is ${MAX_SQL_BYTES} (rule parse.too_large). Send smaller statements.`,
       sqlstate: '54000',
-    });
+    };
   }
   if (failure.reason === 'too_complex') {
-    return refused(facts, {
+    return {
       rule: 'parse.too_complex',
-      reason: `the statement ${failure.what} (rule parse.too_complex). Split it into simpler statements: fewer nested subqueries, CASEs or parentheses, shorter chains of operators.`,
+      reason: `the statement ${failure.what} (rule parse.too_complex). ${failure.instead ?? 'Split it into simpler statements: fewer nested subqueries, CASEs or parentheses, shorter chains of operators.'}`,
       sqlstate: '54001',
-    });
+    };
   }
   const at = failure.position === null ? '' : ` at position ${failure.position}`;
-  return refused(facts, {
+  return {
     rule: 'parse.error',
     reason: `the statement does not parse: ${failure.message}${at} (rule parse.error). Only valid PostgreSQL 17 statements run.`,
     sqlstate: '42601',
-  });
+  };
 }

@@ -5,7 +5,7 @@ import { CONFIG_FIRST_FUNCTIONS, QUERY_TEXT_FUNCTIONS, VETTED_FUNCTIONS } from '
 import { implicitOperators, operatorName, qualifyFunction, typeNameAsText } from './resolution.js';
 import { SHOWABLE } from './settings.js';
 import { catalogLookup, isBuiltinConfig, REG_FUNCTIONS, typeUse } from './types.js';
-import { bindColumnRef, STAR, type Level, type RefPart } from './scope.js';
+import { bindColumnRef, lookupSteps, STAR, type Level, type RefPart } from './scope.js';
 import { SETTABLE } from './settings.js';
 import type { FunctionUse } from './analysis.js';
 
@@ -39,6 +39,7 @@ function columnRef(ctx: Ctx, level: Level, reader: Reader, at: At): void {
   const parts: RefPart[] = reader.list('fields').map((field) => (nodeType(field.node) === 'A_Star' ? STAR : (stringValue(field.node) ?? '')));
   reader.skip('location');
   const text = parts.map((part) => (part === STAR ? '*' : part)).join('.');
+  ctx.out.bind(lookupSteps(level));
   const binding = bindColumnRef(level, parts);
   if (binding.columns.length > 0) {
     ctx.out.columns.push({ candidates: binding.columns, path: pathOf(at.slot), rewritable: ctx.rewritable, written: false, text });

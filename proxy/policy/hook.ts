@@ -1,6 +1,7 @@
 import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
 import type { AuditEventKind } from '../../src/events/audit.js';
+import type { AnalysisSession } from './analyze.js';
 import { AnalysisCache } from './cache.js';
 import { DRIVER_METADATA } from './catalog.js';
 import { AllowedDecisions } from './decision-cache.js';
@@ -76,8 +77,9 @@ export function masksColumns(policy: Pick<PolicyRow, 'masked_columns'> | null | 
 export type UncappedRows = Uncappable | null;
 
 /** What of a message's results a row cap (max_rows) cannot bound (null when the cap holds for all of them). */
-function rowsOf(sql: string): UncappedRows {
-  const analyzed = analyses.analyze(sql, {});
+function rowsOf(sql: string, session: AnalysisSession): UncappedRows {
+  // The decision's own analysis, from the cache: the statements' trees and kinds do not depend on the session.
+  const analyzed = analyses.analyze(sql, session);
   if (!analyzed.ok) return null;
   return uncappable(analyzed.statements.map((statement) => resultRows(statement.stmt, statement.kind)));
 }
@@ -133,13 +135,13 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   const template = shape && allowedShapes.get(policy, canaries, withCatalog(context.catalog, shape.key));
   if (shape && template) return capRefusal(template.decision, policy, context.protocol) ?? { ...template.decision, sql: shapedSql(template, sql, shape) };
   const rules = rulesOf(policy, canaries);
-  const decision = combine(sql, decideSql(sql, rules, session, analyses));
+  const decision = combine(sql, decideSql(sql, rules, session, analyses), session);
   if (decision.action === 'refuse') {
     if (decision.trip !== undefined) context.honeytokens.tripped(context.credential, decision.trip.honeytokenId);
     return decision;
   }
   allowedDecisions.set(policy, canaries, key, decision);
-  const made = shape && reusableAcrossNumbers(decision) ? shapeTemplate(sql, shape, decision, (variant) => combine(variant, decideSql(variant, rules, session))) : undefined;
+  const made = shape && reusableAcrossNumbers(decision) ? shapeTemplate(sql, shape, decision, (variant) => combine(variant, decideSql(variant, rules, session, analyses), session)) : undefined;
   if (shape && made) allowedShapes.set(policy, canaries, withCatalog(context.catalog, shape.key), made);
   return capRefusal(decision, policy, context.protocol) ?? decision;
 }
@@ -153,7 +155,7 @@ function withCatalog(catalog: UpstreamCatalog | undefined, key: string): string 
  * One decision for a message from its statements' verdicts: the first refusal (carrying the trip
  * of a canary any statement touched, for the audit trail), else an allow of them all.
  */
-function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementDecision {
+function combine(sql: string, verdicts: readonly StatementVerdict[], session: AnalysisSession): StatementDecision {
   const decisions = verdicts.map((v) => v.decision);
   const read = unique(decisions.map((d) => d.tablesRead));
   const written = unique(decisions.map((d) => d.tablesWritten));
@@ -191,7 +193,7 @@ function combine(sql: string, verdicts: readonly StatementVerdict[]): StatementD
     progress: unique(decisions.map((d) => d.progress)) as AuditEventKind[],
     changesSession: allowed.some((d) => d.changesSession),
     statementCount: verdicts.length,
-    uncapped: rowsOf(sql),
+    uncapped: rowsOf(sql, session),
   };
 }
 

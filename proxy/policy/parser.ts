@@ -22,9 +22,25 @@ export interface ParsedStatement {
  */
 export const MAX_TREE_DEPTH = 1_000;
 
+/**
+ * Parse trees with more nodes than this (objects and arrays of the tree's JSON) are refused: every
+ * walk of the analysis, the mask rewrite and the decision is linear in them, and under 64 KB a flat
+ * statement reaches 110,000 (a select list of 15,000 bare names). 40,000 keeps one decision on any
+ * statement within about 50 ms of CPU (docs/policy.md); a 300-table join is about 13,000, 300 CTEs
+ * about 17,000, an IN list of 10,000 numbers 30,000, 2,500 ANDed comparisons 33,000.
+ */
+export const MAX_TREE_NODES = 40_000;
+
 export type ParseFailure =
   | { readonly ok: false; readonly reason: 'too_large'; readonly bytes: number }
-  | { readonly ok: false; readonly reason: 'too_complex'; readonly what: string }
+  | {
+      readonly ok: false;
+      readonly reason: 'too_complex';
+      /** Completes "the statement ...". */
+      readonly what: string;
+      /** What to do instead, when not the default advice for nesting (decideParseFailure). */
+      readonly instead?: string;
+    }
   | { readonly ok: false; readonly reason: 'error'; readonly message: string; readonly position: number | null };
 
 export type ParseOutcome = { readonly ok: true; readonly version: number; readonly statements: readonly ParsedStatement[] } | ParseFailure;
@@ -62,7 +78,9 @@ export function parseStatements(sql: string): ParseOutcome {
     if (described.message.startsWith('memory exhausted')) return tooComplex('is nested too deeply for the SQL grammar');
     return { ok: false, reason: 'error', ...described };
   }
-  if (treeDepth(result.stmts ?? [], MAX_TREE_DEPTH) > MAX_TREE_DEPTH) return tooComplex(`is nested more than ${MAX_TREE_DEPTH} levels deep`);
+  const size = measureTree(result.stmts ?? [], MAX_TREE_DEPTH, MAX_TREE_NODES);
+  if (size.depth > MAX_TREE_DEPTH) return tooComplex(`is nested more than ${MAX_TREE_DEPTH} levels deep`);
+  if (size.nodes > MAX_TREE_NODES) return tooComplex(`has more than ${MAX_TREE_NODES} parse tree nodes`, SPLIT_LARGE);
   const statements = (result.stmts ?? []).map((raw): ParsedStatement => {
     const location = raw.stmt_location ?? 0;
     const end = raw.stmt_len ? location + raw.stmt_len : bytes.length;
@@ -71,18 +89,31 @@ export function parseStatements(sql: string): ParseOutcome {
   return { ok: true, version: result.version ?? 0, statements };
 }
 
+/** The advice for a statement too large (rather than too deep) to analyze. */
+export const SPLIT_LARGE = 'Split it into several smaller statements: fewer FROM items, CTEs, UNION branches or select-list entries per statement.';
+
 /** A refusal of a statement too deep or too large to analyze: `what` completes "the statement ...". */
-export function tooComplex(what: string): ParseFailure {
-  return { ok: false, reason: 'too_complex', what };
+export function tooComplex(what: string, instead?: string): ParseFailure {
+  return instead === undefined ? { ok: false, reason: 'too_complex', what } : { ok: false, reason: 'too_complex', what, instead };
 }
 
 /** The nesting depth of a JSON value, walked without recursion; stops counting once past `limit`. */
 export function treeDepth(root: unknown, limit: number): number {
+  return measureTree(root, limit, Infinity).depth;
+}
+
+/**
+ * The nesting depth and the number of objects and arrays of a JSON value, walked without
+ * recursion; stops once past either limit (the counts are then only known to exceed it).
+ */
+export function measureTree(root: unknown, depthLimit: number, nodeLimit: number): { depth: number; nodes: number } {
   let deepest = 0;
+  let nodes = 0;
   const stack: { value: unknown; depth: number }[] = [{ value: root, depth: 0 }];
   for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
     if (top.depth > deepest) deepest = top.depth;
-    if (deepest > limit) return deepest;
+    if (typeof top.value === 'object' && top.value !== null) nodes++;
+    if (deepest > depthLimit || nodes > nodeLimit) return { depth: deepest, nodes };
     const { value, depth } = top;
     if (Array.isArray(value)) for (const item of value) if (typeof item === 'object' && item !== null) stack.push({ value: item, depth: depth + 1 });
     if (typeof value === 'object' && value !== null && !Array.isArray(value)) {
@@ -92,7 +123,7 @@ export function treeDepth(root: unknown, limit: number): number {
       }
     }
   }
-  return deepest;
+  return { depth: deepest, nodes };
 }
 
 /** Whether an error is the JavaScript stack running out (a walk too deep), which the gateway answers as too complex. */

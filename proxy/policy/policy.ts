@@ -1,4 +1,4 @@
-import { analyzeSql, type AnalysisSession } from './analyze.js';
+import { analyzeSql, budgetFailure, type AnalysisSession } from './analyze.js';
 import type { AnalysisCache } from './cache.js';
 import { decideParseFailure, decidePolicy, type PolicyDecision } from './decide.js';
 import { isStackOverflow, tooComplex } from './parser.js';
@@ -22,6 +22,9 @@ export function decideSql(sql: string, policy: PolicyRules, session: AnalysisSes
   } catch (error) {
     // MAX_TREE_DEPTH keeps trees well inside the stack; this holds if some walk still runs out of it.
     if (isStackOverflow(error)) return [{ sql, decision: decideParseFailure(tooComplex('is too complex for the policy analyzer')) }];
+    // The mask rewrite's re-analysis spends a budget of its own.
+    const failure = budgetFailure(error);
+    if (failure) return [{ sql, decision: decideParseFailure(failure) }];
     throw error;
   }
 }

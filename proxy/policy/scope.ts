@@ -107,8 +107,17 @@ function qualified(level: Level, qualifier: readonly string[]): RangeEntry[] {
   return found;
 }
 
+/** One candidate per distinct table: a self-join repeated a thousand times binds a name to one column, not a thousand. */
 function columnsOf(tables: readonly RelationName[], column: string): ColumnName[] {
-  return tables.map((table) => ({ table, column }));
+  const seen = new Map<string, Set<string>>();
+  const columns: ColumnName[] = [];
+  for (const table of tables) {
+    const names = seen.get(table.schema) ?? new Set<string>();
+    if (names.has(table.name)) continue;
+    seen.set(table.schema, names.add(table.name));
+    columns.push({ table, column });
+  }
+  return columns;
 }
 
 /** Binds a ColumnRef's fields the way PostgreSQL's transformColumnRef does, over all candidates. */
@@ -132,4 +141,11 @@ export function bindColumnRef(level: Level, parts: readonly RefPart[]): Binding 
   const tables = tablesOfAll(qualified(level, qualifier));
   const viaFunction = ROW_FUNCTION_NAMES.has(last) && tables.length > 0;
   return { columns: columnsOf(tables, last), wholeRows: viaFunction ? [{ tables, form: 'function_notation' }] : [] };
+}
+
+/** The work of a name lookup at `level`: the levels it climbs and the FROM items it scans, its own and every enclosing level's. */
+export function lookupSteps(level: Level): number {
+  let steps = 0;
+  for (let current: Level | null = level; current !== null; current = current.parent) steps += 1 + current.entries.length;
+  return steps;
 }
