@@ -235,4 +235,20 @@ describe('AnalysisCache', () => {
     expect(cache.analyze('SELECT  * FROM orders')).not.toBe(first);
     expect(cache.size).toBe(2);
   });
+
+  it('keeps at most its text capacity of large statements, evicting the least recently used', () => {
+    const large = (n: number): string => `SELECT ${n} FROM orders WHERE id IN (${Array.from({ length: 2_000 }, (_, i) => i).join(', ')})`;
+    const cache = new AnalysisCache(10_000, 3 * large(0).length + 100);
+    const first = cache.analyze(large(1));
+    cache.analyze(large(2));
+    cache.analyze(large(3));
+    expect(cache.size).toBe(3);
+    expect(cache.analyze(large(1))).toBe(first);
+    cache.analyze(large(4));
+    expect(cache.size).toBe(3);
+    expect(cache.analyze(large(1))).toBe(first);
+    const second = cache.analyze(large(2));
+    expect(cache.analyze(large(2))).toBe(second);
+    expect(cache.size).toBe(3);
+  });
 });
