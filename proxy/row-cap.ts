@@ -23,16 +23,51 @@ import type { Rewrite, Statement } from './pipeline.js';
 /** Replies an extended turn adds that a simple query never shows: ParseComplete, BindComplete, CloseComplete, NoData. */
 const EXTENDED_ONLY: ReadonlySet<string> = new Set(['1', '2', '3', 'n']);
 
+/** What follows each statement's Parse in a capped pipeline (Bind, Describe, Execute of `rows`), by cap: a policy has one. */
+const afterParse = new Map<number, Buffer>();
+const AFTER_PARSE_CAPS = 64;
+/** What ends every capped pipeline: the unnamed portal and statement closed, and the Sync. */
+const PIPELINE_END = Buffer.concat([serialize.close({ type: 'P', name: '' }), serialize.close({ type: 'S', name: '' }), serialize.sync()]);
+
+function afterParseOf(rows: number): Buffer {
+  let known = afterParse.get(rows);
+  if (!known) {
+    known = Buffer.concat([serialize.bind({}), serialize.describe({ type: 'P' }), serialize.execute({ rows })]);
+    if (afterParse.size >= AFTER_PARSE_CAPS) afterParse.clear();
+    afterParse.set(rows, known);
+  }
+  return known;
+}
+
+/** Type, length, the unnamed statement's empty name, the text's terminator and a zero parameter count around a Parse's text. */
+const PARSE_OVERHEAD = 1 + 4 + 1 + 1 + 2;
+
 /**
  * A simple query's statements as one extended-protocol pipeline (unnamed statement and portal, text
  * results), each Execute returning at most `rows` rows. The unnamed statement and portal are closed
- * at the end, as a simple query leaves neither behind.
+ * at the end, as a simple query leaves neither behind. Written into one buffer: it is built for
+ * every capped simple query.
  */
 export function cappedPipeline(statements: readonly string[], rows: number): Buffer {
-  const messages: Buffer[] = [];
-  for (const text of statements) messages.push(serialize.parse({ text }), serialize.bind({}), serialize.describe({ type: 'P' }), serialize.execute({ rows }));
-  messages.push(serialize.close({ type: 'P', name: '' }), serialize.close({ type: 'S', name: '' }), serialize.sync());
-  return Buffer.concat(messages);
+  const after = afterParseOf(rows);
+  const lengths = statements.map((text) => Buffer.byteLength(text, 'utf8'));
+  const size = lengths.reduce((sum, length) => sum + PARSE_OVERHEAD + length + after.length, PIPELINE_END.length);
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  statements.forEach((text, index) => {
+    const length = lengths[index]!;
+    out[at] = 0x50; // 'P'
+    out.writeInt32BE(PARSE_OVERHEAD - 1 + length, at + 1);
+    out[at + 5] = 0;
+    out.write(text, at + 6, length, 'utf8');
+    at += 6 + length;
+    out[at] = 0;
+    out.writeInt16BE(0, at + 1);
+    at += 3;
+    at += after.copy(out, at);
+  });
+  PIPELINE_END.copy(out, at);
+  return out;
 }
 
 export function capNotice(cap: number): Buffer {

@@ -26,7 +26,7 @@ export type DeploymentName = (typeof DEPLOYMENTS)[number];
 /** The open credential's policy, and the realistic one: read-only, an allowlist, two masked columns, a row cap. */
 export const POLICIES = {
   open: { allowed_tables: ['public.*'] },
-  realistic: { ...REALISTIC_POLICY, max_rows: 100 },
+  realistic: REALISTIC_POLICY,
 } as const;
 export type Credential = keyof typeof POLICIES;
 

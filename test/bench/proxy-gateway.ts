@@ -40,11 +40,12 @@ export interface Gateway {
   messages(): number;
 }
 
-/** The bench's realistic policy: read-only, an allowlist, two masked columns of the rows policyScript() reads. */
+/** The bench's realistic policy: read-only, an allowlist, two masked columns of the rows policyScript() reads, a row cap. */
 export const REALISTIC_POLICY = {
   read_only: true,
   allowed_tables: ['public.pgbench_accounts', 'public.pgbench_branches'],
   masked_columns: { 'public.pgbench_accounts.abalance': 'null', 'public.pgbench_accounts.filler': 'hash' },
+  max_rows: 100,
 } as const;
 
 export const POOL_CONFIG = { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } as const;

@@ -10,8 +10,11 @@ export interface Endpoint {
   readonly database: string;
 }
 
-/** pgbench's protocol modes, and `policy`: the ten-row script of policyScript() on the extended protocol. */
-export type Mode = 'simple' | 'extended' | 'prepared' | 'policy';
+/** pgbench's protocol modes, and `policy` (`policy-simple`): the ten-row script of policyScript() on the extended (simple) protocol. */
+export type Mode = 'simple' | 'extended' | 'prepared' | 'policy' | 'policy-simple';
+
+/** The modes that run policyScript() rather than `-S`; through pgward, under the bench's realistic policy. */
+export const isPolicyMode = (mode: Mode): boolean => mode === 'policy' || mode === 'policy-simple';
 
 /** Ten consecutive accounts of a `pgbench -i -s <scale>` database, with the two columns the bench's policy masks. */
 export function policyScript(scale: number): string {
@@ -74,7 +77,7 @@ export async function initialize(binary: string, endpoint: Endpoint, scale: numb
 
 /** The pgbench arguments of one run, as the report prints them. */
 export function runArgs(run: Run): string[] {
-  const workload = run.mode === 'policy' ? ['-f', run.script ?? 'policy.sql', '-M', 'extended'] : ['-S', '-M', run.mode];
+  const workload = isPolicyMode(run.mode) ? ['-f', run.script ?? 'policy.sql', '-M', run.mode === 'policy' ? 'extended' : 'simple'] : ['-S', '-M', run.mode];
   const args = [...workload, '-n', '-c', String(run.clients), '-j', String(Math.min(run.clients, 2)), '-T', String(run.seconds), ...(run.rate ? ['-R', String(run.rate)] : [])];
   return run.logPrefix ? [...args, '--log', `--log-prefix=${run.logPrefix}`] : args;
 }

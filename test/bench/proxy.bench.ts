@@ -14,10 +14,10 @@ import pg from 'pg';
 import { POOL_CONFIG, startGateway } from './proxy-gateway.js';
 import { startPipe } from './proxy-pipe.js';
 import { benchSettings, describeOutcome as describe, eachRun, loadAverage, number, PGBOUNCER, prepareWorkspace, runBench, ratio, Results as RoundResults, subset, table, verdict, wholeNumber, type Pick } from './bench-kit.js';
-import { initialize, policyScript, runArgs, select, type Endpoint, type Latency, type Mode } from './proxy-pgbench.js';
+import { initialize, isPolicyMode, policyScript, runArgs, select, type Endpoint, type Latency, type Mode } from './proxy-pgbench.js';
 import { CLUSTER_SETTINGS, processCpu, startCluster, startPgBouncer, type Teardown } from './proxy-servers.js';
 
-const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'policy'];
+const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'policy', 'policy-simple'];
 /** `pipe`: a Node TCP pipe with no logic (proxy-pipe.ts), the floor for anything written in Node on this machine. */
 const ALL_TARGETS = ['direct', 'PgBouncer', 'pipe', 'pgward'] as const;
 type Target = (typeof ALL_TARGETS)[number];
@@ -70,7 +70,7 @@ function printReport(results: Results): void {
   const failures = results.failures(MODES, CLIENTS, TARGETS);
   if (failures.length > 0) console.log(`\nFailed runs (shown as fail above):\n${failures.join('\n')}`);
 
-  const passthrough = MODES.filter((mode) => mode !== 'policy');
+  const passthrough = MODES.filter((mode) => !isPolicyMode(mode));
   const targets = (mode: Mode, minVsDirect: number, minVsBouncer: number, maxAddedUs: number, modes: readonly Mode[]): void => {
     const vsDirect = results.median(mode, 10, ['pgward', 'direct'], (w, d) => w.tps / d.tps);
     const vsBouncer = results.median(mode, 10, ['pgward', 'PgBouncer'], (w, b) => w.tps / b.tps);
@@ -83,7 +83,7 @@ function printReport(results: Results): void {
   };
   console.log('');
   if (passthrough.length > 0) targets('extended', MIN_VS_DIRECT, MIN_VS_PGBOUNCER, MAX_ADDED_P50_US, passthrough);
-  if (MODES.includes('policy')) targets('policy', POLICY_MIN_VS_DIRECT, POLICY_MIN_VS_PGBOUNCER, POLICY_MAX_ADDED_P50_US, ['policy']);
+  for (const mode of MODES.filter(isPolicyMode)) targets(mode, POLICY_MIN_VS_DIRECT, POLICY_MIN_VS_PGBOUNCER, POLICY_MAX_ADDED_P50_US, [mode]);
 }
 
 async function admin(url: string, statements: readonly string[]): Promise<string[]> {
@@ -132,7 +132,7 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
       for (const target of TARGETS) {
         signal.throwIfAborted();
         if (!serves(target, mode)) continue;
-        const endpoint = mode === 'policy' && target === 'pgward' ? governed : endpoints[target];
+        const endpoint = isPolicyMode(mode) && target === 'pgward' ? governed : endpoints[target];
         const outcome = await select(binaries.pgbench, endpoint, { mode, clients: 10, seconds: WARMUP_SECONDS, script }, signal);
         if (!outcome.ok) log(`warm-up ${mode} ${target}: ${describe(outcome)}`);
       }
@@ -144,7 +144,7 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
     // A proxy's CPU time per transaction is a figure the machine's noise barely moves: pgward and the pipe run in this process, PgBouncer in its own.
     const cpuOf = proxyCpu[target];
     const cpuBefore = await cpuOf?.();
-    const endpoint = mode === 'policy' && target === 'pgward' ? governed : endpoints[target];
+    const endpoint = isPolicyMode(mode) && target === 'pgward' ? governed : endpoints[target];
     const outcome = await select(binaries.pgbench, endpoint, { mode, clients, seconds, script, ...(logPrefix ? { logPrefix } : {}), ...(RATE ? { rate: RATE } : {}) }, signal);
     const cpuAfter = await cpuOf?.();
     const cpu = cpuBefore && cpuAfter && { user: cpuAfter.user - cpuBefore.user, system: cpuAfter.system - cpuBefore.system };

@@ -1,7 +1,9 @@
 /** The row cap's pure parts: per-portal counts (portal-rows.ts), what a cap cannot bound (result-rows.ts), capped FETCH texts (cursors.ts). */
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { serialize } from 'pg-protocol';
 import { cappedCursorRead, type CursorRead } from '../../proxy/cursors.js';
+import { cappedPipeline } from '../../proxy/row-cap.js';
 import type { Statement } from '../../proxy/pipeline.js';
 import { PortalRows } from '../../proxy/portal-rows.js';
 import { nodeType } from '../../proxy/policy/ast.js';
@@ -166,5 +168,26 @@ describe('FETCH and MOVE under a cap', () => {
 
   it('a read within what is left runs without rewriting its replies', () => {
     expect(readOf(fetchOf('FETCH 10 FROM c'), 40, CAP, statement()).rewrite).toBeUndefined();
+  });
+});
+
+describe('a capped simple query as an extended pipeline', () => {
+  /** The pipeline as pg-protocol writes it, message by message. */
+  const reference = (statements: readonly string[], rows: number): Buffer =>
+    Buffer.concat([
+      ...statements.flatMap((text) => [serialize.parse({ text }), serialize.bind({}), serialize.describe({ type: 'P' }), serialize.execute({ rows })]),
+      serialize.close({ type: 'P', name: '' }),
+      serialize.close({ type: 'S', name: '' }),
+      serialize.sync(),
+    ]);
+
+  it('is byte for byte what pg-protocol serializes, for any texts (multi-byte ones too) and any cap', () => {
+    const text = fc.string({ unit: fc.oneof(fc.constantFrom('a', ' ', ';', "'", 'é', '€', '😀'), fc.integer({ min: 1, max: 0x7f }).map((code) => String.fromCharCode(code))), maxLength: 200 });
+    fc.assert(
+      fc.property(fc.array(text, { minLength: 1, maxLength: 5 }), fc.integer({ min: 1, max: 2 ** 31 - 1 }), (statements, rows) => {
+        expect(cappedPipeline(statements, rows).equals(reference(statements, rows))).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
   });
 });
