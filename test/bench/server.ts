@@ -5,12 +5,15 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { startEmbeddedPostgres } from '../../src/pg/embedded.js';
 import { freePort } from '../support/free-port.js';
+import { processes } from '../support/pgward-process.js';
 
 export interface BenchServer {
   /** Which server this is, for the report. */
   readonly label: string;
   /** URL of a throwaway database on it. */
   readonly url: string;
+  /** The server's processes whose CPU time serves this database: the embedded cluster's every process, or the shared server's backends of the database. */
+  readonly pids: () => Promise<number[]>;
 }
 
 async function admin(url: string, sql: string): Promise<void> {
@@ -23,13 +26,38 @@ async function admin(url: string, sql: string): Promise<void> {
   }
 }
 
-async function withThrowawayDatabase<T>(serverUrl: string, label: string, work: (server: BenchServer) => Promise<T>): Promise<T> {
+/** The backends connected to `database`, asked through a connection of their server. */
+async function backendsOf(serverUrl: string, database: string): Promise<number[]> {
+  const client = new pg.Client({ connectionString: serverUrl });
+  await client.connect();
+  try {
+    return (await client.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1', [database])).rows.map((row) => row.pid);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The embedded postmaster this process started on `port`, and every process it forked. */
+function clusterOn(port: number): () => Promise<number[]> {
+  return async () => {
+    const all = processes();
+    const postmaster = all.find((p) => p.ppid === process.pid && p.cmdline.includes(` -p ${port} `))?.pid;
+    return postmaster === undefined ? [] : [postmaster, ...all.filter((p) => p.ppid === postmaster).map((p) => p.pid)];
+  };
+}
+
+async function withThrowawayDatabase<T>(
+  serverUrl: string,
+  label: string,
+  pids: ((database: string) => () => Promise<number[]>) | undefined,
+  work: (server: BenchServer) => Promise<T>,
+): Promise<T> {
   const name = `pgward_bench_${randomBytes(4).toString('hex')}`;
   await admin(serverUrl, `create database ${name}`);
   try {
     const url = new URL(serverUrl);
     url.pathname = `/${name}`;
-    return await work({ label: `${label}, database ${name}`, url: url.toString() });
+    return await work({ label: `${label}, database ${name}`, url: url.toString(), pids: pids?.(name) ?? (() => backendsOf(serverUrl, name)) });
   } finally {
     await admin(serverUrl, `drop database if exists ${name} with (force)`);
   }
@@ -43,13 +71,13 @@ export async function withBenchServer<T>(work: (server: BenchServer) => Promise<
   const variable = ['PGWARD_BENCH_PG_URL', 'PGWARD_TEST_PG_URL'].find((name) => process.env[name]);
   if (variable) {
     const given = process.env[variable]!;
-    return withThrowawayDatabase(given, `${variable} (${new URL(given).host})`, work);
+    return withThrowawayDatabase(given, `${variable} (${new URL(given).host})`, undefined, work);
   }
   const dir = await mkdtemp(join(tmpdir(), 'pgward-bench-'));
   try {
     const embedded = await startEmbeddedPostgres({ dir, port: await freePort() });
     try {
-      return await withThrowawayDatabase(embedded.url, `embedded PostgreSQL in ${dir} (127.0.0.1:${embedded.port})`, work);
+      return await withThrowawayDatabase(embedded.url, `embedded PostgreSQL in ${dir} (127.0.0.1:${embedded.port})`, () => clusterOn(embedded.port), work);
     } finally {
       await embedded.stop();
     }
