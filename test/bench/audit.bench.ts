@@ -31,7 +31,8 @@ const E2E_DECISIONS = Number(process.env.PGWARD_BENCH_AUDIT_DECISIONS ?? 100_000
 const TOTAL_ENTRIES = Math.max(E2E_DECISIONS, Number(process.env.PGWARD_BENCH_AUDIT_ENTRIES ?? 1_000_000));
 /** Offered load of the end-to-end phase, above the 10,000/s target; PGWARD_BENCH_AUDIT_OFFERED to probe headroom. */
 const OFFERED_PER_S = Number(process.env.PGWARD_BENCH_AUDIT_OFFERED ?? 12_000);
-const BUS_BATCH = 256;
+/** Decisions per bus record: the proxy sends what came in its 5 ms linger, about 10–20 at a few thousand statements a second; PGWARD_BENCH_AUDIT_BUS_BATCH to change. */
+const BUS_BATCH = Number(process.env.PGWARD_BENCH_AUDIT_BUS_BATCH ?? 256);
 const SEED_BATCH = 1_000;
 const VERIFY_ENTRIES = Math.min(200_000, TOTAL_ENTRIES);
 const USAGE_RUNS = 5;
