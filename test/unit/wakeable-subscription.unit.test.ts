@@ -38,15 +38,21 @@ describe('wakeableSubscription', () => {
     vi.useRealTimers();
   });
 
-  it('catches up, then makes no request until woken, however long it waits', async () => {
+  /** A subscription that has taken events 0–2 of a log read with `limit`, its next event asked for, and a minute gone by (fake timers). */
+  async function caughtUp(limit?: number) {
     vi.useFakeTimers();
-    const store = log();
+    const store = log(limit);
     store.events.push(at(0), at(1), at(2));
     const subscription = wakeableSubscription(store.source);
     const iterator = subscription[Symbol.asyncIterator]();
     for (const position of [0n, 1n, 2n]) expect((await iterator.next()).value?.position).toBe(position);
     const next = iterator.next();
     await vi.advanceTimersByTimeAsync(60_000);
+    return { store, subscription, iterator, next };
+  }
+
+  it('catches up, then makes no request until woken, however long it waits', async () => {
+    const { store, subscription, next } = await caughtUp();
     expect(subscription.reads).toBe(3);
     store.events.push(at(3));
     await vi.advanceTimersByTimeAsync(60_000);
@@ -58,14 +64,7 @@ describe('wakeableSubscription', () => {
   });
 
   it('from a source that tells its limit, a short batch ends the catch-up: one read per wake-up, none to find nothing', async () => {
-    vi.useFakeTimers();
-    const store = log(2);
-    store.events.push(at(0), at(1), at(2));
-    const subscription = wakeableSubscription(store.source);
-    const iterator = subscription[Symbol.asyncIterator]();
-    for (const position of [0n, 1n, 2n]) expect((await iterator.next()).value?.position).toBe(position);
-    const next = iterator.next();
-    await vi.advanceTimersByTimeAsync(60_000);
+    const { store, subscription, iterator, next } = await caughtUp(2);
     expect(subscription.reads).toBe(2);
     store.events.push(at(3));
     store.wake();
