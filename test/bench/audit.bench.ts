@@ -101,6 +101,12 @@ function ownCpu(): number {
   return user + system;
 }
 
+/** The WAL the server has written so far (pg_stat_wal, server-wide: on a shared server other databases' writes count too). */
+async function walWritten(pool: pg.Pool): Promise<{ bytes: number; records: number }> {
+  const { rows } = await pool.query<{ bytes: string; records: string }>('select wal_bytes::text as bytes, wal_records::text as records from pg_stat_wal');
+  return { bytes: Number(rows[0]!.bytes), records: Number(rows[0]!.records) };
+}
+
 async function endToEnd(storeUrl: string, pool: pg.Pool, statePids: () => Promise<number[]>) {
   // Encoded before the clock starts, so this process's CPU time is ingest's and the projection's (and the sampler's few reads).
   const records: Buffer[] = [];
@@ -120,6 +126,7 @@ async function endToEnd(storeUrl: string, pool: pg.Pool, statePids: () => Promis
   let published = 0;
   const meter = new CpuMeter({ state: statePids });
   await meter.begin();
+  const walStart = await walWritten(pool);
   const cpuStart = ownCpu();
   const start = performance.now();
   const deadline = Date.now() + PHASE_TIMEOUT_MS;
@@ -142,9 +149,11 @@ async function endToEnd(storeUrl: string, pool: pg.Pool, statePids: () => Promis
     }
     const seconds = (performance.now() - start) / 1000;
     const cpu = { pipeline: ownCpu() - cpuStart, state: (await meter.end()).state! };
+    const walEnd = await walWritten(pool);
+    const wal = { bytes: walEnd.bytes - walStart.bytes, records: walEnd.records - walStart.records };
     samples.push({ at: performance.now(), published, projected: E2E_DECISIONS });
     const checkpoints = await auditCheckpoints(store, PROJECT);
-    return { seconds, lags: lags(samples), checkpoints: checkpoints.length, cpu };
+    return { seconds, lags: lags(samples), checkpoints: checkpoints.length, cpu, wal };
   } finally {
     meter.stop();
     clearInterval(sampler);
@@ -262,6 +271,7 @@ async function main(): Promise<void> {
       console.log(
         `CPU per decision, end to end: ingest and projection (this process) ${decimal.format(e2e.cpu.pipeline / E2E_DECISIONS)} µs, state PostgreSQL ${decimal.format(e2e.cpu.state / E2E_DECISIONS)} µs, together ${decimal.format((e2e.cpu.pipeline + e2e.cpu.state) / E2E_DECISIONS)} µs`,
       );
+      console.log(`WAL per decision, end to end: ${number.format(e2e.wal.bytes / E2E_DECISIONS)} bytes in ${decimal.format(e2e.wal.records / E2E_DECISIONS)} records`);
       console.log(`projection catch-up: ${number.format(seeded.appended / seeded.projectSeconds)} entries/s (${number.format(seeded.appended)} entries)`);
       console.log(`verification: ${number.format(verifyRate)} entries/s (${number.format(verified.entries)} entries and ${verified.checkpoints} checkpoints in ${decimal.format(verified.verifySeconds)} s, digest workers running; reading them took ${decimal.format(verified.readSeconds)} s)`);
       console.log(`verification first in the process, digest worker start-up included: ${number.format(verified.entries / verified.coldSeconds)} entries/s (${decimal.format(verified.coldSeconds)} s)`);
