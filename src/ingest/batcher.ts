@@ -21,6 +21,9 @@ interface Waiter<E extends NewEvent> {
 export class AppendBatcher<E extends NewEvent = NewEvent> {
   private readonly pending = new Map<string, Waiter<E>[]>();
   private readonly appending = new Set<string>();
+  /** When each stream's last append started (performance.now()), and the timers of streams waiting out their linger. */
+  private readonly started = new Map<string, number>();
+  private readonly lingering = new Map<string, NodeJS.Timeout>();
   private scheduled = false;
 
   constructor(
@@ -30,6 +33,13 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
      * events when they landed at exactly the revisions between (not after a one-by-one retry).
      */
     private readonly committed: (stream: string, sizeBefore: number, sizeAfter: number, events?: readonly E[]) => Promise<void>,
+    /**
+     * A stream's appends start at least this far apart, unless a full append waits: under load an
+     * append then carries what arrived in that time, and the store's cost per transaction (its
+     * round trip, lock, commit and wake-ups, and the projection's batch that follows each) is
+     * shared by many events. An append to a stream idle for that long starts at once.
+     */
+    private readonly lingerMs = 0,
   ) {}
 
   append(stream: string, event: E): Promise<void> {
@@ -57,6 +67,20 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
   private start(stream: string): void {
     const waiters = this.pending.get(stream);
     if (!waiters) return;
+    const wait = (this.started.get(stream) ?? -Infinity) + this.lingerMs - performance.now();
+    if (wait > 0 && waiters.length < MAX_EVENTS_PER_APPEND) {
+      if (!this.lingering.has(stream)) {
+        const timer = setTimeout(() => {
+          this.lingering.delete(stream);
+          if (!this.appending.has(stream)) this.start(stream);
+        }, wait);
+        this.lingering.set(stream, timer);
+      }
+      return;
+    }
+    clearTimeout(this.lingering.get(stream));
+    this.lingering.delete(stream);
+    this.started.set(stream, performance.now());
     const taken = waiters.length > MAX_EVENTS_PER_APPEND ? waiters.splice(0, MAX_EVENTS_PER_APPEND) : waiters;
     if (taken === waiters) this.pending.delete(stream);
     this.appending.add(stream);

@@ -54,7 +54,19 @@ export interface IngestOptions {
   readonly now?: () => Date;
   /** Records handled at once; those that arrive together are appended in one transaction per project. */
   readonly maxInFlight?: number;
+  /** A project's appends start at least this far apart (AppendBatcher's linger); APPEND_LINGER_MS unless given. */
+  readonly appendLingerMs?: number;
 }
+
+/**
+ * Under load, a project's decisions of 50 ms go in one append: at a few thousand decisions a second
+ * that is about a hundred events per transaction of the store and per batch of the projection that
+ * follows, where appending as soon as the previous append committed made them a few events each,
+ * and the fixed cost of a transaction (round trips, lock, commit, wake-ups) the larger part of the
+ * cost of a decision. It adds at most that much to the audit trail's lag; a decision is still
+ * acknowledged only once its append committed.
+ */
+export const APPEND_LINGER_MS = 50;
 
 export interface RunningIngest {
   stop(): Promise<void>;
@@ -99,7 +111,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     if (Math.floor(after / cadence.every) > Math.floor(before / cadence.every) || unsigned.has(projectId)) await sign(projectId);
     // The stream's next append waits while the projection of this process has many entries to take.
     await cadence.handOn?.room();
-  });
+  }, options.appendLingerMs ?? APPEND_LINGER_MS);
 
   const metadataFor = (key: string, at = now().toISOString()): EventMetadata => ({ event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
   const append = <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> =>

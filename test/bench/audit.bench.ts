@@ -22,6 +22,7 @@ import { startIngest } from '../../src/ingest/ingest.js';
 import { plans } from '../../src/plans.js';
 import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore } from '../../src/store/postgres.js';
+import { CpuMeter } from './e2e-cpu.js';
 import { withBenchServer } from './server.js';
 
 const PROJECT = 'prj_benchaudit0000000000000000';
@@ -30,7 +31,8 @@ const E2E_DECISIONS = Number(process.env.PGWARD_BENCH_AUDIT_DECISIONS ?? 100_000
 const TOTAL_ENTRIES = Math.max(E2E_DECISIONS, Number(process.env.PGWARD_BENCH_AUDIT_ENTRIES ?? 1_000_000));
 /** Offered load of the end-to-end phase, above the 10,000/s target; PGWARD_BENCH_AUDIT_OFFERED to probe headroom. */
 const OFFERED_PER_S = Number(process.env.PGWARD_BENCH_AUDIT_OFFERED ?? 12_000);
-const BUS_BATCH = 256;
+/** Decisions per bus record: the proxy sends what came in its 5 ms linger, about 10–20 at a few thousand statements a second; PGWARD_BENCH_AUDIT_BUS_BATCH to change. */
+const BUS_BATCH = Number(process.env.PGWARD_BENCH_AUDIT_BUS_BATCH ?? 256);
 const SEED_BATCH = 1_000;
 const VERIFY_ENTRIES = Math.min(200_000, TOTAL_ENTRIES);
 const USAGE_RUNS = 5;
@@ -93,7 +95,32 @@ function lags(samples: readonly Sample[]): number[] {
 
 const anchor = loadAnchorKey(generateAnchorKey());
 
-async function endToEnd(storeUrl: string, pool: pg.Pool) {
+/** CPU time of this process in µs (user + system). */
+function ownCpu(): number {
+  const { user, system } = process.cpuUsage();
+  return user + system;
+}
+
+/**
+ * The WAL the server has written so far (pg_stat_wal, server-wide: on a shared server other
+ * databases' writes count too), and the transactions committed in this database: unlike CPU time,
+ * neither moves with the machine's load.
+ */
+async function stateWork(pool: pg.Pool): Promise<{ bytes: number; records: number; commits: number }> {
+  const { rows } = await pool.query<{ bytes: string; records: string; commits: string }>(
+    `select w.wal_bytes::text as bytes, w.wal_records::text as records, d.xact_commit::text as commits
+       from pg_stat_wal w, pg_stat_database d where d.datname = current_database()`,
+  );
+  return { bytes: Number(rows[0]!.bytes), records: Number(rows[0]!.records), commits: Number(rows[0]!.commits) };
+}
+
+async function endToEnd(storeUrl: string, pool: pg.Pool, statePids: () => Promise<number[]>) {
+  // Encoded before the clock starts, so this process's CPU time is ingest's and the projection's (and the sampler's few reads).
+  const records: Buffer[] = [];
+  for (let n = 0; n < E2E_DECISIONS; n += BUS_BATCH) {
+    const decisions = Array.from({ length: Math.min(BUS_BATCH, E2E_DECISIONS - n) }, (_, i) => decision(n + i));
+    records.push(Buffer.from(JSON.stringify({ kind: 'batch', decisions })));
+  }
   const store = await createPostgresEventStore(storeUrl, { poolSize: 4 });
   const bus = createMemoryBus();
   const keys = { keys: new Map() };
@@ -104,6 +131,10 @@ async function endToEnd(storeUrl: string, pool: pg.Pool) {
   const ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 1000, keys, anchor: { keyId: 'bench-anchor', privateKey: anchor.privateKey }, handOn: handed } });
   const samples: Sample[] = [];
   let published = 0;
+  const meter = new CpuMeter({ state: statePids });
+  await meter.begin();
+  const workStart = await stateWork(pool);
+  const cpuStart = ownCpu();
   const start = performance.now();
   const deadline = Date.now() + PHASE_TIMEOUT_MS;
   const sampler = setInterval(() => {
@@ -114,9 +145,8 @@ async function endToEnd(storeUrl: string, pool: pg.Pool) {
       const due = start + (n / OFFERED_PER_S) * 1000;
       const wait = due - performance.now();
       if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      const decisions = Array.from({ length: Math.min(BUS_BATCH, E2E_DECISIONS - n) }, (_, i) => decision(n + i));
-      await bus.publish({ id: `bench-${n}`, data: Buffer.from(JSON.stringify({ kind: 'batch', decisions })) });
-      published = n + decisions.length;
+      await bus.publish({ id: `bench-${n}`, data: records[n / BUS_BATCH]! });
+      published = Math.min(n + BUS_BATCH, E2E_DECISIONS);
     }
     const publishedIn = performance.now() - start;
     log(`end to end: published ${number.format(E2E_DECISIONS)} decisions in ${decimal.format(publishedIn / 1000)} s`);
@@ -125,10 +155,16 @@ async function endToEnd(storeUrl: string, pool: pg.Pool) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     const seconds = (performance.now() - start) / 1000;
+    const cpu = { pipeline: ownCpu() - cpuStart, state: (await meter.end()).state! };
+    // pg_stat_database is a snapshot per transaction, and its counters reach it from the backends with a delay of up to a second.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const workEnd = await stateWork(pool);
+    const work = { bytes: workEnd.bytes - workStart.bytes, records: workEnd.records - workStart.records, commits: workEnd.commits - workStart.commits };
     samples.push({ at: performance.now(), published, projected: E2E_DECISIONS });
     const checkpoints = await auditCheckpoints(store, PROJECT);
-    return { seconds, lags: lags(samples), checkpoints: checkpoints.length };
+    return { seconds, lags: lags(samples), checkpoints: checkpoints.length, cpu, work };
   } finally {
+    meter.stop();
     clearInterval(sampler);
     await ingest.stop();
     await projection.stop();
@@ -229,7 +265,7 @@ async function main(): Promise<void> {
     log(`server: ${server.label}`);
     const pool = createPool(server.url, { max: 6, applicationName: 'pgward-bench' });
     try {
-      const e2e = await endToEnd(server.url, pool);
+      const e2e = await endToEnd(server.url, pool, server.pids);
       log(`end to end: ${number.format(E2E_DECISIONS)} decisions projected in ${decimal.format(e2e.seconds)} s, ${e2e.checkpoints} checkpoints signed`);
       const seeded = await seed(server.url, pool);
       log(`seeding: ${number.format(seeded.appended)} appended in ${decimal.format(seeded.appendSeconds)} s, projected in ${decimal.format(seeded.projectSeconds)} s`);
@@ -241,6 +277,12 @@ async function main(): Promise<void> {
       const verifyRate = verified.entries / verified.verifySeconds;
       console.log('');
       console.log(`end to end (offered ${number.format(OFFERED_PER_S)}/s): ${number.format(e2eRate)} decisions/s; projection lag p50 ${decimal.format(lagP50)} s, p99 ${decimal.format(quantile(e2e.lags, 0.99) / 1000)} s, max ${decimal.format(lagMax)} s`);
+      console.log(
+        `CPU per decision, end to end: ingest and projection (this process) ${decimal.format(e2e.cpu.pipeline / E2E_DECISIONS)} µs, state PostgreSQL ${decimal.format(e2e.cpu.state / E2E_DECISIONS)} µs, together ${decimal.format((e2e.cpu.pipeline + e2e.cpu.state) / E2E_DECISIONS)} µs`,
+      );
+      console.log(
+        `state PostgreSQL per decision, end to end: ${number.format(e2e.work.bytes / E2E_DECISIONS)} bytes of WAL in ${decimal.format(e2e.work.records / E2E_DECISIONS)} records; ${number.format(e2e.work.commits)} transactions committed (${decimal.format(E2E_DECISIONS / e2e.work.commits)} decisions each; the bench's own samples of the read model count too)`,
+      );
       console.log(`projection catch-up: ${number.format(seeded.appended / seeded.projectSeconds)} entries/s (${number.format(seeded.appended)} entries)`);
       console.log(`verification: ${number.format(verifyRate)} entries/s (${number.format(verified.entries)} entries and ${verified.checkpoints} checkpoints in ${decimal.format(verified.verifySeconds)} s, digest workers running; reading them took ${decimal.format(verified.readSeconds)} s)`);
       console.log(`verification first in the process, digest worker start-up included: ${number.format(verified.entries / verified.coldSeconds)} entries/s (${decimal.format(verified.coldSeconds)} s)`);

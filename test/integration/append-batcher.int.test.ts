@@ -47,4 +47,31 @@ describe('AppendBatcher', () => {
     expect(appendsCommittedWhenSettled).toEqual(events.map((_, i) => Math.floor(i / MAX_EVENTS_PER_APPEND) + 1));
     expect((await store.readStream(stream)).map((e) => e.id)).toEqual(events.map((e) => e.id));
   });
+
+  it('with a linger, an idle stream’s append starts at once and the events of the next linger share one append', async () => {
+    const stream = 'audit-prj_appendbatcherlinger000000000';
+    const [d] = fc.sample(decision, { numRuns: 1, seed: 2 });
+    const events = Array.from({ length: 4 }, (_, i) =>
+      encodeEvent(StatementDecided, d!, { event_id: `00000000-0000-4000-8001-${String(i).padStart(12, '0')}`, correlation_id: 'test', actor: 'ingest', at: d!.ts }),
+    );
+    const commits: [number, number][] = [];
+    const batcher = new AppendBatcher(store, async (_stream, before, after) => {
+      commits.push([before, after]);
+    }, 2_000);
+    const began = performance.now();
+    await batcher.append(stream, events[0]!);
+    const first = performance.now() - began;
+    const rest: Promise<void>[] = [];
+    for (const event of events.slice(1)) {
+      rest.push(batcher.append(stream, event));
+      await new Promise((resolve) => setTimeout(resolve, 30));
+    }
+    await Promise.all(rest);
+    expect(first).toBeLessThan(2_000);
+    expect(commits).toEqual([
+      [0, 1],
+      [1, 4],
+    ]);
+    expect((await store.readStream(stream)).map((e) => e.id)).toEqual(events.map((e) => e.id));
+  });
 });
