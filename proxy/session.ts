@@ -6,11 +6,8 @@ import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
 import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type ScramSession } from '../src/crypto/scram.js';
 import type { AuditEventKind } from '../src/events/audit.js';
-import { isoTimestamp } from '../src/iso-time.js';
 import type { SessionBudgets } from './budgets.js';
-import { decisionMembers, sessionMembers, textMembers } from './decision-json.js';
-import { decisionRecord, END_NOT_SEEN, FAILED_UPSTREAM, recordedRefusal, type DecisionFacts } from './decision-record.js';
-import type { Decision, DecisionPublisher } from './decisions.js';
+import type { DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
 import { masksColumns, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
 import { decideWithCatalog, type CatalogLease, type CatalogSnapshots } from './upstream/catalog-snapshot.js';
@@ -37,7 +34,6 @@ import { encodeQuery, renameBindStatement, renameParse, renameTarget, replacePar
 import { capRewrite, cappedQuery, executedUnderCap, onReply } from './row-cap.js';
 import { PortalRows } from './portal-rows.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
-import type { Trip } from './policy/rules.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
 import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
@@ -47,7 +43,8 @@ import { Inlet, type Receiver } from './inlet.js';
 import { writeAll } from './socket-write.js';
 import { noConnection, type UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
-import { agentErrorEdit, STATEMENT_TIMEOUT_RULE, StatementDeadline, statementTimeoutMs, timeoutNote } from './statement-deadline.js';
+import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
+import { SessionAudit, statementOf, type Allowed, type StatementRefusal } from './session-audit.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -81,13 +78,6 @@ const AUTH_FAILED: ErrorFields = { severity: 'FATAL', code: '28P01', message: 'p
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
 const CLIENT_KEEPALIVE_MS = 60_000;
 
-/** A statement the policy allowed: its text as sent (for the audit) and the decision (its text to run). */
-interface Allowed {
-  readonly sql: string;
-  readonly decision: Extract<StatementDecision, { action: 'allow' }>;
-}
-
-/** The client's unnamed statement: also the Parse that prepares it, to prepare it again on another connection. */
 interface Unnamed extends Allowed {
   readonly parse: Buffer;
 }
@@ -98,18 +88,6 @@ interface Prepared extends Allowed {
 }
 
 let sessionCounter = 0;
-
-/** The audit members of each allowed text, built on its first run: an allowed decision is cached per text, so it keys them. */
-const textMembersOf = new WeakMap<Allowed['decision'], { readonly sql: string; readonly members: string }>();
-
-function allowedTextMembers(allowed: Allowed): string {
-  const known = textMembersOf.get(allowed.decision);
-  if (known?.sql === allowed.sql) return known.members;
-  const { decision } = allowed;
-  const members = textMembers({ sql: allowed.sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
-  textMembersOf.set(decision, { sql: allowed.sql, members });
-  return members;
-}
 
 /** Parse messages up to this size are remembered (a copy) for the next Parse of the same bytes. */
 const PARSE_MEMO_BYTES = 8 * 1024;
@@ -136,9 +114,6 @@ function parseToRun(raw: Buffer, sql: string, decision: Allowed['decision']): Bu
  * the event loop per wait.
  */
 const AWAIT_BUFFER_BYTES = 1024 * 1024;
-
-/** An Execute of a portal the session does not know: it fails upstream, and is audited with no text. */
-const UNKNOWN_PORTAL_TEXT = textMembers({ sql: '', kind: '' });
 
 /**
  * One client connection: startup (TLS, GSSENC, cancel), SCRAM-SHA-256 against the credential's
@@ -193,9 +168,7 @@ export class Session {
   private expiryTimer: NodeJS.Timeout | undefined;
   /** Until the login completes: a client that connects and stalls must not hold a connection for ever. */
   private readonly loginTimer: NodeJS.Timeout;
-  private readonly clientIp: string;
-  /** The audit members this session fixes, once its credential is known. */
-  private members = '';
+  private readonly audit: SessionAudit;
   private lastParse: FrontendMessage | undefined;
   /** Reasons the client's socket is not read: too much sent while a message is handled asynchronously, a peer that has not taken what it was sent. */
   private readingHeld = 0;
@@ -221,12 +194,12 @@ export class Session {
     this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
     this.client = client;
     this.socket = client.socket;
-    this.clientIp = (client.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    this.audit = new SessionAudit(context, this.id, (client.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline(
       (pieces) => this.writeClient(pieces),
       {
-        completed: (statement) => this.audit(statement),
+        completed: (statement) => this.audit.completed(this.credential!, statement, this.deadline.cancelledAtMs),
         prepareFailed: (name) => {
           if (this.server) preparedStatements(this.server).delete(name);
         },
@@ -440,7 +413,7 @@ export class Session {
     // The client left while the login waited: the connection goes back, not to a session nobody will close again.
     if (this.closed) return void handle.pool.release(server, { reset: false });
     this.useServer(server);
-    this.members = sessionMembers({ ...this.sessionFacts(), projectId: credential.project_id });
+    this.audit.loggedIn(credential);
     this.context.registry.bind(this, credential.credential_id);
     this.expiresAtMs = credential.expires_at ? Date.parse(credential.expires_at) : Number.POSITIVE_INFINITY;
     this.context.onLogin?.(credential.credential_id);
@@ -460,7 +433,7 @@ export class Session {
     this.context.metrics.refused.inc();
     const projectId = this.credential?.project_id ?? this.context.fallbackProjectId;
     if (projectId) {
-      this.context.decisions.publish(this.decision({ event, projectId, sql: '', kind: '', rule: `auth.${event}`, reason: why, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() }));
+      this.audit.publish(this.credential, { event, projectId, sql: '', kind: '', rule: `auth.${event}`, reason: why, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
     }
     this.context.logger.info({ session: this.id, event, why }, 'login refused');
     this.fatal(AUTH_FAILED);
@@ -477,7 +450,7 @@ export class Session {
   terminate(event: AuditEventKind, reason: string): void {
     if (this.state === 'closed') return;
     if (this.credential && event === 'credential_expired') {
-      this.context.decisions.publish(this.decision({ event, projectId: this.credential.project_id, sql: '', kind: '', rule: 'credential.expired', reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() }));
+      this.audit.publish(this.credential, { event, projectId: this.credential.project_id, sql: '', kind: '', rule: 'credential.expired', reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
     }
     this.fatal({ severity: 'FATAL', code: '57P01', message: `terminating connection: ${reason}` });
   }
@@ -873,7 +846,7 @@ export class Session {
     const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens }, this.catalog!.current());
     if (decision.action === 'allow' && decision.progress.includes('migration_flagged')) this.schemaChanged = true;
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
-      this.context.decisions.publish(this.decision({ event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten }));
+      this.audit.publish(credential, { event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
     }
     if (decision.action !== 'allow') return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
@@ -899,13 +872,9 @@ export class Session {
   private refuseStatement(
     sql: string,
     protocol: 'simple' | 'extended',
-    refusal: { event: AuditEventKind; rule: string; reason: string; sqlstate: string; kind: string; tablesRead: readonly string[]; tablesWritten: readonly string[]; tablesBlocked: readonly string[]; trip?: Trip },
+    refusal: StatementRefusal,
   ): undefined {
-    const recorded = recordedRefusal(refusal);
-    this.context.decisions.publish(
-      this.decision({ ...recorded, projectId: this.credential!.project_id, sql, kind: refusal.kind, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: refusal.tablesRead, tablesWritten: refusal.tablesWritten, tablesBlocked: refusal.tablesBlocked }),
-    );
-    this.context.metrics.statementsOf(recorded.event).inc();
+    this.audit.refused(this.credential!, sql, refusal);
     this.refuse({ severity: 'ERROR', code: refusal.sqlstate, message: refusal.reason }, protocol);
     return undefined;
   }
@@ -913,7 +882,7 @@ export class Session {
   private onQuery(sql: string, raw: Buffer): Promise<void> | void {
     const decision = this.decide(sql, 'simple');
     if (!decision) return;
-    const statement = this.statementOf({ sql, decision });
+    const statement = statementOf({ sql, decision });
     const cap = this.rowCap(decision);
     const capped = cap === undefined ? undefined : cappedQuery(decision, cap, this.portalRows, statement);
     if (capped?.refused) return this.refuseStatement(sql, 'simple', { event: 'blocked', rule: 'max_rows.uncapped', reason: capped.refused, sqlstate: '0A000', kind: decision.statementKind, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
@@ -933,7 +902,7 @@ export class Session {
   private onExecute(portal: string, maxRows: number, raw: Buffer): Promise<void> | void {
     const allowed = this.portals.get(portal);
     if (this.overBudget(allowed?.sql ?? '', 'extended')) return;
-    const statement = this.statementOf(allowed);
+    const statement = statementOf(allowed);
     const cap = this.rowCap(allowed?.decision);
     if (cap === undefined) {
       this.context.budgets.admit(this.credential!);
@@ -951,68 +920,6 @@ export class Session {
     this.portalRows.take(portal, limit);
     this.context.budgets.admit(this.credential!);
     return this.toServer(limit === maxRows ? raw : withRowLimit(raw, limit), { ends: 'CIs', statement, rewrite: capRewrite(statement, cap, cap - left, { simple: false }) });
-  }
-
-  /** The audited statement an Execute or Query starts; an Execute of an unknown portal still gets one (it fails upstream). */
-  private statementOf(allowed: Allowed | undefined): Statement {
-    const decision = allowed?.decision;
-    return {
-      text: allowed ? allowedTextMembers(allowed) : UNKNOWN_PORTAL_TEXT,
-      event: decision?.event ?? 'query',
-      rule: decision?.rule ?? '',
-      reason: decision?.reason ?? '',
-      startedAt: performance.now(),
-      ts: isoTimestamp(),
-      rows: 0,
-      bytes: 0,
-      failed: false,
-      lost: false,
-      truncated: false,
-    };
-  }
-
-  private audit(statement: Statement): void {
-    const failed = statement.failed;
-    const latencyUs = Math.round((performance.now() - statement.startedAt) * 1000);
-    // A cut result outranks masking: the agent saw masked values, and not all of them.
-    const event = statement.truncated ? 'truncated' : statement.event;
-    // A statement that failed once the gateway cancelled it at the statement timeout is recorded as such.
-    const cancelledAt = failed ? this.deadline.cancelledAtMs : undefined;
-    const rule = cancelledAt !== undefined ? STATEMENT_TIMEOUT_RULE : statement.truncated ? 'max_rows.truncated' : statement.rule;
-    const own = statement.truncated ? `${statement.reason} the result was cut at the policy’s max_rows.`.trim() : statement.reason;
-    const reason = cancelledAt === undefined ? own : `${timeoutNote(cancelledAt)} ${own}`.trim();
-    this.context.metrics.statementsOf(failed ? 'error' : event).inc();
-    this.context.metrics.latency.observe(latencyUs / 1e6);
-    this.context.budgets.spent(this.credential!, statement.bytes);
-    this.context.decisions.publishMembers(
-      this.credential!.project_id,
-      decisionMembers(this.members, statement.text, {
-        event,
-        ran: true,
-        rule,
-        reason: statement.lost ? `${END_NOT_SEEN} ${reason}`.trim() : failed ? `${FAILED_UPSTREAM} ${reason}`.trim() : reason,
-        rows: statement.rows,
-        bytes: statement.bytes,
-        latencyUs,
-        ts: statement.ts,
-      }),
-    );
-  }
-
-  /** What every record of this session says about where it came from. */
-  private sessionFacts(): Pick<DecisionFacts, 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp'> {
-    return {
-      credentialId: this.credential?.credential_id ?? null,
-      sessionId: this.id,
-      source: 'wire',
-      region: this.context.identity.region,
-      clientIp: this.clientIp,
-    };
-  }
-
-  /** The record of a decision of this session; `ran` only for statements that went upstream. */
-  private decision(facts: Omit<DecisionFacts, 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp' | 'ran'> & { readonly ran?: boolean }): Decision {
-    return decisionRecord({ ran: false, ...facts, ...this.sessionFacts() });
   }
 
   private fatal(fields: ErrorFields): void {
