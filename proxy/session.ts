@@ -30,13 +30,13 @@ import {
   type TransactionStatus,
 } from './protocol/backend.js';
 import { ProtocolViolation } from './protocol/errors.js';
-import { encodeQuery, renameBindStatement, renameParse, renameTarget, replaceParseSql, withRowLimit } from './protocol/rename.js';
+import { encodeQuery, renameBindStatement, renameTarget, withRowLimit } from './protocol/rename.js';
 import { capRewrite, cappedQuery, executedUnderCap, onReply } from './row-cap.js';
 import { PortalRows } from './portal-rows.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
-import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
-import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
+import { forgetPrepared, preparedStatements } from './prepared.js';
+import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
 import { cancelAbandoned } from './upstream/cancel.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
@@ -45,6 +45,7 @@ import { noConnection, type UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
 import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
 import { SessionAudit, statementOf, type Allowed, type StatementRefusal } from './session-audit.js';
+import { parseToRun, policyChanged, SessionStatements } from './session-statements.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -78,33 +79,7 @@ const AUTH_FAILED: ErrorFields = { severity: 'FATAL', code: '28P01', message: 'p
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
 const CLIENT_KEEPALIVE_MS = 60_000;
 
-interface Unnamed extends Allowed {
-  readonly parse: Buffer;
-}
-
-interface Prepared extends Allowed {
-  readonly serverName: string;
-  readonly parse: Buffer;
-}
-
 let sessionCounter = 0;
-
-/** Parse messages up to this size are remembered (a copy) for the next Parse of the same bytes. */
-const PARSE_MEMO_BYTES = 8 * 1024;
-
-/** The last Parse rewritten to each decision's text (a masked statement's), and the client's Parse it came from. */
-const rewrittenParses = new WeakMap<Allowed['decision'], { readonly raw: Buffer; readonly parse: Buffer }>();
-
-/** The Parse to send for a client's Parse: as sent, or carrying the decision's text; comparing bytes costs less than rewriting. */
-function parseToRun(raw: Buffer, sql: string, decision: Allowed['decision']): Buffer {
-  if (decision.sql === sql) return raw;
-  const known = rewrittenParses.get(decision);
-  if (known?.raw.equals(raw)) return known.parse;
-  const parse = replaceParseSql(raw, decision.sql);
-  // A copy: `raw` is a view into the client's chunk, which should not be kept alive for it.
-  if (raw.length <= PARSE_MEMO_BYTES) rewrittenParses.set(decision, { raw: Buffer.from(raw), parse });
-  return parse;
-}
 
 
 /**
@@ -154,22 +129,14 @@ export class Session {
   private skipUntilSync = false;
   private status: TransactionStatus = 'I';
   private readonly pipeline: ResponsePipeline;
-  /** The client's named statements: their text and the server-side name they are prepared under. */
-  private readonly statements = new Map<string, Prepared>();
-  private unnamed: Unnamed | undefined;
-  /**
-   * The connection the unnamed statement was last prepared on, while this session has held it since:
-   * any other connection's unnamed statement is another session's, never to be bound.
-   */
-  private unnamedOn: UpstreamConnection | undefined;
-  private readonly portals = new Map<string, Allowed | undefined>();
+  /** The client's prepared statements and portals. */
+  private readonly statements = new SessionStatements();
   /** Rows each portal and cursor has handed the client while a row cap applies. */
   private readonly portalRows = new PortalRows();
   private expiryTimer: NodeJS.Timeout | undefined;
   /** Until the login completes: a client that connects and stalls must not hold a connection for ever. */
   private readonly loginTimer: NodeJS.Timeout;
   private readonly audit: SessionAudit;
-  private lastParse: FrontendMessage | undefined;
   /** Reasons the client's socket is not read: too much sent while a message is handled asynchronously, a peer that has not taken what it was sent. */
   private readingHeld = 0;
   /** A message is being handled asynchronously (waiting for an upstream connection, say): what the client sends meanwhile waits in the framer. */
@@ -299,7 +266,7 @@ export class Session {
     if (frame.kind === 'GSSENCRequest') return void this.socket.write(encodeGssEncResponse(false));
     if (frame.kind === 'CancelRequest') return this.cancelOther(frame.processId, frame.secretKey);
     if (frame.kind === 'StartupMessage') return this.onStartup(frame);
-    const message = frame.type === 'P' ? this.decodeParse(frame) : decodeFrontendMessage(frame);
+    const message = frame.type === 'P' ? this.statements.decodeParse(frame) : decodeFrontendMessage(frame);
     switch (this.state) {
       case 'sasl-initial':
       case 'sasl-final':
@@ -309,19 +276,6 @@ export class Session {
       default:
         return this.fatal({ severity: 'FATAL', code: '08P01', message: `unexpected message ${frame.type} before authentication` });
     }
-  }
-
-  /**
-   * Drivers send the same Parse again and again (an unnamed statement run in a loop): equal bytes
-   * decode to the same message, whose text is then the same string the decision cache was keyed by.
-   */
-  private decodeParse(frame: MessageFrame): FrontendMessage {
-    const last = this.lastParse;
-    if (last?.raw.equals(frame.raw)) return last;
-    const message = decodeFrontendMessage(frame);
-    // A copy of its bytes: the frame is a view into the client's chunk, which should not be kept alive for it.
-    this.lastParse = frame.raw.length <= PARSE_MEMO_BYTES ? { ...message, raw: Buffer.from(frame.raw) } : undefined;
-    return message;
   }
 
   private startTls(): void {
@@ -472,7 +426,7 @@ export class Session {
     server.inlet.receive(undefined);
     this.server = undefined;
     this.scanner = undefined;
-    this.unnamedOn = undefined;
+    this.statements.unnamedOn = undefined;
     return server;
   }
 
@@ -666,7 +620,7 @@ export class Session {
         if (!prepared) return;
         const current = this.stillAllowed(message.statement, prepared);
         if (!current) return;
-        this.portals.set(message.portal, current);
+        this.statements.portals.set(message.portal, current);
         const made = this.rowCap(current.decision) === undefined ? undefined : onReply('2', this.portalRows.made(message.portal));
         return this.withStatement(message.statement, message.raw, renameBindStatement, '2', made);
       }
@@ -677,11 +631,11 @@ export class Session {
         return this.onExecute(message.portal, message.maxRows, message.raw);
       case 'Close':
         if (message.target === 'S' && message.name !== '') {
-          this.statements.delete(message.name);
+          this.statements.named.delete(message.name);
           this.unsynced = true;
           return this.pipeline.expect({ kind: 'synthetic', reply: encodeCloseComplete });
         }
-        if (message.target === 'P') this.portals.delete(message.name);
+        if (message.target === 'P') this.statements.portals.delete(message.name);
         return this.toServer(message.raw, { ends: '3', rewrite: message.target === 'P' && this.rowCap(undefined) !== undefined ? onReply('3', this.portalRows.closed(message.name)) : undefined });
       case 'Sync':
         this.skipUntilSync = false;
@@ -719,50 +673,49 @@ export class Session {
   }
 
   private onParse(name: string, sql: string, paramTypes: readonly number[], raw: Buffer): Promise<void> | void {
-    const known = name === '' ? undefined : this.statements.get(name);
+    const known = name === '' ? undefined : this.statements.named.get(name);
     if (known && known.sql !== sql) {
       return this.refuse({ severity: 'ERROR', code: '42P05', message: `prepared statement "${name}" already exists` }, 'extended');
     }
     const decision = this.decide(sql, 'extended');
     if (!decision) {
       // As PostgreSQL's failed Parse, a refused one leaves no unnamed statement behind.
-      if (name === '') this.unnamed = undefined;
+      if (name === '') this.statements.unnamed = undefined;
       return;
     }
     const parse = parseToRun(raw, sql, decision);
     if (name === '') {
-      this.unnamed = { sql, decision, parse };
+      this.statements.unnamed = { sql, decision, parse };
       this.unsynced = true;
       return this.withServer(() => {
-        this.unnamedOn = this.server;
+        this.statements.unnamedOn = this.server;
         this.send(parse, { ends: '1' });
       }, 'extended');
     }
-    const serverName = serverStatementName(decision.sql, paramTypes);
-    this.statements.set(name, { sql, decision, serverName, parse: renameParse(parse, serverName) });
+    const { serverName } = this.statements.prepareNamed(name, sql, decision, paramTypes, parse);
     this.unsynced = true;
     return this.withServer(() => {
       if (preparedStatements(this.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
-      else this.send(this.statements.get(name)!.parse, { ends: '1', prepares: serverName });
+      else this.send(this.statements.named.get(name)!.parse, { ends: '1', prepares: serverName });
     }, 'extended');
   }
 
   /** Bind or Describe of a named statement: prepared first on this connection if it is not yet, then sent under its server name. */
   private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string, rewrite?: Rewrite): Promise<void> | void {
-    const unnamed = this.unnamed;
+    const unnamed = this.statements.unnamed;
     if (name === '' && unnamed) {
       this.unsynced = true;
       return this.withServer(() => {
         // A connection the session did not hold since its Parse holds another session's unnamed statement, if any: prepare its own first.
-        if (this.unnamedOn !== this.server) {
+        if (this.statements.unnamedOn !== this.server) {
           this.send(unnamed.parse, { ends: '1', suppress: true });
-          this.unnamedOn = this.server;
+          this.statements.unnamedOn = this.server;
         }
         this.send(raw, { ends, rewrite });
       }, 'extended');
     }
     // preparedStatement made sure the session prepared it.
-    const statement = this.statements.get(name)!;
+    const statement = this.statements.named.get(name)!;
     this.unsynced = true;
     return this.withServer(() => {
       if (!preparedStatements(this.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
@@ -776,7 +729,7 @@ export class Session {
    * prepare could only reach another session's statement left on the pooled connection.
    */
   private preparedStatement(name: string): Allowed | undefined {
-    const prepared = name === '' ? this.unnamed : this.statements.get(name);
+    const prepared = this.statements.prepared(name);
     if (!prepared) {
       this.refuse({ severity: 'ERROR', code: '26000', message: name === '' ? 'unnamed prepared statement does not exist' : `prepared statement "${name}" does not exist` }, 'extended');
     }
@@ -794,22 +747,8 @@ export class Session {
     const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens }, this.catalog!.current());
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
-    if (decision.sql !== prepared.decision.sql) {
-      return this.refuseStatement(prepared.sql, 'extended', {
-        event: 'blocked',
-        rule: 'policy.changed',
-        reason: `this credential’s policy changed since ${name === '' ? 'the unnamed statement' : `statement "${name}"`} was prepared, and it would now run differently (rule policy.changed); close it and prepare it again`,
-        sqlstate: '0A000',
-        kind: decision.statementKind,
-        tablesRead: decision.tablesRead,
-        tablesWritten: decision.tablesWritten,
-        tablesBlocked: [],
-      });
-    }
-    const current = { ...prepared, decision };
-    if (name === '') this.unnamed = { ...this.unnamed!, decision };
-    else this.statements.set(name, { ...(prepared as Prepared), decision });
-    return current;
+    if (decision.sql !== prepared.decision.sql) return this.refuseStatement(prepared.sql, 'extended', policyChanged(name, decision));
+    return this.statements.redecided(name, prepared, decision);
   }
 
   private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite | undefined }): void {
@@ -900,7 +839,7 @@ export class Session {
 
   /** Execute under a row cap asks the server for no more rows than the cap leaves for the portal, so the server stops producing. */
   private onExecute(portal: string, maxRows: number, raw: Buffer): Promise<void> | void {
-    const allowed = this.portals.get(portal);
+    const allowed = this.statements.portals.get(portal);
     if (this.overBudget(allowed?.sql ?? '', 'extended')) return;
     const statement = statementOf(allowed);
     const cap = this.rowCap(allowed?.decision);
