@@ -4,7 +4,6 @@ import { TLSSocket, type SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
-import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type ScramSession } from '../src/crypto/scram.js';
 import type { AuditEventKind } from '../src/events/audit.js';
 import type { SessionBudgets } from './budgets.js';
 import type { DecisionPublisher } from './decisions.js';
@@ -13,16 +12,11 @@ import { masksColumns, statementKind, type Honeytokens, type StatementDecision }
 import { decideWithCatalog, type CatalogLease, type CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import {
   BackendScanner,
-  encodeAuthenticationOk,
   encodeAuthenticationSasl,
-  encodeAuthenticationSaslContinue,
-  encodeAuthenticationSaslFinal,
-  encodeBackendKeyData,
   encodeCloseComplete,
   encodeCommandComplete,
   encodeErrorResponse,
   encodeGssEncResponse,
-  encodeParameterStatus,
   encodeParseComplete,
   encodeReadyForQuery,
   encodeSslResponse,
@@ -36,7 +30,7 @@ import { PortalRows } from './portal-rows.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements } from './prepared.js';
-import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
+import { decodeFrontendMessage, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
 import { cancelAbandoned } from './upstream/cancel.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
@@ -46,6 +40,7 @@ import type { SessionRegistry } from './session-registry.js';
 import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
 import { SessionAudit, statementOf, type Allowed, type StatementRefusal } from './session-audit.js';
 import { parseToRun, policyChanged, SessionStatements } from './session-statements.js';
+import { AUTH_FAILED, loginReply, ScramExchange, unusable } from './session-login.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -73,8 +68,6 @@ export interface SessionContext {
   /** Called after every successful login (feeds last_used_at). */
   readonly onLogin?: (credentialId: string) => void;
 }
-
-const AUTH_FAILED: ErrorFields = { severity: 'FATAL', code: '28P01', message: 'password authentication failed' };
 
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
 const CLIENT_KEEPALIVE_MS = 60_000;
@@ -109,8 +102,8 @@ export class Session {
   private busy = false;
   private credential: CredentialRow | undefined;
   private startup: StartupMessage | undefined;
-  private scram: ScramSession | undefined;
-  private pendingVerifier: Parameters<typeof serverFirst>[1] | undefined;
+  /** The SCRAM exchange, from the StartupMessage until the login completes. */
+  private scram: ScramExchange | undefined;
   private upstreamHandle: UpstreamHandle | undefined;
   private catalog: CatalogLease | undefined;
   /** DDL was sent: the catalog is read again once the session is out of its transaction. */
@@ -308,45 +301,34 @@ export class Session {
     const user = startup.parameters.get('user') ?? '';
     this.credential = user ? await this.context.credentials.getOrRead(user, `credential-${user}`) : undefined;
     if (this.closed) return;
-    const verifier = this.credential?.scram ?? mockVerifier(user, this.context.mockSecret);
-    this.scram = undefined;
+    this.scram = new ScramExchange(this.credential, user, this.context.mockSecret);
     this.socket.write(encodeAuthenticationSasl(['SCRAM-SHA-256']));
     this.state = 'sasl-initial';
-    this.pendingVerifier = verifier;
   }
 
   private onAuthResponse(message: FrontendMessage): Promise<void> | void {
     if (message.kind !== 'AuthResponse') return this.fatal({ severity: 'FATAL', code: '08P01', message: 'expected a SASL response' });
     try {
       if (this.state === 'sasl-initial') {
-        const initial = decodeSaslInitialResponse(message.body);
-        if (initial.mechanism !== 'SCRAM-SHA-256' || !initial.data) return this.refuseLogin('auth_failed', 'unsupported SASL mechanism');
-        const first = serverFirst(parseClientFirst(initial.data.toString('utf8')), this.pendingVerifier!);
-        this.scram = first.session;
+        const first = this.scram!.first(message.body);
+        if (!first) return this.refuseLogin('auth_failed', 'unsupported SASL mechanism');
         this.state = 'sasl-final';
-        this.socket.write(encodeAuthenticationSaslContinue(first.message));
+        this.socket.write(first);
         return;
       }
-      const result = verifyClientFinal(this.scram!, decodeSaslResponse(message.body).toString('utf8'));
-      if (!result.ok) return this.refuseLogin('auth_failed', 'wrong password or unknown user');
-      return this.completeLogin(result.serverFinal);
+      const serverFinal = this.scram!.final(message.body);
+      if (serverFinal === undefined) return this.refuseLogin('auth_failed', 'wrong password or unknown user');
+      return this.completeLogin(serverFinal);
     } catch (error) {
       if (error instanceof ProtocolViolation) return this.fatal({ severity: 'FATAL', code: error.code, message: error.message });
       return this.refuseLogin('auth_failed', (error as Error).message);
     }
   }
 
-  /** Why the credential cannot be used now, or undefined when it can. */
-  private unusable(credential: CredentialRow): { event: AuditEventKind; reason: string } | undefined {
-    if (credential.status !== 'active') return { event: 'auth_failed', reason: `credential is ${credential.status}` };
-    if (credential.expires_at && Date.parse(credential.expires_at) <= Date.now()) return { event: 'credential_expired', reason: 'credential is past its expires_at' };
-    return undefined;
-  }
-
   private async completeLogin(serverFinal: string): Promise<void> {
     const credential = this.credential;
     if (!credential) return this.refuseLogin('auth_failed', 'unknown user');
-    const refusal = this.unusable(credential);
+    const refusal = unusable(credential);
     if (refusal) return this.refuseLogin(refusal.event, refusal.reason);
     await this.context.budgets.prepare(credential);
     const handle = await this.context.upstreamFor(credential);
@@ -375,10 +357,7 @@ export class Session {
     clearTimeout(this.loginTimer);
     this.state = 'ready';
     this.context.metrics.logins.inc({ outcome: 'ok' });
-    const out: Buffer[] = [encodeAuthenticationSaslFinal(serverFinal), encodeAuthenticationOk()];
-    for (const [name, value] of server.parameters) out.push(encodeParameterStatus(name, value));
-    out.push(encodeBackendKeyData(this.processId, this.secretKey), encodeReadyForQuery('I'));
-    this.socket.write(Buffer.concat(out));
+    this.socket.write(loginReply(serverFinal, server.parameters, this.processId, this.secretKey));
     this.releaseIfIdle();
   }
 
