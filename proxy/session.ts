@@ -11,7 +11,6 @@ import type { ProxyMetrics } from './metrics.js';
 import { masksColumns, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
 import { decideWithCatalog, type CatalogLease, type CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import {
-  BackendScanner,
   encodeAuthenticationSasl,
   encodeCloseComplete,
   encodeCommandComplete,
@@ -41,6 +40,7 @@ import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './stateme
 import { SessionAudit, statementOf, type Allowed, type StatementRefusal } from './session-audit.js';
 import { parseToRun, policyChanged, SessionStatements } from './session-statements.js';
 import { AUTH_FAILED, loginReply, ScramExchange, unusable } from './session-login.js';
+import { UpstreamHold } from './session-upstream.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -104,15 +104,12 @@ export class Session {
   private startup: StartupMessage | undefined;
   /** The SCRAM exchange, from the StartupMessage until the login completes. */
   private scram: ScramExchange | undefined;
-  private upstreamHandle: UpstreamHandle | undefined;
   private catalog: CatalogLease | undefined;
   /** DDL was sent: the catalog is read again once the session is out of its transaction. */
   private schemaChanged = false;
-  private server: UpstreamConnection | undefined;
-  private scanner: BackendScanner | undefined;
+  /** The upstream pool and the connection this session holds, if any. */
+  private readonly upstream: UpstreamHold;
   private pinned = false;
-  /** Between transactions in transaction pooling: the upstream stays attached, lent to the pool, which may reclaim it. */
-  private parked = false;
   private expiresAtMs = Number.POSITIVE_INFINITY;
   /** What this turn forwards upstream, and where: written together when the turn ends. */
   private outgoing: Buffer[] = [];
@@ -154,6 +151,7 @@ export class Session {
     this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
     this.client = client;
     this.socket = client.socket;
+    this.upstream = new UpstreamHold(this.serverReceiver, this.statements);
     this.audit = new SessionAudit(context, this.id, (client.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline(
@@ -161,7 +159,7 @@ export class Session {
       {
         completed: (statement) => this.audit.completed(this.credential!, statement, this.deadline.cancelledAtMs),
         prepareFailed: (name) => {
-          if (this.server) preparedStatements(this.server).delete(name);
+          if (this.upstream.server) preparedStatements(this.upstream.server).delete(name);
         },
         ready: (status) => {
           this.status = status;
@@ -291,8 +289,8 @@ export class Session {
   }
 
   async cancelRunningQuery(): Promise<void> {
-    const server = this.server;
-    const handle = this.upstreamHandle;
+    const server = this.upstream.server;
+    const handle = this.upstream.handle;
     if (server && handle && this.pipeline.awaitingServer) await handle.cancel(server);
   }
 
@@ -335,7 +333,7 @@ export class Session {
     if (this.closed) return;
     const requested = this.startup?.parameters.get('database') ?? credential.pg_username;
     if (!handle || requested !== handle.database.name) return this.refuseLogin('auth_failed', `database ${requested} is not the credential's database`);
-    this.upstreamHandle = handle;
+    this.upstream.handle = handle;
     // Read first at the database's first login; a failed read refuses statements (catalog.unavailable), not the login.
     this.catalog = await this.context.catalogs.lease(handle);
     if (this.closed) return this.catalog.release();
@@ -389,24 +387,12 @@ export class Session {
   }
 
   private useServer(server: UpstreamConnection): void {
-    this.server = server;
-    this.scanner = new BackendScanner();
-    server.inlet.receive(this.serverReceiver);
+    this.upstream.use(server);
     // A connection taken up while the client is backlogged waits with it.
     if (this.clientBacklogged) {
       this.throttled = server;
       server.inlet.pause();
     }
-  }
-
-  private detachServer(): UpstreamConnection | undefined {
-    const server = this.server;
-    if (!server) return undefined;
-    server.inlet.receive(undefined);
-    this.server = undefined;
-    this.scanner = undefined;
-    this.statements.unnamedOn = undefined;
-    return server;
   }
 
   private readonly serverReceiver: Receiver = {
@@ -416,10 +402,10 @@ export class Session {
 
   private onServerClosed(): void {
     if (this.state === 'closed') return;
-    if (this.parked) return this.dropParked();
+    if (this.upstream.parked) return this.upstream.dropParked();
     // Gone, or broken: the pool drops it and frees its place (it would count it in use for ever).
-    const server = this.detachServer();
-    if (server) this.upstreamHandle!.pool.destroy(server);
+    const server = this.upstream.detach();
+    if (server) this.upstream.handle!.pool.destroy(server);
     this.pipeline.abandon();
     this.fatal({ severity: 'FATAL', code: '08006', message: 'the connection to the upstream database was lost during the query' });
   }
@@ -427,15 +413,15 @@ export class Session {
   private onServerData(chunk: Buffer): void {
     if (this.state === 'closed') return;
     // A parked connection owes nothing: whatever it sends (a termination notice, most likely) means it is gone.
-    if (this.parked) return this.dropParked();
+    if (this.upstream.parked) return this.upstream.dropParked();
     this.context.metrics.bytesOut.inc(chunk.length);
     let scanned;
     try {
-      scanned = this.scanner!.scan(chunk);
+      scanned = this.upstream.scanner!.scan(chunk);
     } catch {
       return this.onServerClosed();
     }
-    this.pipeline.onServerChunk(chunk, scanned, this.scanner!.inErrorResponse);
+    this.pipeline.onServerChunk(chunk, scanned, this.upstream.scanner!.inErrorResponse);
     if (this.deadline.running && !this.pipeline.awaitingServer) this.deadline.stop();
     this.releaseIfIdle();
   }
@@ -451,7 +437,7 @@ export class Session {
     if (!this.socket.writableNeedDrain || this.clientBacklogged) return;
     this.clientBacklogged = true;
     this.holdReading();
-    this.throttled = this.server;
+    this.throttled = this.upstream.server;
     this.throttled?.inlet.pause();
     this.socket.once('drain', this.onClientDrained);
   }
@@ -462,7 +448,7 @@ export class Session {
     this.clientBacklogged = false;
     this.releaseReading();
     // Only a connection this session still holds; one handed over since is its new holder's to run.
-    if (server && server === this.server && !this.closed) server.inlet.resume();
+    if (server && server === this.upstream.server && !this.closed) server.inlet.resume();
   };
 
   private holdReading(): void {
@@ -478,34 +464,8 @@ export class Session {
    * open: parked (kept attached until another session needs it), or released when others wait.
    */
   private releaseIfIdle(): void {
-    if (this.parked || this.pinned || this.status !== 'I' || this.unsynced || !this.pipeline.empty) return;
-    const handle = this.upstreamHandle;
-    if (!this.server || handle?.database.pool_config.mode !== 'transaction') return;
-    if (handle.pool.park(this.server, this.reclaim)) {
-      this.parked = true;
-      return;
-    }
-    const server = this.detachServer();
-    if (server) void handle.pool.release(server, { reset: false });
-  }
-
-  /** The pool takes the parked upstream back for another session. */
-  private readonly reclaim = (): void => {
-    this.parked = false;
-    this.detachServer();
-  };
-
-  /** Takes the parked upstream up again before using it. */
-  private unpark(): void {
-    if (!this.parked) return;
-    this.parked = false;
-    this.upstreamHandle!.pool.unpark(this.server!);
-  }
-
-  private dropParked(): void {
-    this.unpark();
-    const server = this.detachServer();
-    if (server) this.upstreamHandle!.pool.destroy(server);
+    if (this.upstream.parked || this.pinned || this.status !== 'I' || this.unsynced || !this.pipeline.empty) return;
+    this.upstream.handBack();
   }
 
   /**
@@ -514,21 +474,21 @@ export class Session {
    * the rest is then skipped until Sync, so the client gets one error and one ReadyForQuery.
    */
   private withServer(work: () => void, protocol: 'simple' | 'extended'): Promise<void> | void {
-    if (this.server) {
-      this.unpark();
+    if (this.upstream.server) {
+      this.upstream.unpark();
       return work();
     }
     // A change to the database (password, host, pool settings) closed the pool this session started on.
-    if (this.upstreamHandle!.pool.isClosed) return this.withNewPool(work, protocol);
+    if (this.upstream.handle!.pool.isClosed) return this.withNewPool(work, protocol);
     const owner = this.credential!.credential_id;
-    const idle = this.upstreamHandle!.pool.tryAcquire(owner);
+    const idle = this.upstream.handle!.pool.tryAcquire(owner);
     if (idle) {
       this.useServer(idle);
       return work();
     }
-    return this.upstreamHandle!.pool.acquire({ owner }).then(
+    return this.upstream.handle!.pool.acquire({ owner }).then(
       (server) => {
-        if (this.closed) return void this.upstreamHandle!.pool.release(server, { reset: false });
+        if (this.closed) return void this.upstream.handle!.pool.release(server, { reset: false });
         this.useServer(server);
         work();
       },
@@ -545,7 +505,7 @@ export class Session {
     if (!handle || handle.pool.isClosed) {
       return this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is no longer available to this credential' }, protocol);
     }
-    this.upstreamHandle = handle;
+    this.upstream.handle = handle;
     this.catalog?.moved(handle);
     return this.withServer(work, protocol);
   }
@@ -555,8 +515,8 @@ export class Session {
    * when `drain` has handled every message there is, or (outside it) on the next tick.
    */
   private forward(raw: Buffer): void {
-    this.unpark();
-    const socket = this.server!.socket;
+    this.upstream.unpark();
+    const socket = this.upstream.server!.socket;
     if (this.outgoingTo !== socket) {
       this.flushOutgoing();
       this.outgoingTo = socket;
@@ -619,16 +579,16 @@ export class Session {
       case 'Sync':
         this.skipUntilSync = false;
         this.unsynced = false;
-        if (!this.server && !this.pipeline.awaitingServer) return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeReadyForQuery(this.status) });
+        if (!this.upstream.server && !this.pipeline.awaitingServer) return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeReadyForQuery(this.status) });
         return this.toServer(message.raw, { ends: 'Z', synced: true });
       // A parked connection has nothing in flight: a Flush asks it for nothing, and PostgreSQL ignores copy
       // messages outside COPY. Taking it up for them would keep it from the pool until the next statement ends.
       case 'Flush':
-        return this.server && !this.parked ? this.forward(message.raw) : undefined;
+        return this.upstream.server && !this.upstream.parked ? this.forward(message.raw) : undefined;
       case 'CopyData':
       case 'CopyDone':
       case 'CopyFail':
-        return this.server && !this.parked ? this.forward(message.raw) : undefined;
+        return this.upstream.server && !this.upstream.parked ? this.forward(message.raw) : undefined;
       case 'Terminate':
         // What the client sent before it is sent on (PostgreSQL runs every message before a Terminate); a
         // connection with anything in flight is then dropped by close, never handed on.
@@ -667,14 +627,14 @@ export class Session {
       this.statements.unnamed = { sql, decision, parse };
       this.unsynced = true;
       return this.withServer(() => {
-        this.statements.unnamedOn = this.server;
+        this.statements.unnamedOn = this.upstream.server;
         this.send(parse, { ends: '1' });
       }, 'extended');
     }
     const { serverName } = this.statements.prepareNamed(name, sql, decision, paramTypes, parse);
     this.unsynced = true;
     return this.withServer(() => {
-      if (preparedStatements(this.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
+      if (preparedStatements(this.upstream.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
       else this.send(this.statements.named.get(name)!.parse, { ends: '1', prepares: serverName });
     }, 'extended');
   }
@@ -686,9 +646,9 @@ export class Session {
       this.unsynced = true;
       return this.withServer(() => {
         // A connection the session did not hold since its Parse holds another session's unnamed statement, if any: prepare its own first.
-        if (this.statements.unnamedOn !== this.server) {
+        if (this.statements.unnamedOn !== this.upstream.server) {
           this.send(unnamed.parse, { ends: '1', suppress: true });
-          this.statements.unnamedOn = this.server;
+          this.statements.unnamedOn = this.upstream.server;
         }
         this.send(raw, { ends, rewrite });
       }, 'extended');
@@ -697,7 +657,7 @@ export class Session {
     const statement = this.statements.named.get(name)!;
     this.unsynced = true;
     return this.withServer(() => {
-      if (!preparedStatements(this.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
+      if (!preparedStatements(this.upstream.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
       this.send(rename(raw, statement.serverName), { ends, rewrite });
     }, 'extended');
   }
@@ -731,10 +691,10 @@ export class Session {
   }
 
   private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite | undefined }): void {
-    if (expectation.prepares) preparedStatements(this.server!).add(expectation.prepares);
+    if (expectation.prepares) preparedStatements(this.upstream.server!).add(expectation.prepares);
     // Every field present, so each expectation has one shape.
     this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite });
-    if (!this.deadline.running) this.deadline.start(statementTimeoutMs(this.context.policies.get(this.credential!.policy_profile_id), this.upstreamHandle!.database.query_timeout_ms));
+    if (!this.deadline.running) this.deadline.start(statementTimeoutMs(this.context.policies.get(this.credential!.policy_profile_id), this.upstream.handle!.database.query_timeout_ms));
     this.forward(raw);
   }
 
@@ -862,18 +822,18 @@ export class Session {
     // Nothing more goes upstream: the connection is about to belong to the pool again, or to nobody.
     this.outgoing = [];
     this.outgoingTo = undefined;
-    this.unpark();
-    const server = this.detachServer();
+    this.upstream.unpark();
+    const server = this.upstream.detach();
     // A pinned connection goes back after DISCARD ALL (its statements go too); one in the middle of anything cannot be trusted by the next client.
     if (server && idle && this.pinned) {
       forgetPrepared(server);
-      void this.upstreamHandle?.pool.release(server, { reset: true });
-    } else if (server && idle) void this.upstreamHandle?.pool.release(server, { reset: false });
+      void this.upstream.handle?.pool.release(server, { reset: true });
+    } else if (server && idle) void this.upstream.handle?.pool.release(server, { reset: false });
     else if (server) {
       // Dropping the connection alone does not stop a statement that is not writing: PostgreSQL notices only when it next writes.
-      const handle = this.upstreamHandle;
+      const handle = this.upstream.handle;
       if (working && handle) cancelAbandoned(() => handle.cancel(server));
-      this.upstreamHandle?.pool.destroy(server);
+      this.upstream.handle?.pool.destroy(server);
     }
     if (!this.socket.destroyed) this.socket.destroy();
   }
