@@ -4,28 +4,18 @@ import { TLSSocket, type SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
-import { mockVerifier, parseClientFirst, serverFirst, verifyClientFinal, type ScramSession } from '../src/crypto/scram.js';
 import type { AuditEventKind } from '../src/events/audit.js';
-import { isoTimestamp } from '../src/iso-time.js';
 import type { SessionBudgets } from './budgets.js';
-import { decisionMembers, sessionMembers, textMembers } from './decision-json.js';
-import { decisionRecord, END_NOT_SEEN, FAILED_UPSTREAM, recordedRefusal, type DecisionFacts } from './decision-record.js';
-import type { Decision, DecisionPublisher } from './decisions.js';
+import type { DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
 import { masksColumns, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
 import { decideWithCatalog, type CatalogLease, type CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import {
-  BackendScanner,
-  encodeAuthenticationOk,
   encodeAuthenticationSasl,
-  encodeAuthenticationSaslContinue,
-  encodeAuthenticationSaslFinal,
-  encodeBackendKeyData,
   encodeCloseComplete,
   encodeCommandComplete,
   encodeErrorResponse,
   encodeGssEncResponse,
-  encodeParameterStatus,
   encodeParseComplete,
   encodeReadyForQuery,
   encodeSslResponse,
@@ -33,21 +23,24 @@ import {
   type TransactionStatus,
 } from './protocol/backend.js';
 import { ProtocolViolation } from './protocol/errors.js';
-import { encodeQuery, renameBindStatement, renameParse, renameTarget, replaceParseSql, withRowLimit } from './protocol/rename.js';
+import { encodeQuery, renameBindStatement, renameTarget, withRowLimit } from './protocol/rename.js';
 import { capRewrite, cappedQuery, executedUnderCap, onReply } from './row-cap.js';
 import { PortalRows } from './portal-rows.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
-import type { Trip } from './policy/rules.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
-import { forgetPrepared, preparedStatements, serverStatementName } from './prepared.js';
-import { decodeFrontendMessage, decodeSaslInitialResponse, decodeSaslResponse, FrontendFramer, type FrontendFrame, type FrontendMessage, type MessageFrame, type StartupMessage } from './protocol/frontend.js';
+import { forgetPrepared, preparedStatements } from './prepared.js';
+import { decodeFrontendMessage, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
 import { cancelAbandoned } from './upstream/cancel.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
 import { writeAll } from './socket-write.js';
 import { noConnection, type UpstreamHandle } from './upstreams.js';
 import type { SessionRegistry } from './session-registry.js';
-import { agentErrorEdit, STATEMENT_TIMEOUT_RULE, StatementDeadline, statementTimeoutMs, timeoutNote } from './statement-deadline.js';
+import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
+import { SessionAudit, statementOf, type Allowed, type StatementRefusal } from './session-audit.js';
+import { parseToRun, policyChanged, SessionStatements } from './session-statements.js';
+import { AUTH_FAILED, loginReply, ScramExchange, unusable } from './session-login.js';
+import { UpstreamHold } from './session-upstream.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -76,57 +69,10 @@ export interface SessionContext {
   readonly onLogin?: (credentialId: string) => void;
 }
 
-const AUTH_FAILED: ErrorFields = { severity: 'FATAL', code: '28P01', message: 'password authentication failed' };
-
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
 const CLIENT_KEEPALIVE_MS = 60_000;
 
-/** A statement the policy allowed: its text as sent (for the audit) and the decision (its text to run). */
-interface Allowed {
-  readonly sql: string;
-  readonly decision: Extract<StatementDecision, { action: 'allow' }>;
-}
-
-/** The client's unnamed statement: also the Parse that prepares it, to prepare it again on another connection. */
-interface Unnamed extends Allowed {
-  readonly parse: Buffer;
-}
-
-interface Prepared extends Allowed {
-  readonly serverName: string;
-  readonly parse: Buffer;
-}
-
 let sessionCounter = 0;
-
-/** The audit members of each allowed text, built on its first run: an allowed decision is cached per text, so it keys them. */
-const textMembersOf = new WeakMap<Allowed['decision'], { readonly sql: string; readonly members: string }>();
-
-function allowedTextMembers(allowed: Allowed): string {
-  const known = textMembersOf.get(allowed.decision);
-  if (known?.sql === allowed.sql) return known.members;
-  const { decision } = allowed;
-  const members = textMembers({ sql: allowed.sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
-  textMembersOf.set(decision, { sql: allowed.sql, members });
-  return members;
-}
-
-/** Parse messages up to this size are remembered (a copy) for the next Parse of the same bytes. */
-const PARSE_MEMO_BYTES = 8 * 1024;
-
-/** The last Parse rewritten to each decision's text (a masked statement's), and the client's Parse it came from. */
-const rewrittenParses = new WeakMap<Allowed['decision'], { readonly raw: Buffer; readonly parse: Buffer }>();
-
-/** The Parse to send for a client's Parse: as sent, or carrying the decision's text; comparing bytes costs less than rewriting. */
-function parseToRun(raw: Buffer, sql: string, decision: Allowed['decision']): Buffer {
-  if (decision.sql === sql) return raw;
-  const known = rewrittenParses.get(decision);
-  if (known?.raw.equals(raw)) return known.parse;
-  const parse = replaceParseSql(raw, decision.sql);
-  // A copy: `raw` is a view into the client's chunk, which should not be kept alive for it.
-  if (raw.length <= PARSE_MEMO_BYTES) rewrittenParses.set(decision, { raw: Buffer.from(raw), parse });
-  return parse;
-}
 
 
 /**
@@ -136,9 +82,6 @@ function parseToRun(raw: Buffer, sql: string, decision: Allowed['decision']): Bu
  * the event loop per wait.
  */
 const AWAIT_BUFFER_BYTES = 1024 * 1024;
-
-/** An Execute of a portal the session does not know: it fails upstream, and is audited with no text. */
-const UNKNOWN_PORTAL_TEXT = textMembers({ sql: '', kind: '' });
 
 /**
  * One client connection: startup (TLS, GSSENC, cancel), SCRAM-SHA-256 against the credential's
@@ -159,17 +102,14 @@ export class Session {
   private busy = false;
   private credential: CredentialRow | undefined;
   private startup: StartupMessage | undefined;
-  private scram: ScramSession | undefined;
-  private pendingVerifier: Parameters<typeof serverFirst>[1] | undefined;
-  private upstreamHandle: UpstreamHandle | undefined;
+  /** The SCRAM exchange, from the StartupMessage until the login completes. */
+  private scram: ScramExchange | undefined;
   private catalog: CatalogLease | undefined;
   /** DDL was sent: the catalog is read again once the session is out of its transaction. */
   private schemaChanged = false;
-  private server: UpstreamConnection | undefined;
-  private scanner: BackendScanner | undefined;
+  /** The upstream pool and the connection this session holds, if any. */
+  private readonly upstream: UpstreamHold;
   private pinned = false;
-  /** Between transactions in transaction pooling: the upstream stays attached, lent to the pool, which may reclaim it. */
-  private parked = false;
   private expiresAtMs = Number.POSITIVE_INFINITY;
   /** What this turn forwards upstream, and where: written together when the turn ends. */
   private outgoing: Buffer[] = [];
@@ -179,24 +119,14 @@ export class Session {
   private skipUntilSync = false;
   private status: TransactionStatus = 'I';
   private readonly pipeline: ResponsePipeline;
-  /** The client's named statements: their text and the server-side name they are prepared under. */
-  private readonly statements = new Map<string, Prepared>();
-  private unnamed: Unnamed | undefined;
-  /**
-   * The connection the unnamed statement was last prepared on, while this session has held it since:
-   * any other connection's unnamed statement is another session's, never to be bound.
-   */
-  private unnamedOn: UpstreamConnection | undefined;
-  private readonly portals = new Map<string, Allowed | undefined>();
+  /** The client's prepared statements and portals. */
+  private readonly statements = new SessionStatements();
   /** Rows each portal and cursor has handed the client while a row cap applies. */
   private readonly portalRows = new PortalRows();
   private expiryTimer: NodeJS.Timeout | undefined;
   /** Until the login completes: a client that connects and stalls must not hold a connection for ever. */
   private readonly loginTimer: NodeJS.Timeout;
-  private readonly clientIp: string;
-  /** The audit members this session fixes, once its credential is known. */
-  private members = '';
-  private lastParse: FrontendMessage | undefined;
+  private readonly audit: SessionAudit;
   /** Reasons the client's socket is not read: too much sent while a message is handled asynchronously, a peer that has not taken what it was sent. */
   private readingHeld = 0;
   /** A message is being handled asynchronously (waiting for an upstream connection, say): what the client sends meanwhile waits in the framer. */
@@ -221,14 +151,15 @@ export class Session {
     this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
     this.client = client;
     this.socket = client.socket;
-    this.clientIp = (client.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    this.upstream = new UpstreamHold(this.serverReceiver, this.statements);
+    this.audit = new SessionAudit(context, this.id, (client.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline(
       (pieces) => this.writeClient(pieces),
       {
-        completed: (statement) => this.audit(statement),
+        completed: (statement) => this.audit.completed(this.credential!, statement, this.deadline.cancelledAtMs),
         prepareFailed: (name) => {
-          if (this.server) preparedStatements(this.server).delete(name);
+          if (this.upstream.server) preparedStatements(this.upstream.server).delete(name);
         },
         ready: (status) => {
           this.status = status;
@@ -326,7 +257,7 @@ export class Session {
     if (frame.kind === 'GSSENCRequest') return void this.socket.write(encodeGssEncResponse(false));
     if (frame.kind === 'CancelRequest') return this.cancelOther(frame.processId, frame.secretKey);
     if (frame.kind === 'StartupMessage') return this.onStartup(frame);
-    const message = frame.type === 'P' ? this.decodeParse(frame) : decodeFrontendMessage(frame);
+    const message = frame.type === 'P' ? this.statements.decodeParse(frame) : decodeFrontendMessage(frame);
     switch (this.state) {
       case 'sasl-initial':
       case 'sasl-final':
@@ -336,19 +267,6 @@ export class Session {
       default:
         return this.fatal({ severity: 'FATAL', code: '08P01', message: `unexpected message ${frame.type} before authentication` });
     }
-  }
-
-  /**
-   * Drivers send the same Parse again and again (an unnamed statement run in a loop): equal bytes
-   * decode to the same message, whose text is then the same string the decision cache was keyed by.
-   */
-  private decodeParse(frame: MessageFrame): FrontendMessage {
-    const last = this.lastParse;
-    if (last?.raw.equals(frame.raw)) return last;
-    const message = decodeFrontendMessage(frame);
-    // A copy of its bytes: the frame is a view into the client's chunk, which should not be kept alive for it.
-    this.lastParse = frame.raw.length <= PARSE_MEMO_BYTES ? { ...message, raw: Buffer.from(frame.raw) } : undefined;
-    return message;
   }
 
   private startTls(): void {
@@ -371,8 +289,8 @@ export class Session {
   }
 
   async cancelRunningQuery(): Promise<void> {
-    const server = this.server;
-    const handle = this.upstreamHandle;
+    const server = this.upstream.server;
+    const handle = this.upstream.handle;
     if (server && handle && this.pipeline.awaitingServer) await handle.cancel(server);
   }
 
@@ -381,52 +299,41 @@ export class Session {
     const user = startup.parameters.get('user') ?? '';
     this.credential = user ? await this.context.credentials.getOrRead(user, `credential-${user}`) : undefined;
     if (this.closed) return;
-    const verifier = this.credential?.scram ?? mockVerifier(user, this.context.mockSecret);
-    this.scram = undefined;
+    this.scram = new ScramExchange(this.credential, user, this.context.mockSecret);
     this.socket.write(encodeAuthenticationSasl(['SCRAM-SHA-256']));
     this.state = 'sasl-initial';
-    this.pendingVerifier = verifier;
   }
 
   private onAuthResponse(message: FrontendMessage): Promise<void> | void {
     if (message.kind !== 'AuthResponse') return this.fatal({ severity: 'FATAL', code: '08P01', message: 'expected a SASL response' });
     try {
       if (this.state === 'sasl-initial') {
-        const initial = decodeSaslInitialResponse(message.body);
-        if (initial.mechanism !== 'SCRAM-SHA-256' || !initial.data) return this.refuseLogin('auth_failed', 'unsupported SASL mechanism');
-        const first = serverFirst(parseClientFirst(initial.data.toString('utf8')), this.pendingVerifier!);
-        this.scram = first.session;
+        const first = this.scram!.first(message.body);
+        if (!first) return this.refuseLogin('auth_failed', 'unsupported SASL mechanism');
         this.state = 'sasl-final';
-        this.socket.write(encodeAuthenticationSaslContinue(first.message));
+        this.socket.write(first);
         return;
       }
-      const result = verifyClientFinal(this.scram!, decodeSaslResponse(message.body).toString('utf8'));
-      if (!result.ok) return this.refuseLogin('auth_failed', 'wrong password or unknown user');
-      return this.completeLogin(result.serverFinal);
+      const serverFinal = this.scram!.final(message.body);
+      if (serverFinal === undefined) return this.refuseLogin('auth_failed', 'wrong password or unknown user');
+      return this.completeLogin(serverFinal);
     } catch (error) {
       if (error instanceof ProtocolViolation) return this.fatal({ severity: 'FATAL', code: error.code, message: error.message });
       return this.refuseLogin('auth_failed', (error as Error).message);
     }
   }
 
-  /** Why the credential cannot be used now, or undefined when it can. */
-  private unusable(credential: CredentialRow): { event: AuditEventKind; reason: string } | undefined {
-    if (credential.status !== 'active') return { event: 'auth_failed', reason: `credential is ${credential.status}` };
-    if (credential.expires_at && Date.parse(credential.expires_at) <= Date.now()) return { event: 'credential_expired', reason: 'credential is past its expires_at' };
-    return undefined;
-  }
-
   private async completeLogin(serverFinal: string): Promise<void> {
     const credential = this.credential;
     if (!credential) return this.refuseLogin('auth_failed', 'unknown user');
-    const refusal = this.unusable(credential);
+    const refusal = unusable(credential);
     if (refusal) return this.refuseLogin(refusal.event, refusal.reason);
     await this.context.budgets.prepare(credential);
     const handle = await this.context.upstreamFor(credential);
     if (this.closed) return;
     const requested = this.startup?.parameters.get('database') ?? credential.pg_username;
     if (!handle || requested !== handle.database.name) return this.refuseLogin('auth_failed', `database ${requested} is not the credential's database`);
-    this.upstreamHandle = handle;
+    this.upstream.handle = handle;
     // Read first at the database's first login; a failed read refuses statements (catalog.unavailable), not the login.
     this.catalog = await this.context.catalogs.lease(handle);
     if (this.closed) return this.catalog.release();
@@ -440,7 +347,7 @@ export class Session {
     // The client left while the login waited: the connection goes back, not to a session nobody will close again.
     if (this.closed) return void handle.pool.release(server, { reset: false });
     this.useServer(server);
-    this.members = sessionMembers({ ...this.sessionFacts(), projectId: credential.project_id });
+    this.audit.loggedIn(credential);
     this.context.registry.bind(this, credential.credential_id);
     this.expiresAtMs = credential.expires_at ? Date.parse(credential.expires_at) : Number.POSITIVE_INFINITY;
     this.context.onLogin?.(credential.credential_id);
@@ -448,10 +355,7 @@ export class Session {
     clearTimeout(this.loginTimer);
     this.state = 'ready';
     this.context.metrics.logins.inc({ outcome: 'ok' });
-    const out: Buffer[] = [encodeAuthenticationSaslFinal(serverFinal), encodeAuthenticationOk()];
-    for (const [name, value] of server.parameters) out.push(encodeParameterStatus(name, value));
-    out.push(encodeBackendKeyData(this.processId, this.secretKey), encodeReadyForQuery('I'));
-    this.socket.write(Buffer.concat(out));
+    this.socket.write(loginReply(serverFinal, server.parameters, this.processId, this.secretKey));
     this.releaseIfIdle();
   }
 
@@ -460,7 +364,7 @@ export class Session {
     this.context.metrics.refused.inc();
     const projectId = this.credential?.project_id ?? this.context.fallbackProjectId;
     if (projectId) {
-      this.context.decisions.publish(this.decision({ event, projectId, sql: '', kind: '', rule: `auth.${event}`, reason: why, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() }));
+      this.audit.publish(this.credential, { event, projectId, sql: '', kind: '', rule: `auth.${event}`, reason: why, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
     }
     this.context.logger.info({ session: this.id, event, why }, 'login refused');
     this.fatal(AUTH_FAILED);
@@ -477,30 +381,18 @@ export class Session {
   terminate(event: AuditEventKind, reason: string): void {
     if (this.state === 'closed') return;
     if (this.credential && event === 'credential_expired') {
-      this.context.decisions.publish(this.decision({ event, projectId: this.credential.project_id, sql: '', kind: '', rule: 'credential.expired', reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() }));
+      this.audit.publish(this.credential, { event, projectId: this.credential.project_id, sql: '', kind: '', rule: 'credential.expired', reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
     }
     this.fatal({ severity: 'FATAL', code: '57P01', message: `terminating connection: ${reason}` });
   }
 
   private useServer(server: UpstreamConnection): void {
-    this.server = server;
-    this.scanner = new BackendScanner();
-    server.inlet.receive(this.serverReceiver);
+    this.upstream.use(server);
     // A connection taken up while the client is backlogged waits with it.
     if (this.clientBacklogged) {
       this.throttled = server;
       server.inlet.pause();
     }
-  }
-
-  private detachServer(): UpstreamConnection | undefined {
-    const server = this.server;
-    if (!server) return undefined;
-    server.inlet.receive(undefined);
-    this.server = undefined;
-    this.scanner = undefined;
-    this.unnamedOn = undefined;
-    return server;
   }
 
   private readonly serverReceiver: Receiver = {
@@ -510,10 +402,10 @@ export class Session {
 
   private onServerClosed(): void {
     if (this.state === 'closed') return;
-    if (this.parked) return this.dropParked();
+    if (this.upstream.parked) return this.upstream.dropParked();
     // Gone, or broken: the pool drops it and frees its place (it would count it in use for ever).
-    const server = this.detachServer();
-    if (server) this.upstreamHandle!.pool.destroy(server);
+    const server = this.upstream.detach();
+    if (server) this.upstream.handle!.pool.destroy(server);
     this.pipeline.abandon();
     this.fatal({ severity: 'FATAL', code: '08006', message: 'the connection to the upstream database was lost during the query' });
   }
@@ -521,15 +413,15 @@ export class Session {
   private onServerData(chunk: Buffer): void {
     if (this.state === 'closed') return;
     // A parked connection owes nothing: whatever it sends (a termination notice, most likely) means it is gone.
-    if (this.parked) return this.dropParked();
+    if (this.upstream.parked) return this.upstream.dropParked();
     this.context.metrics.bytesOut.inc(chunk.length);
     let scanned;
     try {
-      scanned = this.scanner!.scan(chunk);
+      scanned = this.upstream.scanner!.scan(chunk);
     } catch {
       return this.onServerClosed();
     }
-    this.pipeline.onServerChunk(chunk, scanned, this.scanner!.inErrorResponse);
+    this.pipeline.onServerChunk(chunk, scanned, this.upstream.scanner!.inErrorResponse);
     if (this.deadline.running && !this.pipeline.awaitingServer) this.deadline.stop();
     this.releaseIfIdle();
   }
@@ -545,7 +437,7 @@ export class Session {
     if (!this.socket.writableNeedDrain || this.clientBacklogged) return;
     this.clientBacklogged = true;
     this.holdReading();
-    this.throttled = this.server;
+    this.throttled = this.upstream.server;
     this.throttled?.inlet.pause();
     this.socket.once('drain', this.onClientDrained);
   }
@@ -556,7 +448,7 @@ export class Session {
     this.clientBacklogged = false;
     this.releaseReading();
     // Only a connection this session still holds; one handed over since is its new holder's to run.
-    if (server && server === this.server && !this.closed) server.inlet.resume();
+    if (server && server === this.upstream.server && !this.closed) server.inlet.resume();
   };
 
   private holdReading(): void {
@@ -572,34 +464,8 @@ export class Session {
    * open: parked (kept attached until another session needs it), or released when others wait.
    */
   private releaseIfIdle(): void {
-    if (this.parked || this.pinned || this.status !== 'I' || this.unsynced || !this.pipeline.empty) return;
-    const handle = this.upstreamHandle;
-    if (!this.server || handle?.database.pool_config.mode !== 'transaction') return;
-    if (handle.pool.park(this.server, this.reclaim)) {
-      this.parked = true;
-      return;
-    }
-    const server = this.detachServer();
-    if (server) void handle.pool.release(server, { reset: false });
-  }
-
-  /** The pool takes the parked upstream back for another session. */
-  private readonly reclaim = (): void => {
-    this.parked = false;
-    this.detachServer();
-  };
-
-  /** Takes the parked upstream up again before using it. */
-  private unpark(): void {
-    if (!this.parked) return;
-    this.parked = false;
-    this.upstreamHandle!.pool.unpark(this.server!);
-  }
-
-  private dropParked(): void {
-    this.unpark();
-    const server = this.detachServer();
-    if (server) this.upstreamHandle!.pool.destroy(server);
+    if (this.upstream.parked || this.pinned || this.status !== 'I' || this.unsynced || !this.pipeline.empty) return;
+    this.upstream.handBack();
   }
 
   /**
@@ -608,21 +474,21 @@ export class Session {
    * the rest is then skipped until Sync, so the client gets one error and one ReadyForQuery.
    */
   private withServer(work: () => void, protocol: 'simple' | 'extended'): Promise<void> | void {
-    if (this.server) {
-      this.unpark();
+    if (this.upstream.server) {
+      this.upstream.unpark();
       return work();
     }
     // A change to the database (password, host, pool settings) closed the pool this session started on.
-    if (this.upstreamHandle!.pool.isClosed) return this.withNewPool(work, protocol);
+    if (this.upstream.handle!.pool.isClosed) return this.withNewPool(work, protocol);
     const owner = this.credential!.credential_id;
-    const idle = this.upstreamHandle!.pool.tryAcquire(owner);
+    const idle = this.upstream.handle!.pool.tryAcquire(owner);
     if (idle) {
       this.useServer(idle);
       return work();
     }
-    return this.upstreamHandle!.pool.acquire({ owner }).then(
+    return this.upstream.handle!.pool.acquire({ owner }).then(
       (server) => {
-        if (this.closed) return void this.upstreamHandle!.pool.release(server, { reset: false });
+        if (this.closed) return void this.upstream.handle!.pool.release(server, { reset: false });
         this.useServer(server);
         work();
       },
@@ -639,7 +505,7 @@ export class Session {
     if (!handle || handle.pool.isClosed) {
       return this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is no longer available to this credential' }, protocol);
     }
-    this.upstreamHandle = handle;
+    this.upstream.handle = handle;
     this.catalog?.moved(handle);
     return this.withServer(work, protocol);
   }
@@ -649,8 +515,8 @@ export class Session {
    * when `drain` has handled every message there is, or (outside it) on the next tick.
    */
   private forward(raw: Buffer): void {
-    this.unpark();
-    const socket = this.server!.socket;
+    this.upstream.unpark();
+    const socket = this.upstream.server!.socket;
     if (this.outgoingTo !== socket) {
       this.flushOutgoing();
       this.outgoingTo = socket;
@@ -693,7 +559,7 @@ export class Session {
         if (!prepared) return;
         const current = this.stillAllowed(message.statement, prepared);
         if (!current) return;
-        this.portals.set(message.portal, current);
+        this.statements.portals.set(message.portal, current);
         const made = this.rowCap(current.decision) === undefined ? undefined : onReply('2', this.portalRows.made(message.portal));
         return this.withStatement(message.statement, message.raw, renameBindStatement, '2', made);
       }
@@ -704,25 +570,25 @@ export class Session {
         return this.onExecute(message.portal, message.maxRows, message.raw);
       case 'Close':
         if (message.target === 'S' && message.name !== '') {
-          this.statements.delete(message.name);
+          this.statements.named.delete(message.name);
           this.unsynced = true;
           return this.pipeline.expect({ kind: 'synthetic', reply: encodeCloseComplete });
         }
-        if (message.target === 'P') this.portals.delete(message.name);
+        if (message.target === 'P') this.statements.portals.delete(message.name);
         return this.toServer(message.raw, { ends: '3', rewrite: message.target === 'P' && this.rowCap(undefined) !== undefined ? onReply('3', this.portalRows.closed(message.name)) : undefined });
       case 'Sync':
         this.skipUntilSync = false;
         this.unsynced = false;
-        if (!this.server && !this.pipeline.awaitingServer) return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeReadyForQuery(this.status) });
+        if (!this.upstream.server && !this.pipeline.awaitingServer) return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeReadyForQuery(this.status) });
         return this.toServer(message.raw, { ends: 'Z', synced: true });
       // A parked connection has nothing in flight: a Flush asks it for nothing, and PostgreSQL ignores copy
       // messages outside COPY. Taking it up for them would keep it from the pool until the next statement ends.
       case 'Flush':
-        return this.server && !this.parked ? this.forward(message.raw) : undefined;
+        return this.upstream.server && !this.upstream.parked ? this.forward(message.raw) : undefined;
       case 'CopyData':
       case 'CopyDone':
       case 'CopyFail':
-        return this.server && !this.parked ? this.forward(message.raw) : undefined;
+        return this.upstream.server && !this.upstream.parked ? this.forward(message.raw) : undefined;
       case 'Terminate':
         // What the client sent before it is sent on (PostgreSQL runs every message before a Terminate); a
         // connection with anything in flight is then dropped by close, never handed on.
@@ -746,53 +612,52 @@ export class Session {
   }
 
   private onParse(name: string, sql: string, paramTypes: readonly number[], raw: Buffer): Promise<void> | void {
-    const known = name === '' ? undefined : this.statements.get(name);
+    const known = name === '' ? undefined : this.statements.named.get(name);
     if (known && known.sql !== sql) {
       return this.refuse({ severity: 'ERROR', code: '42P05', message: `prepared statement "${name}" already exists` }, 'extended');
     }
     const decision = this.decide(sql, 'extended');
     if (!decision) {
       // As PostgreSQL's failed Parse, a refused one leaves no unnamed statement behind.
-      if (name === '') this.unnamed = undefined;
+      if (name === '') this.statements.unnamed = undefined;
       return;
     }
     const parse = parseToRun(raw, sql, decision);
     if (name === '') {
-      this.unnamed = { sql, decision, parse };
+      this.statements.unnamed = { sql, decision, parse };
       this.unsynced = true;
       return this.withServer(() => {
-        this.unnamedOn = this.server;
+        this.statements.unnamedOn = this.upstream.server;
         this.send(parse, { ends: '1' });
       }, 'extended');
     }
-    const serverName = serverStatementName(decision.sql, paramTypes);
-    this.statements.set(name, { sql, decision, serverName, parse: renameParse(parse, serverName) });
+    const { serverName } = this.statements.prepareNamed(name, sql, decision, paramTypes, parse);
     this.unsynced = true;
     return this.withServer(() => {
-      if (preparedStatements(this.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
-      else this.send(this.statements.get(name)!.parse, { ends: '1', prepares: serverName });
+      if (preparedStatements(this.upstream.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
+      else this.send(this.statements.named.get(name)!.parse, { ends: '1', prepares: serverName });
     }, 'extended');
   }
 
   /** Bind or Describe of a named statement: prepared first on this connection if it is not yet, then sent under its server name. */
   private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string, rewrite?: Rewrite): Promise<void> | void {
-    const unnamed = this.unnamed;
+    const unnamed = this.statements.unnamed;
     if (name === '' && unnamed) {
       this.unsynced = true;
       return this.withServer(() => {
         // A connection the session did not hold since its Parse holds another session's unnamed statement, if any: prepare its own first.
-        if (this.unnamedOn !== this.server) {
+        if (this.statements.unnamedOn !== this.upstream.server) {
           this.send(unnamed.parse, { ends: '1', suppress: true });
-          this.unnamedOn = this.server;
+          this.statements.unnamedOn = this.upstream.server;
         }
         this.send(raw, { ends, rewrite });
       }, 'extended');
     }
     // preparedStatement made sure the session prepared it.
-    const statement = this.statements.get(name)!;
+    const statement = this.statements.named.get(name)!;
     this.unsynced = true;
     return this.withServer(() => {
-      if (!preparedStatements(this.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
+      if (!preparedStatements(this.upstream.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
       this.send(rename(raw, statement.serverName), { ends, rewrite });
     }, 'extended');
   }
@@ -803,7 +668,7 @@ export class Session {
    * prepare could only reach another session's statement left on the pooled connection.
    */
   private preparedStatement(name: string): Allowed | undefined {
-    const prepared = name === '' ? this.unnamed : this.statements.get(name);
+    const prepared = this.statements.prepared(name);
     if (!prepared) {
       this.refuse({ severity: 'ERROR', code: '26000', message: name === '' ? 'unnamed prepared statement does not exist' : `prepared statement "${name}" does not exist` }, 'extended');
     }
@@ -821,29 +686,15 @@ export class Session {
     const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens }, this.catalog!.current());
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
-    if (decision.sql !== prepared.decision.sql) {
-      return this.refuseStatement(prepared.sql, 'extended', {
-        event: 'blocked',
-        rule: 'policy.changed',
-        reason: `this credential’s policy changed since ${name === '' ? 'the unnamed statement' : `statement "${name}"`} was prepared, and it would now run differently (rule policy.changed); close it and prepare it again`,
-        sqlstate: '0A000',
-        kind: decision.statementKind,
-        tablesRead: decision.tablesRead,
-        tablesWritten: decision.tablesWritten,
-        tablesBlocked: [],
-      });
-    }
-    const current = { ...prepared, decision };
-    if (name === '') this.unnamed = { ...this.unnamed!, decision };
-    else this.statements.set(name, { ...(prepared as Prepared), decision });
-    return current;
+    if (decision.sql !== prepared.decision.sql) return this.refuseStatement(prepared.sql, 'extended', policyChanged(name, decision));
+    return this.statements.redecided(name, prepared, decision);
   }
 
   private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite | undefined }): void {
-    if (expectation.prepares) preparedStatements(this.server!).add(expectation.prepares);
+    if (expectation.prepares) preparedStatements(this.upstream.server!).add(expectation.prepares);
     // Every field present, so each expectation has one shape.
     this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite });
-    if (!this.deadline.running) this.deadline.start(statementTimeoutMs(this.context.policies.get(this.credential!.policy_profile_id), this.upstreamHandle!.database.query_timeout_ms));
+    if (!this.deadline.running) this.deadline.start(statementTimeoutMs(this.context.policies.get(this.credential!.policy_profile_id), this.upstream.handle!.database.query_timeout_ms));
     this.forward(raw);
   }
 
@@ -873,7 +724,7 @@ export class Session {
     const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens }, this.catalog!.current());
     if (decision.action === 'allow' && decision.progress.includes('migration_flagged')) this.schemaChanged = true;
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
-      this.context.decisions.publish(this.decision({ event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten }));
+      this.audit.publish(credential, { event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
     }
     if (decision.action !== 'allow') return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
@@ -899,13 +750,9 @@ export class Session {
   private refuseStatement(
     sql: string,
     protocol: 'simple' | 'extended',
-    refusal: { event: AuditEventKind; rule: string; reason: string; sqlstate: string; kind: string; tablesRead: readonly string[]; tablesWritten: readonly string[]; tablesBlocked: readonly string[]; trip?: Trip },
+    refusal: StatementRefusal,
   ): undefined {
-    const recorded = recordedRefusal(refusal);
-    this.context.decisions.publish(
-      this.decision({ ...recorded, projectId: this.credential!.project_id, sql, kind: refusal.kind, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: refusal.tablesRead, tablesWritten: refusal.tablesWritten, tablesBlocked: refusal.tablesBlocked }),
-    );
-    this.context.metrics.statementsOf(recorded.event).inc();
+    this.audit.refused(this.credential!, sql, refusal);
     this.refuse({ severity: 'ERROR', code: refusal.sqlstate, message: refusal.reason }, protocol);
     return undefined;
   }
@@ -913,7 +760,7 @@ export class Session {
   private onQuery(sql: string, raw: Buffer): Promise<void> | void {
     const decision = this.decide(sql, 'simple');
     if (!decision) return;
-    const statement = this.statementOf({ sql, decision });
+    const statement = statementOf({ sql, decision });
     const cap = this.rowCap(decision);
     const capped = cap === undefined ? undefined : cappedQuery(decision, cap, this.portalRows, statement);
     if (capped?.refused) return this.refuseStatement(sql, 'simple', { event: 'blocked', rule: 'max_rows.uncapped', reason: capped.refused, sqlstate: '0A000', kind: decision.statementKind, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
@@ -931,9 +778,9 @@ export class Session {
 
   /** Execute under a row cap asks the server for no more rows than the cap leaves for the portal, so the server stops producing. */
   private onExecute(portal: string, maxRows: number, raw: Buffer): Promise<void> | void {
-    const allowed = this.portals.get(portal);
+    const allowed = this.statements.portals.get(portal);
     if (this.overBudget(allowed?.sql ?? '', 'extended')) return;
-    const statement = this.statementOf(allowed);
+    const statement = statementOf(allowed);
     const cap = this.rowCap(allowed?.decision);
     if (cap === undefined) {
       this.context.budgets.admit(this.credential!);
@@ -951,68 +798,6 @@ export class Session {
     this.portalRows.take(portal, limit);
     this.context.budgets.admit(this.credential!);
     return this.toServer(limit === maxRows ? raw : withRowLimit(raw, limit), { ends: 'CIs', statement, rewrite: capRewrite(statement, cap, cap - left, { simple: false }) });
-  }
-
-  /** The audited statement an Execute or Query starts; an Execute of an unknown portal still gets one (it fails upstream). */
-  private statementOf(allowed: Allowed | undefined): Statement {
-    const decision = allowed?.decision;
-    return {
-      text: allowed ? allowedTextMembers(allowed) : UNKNOWN_PORTAL_TEXT,
-      event: decision?.event ?? 'query',
-      rule: decision?.rule ?? '',
-      reason: decision?.reason ?? '',
-      startedAt: performance.now(),
-      ts: isoTimestamp(),
-      rows: 0,
-      bytes: 0,
-      failed: false,
-      lost: false,
-      truncated: false,
-    };
-  }
-
-  private audit(statement: Statement): void {
-    const failed = statement.failed;
-    const latencyUs = Math.round((performance.now() - statement.startedAt) * 1000);
-    // A cut result outranks masking: the agent saw masked values, and not all of them.
-    const event = statement.truncated ? 'truncated' : statement.event;
-    // A statement that failed once the gateway cancelled it at the statement timeout is recorded as such.
-    const cancelledAt = failed ? this.deadline.cancelledAtMs : undefined;
-    const rule = cancelledAt !== undefined ? STATEMENT_TIMEOUT_RULE : statement.truncated ? 'max_rows.truncated' : statement.rule;
-    const own = statement.truncated ? `${statement.reason} the result was cut at the policy’s max_rows.`.trim() : statement.reason;
-    const reason = cancelledAt === undefined ? own : `${timeoutNote(cancelledAt)} ${own}`.trim();
-    this.context.metrics.statementsOf(failed ? 'error' : event).inc();
-    this.context.metrics.latency.observe(latencyUs / 1e6);
-    this.context.budgets.spent(this.credential!, statement.bytes);
-    this.context.decisions.publishMembers(
-      this.credential!.project_id,
-      decisionMembers(this.members, statement.text, {
-        event,
-        ran: true,
-        rule,
-        reason: statement.lost ? `${END_NOT_SEEN} ${reason}`.trim() : failed ? `${FAILED_UPSTREAM} ${reason}`.trim() : reason,
-        rows: statement.rows,
-        bytes: statement.bytes,
-        latencyUs,
-        ts: statement.ts,
-      }),
-    );
-  }
-
-  /** What every record of this session says about where it came from. */
-  private sessionFacts(): Pick<DecisionFacts, 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp'> {
-    return {
-      credentialId: this.credential?.credential_id ?? null,
-      sessionId: this.id,
-      source: 'wire',
-      region: this.context.identity.region,
-      clientIp: this.clientIp,
-    };
-  }
-
-  /** The record of a decision of this session; `ran` only for statements that went upstream. */
-  private decision(facts: Omit<DecisionFacts, 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp' | 'ran'> & { readonly ran?: boolean }): Decision {
-    return decisionRecord({ ran: false, ...facts, ...this.sessionFacts() });
   }
 
   private fatal(fields: ErrorFields): void {
@@ -1037,18 +822,18 @@ export class Session {
     // Nothing more goes upstream: the connection is about to belong to the pool again, or to nobody.
     this.outgoing = [];
     this.outgoingTo = undefined;
-    this.unpark();
-    const server = this.detachServer();
+    this.upstream.unpark();
+    const server = this.upstream.detach();
     // A pinned connection goes back after DISCARD ALL (its statements go too); one in the middle of anything cannot be trusted by the next client.
     if (server && idle && this.pinned) {
       forgetPrepared(server);
-      void this.upstreamHandle?.pool.release(server, { reset: true });
-    } else if (server && idle) void this.upstreamHandle?.pool.release(server, { reset: false });
+      void this.upstream.handle?.pool.release(server, { reset: true });
+    } else if (server && idle) void this.upstream.handle?.pool.release(server, { reset: false });
     else if (server) {
       // Dropping the connection alone does not stop a statement that is not writing: PostgreSQL notices only when it next writes.
-      const handle = this.upstreamHandle;
+      const handle = this.upstream.handle;
       if (working && handle) cancelAbandoned(() => handle.cancel(server));
-      this.upstreamHandle?.pool.destroy(server);
+      this.upstream.handle?.pool.destroy(server);
     }
     if (!this.socket.destroyed) this.socket.destroy();
   }
