@@ -146,7 +146,6 @@ export async function createPostgresEventStore(connectionString: string, options
       return wakeableSubscription({
         after,
         read: (position) => readAll(position, { ...subscribeOptions, limit: DEFAULT_BATCH }),
-        limit: DEFAULT_BATCH,
         onWake: (wake) => listener.onNotify(wakeChannels(subscribeOptions.streamPrefixes), wake),
       });
     },

@@ -4,8 +4,6 @@ export interface WakeableSource {
   after: bigint;
   /** Reads the next batch strictly after `position`; an empty batch means caught up. */
   read(position: bigint): Promise<RecordedEvent[]>;
-  /** The most events `read` returns: a shorter batch means it was caught up, and the next read waits for a wake-up. */
-  readonly limit?: number;
   /**
    * Registers a callback for "new events of this subscription's categories may exist"; returns
    * the unregister function. The source must also call it whenever such a wake-up may have been
@@ -15,9 +13,7 @@ export interface WakeableSource {
 }
 
 /**
- * Catch-up then live: reads batches until one comes back short (empty, or below the source's limit),
- * then sleeps until woken, and repeats: a wake-up answered by one short read costs one round trip,
- * not two. There is
+ * Catch-up then live: reads batches until empty, then sleeps until woken, and repeats. There is
  * no polling: a subscription whose categories do not move makes no round trip at all.
  */
 export function wakeableSubscription(source: WakeableSource): Subscription {
@@ -50,8 +46,7 @@ export function wakeableSubscription(source: WakeableSource): Subscription {
           yield event;
           position = event.position;
         }
-        // A wake-up during the read sets `woken`: a commit its snapshot may have missed is read next.
-        if (batch.length < (source.limit ?? 1) && !woken && !closed) await sleep();
+        if (batch.length === 0 && !woken && !closed) await sleep();
       }
     } finally {
       off();

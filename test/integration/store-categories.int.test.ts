@@ -69,7 +69,13 @@ describe('PostgreSQL store categories', () => {
     await store.append('credential-agt_1', [first], 'any');
     expect((await next(iterator)).id).toBe(first.id);
     const pending = next(iterator);
-    const { rowCount } = await client.query(`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'pgward-listen' and datname = current_database()`);
+    // The first event came by the subscription's own read: its LISTEN connection may still be opening.
+    const listening = `select pid from pg_stat_activity where application_name = 'pgward-listen' and datname = current_database()`;
+    for (let waited = 0; (await client.query(listening)).rowCount === 0; waited += 20) {
+      if (waited > 5_000) throw new Error('no LISTEN connection within 5 s');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const { rowCount } = await client.query(`select pg_terminate_backend(pid) from (${listening}) l`);
     expect(rowCount).toBe(1);
     const meanwhile = event();
     await store.append('credential-agt_1', [meanwhile], 'any');

@@ -4,8 +4,8 @@ import { wakeableSubscription } from '../../src/store/subscription.js';
 
 const at = (position: number): RecordedEvent => ({ id: String(position), type: 'T.v1', data: new Uint8Array(), metadata: new Uint8Array(), stream: 's-1', revision: position, position: BigInt(position) });
 
-/** An in-memory log read two events at a time (as of the read's start), and its wake-up callback; `limit` tells the subscription so. */
-function log(limit?: number) {
+/** An in-memory log read two events at a time (as of the read's start), and its wake-up callback. */
+function log() {
   const events: RecordedEvent[] = [];
   let wake: (() => void) | undefined;
   let pause: Promise<void> | undefined;
@@ -17,7 +17,6 @@ function log(limit?: number) {
     },
     source: {
       after: -1n,
-      limit,
       read: async (position: bigint) => {
         const found = events.filter((e) => e.position > position).slice(0, 2);
         await pause;
@@ -38,21 +37,15 @@ describe('wakeableSubscription', () => {
     vi.useRealTimers();
   });
 
-  /** A subscription that has taken events 0–2 of a log read with `limit`, its next event asked for, and a minute gone by (fake timers). */
-  async function caughtUp(limit?: number) {
+  it('catches up, then makes no request until woken, however long it waits', async () => {
     vi.useFakeTimers();
-    const store = log(limit);
+    const store = log();
     store.events.push(at(0), at(1), at(2));
     const subscription = wakeableSubscription(store.source);
     const iterator = subscription[Symbol.asyncIterator]();
     for (const position of [0n, 1n, 2n]) expect((await iterator.next()).value?.position).toBe(position);
     const next = iterator.next();
     await vi.advanceTimersByTimeAsync(60_000);
-    return { store, subscription, iterator, next };
-  }
-
-  it('catches up, then makes no request until woken, however long it waits', async () => {
-    const { store, subscription, next } = await caughtUp();
     expect(subscription.reads).toBe(3);
     store.events.push(at(3));
     await vi.advanceTimersByTimeAsync(60_000);
@@ -63,24 +56,8 @@ describe('wakeableSubscription', () => {
     await subscription.close();
   });
 
-  it('from a source that tells its limit, a short batch ends the catch-up: one read per wake-up, none to find nothing', async () => {
-    const { store, subscription, iterator, next } = await caughtUp(2);
-    expect(subscription.reads).toBe(2);
-    store.events.push(at(3));
-    store.wake();
-    expect((await next).value?.position).toBe(3n);
-    const after = iterator.next();
-    await vi.advanceTimersByTimeAsync(60_000);
-    expect(subscription.reads).toBe(3);
-    store.events.push(at(4));
-    store.wake();
-    expect((await after).value?.position).toBe(4n);
-    expect(subscription.reads).toBe(4);
-    await subscription.close();
-  });
-
-  it.each([undefined, 2])('a wake-up during a read is not lost: it reads once more before sleeping (limit %s)', async (limit) => {
-    const store = log(limit);
+  it('a wake-up during a read is not lost: it reads once more before sleeping', async () => {
+    const store = log();
     const subscription = wakeableSubscription(store.source);
     const iterator = subscription[Symbol.asyncIterator]();
     let release!: () => void;
