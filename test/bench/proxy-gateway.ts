@@ -21,6 +21,7 @@ import { buildApp } from '../../src/http/app.js';
 import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore } from '../../src/store/postgres.js';
 import { freePort } from '../support/free-port.js';
+import { TRANSACTION_POOL } from '../support/pgward-process.js';
 import type { Teardown } from './proxy-servers.js';
 
 export interface Upstream {
@@ -48,7 +49,8 @@ export const REALISTIC_POLICY = {
   max_rows: 100,
 } as const;
 
-export const POOL_CONFIG = { mode: 'transaction', max_connections: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } as const;
+/** The pool bench:proxy's gateway uses: bench:e2e's, as PgBouncer's pool of 10 for one agent. */
+export const POOL_CONFIG = TRANSACTION_POOL;
 
 function benchAuditDeps() {
   const anchor = loadAnchorKey(generateAnchorKey());

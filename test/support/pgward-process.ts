@@ -87,7 +87,7 @@ export interface Provisioned {
  * Transaction pooling over 10 connections, as PgBouncer's pool in the benchmarks; one credential
  * may use all 10 (the default share is half the pool), since each run drives a single agent.
  */
-const TRANSACTION_POOL = { mode: 'transaction', max_connections: 10, max_connections_per_credential: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } as const;
+export const TRANSACTION_POOL = { mode: 'transaction', max_connections: 10, max_connections_per_credential: 10, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } as const;
 
 /**
  * An organization (the CLI), a project on `upstream` (the API), and for each of `policies` a policy
