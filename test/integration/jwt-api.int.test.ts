@@ -48,6 +48,7 @@ describe('JWT bearer tokens on the REST API', () => {
   it('enforces the role claim and refuses bad tokens with 401', async () => {
     const viewer = await token({ sub: 'usr_vic', org_id: orgId, role: 'viewer' });
     expect((await api.call(viewer, { method: 'GET', url: `/v1/projects?org_id=${orgId}` })).statusCode).toBe(200);
+    expect((await api.call(viewer, { method: 'GET', url: '/v1/me' })).json()).toEqual({ kind: 'user_jwt', org_id: orgId, role: 'viewer', key_id: null, subject: 'usr_vic' });
     const refused = await api.call(viewer, { method: 'DELETE', url: '/v1/projects/prj_aaaaaaaaaaaaaaaaaaaaaaaaaa' });
     expect((refused.json() as { code: string }).code).toBe('FORBIDDEN');
     const foreign = (await generateKeyPair('ES256')).privateKey;

@@ -109,7 +109,7 @@ describe('tenant isolation: org B with org A’s ids', () => {
     for (const url of [`/v1/orgs/${a.orgId}/api-keys`]) expect((await api.call(b.apiKey, { method: 'GET', url })).statusCode).toBe(404);
     expect((await api.call(b.apiKey, { method: 'POST', url: `/v1/orgs/${a.orgId}/api-keys`, payload: { name: 'x' } })).statusCode).toBe(404);
     expect((await api.call(b.apiKey, { method: 'POST', url: '/v1/projects', payload: { name: 'x', org_id: a.orgId, database } })).statusCode).toBe(404);
-    expect((await api.call(b.apiKey, { method: 'GET', url: `/v1/projects?org_id=${a.orgId}` })).json()).toEqual({ projects: [], next_page_token: '' });
+    for (const url of [`/v1/projects?org_id=${a.orgId}`, `/v1/orgs/${a.orgId}`]) expect((await api.call(b.apiKey, { method: 'GET', url })).json()).toMatchObject({ code: 'NOT_FOUND', status: 404 });
     // Nothing of A's changed.
     const agent = await api.call(a.apiKey, { method: 'GET', url: `/v1/projects/${A.project}/agents/${A.agent}` });
     expect(agent.json()).toMatchObject({ status: 'active', name: 'ag' });

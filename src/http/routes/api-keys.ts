@@ -9,8 +9,9 @@ import { ApiKeyRole } from '../../events/organizations.js';
 import { newId } from '../../ids.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
+import { OrgParams } from './organizations.js';
 import { fold } from './projects.js';
-import { execute, errorResponses, IdParam, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { addressedOrg, execute, errorResponses, IdParam, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
 
 const ApiKey = z
   .object({ id: z.string(), org_id: z.string(), name: z.string(), role: ApiKeyRole, prefix: z.string().describe('First characters, to tell keys apart'), status: z.enum(['active', 'revoked']), created_at: Timestamp, revoked_at: Timestamp.nullable() })
@@ -18,12 +19,6 @@ const ApiKey = z
 
 function toApiKey(row: Omit<ApiKeyRow, 'token_hash'>): z.infer<typeof ApiKey> {
   return { id: row.key_id, org_id: row.org_id, name: row.name, role: row.role as z.infer<typeof ApiKeyRole>, prefix: row.prefix, status: row.status, created_at: iso(row.created_at), revoked_at: row.revoked_at ? iso(row.revoked_at) : null };
-}
-
-const OrgParams = z.object({ org_id: IdParam('organization id') });
-
-function sameOrg(callerOrg: string, orgId: string): void {
-  if (callerOrg !== orgId) throw new Problem('NOT_FOUND', `organization ${orgId} not found`);
 }
 
 export function apiKeyRoutes(app: Api, deps: ApiDeps): void {
@@ -43,7 +38,7 @@ export function apiKeyRoutes(app: Api, deps: ApiDeps): void {
     },
     async (request, reply) => {
       const caller = requireRole(request, request.body.role === 'owner' ? 'owner' : 'admin');
-      sameOrg(caller.orgId, request.params.org_id);
+      addressedOrg(caller, request.params.org_id);
       const secret = newSecret(ORG_KEY_PREFIX);
       const key = { keyId: newId('key_'), name: request.body.name, role: request.body.role, prefix: displayPrefix(secret), tokenHash: sha256Hex(secret) };
       const result = await execute(deps, request, `org-${caller.orgId}`, organization, { kind: 'create-api-key', orgId: caller.orgId, key });
@@ -67,7 +62,7 @@ export function apiKeyRoutes(app: Api, deps: ApiDeps): void {
     },
     async (request) => {
       const caller = requireRole(request, 'admin');
-      sameOrg(caller.orgId, request.params.org_id);
+      addressedOrg(caller, request.params.org_id);
       const { page_size: size, page_token: token } = request.query;
       const page = paginate(await listApiKeys(deps.pool, caller.orgId, decodePageToken(token), size + 1), size, (row) => row.key_id);
       return { api_keys: page.items.map(toApiKey), next_page_token: page.next_page_token };
@@ -87,7 +82,7 @@ export function apiKeyRoutes(app: Api, deps: ApiDeps): void {
     },
     async (request, reply) => {
       const caller = requireRole(request, 'admin');
-      sameOrg(caller.orgId, request.params.org_id);
+      addressedOrg(caller, request.params.org_id);
       await execute(deps, request, `org-${caller.orgId}`, organization, { kind: 'revoke-api-key', orgId: caller.orgId, keyId: request.params.key_id });
       return reply.code(204).send(null);
     },

@@ -15,7 +15,7 @@ import { plans } from '../../plans.js';
 import type { RecordedEvent } from '../../store/port.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
-import { execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, readModelOrStream } from './support.js';
+import { addressedOrg, execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, readModelOrStream } from './support.js';
 
 const noNul = (max: number, min = 0) => text(max, min);
 
@@ -83,7 +83,7 @@ export type Database = z.infer<typeof Database>;
 const CreateProjectRequest = z
   .strictObject({
     name: noNul(100, 1),
-    org_id: noNul(64, 1),
+    org_id: noNul(64, 1).optional().describe('Defaults to the caller’s organization (GET /v1/me); another organization’s id answers 404'),
     database: CreateDatabaseRequest,
     description: noNul(500).default(''),
     cloud: Cloud.default('aws'),
@@ -194,8 +194,9 @@ export function projectRoutes(app: Api, deps: ApiDeps): void {
     async (request, reply) => {
       const caller = requireRole(request, 'member');
       const body = request.body;
-      const org = body.org_id === caller.orgId ? await visibleOrganization(deps, caller.orgId) : undefined;
-      if (!org) throw new Problem('NOT_FOUND', `organization ${body.org_id} not found`);
+      const orgId = addressedOrg(caller, body.org_id);
+      const org = await visibleOrganization(deps, orgId);
+      if (!org) throw new Problem('NOT_FOUND', `organization ${orgId} not found`);
       if (body.self_hosted && !plans[org.plan as keyof typeof plans].selfHostedAllowed) {
         throw new Problem('PLAN_LIMIT_REACHED', `self-hosted projects need the scale or enterprise plan; organization ${org.org_id} is on ${org.plan}`);
       }
@@ -204,7 +205,7 @@ export function projectRoutes(app: Api, deps: ApiDeps): void {
         project,
         {
           kind: 'create',
-          project: { project_id: projectId, org_id: caller.orgId, name: body.name, description: body.description, cloud: body.cloud, self_hosted: body.self_hosted, tags: body.tags },
+          project: { project_id: projectId, org_id: orgId, name: body.name, description: body.description, cloud: body.cloud, self_hosted: body.self_hosted, tags: body.tags },
           database: databaseRegistration(body.database, projectId, deps),
         });
       const [projectEvent, databaseEvent] = result.recorded;
@@ -222,14 +223,14 @@ export function projectRoutes(app: Api, deps: ApiDeps): void {
         operationId: 'listProjects',
         summary: 'List the projects of an organization',
         tags: ['projects'],
-        querystring: PageQuery.extend({ org_id: z.string().regex(/^[a-zA-Z0-9_.-]+$/).describe('Organization whose projects to list') }),
-        response: { 200: z.object({ projects: z.array(Project), next_page_token: z.string() }), ...errorResponses('FORBIDDEN') },
+        querystring: PageQuery.extend({ org_id: IdParam('organization whose projects to list; defaults to the caller’s (GET /v1/me)').optional() }),
+        response: { 200: z.object({ projects: z.array(Project), next_page_token: z.string() }), ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
       },
     },
     async (request) => {
       const caller = requireRole(request, 'viewer');
-      const { org_id: orgId, page_size: size, page_token: token } = request.query;
-      if (orgId !== caller.orgId) return { projects: [], next_page_token: '' };
+      const { org_id: named, page_size: size, page_token: token } = request.query;
+      const orgId = addressedOrg(caller, named);
       const page = paginate(await listProjects(deps.pool, orgId, decodePageToken(token), size + 1), size, (row) => row.project_id);
       return { projects: page.items.map(toProject), next_page_token: page.next_page_token };
     },

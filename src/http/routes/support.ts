@@ -45,6 +45,15 @@ export function requireRole(request: FastifyRequest, minimum: Role): Caller {
   return caller;
 }
 
+/**
+ * The organization a request addresses. A credential belongs to exactly one organization, so naming
+ * none means the caller's own; naming another answers 404 exactly as a nonexistent one does (§7).
+ */
+export function addressedOrg(caller: Caller, named: string | undefined): string {
+  if (named !== undefined && named !== caller.orgId) throw new Problem('NOT_FOUND', `organization ${named} not found`);
+  return caller.orgId;
+}
+
 export function actorOf(caller: Caller): string {
   return caller.kind === 'api_key' ? `api_key:${caller.keyId}` : `user:${caller.subject}`;
 }

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { callerOf } from '../../http/plugins/auth.js';
 import { baseUrl, bearerChallenge, RESOURCE_METADATA, serveMcp } from '../transport.js';
 import { buildCatalog, type Catalog } from './catalog.js';
 import { createManagementServer } from './server.js';
@@ -33,6 +34,7 @@ export function managementMcpRoutes(app: FastifyInstance): void {
       const authorization = request.headers.authorization ?? '';
       const server = createManagementServer({
         catalog: catalogOf(),
+        pathDefaults: { org_id: callerOf(request).orgId },
         inject: (options) => app.inject({ ...options, remoteAddress: request.ip, headers: { ...options.headers, authorization, 'x-request-id': request.id } }),
       });
       await serveMcp(request, reply, server);

@@ -9,6 +9,8 @@ export interface ToolContext {
   catalog: Catalog;
   /** Runs a request through the app's routes with the caller's own Authorization, request id and address. */
   inject(options: InjectOptions): Promise<LightMyRequestResponse>;
+  /** Path parameters the caller's credential settles when a call omits them: `org_id`, its one organization. */
+  pathDefaults: Readonly<Record<string, string>>;
 }
 
 export type ManagementTool<Input extends z.ZodType> = McpTool<Input, ToolContext>;

@@ -8,7 +8,7 @@ import { unknownOperation, type ManagementTool } from '../tool.js';
 
 export const CallEndpointInput = z.strictObject({
   operation_id: z.string().min(1).max(200).describe('An operation id from search_endpoints, e.g. rotateAgentCredential'),
-  path_params: z.record(z.string(), z.string().min(1)).default({}).describe('Values of the {placeholders} in the operation path, e.g. {"project_id": "prj_..."}'),
+  path_params: z.record(z.string(), z.string().min(1)).default({}).describe('Values of the {placeholders} in the operation path, e.g. {"project_id": "prj_..."}; org_id defaults to your own organization'),
   query_params: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).default({}).describe('Query parameters, e.g. {"page_size": 50}'),
   body: z.record(z.string(), z.unknown()).optional().describe('The JSON request body, shaped as describe_endpoint shows; omit when the operation takes none'),
   idempotency_key: z
@@ -19,17 +19,18 @@ export const CallEndpointInput = z.strictObject({
 
 const PLACEHOLDER = /\{([^}]+)\}/g;
 
-/** The path with its placeholders filled, or a tool error naming what is missing or unknown and what the operation takes. */
-function fillPath(op: Operation, given: Record<string, string>): string | CallToolResult {
+/** The path with its placeholders filled (from `defaults` where the call gives none), or a tool error naming what is missing or unknown and what the operation takes. */
+function fillPath(op: Operation, given: Record<string, string>, defaults: Readonly<Record<string, string>>): string | CallToolResult {
   const names = [...op.path.matchAll(PLACEHOLDER)].map((match) => match[1]!);
-  const missing = names.filter((name) => given[name] === undefined);
+  const value = (name: string): string | undefined => given[name] ?? defaults[name];
+  const missing = names.filter((name) => value(name) === undefined);
   const unknown = Object.keys(given).filter((name) => !names.includes(name));
   if (missing.length > 0 || unknown.length > 0) {
     const takes = names.length > 0 ? `takes path_params ${names.join(', ')}` : 'takes no path_params';
     const problems = [missing.length > 0 ? `missing ${missing.join(', ')}` : '', unknown.length > 0 ? `not path parameters of it: ${unknown.join(', ')}` : ''].filter(Boolean);
     return toolError(`${op.operationId} (${op.method} ${op.path}) ${takes}; ${problems.join('; ')}.`);
   }
-  return op.path.replace(PLACEHOLDER, (_whole, name: string) => encodeURIComponent(given[name]!));
+  return op.path.replace(PLACEHOLDER, (_whole, name: string) => encodeURIComponent(value(name)!));
 }
 
 function bodyOf(response: LightMyRequestResponse): unknown {
@@ -53,10 +54,10 @@ export const callEndpoint: ManagementTool<typeof CallEndpointInput> = {
   outputSchema: z.object({ status: z.int().min(100).max(599).describe('HTTP status of the REST answer'), body: z.unknown().describe('Its JSON body; null when it has none') }),
   // It can delete and revoke, and a create without idempotency_key creates again; it acts only on the caller's own pgward account.
   annotations: { title: 'Call a management API operation', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-  async handler({ operation_id, path_params, query_params, body, idempotency_key }, { catalog, inject }) {
+  async handler({ operation_id, path_params, query_params, body, idempotency_key }, { catalog, inject, pathDefaults }) {
     const op = catalog.find(operation_id);
     if (!op) return unknownOperation(catalog, operation_id);
-    const path = fillPath(op, path_params);
+    const path = fillPath(op, path_params, pathDefaults);
     if (typeof path !== 'string') return path;
     const query = new URLSearchParams(Object.entries(query_params).map(([name, value]): [string, string] => [name, String(value)])).toString();
     const response = await inject({
