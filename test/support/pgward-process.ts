@@ -24,10 +24,16 @@ export interface PgwardProcess {
   stop(): Promise<number | null>;
 }
 
+/**
+ * Node options for the processes a benchmark starts (workers inherit them), e.g.
+ * `PGWARD_BENCH_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/prof"`: NODE_OPTIONS refuses --cpu-prof.
+ */
+const nodeArgs = (process.env.PGWARD_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+
 /** Starts `pgward <args>` and resolves once its /healthz answers 200. */
 export async function startPgward(args: readonly string[], env: NodeJS.ProcessEnv, httpPort: number): Promise<PgwardProcess> {
   let output = '';
-  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-200_000)));
   child.stderr!.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-200_000)));
   const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
