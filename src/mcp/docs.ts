@@ -2,8 +2,12 @@ import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { SearchIndex } from './search.js';
 
-/** pgward's own documentation, shipped in the package next to `src/`. */
-export const DOCS_DIR = fileURLToPath(new URL('../../docs/', import.meta.url));
+/**
+ * The documentation agents read (`docs/agents/`): how to query through pgward, what the policy and
+ * each refusal ask of them. The operator docs beside it describe the gateway's internals and are
+ * never served to agents.
+ */
+export const AGENT_DOCS_DIR = fileURLToPath(new URL('../../docs/agents/', import.meta.url));
 
 export interface DocSection {
   /** `<doc>#<heading slug>`; the document's lead (before its first `##`) has no fragment. */
@@ -122,9 +126,40 @@ export function withoutTraps(doc: Doc): Doc {
   return parseDoc(doc.id, `${text.trimEnd()}\n`);
 }
 
-/** Reads every `*.md` of `dir`, in name order; `forAgents` leaves out what agents must not read (see withoutTraps). */
-export async function loadDocs(dir = DOCS_DIR, options: { forAgents?: boolean } = {}): Promise<DocsLibrary> {
+/** Reads every `*.md` of `dir`, in name order, as agents may read it (see withoutTraps). */
+export async function loadAgentDocs(dir = AGENT_DOCS_DIR): Promise<DocsLibrary> {
   const names = (await readdir(dir)).filter((name) => name.endsWith('.md')).sort();
   const docs = await Promise.all(names.map(async (name) => parseDoc(name.slice(0, -3), await readFile(`${dir}${name}`, 'utf8'))));
-  return docsLibrary(options.forAgents ? docs.map(withoutTraps) : docs);
+  return docsLibrary(docs.map(withoutTraps));
+}
+
+/** `index`, moved back by one when it falls between the two halves of a UTF-16 surrogate pair. */
+function codePointBoundary(text: string, index: number): number {
+  const before = text.charCodeAt(index - 1);
+  const after = text.charCodeAt(index);
+  return before >= 0xd800 && before <= 0xdbff && after >= 0xdc00 && after <= 0xdfff ? index - 1 : index;
+}
+
+export interface TextPage {
+  readonly text: string;
+  /** Where the page starts, in UTF-16 code units. */
+  readonly offset: number;
+  /** Where the next page starts; null on the last page. */
+  readonly next_offset: number | null;
+  readonly total_chars: number;
+}
+
+/**
+ * At most `size` (two or more) UTF-16 code units of `text` from `offset`, never starting or ending
+ * inside a surrogate pair, and ending after a line break when one falls in the page's second half,
+ * so pages split between lines of Markdown where they can.
+ */
+export function textPage(text: string, offset: number, size: number): TextPage {
+  const start = codePointBoundary(text, Math.min(offset, text.length));
+  let end = codePointBoundary(text, Math.min(start + size, text.length));
+  if (end < text.length) {
+    const lineEnd = text.lastIndexOf('\n', end - 1) + 1;
+    if (lineEnd > start + size / 2) end = lineEnd;
+  }
+  return { text: text.slice(start, end), offset: start, next_offset: end < text.length ? end : null, total_chars: text.length };
 }

@@ -246,8 +246,8 @@ describe('tools', () => {
     const doc = await ok<{ doc_id: string; text: string }>(maskedClient, 'read_doc', { doc_id: first.doc_id });
     expect(doc.doc_id).toBe(first.doc_id);
     expect(doc.text.toLowerCase()).toContain('mask');
-    const whole = await ok<{ title: string; text: string }>(maskedClient, 'read_doc', { doc_id: 'mcp' });
-    expect(whole.text).toMatch(/^# /);
+    const whole = await ok<{ title: string; text: string }>(maskedClient, 'read_doc', { doc_id: 'tools' });
+    expect(whole.text).toMatch(/^# The MCP tools/);
     const unknown = await call(maskedClient, 'read_doc', { doc_id: 'nope' });
     expect(unknown.isError).toBe(true);
     expect(textOf(unknown)).toMatch(/Unknown doc_id "nope"\. Documents: .*policy/);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { docsLibrary, loadDocs, parseDoc } from '../../src/mcp/docs.js';
+import { docsLibrary, loadAgentDocs, parseDoc } from '../../src/mcp/docs.js';
 import { decodeValue } from '../../src/mcp/agent/values.js';
 
 describe('decodeValue', () => {
@@ -41,9 +41,9 @@ describe('docs library', () => {
     expect(library.search('scram pooling', 5).map((hit) => hit.section.id)).toEqual(['proxy']);
   });
 
-  it('loads the shipped docs/*.md', async () => {
-    const shipped = await loadDocs();
-    expect(shipped.docs.map((doc) => doc.id)).toEqual(expect.arrayContaining(['mcp', 'policy', 'proxy']));
-    expect(shipped.search('hosted agent MCP tools', 3).map((hit) => hit.section.doc)).toContain('mcp');
+  it('loads the shipped docs/agents/*.md', async () => {
+    const shipped = await loadAgentDocs();
+    expect(shipped.docs.map((doc) => doc.id)).toEqual(expect.arrayContaining(['querying', 'refusals', 'tools']));
+    expect(shipped.search('the MCP tools', 3).map((hit) => hit.section.doc)).toContain('tools');
   });
 });

@@ -10,7 +10,7 @@ import type { Plan } from '../../events/organizations.js';
 import { plans } from '../../plans.js';
 import { findPolicy } from '../../../queries/policies.js';
 import { IdParam, type Api, type ApiDeps } from '../../http/routes/support.js';
-import { loadDocs, type DocsLibrary } from '../docs.js';
+import { loadAgentDocs, type DocsLibrary } from '../docs.js';
 import { serveMcp } from '../transport.js';
 import { authenticateAgent } from './auth.js';
 import type { AgentContext, AgentServices } from './context.js';
@@ -52,7 +52,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
     await databases.close();
   });
 
-  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadDocs(undefined, { forAgents: true })) });
+  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadAgentDocs()) });
 
   const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
     const credential = await authenticateAgent(deps, request, projectId);

@@ -11,7 +11,8 @@ export interface VisibleTable {
   /** `schema.name`, as allowed_tables names it. */
   readonly table: string;
   readonly kind: string;
-  readonly estimated_rows: number;
+  /** The planner's estimate; null when unknown (never analyzed or vacuumed, or a view). */
+  readonly estimated_rows: number | null;
   readonly comment: string | null;
 }
 
@@ -25,9 +26,15 @@ export interface VisibleColumn {
   readonly comment: string | null;
 }
 
+/**
+ * reltuples is -1 until a table is first vacuumed or analyzed (PostgreSQL 14 on); before 14 it is 0
+ * then, with relpages 0, which an analyzed empty table also shows: unknown either way, not 0 rows.
+ */
 const TABLES_SQL = `select n.nspname, c.relname,
     case c.relkind when 'v' then 'view' when 'm' then 'materialized view' when 'f' then 'foreign table' else 'table' end,
-    greatest(c.reltuples, 0)::int8, obj_description(c.oid, 'pg_class')
+    case when c.relkind = 'v' or c.reltuples < 0 or (c.reltuples = 0 and c.relpages = 0 and current_setting('server_version_num')::int < 140000) then null
+      else c.reltuples::int8 end,
+    obj_description(c.oid, 'pg_class')
   from pg_class c join pg_namespace n on n.oid = c.relnamespace
   where c.relkind in ('r', 'p', 'v', 'm', 'f') and n.nspname <> 'information_schema' and n.nspname !~ '^pg_'
   order by 1, 2`;
@@ -66,7 +73,7 @@ export async function visibleTables(context: AgentContext): Promise<VisibleTable
   const denied = context.honeytokens.canariesOf(policy).flatMap((canary) => (canary.kind === 'table' ? [canary.target] : []));
   return rows
     .filter(([schema, name]) => allowedByList({ allowed_tables: policy.allowed_tables, denied }, { schema: String(schema), name: String(name) }))
-    .map(([schema, name, kind, estimated, comment]) => ({ table: `${String(schema)}.${String(name)}`, kind: String(kind), estimated_rows: Number(estimated), comment: comment === null ? null : String(comment) }));
+    .map(([schema, name, kind, estimated, comment]) => ({ table: `${String(schema)}.${String(name)}`, kind: String(kind), estimated_rows: estimated === null ? null : Number(estimated), comment: comment === null ? null : String(comment) }));
 }
 
 /** The columns of `tables` (each visible), by table, masked ones marked with their mask. */

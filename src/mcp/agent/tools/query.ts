@@ -26,11 +26,16 @@ const QueryOutput = z.object({
   rows: z.array(z.array(z.unknown())).describe('One array per row, values in column order: numbers, booleans and JSON natively, other types in PostgreSQL text form, null for NULL'),
   row_count: z.int(),
   truncated: z.boolean().describe('True when more rows existed than were returned'),
-  command: z.string().describe('The command tag, e.g. "SELECT 3"; empty when the result was cut'),
+  command: z.string().describe('The command tag, e.g. "SELECT 3"; a result cut at max_rows says the rows returned, "SELECT 50", as the wire does'),
   event: z.string().describe('The audit event: query, masked or truncated'),
   decision_rule: z.string(),
   reason: z.string(),
 });
+
+/** PostgreSQL sends no tag for a result it suspended at the row limit: the wire proxy answers one cut at its cap with the rows it got. */
+function commandTag(result: { readonly command: string; readonly truncated: boolean; readonly rows: readonly unknown[] }): string {
+  return result.command === '' && result.truncated ? `SELECT ${result.rows.length}` : result.command;
+}
 
 function bound(value: z.infer<typeof Param>): string | null {
   return value === null ? null : String(value);
@@ -62,7 +67,7 @@ export const query: AgentTool<typeof QueryInput> = {
       rows: result.rows,
       row_count: result.rows.length,
       truncated: result.truncated,
-      command: result.command,
+      command: commandTag(result),
       event: ran.event,
       decision_rule: ran.rule,
       reason: ran.reason,
