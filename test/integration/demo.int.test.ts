@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { LightMyRequestResponse } from 'fastify';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -139,6 +140,20 @@ describe('the demo (spec §4.8)', () => {
     ]);
     expect(offer.policy).toMatchObject({ id: DEMO_IDS.freePolicy, read_only: true, allowed_tables: ['public.customers', 'public.orders'], masked_columns: { 'public.customers.email': 'partial' }, max_rows: 50 });
     expect(offer.statements.length).toBe(5);
+  });
+
+  it('takes every policy document docs/policy.md shows as an example', async () => {
+    const policyDoc = readFileSync('docs/policy.md', 'utf8');
+    const section = policyDoc.slice(policyDoc.indexOf('## Policy documents by example'), policyDoc.indexOf('## Fail closed'));
+    const examples = [...section.matchAll(/^```json\n([\s\S]*?)^```$/gm)].map((match) => JSON.parse(match[1]!) as { name: string });
+    expect(examples.map((example) => example.name)).toEqual(['demo (read-only)', 'analyst', 'support bot']);
+    const offered = (await gateway.api.app.inject({ method: 'GET', url: '/v1/demo' })).json() as { policy: Record<string, unknown> };
+    expect(offered.policy).toMatchObject(examples[0]!);
+    for (const example of examples.slice(1)) {
+      const created = await gateway.api.call(ownerKey, { method: 'POST', url: `/v1/projects/${DEMO_IDS.project}/policies`, payload: example });
+      expect(created.statusCode, created.body).toBe(201);
+      expect(created.json()).toMatchObject(example);
+    }
   });
 
   it('a paid tier answers DEMO_TIER_NOT_PURCHASABLE, an unknown one INVALID_INPUT', async () => {

@@ -75,6 +75,10 @@ const DETAIL = {
   not_configured: 'this deployment runs no demo (PGWARD_DEMO)',
 } as const;
 
+function pausedDetail(state: DemoState): string {
+  return state.pausedReason ? `${DETAIL.paused}: ${state.pausedReason}` : DETAIL.paused;
+}
+
 function retryAfter(seconds: number): Record<string, string> {
   return { 'retry-after': String(Math.max(1, Math.ceil(seconds))) };
 }
@@ -89,7 +93,7 @@ export function demoRoutes(app: Api, deps: ApiDeps): void {
     const provisioned = state.provisioned;
     const base = {
       status,
-      detail: status === 'paused' && state.pausedReason ? `${DETAIL.paused}: ${state.pausedReason}` : DETAIL[status],
+      detail: status === 'paused' ? pausedDetail(state) : DETAIL[status],
       tiers: tierOffers(state),
       limits: settings ? { credential_ttl_seconds: settings.ttlSeconds, max_concurrent_credentials: settings.maxCredentials, credentials_per_address_per_hour: settings.vendsPerAddressPerHour } : null,
       credentials: { method: 'POST', path: '/v1/demo/credentials' } as const,
@@ -122,7 +126,7 @@ export function demoRoutes(app: Api, deps: ApiDeps): void {
     const state = await readDemo(deps.store);
     const provisioned = state.provisioned;
     if (!settings || !provisioned) throw new Problem('DEMO_NOT_CONFIGURED', `${DETAIL.not_configured}; do not retry`);
-    if (state.paused) throw new Problem('DEMO_PAUSED', `${DETAIL.paused}${state.pausedReason ? `: ${state.pausedReason}` : ''}`, { headers: retryAfter(PAUSED_RETRY_SECONDS) });
+    if (state.paused) throw new Problem('DEMO_PAUSED', pausedDetail(state), { headers: retryAfter(PAUSED_RETRY_SECONDS) });
     if (tier !== 'free') throw new Problem('DEMO_TIER_NOT_PURCHASABLE', `the ${tier} tier is a paid one and this deployment takes no payment; ask for the free tier`);
     const policyId = provisioned.tiers.find((t) => t.tier === tier)?.policy_id;
     if (!policyId) throw new Problem('DEMO_NOT_CONFIGURED', `the demo has no policy for the ${tier} tier; do not retry`);
