@@ -61,3 +61,18 @@ export async function credentialsPastExpiry(pool: pg.Pool, now: Date): Promise<s
   );
   return rows.map((r) => r.credential_id);
 }
+
+/** The project's active credentials with an expiry still ahead at `now`: how many, and the first instant one of them expires. */
+export async function expiringCredentials(pool: pg.Pool, projectId: string, now: Date): Promise<{ count: number; firstExpiry: string | null }> {
+  const { rows } = await pool.query<{ n: number; first: Date | null }>(
+    `select count(*)::int as n, min(expires_at) as first from rm.credentials where project_id = $1 and status = 'active' and expires_at > $2`,
+    [projectId, now.toISOString()],
+  );
+  return { count: rows[0]?.n ?? 0, firstExpiry: rows[0]?.first ? rows[0].first.toISOString() : null };
+}
+
+/** Ids of the project's active credentials, expired or not: what a project-wide kill-switch disables. */
+export async function activeCredentialIds(pool: pg.Pool, projectId: string): Promise<string[]> {
+  const { rows } = await pool.query<{ credential_id: string }>(`select credential_id from rm.credentials where project_id = $1 and status = 'active' order by credential_id`, [projectId]);
+  return rows.map((r) => r.credential_id);
+}

@@ -8,6 +8,7 @@ import { auditKeysFrom } from './audit/keys.js';
 import { projectionStatus, rebuildAndVerify, resetProjection } from '../projections/maintenance.js';
 import type { Projection } from '../projections/projection.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
+import { announceDemo } from './demo/start.js';
 import { createLogger } from './logger.js';
 import { openEventStore, Role, serve } from './main.js';
 import { createPool } from './pg/pool.js';
@@ -73,6 +74,7 @@ async function runServe(config: Config, args: string[]): Promise<number> {
   const logger = createLogger(config.PGWARD_LOG_LEVEL);
   const running = values.role ? await serve(config, logger, new Set(roles)) : await superviseServe(config, logger);
   console.log(`pgward listening: HTTP ${running.httpUrl} (GET /healthz, GET /metrics)${running.proxyPort ? `, Postgres proxy ${config.PGWARD_LISTEN_HOST}:${running.proxyPort}` : ''}`);
+  if (!values.role) await announceDemo(config, logger, running.httpUrl!);
   await new Promise<void>((resolve) => {
     const shutdown = (): void => resolve();
     process.once('SIGINT', shutdown);

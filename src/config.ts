@@ -53,6 +53,10 @@ export const ConfigSchema = z.object({
   PGWARD_AUDIT_ANCHOR_KEY: z.string().min(1, 'expected the path of an Ed25519 private key (PKCS#8 PEM)').optional(),
   PGWARD_RATE_LIMIT_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(6000),
   PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(12000),
+  PGWARD_DEMO: z.enum(['on', 'off'], { message: 'expected on or off' }).optional(),
+  PGWARD_DEMO_TTL_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(10, 'expected at least 10').max(86_400, 'expected at most 86400').default(900),
+  PGWARD_DEMO_MAX_CREDENTIALS: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').max(10_000, 'expected at most 10000').default(50),
+  PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(20),
 });
 export type Config = z.infer<typeof ConfigSchema>;
 

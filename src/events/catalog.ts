@@ -5,6 +5,7 @@ import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as credentials from './credentials.js';
 import * as databases from './databases.js';
+import * as demo from './demo.js';
 import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
 import * as honeytokens from './honeytokens.js';
 import * as organizations from './organizations.js';
@@ -51,6 +52,9 @@ export const catalog = [
   anomalies.AnomalyResolved,
   honeytokens.HoneytokenCreated,
   honeytokens.HoneytokenDeleted,
+  demo.DemoProvisioned,
+  demo.DemoPaused,
+  demo.DemoResumed,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

@@ -2,6 +2,7 @@ import fastifySwagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
+import { loadParser } from '../../proxy/policy/parser.js';
 import { agentMcpRoutes } from '../mcp/agent/route.js';
 import { managementMcpRoutes } from '../mcp/management/route.js';
 import { installConventions, requestId, sendProblem } from './conventions.js';
@@ -15,6 +16,7 @@ import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditRoutes } from './routes/audit.js';
 import { auditReportRoutes } from './routes/audit-reports.js';
 import { databaseRoutes } from './routes/databases.js';
+import { demoRoutes } from './routes/demo.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
 import { policyRoleRoutes } from './routes/policy-roles.js';
@@ -83,6 +85,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const plane = options.controlPlane;
   if (plane) {
+    // The hosted agent MCP decides statements with the proxy's grammar, also in a process without a proxy (the API worker).
+    await loadParser();
     await app.register(fastifySwagger, {
       openapi: {
         openapi: '3.1.0',
@@ -109,6 +113,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     auditRoutes(api, plane.deps);
     auditReportRoutes(api, plane.deps);
     agentRoutes(api, plane.deps);
+    demoRoutes(api, plane.deps);
     managementMcpRoutes(api);
     agentMcpRoutes(api, plane.deps);
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));

@@ -20,6 +20,11 @@ export const problemCatalog = {
   BAD_GATEWAY: { status: 502, title: 'The upstream answered badly.' },
   SERVICE_UNAVAILABLE: { status: 503, title: 'Temporarily unable; wait Retry-After seconds.' },
   TIMEOUT: { status: 504, title: 'The upstream took too long.' },
+  DEMO_NOT_CONFIGURED: { status: 503, title: 'This deployment has no demo database, or no policy for the tier asked; do not retry.' },
+  DEMO_PAUSED: { status: 503, title: 'The demo is paused by its operator; wait Retry-After seconds.' },
+  DEMO_CAPACITY_FULL: { status: 503, title: 'The ceiling on concurrent demo credentials is reached; Retry-After says when the oldest expires.' },
+  DEMO_BUSY: { status: 503, title: 'Too many demo credentials are being issued at once; wait Retry-After seconds.' },
+  DEMO_TIER_NOT_PURCHASABLE: { status: 503, title: 'The tier asked is a paid one and this deployment takes no payment; ask for the free tier.' },
 } as const;
 
 export type ProblemCode = keyof typeof problemCatalog;

@@ -58,7 +58,7 @@ beforeAll(async () => {
   pgPort = await freePort();
   proxyPort = await freePort();
   const { PGWARD_STATE_URL: _s, EVENTSTORE_URL: _e, NATS_URL: _n, ...rest } = process.env;
-  env = { ...rest, PGWARD_DATA_DIR: join(dataDir, '.pgward'), PGWARD_HTTP_PORT: String(httpPort), PGWARD_PROXY_PORT: String(proxyPort), PGWARD_EMBEDDED_PG_PORT: String(pgPort), PGWARD_LOG_LEVEL: 'warn' };
+  env = { ...rest, PGWARD_DATA_DIR: join(dataDir, '.pgward'), PGWARD_HTTP_PORT: String(httpPort), PGWARD_PROXY_PORT: String(proxyPort), PGWARD_EMBEDDED_PG_PORT: String(pgPort), PGWARD_LOG_LEVEL: 'warn', PGWARD_DEMO: 'off' };
 });
 
 afterAll(async () => {

@@ -29,6 +29,9 @@ describe('configuration', () => {
       PGWARD_AUDIT_CHECKPOINT_EVERY: 1000,
       PGWARD_NATS_STREAM: 'PGWARD_DECISIONS',
       PGWARD_NATS_SUBJECT: 'pgward.decisions',
+      PGWARD_DEMO_TTL_SECONDS: 900,
+      PGWARD_DEMO_MAX_CREDENTIALS: 50,
+      PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: 20,
     });
   });
 

@@ -131,6 +131,9 @@ const samples: Record<string, Record<string, unknown>> = {
   'CredentialRevoked.v1': { credential_id: id('agt_'), reason: '' },
   'CredentialExpired.v1': { credential_id: id('agt_'), expired_at: at },
   'CredentialUsed.v1': { credential_id: id('agt_'), used_at: at },
+  'DemoProvisioned.v1': { org_id: id('org_'), project_id: id('prj_'), database_id: id('db_'), tiers: [{ tier: 'free', policy_id: id('pol_') }] },
+  'DemoPaused.v1': { reason: 'abuse from one address' },
+  'DemoResumed.v1': {},
   'ApprovalRequested.v1': {
     approval_id: id('apr_'),
     project_id: id('prj_'),

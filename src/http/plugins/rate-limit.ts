@@ -43,18 +43,24 @@ function announce(reply: FastifyReply, limit: number, window: Window, now: numbe
   return reset;
 }
 
-/** 429 RATE_LIMITED with Retry-After and RateLimit once a credential or an address spends its window (spec §7). */
-export function installRateLimit(app: FastifyInstance, limits: RateLimits): void {
-  const counters = new Counters(limits.windowSeconds * 1000);
-  const check = (reply: FastifyReply, key: string, limit: number, what: string): void => {
+/** Counts a request of `key` against `limit` per window: 429 RATE_LIMITED with Retry-After and RateLimit once spent (spec §7). */
+export type LimitCheck = (reply: FastifyReply, key: string, limit: number, what: string) => void;
+
+export function fixedWindowLimiter(windowSeconds: number): LimitCheck {
+  const counters = new Counters(windowSeconds * 1000);
+  return (reply, key, limit, what) => {
     const now = Date.now();
     const window = counters.hit(key, now);
     const reset = announce(reply, limit, window, now);
     if (window.count > limit) {
-      throw new Problem('RATE_LIMITED', `the ${what} made more than ${limit} requests in ${limits.windowSeconds} s; retry in ${reset} s`, { headers: { 'retry-after': String(reset) } });
+      throw new Problem('RATE_LIMITED', `the ${what} made more than ${limit} requests in ${windowSeconds} s; retry in ${reset} s`, { headers: { 'retry-after': String(reset) } });
     }
   };
+}
 
+/** Limits every /v1 request per client address, and every authenticated one per credential. */
+export function installRateLimit(app: FastifyInstance, limits: RateLimits): void {
+  const check = fixedWindowLimiter(limits.windowSeconds);
   app.addHook('onRequest', async (request, reply) => {
     if (requestPath(request).startsWith('/v1/')) check(reply, `ip:${request.ip}`, limits.perAddress, 'address');
   });

@@ -59,7 +59,7 @@ const AgentCredential = z
   .meta({ id: 'AgentCredential' });
 type AgentCredential = z.infer<typeof AgentCredential>;
 
-const AgentCredentialSecrets = z
+export const AgentCredentialSecrets = z
   .object({
     credential: AgentCredential,
     connection_string: z.string().describe('postgresql://<pg_username>:<password>@<host>:<port>/<database>; shown once'),
@@ -87,13 +87,13 @@ function toAgentCredential(row: CredentialView, now: Date): AgentCredential {
 }
 
 /** A new password and MCP token, and what is stored instead of them. */
-function issueSecrets(): { password: string; token: string; stored: Secrets } {
+export function issueSecrets(): { password: string; token: string; stored: Secrets } {
   const password = randomBytes(32).toString('base64url');
   const token = newSecret(AGENT_TOKEN_PREFIX);
   return { password, token, stored: { scram: createScramVerifier(password), token_hash: sha256Hex(token), token_prefix: displayPrefix(token) } };
 }
 
-function secretsBody(deps: ApiDeps, row: CredentialRow, database: DatabaseRow, issued: { password: string; token: string }) {
+export function secretsBody(deps: ApiDeps, row: CredentialRow, database: DatabaseRow, issued: { password: string; token: string }) {
   const userinfo = `${encodeURIComponent(row.pg_username)}:${encodeURIComponent(issued.password)}`;
   return {
     credential: toAgentCredential(row, deps.now()),
@@ -114,7 +114,7 @@ async function agentCaller(deps: ApiDeps, request: FastifyRequest, minimum: Role
 }
 
 /** The project's databases in registration order, from its stream (authoritative, and current right after a write). */
-async function projectDatabases(deps: ApiDeps, projectId: string): Promise<Map<string, DatabaseRow>> {
+export async function projectDatabases(deps: ApiDeps, projectId: string): Promise<Map<string, DatabaseRow>> {
   const databases = new Map<string, DatabaseRow>();
   for (const event of await deps.store.readStream(`project-${projectId}`)) {
     const { database_id: id } = JSON.parse(Buffer.from(event.data).toString('utf8')) as { database_id?: string };

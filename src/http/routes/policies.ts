@@ -70,7 +70,7 @@ const UpdatePolicyRequest = z
   .refine((body) => Object.keys(body).length > 0, { message: 'name at least one field to change' })
   .meta({ title: 'UpdatePolicyProfileRequest' });
 
-const PolicyProfile = z
+export const PolicyProfile = z
   .object({
     id: z.string(),
     project_id: z.string(),
@@ -82,7 +82,7 @@ const PolicyProfile = z
   })
   .meta({ id: 'PolicyProfile' });
 
-function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
+export function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
   return {
     id: row.policy_id,
     project_id: row.project_id,

@@ -10,6 +10,7 @@ import type { Keyring } from '../../crypto/seal.js';
 import type { EventStore, RecordedEvent } from '../../store/port.js';
 import type { HmacKeyring } from '../../audit/chain.js';
 import type { AnchorSigner } from '../../audit/checkpoints.js';
+import type { DemoSettings } from '../../demo/settings.js';
 import { callerOf, type Caller, type Role } from '../plugins/auth.js';
 import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
 
@@ -34,6 +35,8 @@ export interface ApiDeps {
   readonly decisions: { readonly bus: DecisionBus; readonly publisherId: string; readonly region: string };
   /** The process's budget tallies, shared with its proxy so that the wire and MCP count against one figure; else the MCP keeps its own. */
   readonly budgets?: Budgets;
+  /** What the demo offers (spec §4.8); absent when PGWARD_DEMO turns it off. */
+  readonly demo?: DemoSettings;
 }
 
 const rank: Record<Role, number> = { viewer: 0, member: 1, admin: 2, owner: 3 };
@@ -95,8 +98,13 @@ export function iso(value: Date | string): string {
 }
 
 /** Runs a command for a request and returns once the read models show its events (read-your-writes across requests). */
-export async function execute<State, Command>(deps: ApiDeps, request: FastifyRequest, stream: string, aggregate: Aggregate<State, Command>, command: Command): Promise<Handled<State>> {
-  const result = await handle(deps.store, stream, aggregate, command, commandContext(request, deps));
+export function execute<State, Command>(deps: ApiDeps, request: FastifyRequest, stream: string, aggregate: Aggregate<State, Command>, command: Command): Promise<Handled<State>> {
+  return executeAs(deps, commandContext(request, deps), stream, aggregate, command);
+}
+
+/** execute with a context of the caller's choosing: a public route's requests have no caller. */
+export async function executeAs<State, Command>(deps: ApiDeps, context: CommandContext, stream: string, aggregate: Aggregate<State, Command>, command: Command): Promise<Handled<State>> {
+  const result = await handle(deps.store, stream, aggregate, command, context);
   const last = result.recorded.at(-1);
   if (last) await deps.settle(stream, last.position);
   return result;
