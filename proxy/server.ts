@@ -21,7 +21,10 @@ import { Inlet } from './inlet.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
 import { Upstreams } from './upstreams.js';
+import { logEvent } from '../src/log-events.js';
 import { CATALOG_TIMING, CatalogSnapshots } from './upstream/catalog-snapshot.js';
+import { UpstreamError } from './upstream/connection.js';
+import { classifyUpstreamFailure, failureLogFields } from './upstream/failure.js';
 import { upstreamChoice } from './views/policy-roles.js';
 import { proxyViews } from './views/proxy-views.js';
 
@@ -72,9 +75,12 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const decisions = new DecisionPublisher(options.bus, { proxyId: options.proxyId, bootEpoch }, options.decisionBufferSize ?? 10_000, (error) =>
     logger.warn({ err: error }, 'decision bus refused a record; retrying'),
   );
-  const upstreams = new Upstreams(databases, options.keyring, { connectTimeoutMs: options.upstreamConnectTimeoutMs ?? 5_000, applicationName: 'pgward' });
+  const upstreams = new Upstreams(databases, options.keyring, { connectTimeoutMs: options.upstreamConnectTimeoutMs ?? 5_000, applicationName: 'pgward', logger });
   const registry = new SessionRegistry();
-  const catalogs = new CatalogSnapshots(CATALOG_TIMING, (databaseId, error) => logger.warn({ err: error, database: databaseId }, 'could not read the upstream catalog; its statements are refused once the last snapshot is too old'));
+  const catalogs = new CatalogSnapshots(CATALOG_TIMING, (databaseId, error) =>
+    // An upstream error's message already holds its cause's: logged as classified, not as an error chain that repeats it.
+    logger.warn({ database: databaseId, ...(error instanceof UpstreamError ? failureLogFields(classifyUpstreamFailure(error)) : { err: error }) }, 'could not read the upstream catalog; its statements are refused once the last snapshot is too old'),
+  );
 
   credentials.onChange((credentialId, before, after) => {
     const reason =
@@ -85,7 +91,10 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
           : before && after.secret_version !== before.secret_version
             ? 'the credential’s password was rotated'
             : undefined;
-    if (reason) for (const session of registry.sessionsOf(credentialId)) session.terminate('auth_failed', reason);
+    if (!reason) return;
+    const sessions = [...registry.sessionsOf(credentialId)];
+    for (const session of sessions) session.terminate('auth_failed', reason);
+    if (sessions.length > 0) logEvent(logger, 'sessions.closed', { credential_id: credentialId, project_id: after?.project_id ?? before?.project_id ?? null, sessions: sessions.length, reason }, 'closed the live sessions of a credential that may no longer be used');
   });
 
   const lastUsed = new Map<string, number>();

@@ -1,4 +1,6 @@
+import type { BaseLogger } from 'pino';
 import type { CredentialRow } from '../projections/credentials.js';
+import { logRecordedRefusal } from './decision-log.js';
 import type { AuditEventKind } from '../src/events/audit.js';
 import { isoTimestamp } from '../src/iso-time.js';
 import type { SessionBudgets } from './budgets.js';
@@ -71,6 +73,7 @@ export interface AuditContext {
   readonly metrics: ProxyMetrics;
   readonly budgets: SessionBudgets;
   readonly identity: { readonly region: string };
+  readonly logger: Pick<BaseLogger, 'info' | 'warn'>;
 }
 
 /** The audit of one session: its records carry where they came from; the credential is the caller's, passed in. */
@@ -118,9 +121,19 @@ export class SessionAudit {
     );
   }
 
+  /** A statement the policy allowed that did not run: no upstream connection could be had for it (`rule` says why). */
+  notRun(credential: CredentialRow, statement: Statement, rule: string, reason: string): void {
+    this.context.metrics.statementsOf('blocked').inc();
+    this.context.decisions.publishMembers(
+      credential.project_id,
+      decisionMembers(this.members, statement.text, { event: 'blocked', ran: false, rule, reason, rows: 0, bytes: 0, latencyUs: null, ts: statement.ts }),
+    );
+  }
+
   /** Audits and counts a statement refused before it ran; answering the client is the caller's. */
   refused(credential: CredentialRow, sql: string, refusal: StatementRefusal): void {
     const recorded = recordedRefusal(refusal);
+    logRecordedRefusal(this.context.logger, recorded, { source: 'wire', session: this.sessionId, credential_id: credential.credential_id, project_id: credential.project_id });
     this.context.decisions.publish(
       this.decision(credential, { ...recorded, projectId: credential.project_id, sql, kind: refusal.kind, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: refusal.tablesRead, tablesWritten: refusal.tablesWritten, tablesBlocked: refusal.tablesBlocked }),
     );

@@ -35,6 +35,8 @@ import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
 import { writeAll } from './socket-write.js';
 import { noConnection, type UpstreamHandle } from './upstreams.js';
+import { classifyUpstreamFailure, upstreamFailure, upstreamRule, type UpstreamFailure } from './upstream/failure.js';
+import { logEvent } from '../src/log-events.js';
 import type { SessionRegistry } from './session-registry.js';
 import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
 import { SessionAudit, statementOf, type Allowed, type StatementRefusal } from './session-audit.js';
@@ -341,8 +343,8 @@ export class Session {
     try {
       server = await handle.pool.acquire({ owner: credential.credential_id });
     } catch (error) {
-      this.context.logger.warn({ err: error, session: this.id, database: credential.database_id }, 'upstream unavailable at login');
-      return this.fatal(noConnection(error, 'FATAL'));
+      const failure = classifyUpstreamFailure(error);
+      return this.refuseLogin('auth_failed', failure.message, { rule: upstreamRule(failure), reply: noConnection(failure, 'FATAL') });
     }
     // The client left while the login waited: the connection goes back, not to a session nobody will close again.
     if (this.closed) return void handle.pool.release(server, { reset: false });
@@ -359,15 +361,19 @@ export class Session {
     this.releaseIfIdle();
   }
 
-  private refuseLogin(event: AuditEventKind, why: string): void {
+  /** Refuses the login, audited under `rule` (auth.<event> by default), answering `reply` (28P01 by default). */
+  private refuseLogin(event: AuditEventKind, why: string, options: { rule?: string; reply?: ErrorFields } = {}): void {
     this.context.metrics.logins.inc({ outcome: event });
     this.context.metrics.refused.inc();
+    const rule = options.rule ?? `auth.${event}`;
     const projectId = this.credential?.project_id ?? this.context.fallbackProjectId;
     if (projectId) {
-      this.audit.publish(this.credential, { event, projectId, sql: '', kind: '', rule: `auth.${event}`, reason: why, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
+      this.audit.publish(this.credential, { event, projectId, sql: '', kind: '', rule, reason: why, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
     }
-    this.context.logger.info({ session: this.id, event, why }, 'login refused');
-    this.fatal(AUTH_FAILED);
+    const who = { session: this.id, source: 'wire', credential_id: this.credential?.credential_id ?? null, project_id: projectId ?? null, rule, reason: why };
+    if (event === 'credential_expired') logEvent(this.context.logger, 'credential.expired', { ...who, during: 'login' }, 'login refused: the credential expired');
+    else logEvent(this.context.logger, 'login.refused', who, 'login refused');
+    this.fatal(options.reply ?? AUTH_FAILED);
   }
 
   private scheduleExpiry(credential: CredentialRow): void {
@@ -382,6 +388,7 @@ export class Session {
     if (this.state === 'closed') return;
     if (this.credential && event === 'credential_expired') {
       this.audit.publish(this.credential, { event, projectId: this.credential.project_id, sql: '', kind: '', rule: 'credential.expired', reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
+      logEvent(this.context.logger, 'credential.expired', { session: this.id, source: 'wire', credential_id: this.credential.credential_id, project_id: this.credential.project_id, rule: 'credential.expired', reason, during: 'session' }, 'session ended: the credential expired');
     }
     this.fatal({ severity: 'FATAL', code: '57P01', message: `terminating connection: ${reason}` });
   }
@@ -471,15 +478,16 @@ export class Session {
   /**
    * Runs `work` with an upstream connection: at once when one is held or idle, else once one is
    * acquired. When none can be had the message is refused as `protocol` says: in an extended batch
-   * the rest is then skipped until Sync, so the client gets one error and one ReadyForQuery.
+   * the rest is then skipped until Sync, so the client gets one error and one ReadyForQuery. The
+   * statement `audited` names (one that would have run, or a Parse) is audited as not run, with why.
    */
-  private withServer(work: () => void, protocol: 'simple' | 'extended'): Promise<void> | void {
+  private withServer(work: () => void, protocol: 'simple' | 'extended', audited?: () => Statement | undefined): Promise<void> | void {
     if (this.upstream.server) {
       this.upstream.unpark();
       return work();
     }
     // A change to the database (password, host, pool settings) closed the pool this session started on.
-    if (this.upstream.handle!.pool.isClosed) return this.withNewPool(work, protocol);
+    if (this.upstream.handle!.pool.isClosed) return this.withNewPool(work, protocol, audited);
     const owner = this.credential!.credential_id;
     const idle = this.upstream.handle!.pool.tryAcquire(owner);
     if (idle) {
@@ -492,22 +500,27 @@ export class Session {
         this.useServer(server);
         work();
       },
-      (error: unknown) => {
-        this.context.logger.warn({ err: error, session: this.id }, 'no upstream connection');
-        this.refuse(noConnection(error, 'ERROR'), protocol);
-      },
+      (error: unknown) => this.refuseUnrun(classifyUpstreamFailure(error), protocol, audited),
     );
   }
 
-  private async withNewPool(work: () => void, protocol: 'simple' | 'extended'): Promise<void> {
+  /** No upstream connection for a message: refused with the failure's SQLSTATE and wording; the statement it would have run audited as not run. */
+  private refuseUnrun(failure: UpstreamFailure, protocol: 'simple' | 'extended', audited: (() => Statement | undefined) | undefined): void {
+    const credential = this.credential!;
+    const statement = audited?.();
+    const rule = upstreamRule(failure);
+    if (statement) this.audit.notRun(credential, statement, rule, failure.message);
+    logEvent(this.context.logger, 'upstream.unavailable', { session: this.id, credential_id: credential.credential_id, database: credential.database_id, rule, retryable: failure.retryable }, 'no upstream connection for a statement');
+    this.refuse(noConnection(failure, 'ERROR'), protocol);
+  }
+
+  private async withNewPool(work: () => void, protocol: 'simple' | 'extended', audited?: () => Statement | undefined): Promise<void> {
     const handle = await this.context.upstreamFor(this.credential!);
     if (this.closed) return;
-    if (!handle || handle.pool.isClosed) {
-      return this.refuse({ severity: 'ERROR', code: '08006', message: 'the upstream database is no longer available to this credential' }, protocol);
-    }
+    if (!handle || handle.pool.isClosed) return this.refuseUnrun(upstreamFailure('not_registered', `database ${this.credential!.database_id} is not active`), protocol, audited);
     this.upstream.handle = handle;
     this.catalog?.moved(handle);
-    return this.withServer(work, protocol);
+    return this.withServer(work, protocol, audited);
   }
 
   /**
@@ -626,17 +639,25 @@ export class Session {
     if (name === '') {
       this.statements.unnamed = { sql, decision, parse };
       this.unsynced = true;
-      return this.withServer(() => {
-        this.statements.unnamedOn = this.upstream.server;
-        this.send(parse, { ends: '1' });
-      }, 'extended');
+      return this.withServer(
+        () => {
+          this.statements.unnamedOn = this.upstream.server;
+          this.send(parse, { ends: '1' });
+        },
+        'extended',
+        () => statementOf({ sql, decision }),
+      );
     }
     const { serverName } = this.statements.prepareNamed(name, sql, decision, paramTypes, parse);
     this.unsynced = true;
-    return this.withServer(() => {
-      if (preparedStatements(this.upstream.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
-      else this.send(this.statements.named.get(name)!.parse, { ends: '1', prepares: serverName });
-    }, 'extended');
+    return this.withServer(
+      () => {
+        if (preparedStatements(this.upstream.server!).has(serverName)) this.pipeline.expect({ kind: 'synthetic', reply: encodeParseComplete });
+        else this.send(this.statements.named.get(name)!.parse, { ends: '1', prepares: serverName });
+      },
+      'extended',
+      () => statementOf({ sql, decision }),
+    );
   }
 
   /** Bind or Describe of a named statement: prepared first on this connection if it is not yet, then sent under its server name. */
@@ -701,7 +722,7 @@ export class Session {
   private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement; rewrite?: Rewrite | undefined }): Promise<void> | void {
     if (!expectation.synced && expectation.ends !== 'Z') this.unsynced = true;
     // Query and Sync are owed a ReadyForQuery; any other message belongs to an extended-protocol batch.
-    return this.withServer(() => this.send(raw, expectation), expectation.ends === 'Z' ? 'simple' : 'extended');
+    return this.withServer(() => this.send(raw, expectation), expectation.ends === 'Z' ? 'simple' : 'extended', () => expectation.statement);
   }
 
   /**

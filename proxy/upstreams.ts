@@ -3,7 +3,10 @@ import { DEFAULT_SEARCH_PATH } from './policy/names.js';
 import { openSecret, type Keyring } from '../src/crypto/seal.js';
 import { sendCancel } from './upstream/cancel.js';
 import type { UpstreamConnection, UpstreamTarget } from './upstream/connection.js';
-import { PoolError, UpstreamPool } from './upstream/pool.js';
+import { UpstreamPool } from './upstream/pool.js';
+import { classifyUpstreamFailure, failureLogFields, type UpstreamFailure } from './upstream/failure.js';
+import { logEvent } from '../src/log-events.js';
+import type { BaseLogger } from 'pino';
 import type { ErrorFields } from './protocol/backend.js';
 import type { LiveView } from './views/live-view.js';
 import type { PolicyRole } from './views/policy-roles.js';
@@ -16,20 +19,11 @@ export interface UpstreamHandle {
 }
 
 /**
- * What a client is told when no upstream connection could be had for it: 53300 when its own
- * credential holds all the connections it may (the others' sessions are not starved for it), else
- * 08006. FATAL at login, ERROR for a statement.
+ * What a client is told when no upstream connection could be had for it, classified (see
+ * failure.ts): FATAL at login, ERROR for a statement.
  */
-export function noConnection(error: unknown, severity: 'FATAL' | 'ERROR'): ErrorFields {
-  if (error instanceof PoolError && error.code === 'OWNER_LIMIT') {
-    return {
-      severity,
-      code: '53300',
-      message:
-        'this credential already holds as many upstream connections as it may (pool_config max_connections_per_credential), and none came free in time; finish or close its other sessions (read their results), then retry',
-    };
-  }
-  return { severity, code: '08006', message: severity === 'FATAL' ? 'the upstream database is unavailable; try again shortly' : 'the upstream database is unavailable; retry the statement shortly' };
+export function noConnection(failure: UpstreamFailure, severity: 'FATAL' | 'ERROR'): ErrorFields {
+  return { severity, code: failure.sqlstate, message: failure.message };
 }
 
 interface Entry {
@@ -51,7 +45,7 @@ export class Upstreams {
   constructor(
     private readonly databases: Pick<LiveView<DatabaseRow>, 'getOrRead'>,
     private readonly keyring: Keyring,
-    private readonly options: { connectTimeoutMs: number; applicationName: string },
+    private readonly options: { connectTimeoutMs: number; applicationName: string; logger: Pick<BaseLogger, 'info' | 'warn'> },
   ) {}
 
   private target(database: DatabaseRow, readOnly: boolean, role: PolicyRole | undefined): UpstreamTarget {
@@ -84,7 +78,9 @@ export class Upstreams {
     const known = this.entries.get(key);
     if (known && known.revision === revision) return known.handle;
     const target = this.target(database, readOnly, role);
-    const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1]);
+    const onConnectFailure = (error: unknown): void =>
+      logEvent(this.options.logger, 'upstream.connect_failed', { database: databaseId, project: projectId, ...failureLogFields(classifyUpstreamFailure(error)) }, 'could not connect to the upstream database');
+    const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1], onConnectFailure);
     const handle: UpstreamHandle = { database, pool, cancel: (server) => sendCancel(target, server.backendKey).then(() => undefined) };
     this.entries.set(key, { revision, handle });
     // Sessions in the middle of a transaction on the old pool finish it there; the rest move over.

@@ -3,10 +3,14 @@ import type { UpstreamCatalog } from '../policy/upstream-catalog.js';
 import type { UpstreamHandle } from '../upstreams.js';
 import { runStatement, StatementFailed } from '../../src/mcp/agent/statement.js';
 import { CATALOG_SQL, catalogFromRows } from './catalog-query.js';
+import { UpstreamError } from './connection.js';
+import { acquireOrExplain, classifyUpstreamFailure, upstreamRule, UpstreamUnavailable, type UpstreamFailure } from './failure.js';
 
 /** Why no catalog snapshot may be used to decide now: every statement is then refused (rule catalog.unavailable). */
 export interface CatalogUnavailable {
   readonly unavailable: string;
+  /** When it is because no upstream connection could be had: why, classified (the refusal then says that instead). */
+  readonly upstream?: UpstreamFailure;
 }
 
 export function isUnavailable(catalog: UpstreamCatalog | CatalogUnavailable): catalog is CatalogUnavailable {
@@ -48,6 +52,7 @@ class Entry {
   snapshot: UpstreamCatalog | undefined;
   readAt = Number.NEGATIVE_INFINITY;
   failure: string | undefined;
+  upstreamFailure: UpstreamFailure | undefined;
   usedAt = performance.now();
   leases = 0;
   private reading: Promise<void> | undefined;
@@ -66,12 +71,14 @@ class Entry {
     }, timing.refreshMs).unref();
   }
 
-  current(): UpstreamCatalog | CatalogUnavailable {
+  /** The snapshot to use, or why there is none; then a read starts, unless `justRead` (the caller awaited one: it would only repeat its failure). */
+  current(justRead = false): UpstreamCatalog | CatalogUnavailable {
     const now = performance.now();
     this.usedAt = now;
     if (this.snapshot && now - this.readAt <= this.timing.maxAgeMs) return this.snapshot;
-    void this.read();
-    return { unavailable: this.snapshot ? `the last successful read is older than ${this.timing.maxAgeMs / 1000} s (${this.failure ?? 'reading it again failed'})` : (this.failure ?? 'it has not been read yet') };
+    if (!justRead) void this.read();
+    const unavailable = this.snapshot ? `the last successful read is older than ${this.timing.maxAgeMs / 1000} s (${this.failure ?? 'reading it again failed'})` : (this.failure ?? 'it has not been read yet');
+    return this.upstreamFailure ? { unavailable, upstream: this.upstreamFailure } : { unavailable };
   }
 
   stale(): boolean {
@@ -103,9 +110,14 @@ class Entry {
       if (next.version !== this.snapshot?.version) this.snapshot = next;
       this.readAt = started;
       this.failure = undefined;
+      this.upstreamFailure = undefined;
     } catch (error) {
-      this.failure = `reading it failed: ${(error as Error).message}`;
-      this.onFailure(error);
+      // Errors of the connection name the upstream's host and user: the agent reads their classified wording instead.
+      const upstream = error instanceof UpstreamUnavailable ? error.failure : error instanceof UpstreamError ? classifyUpstreamFailure(error) : undefined;
+      this.upstreamFailure = upstream;
+      this.failure = `reading it failed: ${upstream?.message ?? (error as Error).message}`;
+      // A connection that could not be opened was logged where it happened, by the pool.
+      if (!(error instanceof UpstreamUnavailable && error.connectFailed)) this.onFailure(error);
     }
   }
 
@@ -113,7 +125,7 @@ class Entry {
     const { pool } = this.handle;
     if (pool.isClosed) throw new Error('the pool it is read through was closed (the database or its role changed)');
     const timeoutMs = this.timing.readTimeoutMs;
-    const connection = await pool.acquire({ signal: AbortSignal.timeout(timeoutMs) });
+    const connection = await acquireOrExplain(pool.acquire({ signal: AbortSignal.timeout(timeoutMs) }));
     let timer: NodeJS.Timeout | undefined;
     let result: Awaited<ReturnType<typeof runStatement>>;
     try {
@@ -190,8 +202,9 @@ export class CatalogSnapshots {
   /** The snapshot for one MCP call: read first when there is none or it is due. */
   async current(handle: UpstreamHandle): Promise<UpstreamCatalog | CatalogUnavailable> {
     const entry = this.entryFor(handle);
-    if (entry.stale()) await entry.read();
-    return entry.current();
+    if (!entry.stale()) return entry.current();
+    await entry.read();
+    return entry.current(true);
   }
 
   /** DDL ran on the database: read its catalog again at once. */
@@ -207,13 +220,14 @@ export class CatalogSnapshots {
 
 /** The refusal of every statement while no catalog snapshot may be used (fail closed). */
 export function catalogRefusal(sql: string, catalog: CatalogUnavailable): Extract<StatementDecision, { action: 'refuse' }> {
+  const { upstream } = catalog;
   return {
     action: 'refuse',
     event: 'blocked',
     statementKind: statementKind(sql),
-    rule: 'catalog.unavailable',
-    sqlstate: CATALOG_UNAVAILABLE,
-    reason: `the gateway cannot read the upstream database’s catalog, which it needs to decide statements safely: ${catalog.unavailable} (rule catalog.unavailable); retry shortly`,
+    rule: upstream ? upstreamRule(upstream) : 'catalog.unavailable',
+    sqlstate: upstream?.sqlstate ?? CATALOG_UNAVAILABLE,
+    reason: upstream?.message ?? `the gateway cannot read the upstream database’s catalog, which it needs to decide statements safely: ${catalog.unavailable} (rule catalog.unavailable); retry shortly`,
     tablesRead: [],
     tablesWritten: [],
     tablesBlocked: [],

@@ -135,10 +135,13 @@ export class UpstreamPool {
   /** Connections each owner holds or has being opened for it. */
   readonly #held = new Map<string, number>();
   readonly #perOwner: number;
+  readonly #onConnectFailure: (error: unknown) => void;
 
-  constructor(target: UpstreamTarget, config: PoolConfig) {
+  /** `onConnectFailure` hears of each attempt to open a connection that failed (not of those the pool's close cut short). */
+  constructor(target: UpstreamTarget, config: PoolConfig, onConnectFailure: (error: unknown) => void = () => undefined) {
     this.#target = target;
     this.#config = config;
+    this.#onConnectFailure = onConnectFailure;
     this.#label = `upstream pool ${target.host}:${target.port}/${target.database}`;
     this.#perOwner = perCredentialLimit(config);
     // Every connection being opened listens for the pool's close.
@@ -426,6 +429,7 @@ export class UpstreamPool {
       },
       (error: unknown) => {
         opened();
+        if (!this.#closed) this.#onConnectFailure(error);
         this.#fail(waiter, this.#closed ? this.#closedError() : error);
         this.#dispatch();
       },

@@ -65,7 +65,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // Probes and scrapes would drown the request log.
     logController: new LogController({ disableRequestLogging: (request) => request.url === '/healthz' || request.url === '/metrics' }),
     bodyLimit: BODY_LIMIT_BYTES,
-    maxParamLength: MAX_PARAM_LENGTH,
+    routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: frameworkError,
     genReqId: requestId,
   });

@@ -104,7 +104,7 @@ export class WorkerProcess {
     this.readyInfo = ready;
     this.lastBeat = Date.now();
     this.watchBeats(child);
-    this.logger.info({ worker: this.spec.name, pid: child.pid, roles: this.spec.roles }, 'worker ready');
+    this.logger.info({ worker: this.spec.name, worker_pid: child.pid, roles: this.spec.roles }, 'worker ready');
   }
 
   /** Asks the worker to stop (it finishes its work in flight), then waits; kills it after STOP_TIMEOUT_MS. */
@@ -117,7 +117,7 @@ export class WorkerProcess {
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     this.channel?.tell('stop');
     const late = setTimeout(() => {
-      this.logger.error({ worker: this.spec.name, pid: child.pid }, `worker did not stop within ${STOP_TIMEOUT_MS / 1000} s; killed`);
+      this.logger.error({ worker: this.spec.name, worker_pid: child.pid }, `worker did not stop within ${STOP_TIMEOUT_MS / 1000} s; killed`);
       child.kill('SIGKILL');
     }, STOP_TIMEOUT_MS);
     await exited;
@@ -129,7 +129,7 @@ export class WorkerProcess {
     const stallMs = this.options.stallMs ?? DEFAULT_STALL_MS;
     this.stallTimer = setInterval(() => {
       if (Date.now() - this.lastBeat <= stallMs || child.exitCode !== null) return;
-      this.logger.error({ worker: this.spec.name, pid: child.pid, stalled_ms: Date.now() - this.lastBeat }, 'worker stalled; killed');
+      this.logger.error({ worker: this.spec.name, worker_pid: child.pid, stalled_ms: Date.now() - this.lastBeat }, 'worker stalled; killed');
       clearInterval(this.stallTimer);
       child.kill('SIGKILL');
     }, BEAT_INTERVAL_MS);
@@ -144,7 +144,7 @@ export class WorkerProcess {
     const backoff = this.options.backoff ?? DEFAULT_BACKOFF;
     this.failures = failuresAfterExit(backoff, this.failures, Date.now() - startedAt);
     const delay = restartDelay(backoff, this.failures);
-    this.logger.error({ worker: this.spec.name, pid: child.pid, code, signal, restart_in_ms: delay }, 'worker exited; restarting');
+    this.logger.error({ worker: this.spec.name, worker_pid: child.pid, code, signal, restart_in_ms: delay }, 'worker exited; restarting');
     this.restartTimer = setTimeout(() => {
       if (this.stopping) return;
       this.hooks.onRestart(this.spec.name);

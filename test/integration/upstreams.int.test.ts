@@ -1,6 +1,7 @@
 import { serialize } from 'pg-protocol';
 import { Parser } from 'pg-protocol/dist/parser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
 import { databaseIdOf, evolveDatabase, type DatabaseRow } from '../../projections/databases.js';
 import type { UpstreamConnection } from '../../proxy/upstream/connection.js';
 import { Upstreams } from '../../proxy/upstreams.js';
@@ -45,7 +46,7 @@ beforeAll(async () => {
   project = { id: body.project.id, databaseId: body.database.id };
   databases = new LiveView<DatabaseRow>(api.store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase });
   await databases.start();
-  upstreams = new Upstreams(databases, parseKeyring(api.masterKey), { connectTimeoutMs: 5_000, applicationName: 'pgward' });
+  upstreams = new Upstreams(databases, parseKeyring(api.masterKey), { connectTimeoutMs: 5_000, applicationName: 'pgward', logger: pino({ level: 'silent' }) });
 });
 afterAll(async () => {
   await upstreams?.close();

@@ -2,7 +2,7 @@ import type { Budgets } from '../../proxy/budgets.js';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type pg from 'pg';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import { createOrganization } from '../../commands/organizations/create-organization.js';
 import { projectionsFor } from '../../projections/index.js';
@@ -45,7 +45,7 @@ function testAuditDeps(anchorPem: string, keys: HmacKeyring) {
 }
 
 /** The real control plane (composition, plugins, routes, projections) over a fresh database; `env` is its configuration (PGWARD_AUDIT_HMAC_KEYS keys the audit chain). */
-export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus; budgets?: Budgets } = {}): Promise<TestApi> {
+export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus; budgets?: Budgets; logger?: Logger } = {}): Promise<TestApi> {
   const database = await freshDatabase(label);
   const store = await createPostgresEventStore(database.url);
   const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
@@ -58,11 +58,12 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, optio
   const bus = options.bus ?? createMemoryBus();
   const runners: RunningProjection[] = projections.map((projection) => runProjection({ store, pool, projection }));
   await Promise.all(runners.map((r) => r.active));
+  const logger = options.logger ?? pino({ level: 'silent' });
   const app = await buildApp({
-    logger: pino({ level: 'silent' }),
+    logger,
     metrics: new Registry(),
     health: async () => ({}),
-    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, pino({ level: 'silent' }), projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets),
+    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, logger, projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets),
   });
   return {
     app,

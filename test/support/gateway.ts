@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import pg from 'pg';
 import { Budgets } from '../../proxy/budgets.js';
@@ -48,15 +48,15 @@ export interface TestGateway {
  * The control plane and the proxy over one event store, an in-process bus whose decisions the test
  * can read, and a fresh upstream database (tables `orders` and `customers`) registered as a
  * project's primary database, on the test server or on `upstreamServerUrl`; `env` adds to the
- * control plane's configuration.
+ * control plane's configuration; `logger` is the proxy's and the API's.
  */
-export async function startGateway(label: string, upstreamServerUrl?: string, loginTimeoutMs = 60_000, env: NodeJS.ProcessEnv = {}): Promise<TestGateway> {
+export async function startGateway(label: string, upstreamServerUrl?: string, loginTimeoutMs = 60_000, env: NodeJS.ProcessEnv = {}, logger: Logger = pino({ level: 'silent' })): Promise<TestGateway> {
   const proxyPort = await freePort();
   const bus = createMemoryBus();
   // As in one `pgward serve` process: the proxy and the hosted MCP count budgets against one tally (the pool is the API's, known once it runs).
   const readModels: { pool?: pg.Pool } = {};
   const budgets = new Budgets((scope, day, month) => spentSince(readModels.pool!, scope, day, month), () => undefined);
-  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), ...env }, { bus, budgets });
+  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), ...env }, { bus, budgets, logger });
   readModels.pool = api.pool;
   const upstream = await freshDatabase(`${label}_up`, upstreamServerUrl);
   const seed = new pg.Client({ connectionString: upstream.url });
@@ -85,7 +85,7 @@ export async function startGateway(label: string, upstreamServerUrl?: string, lo
     store: api.store,
     bus,
     keyring,
-    logger: pino({ level: 'silent' }),
+    logger,
     metrics: (metrics = new Registry()),
     host: '127.0.0.1',
     port: proxyPort,

@@ -11,7 +11,9 @@ import { newId } from '../../ids.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { fold, visibleProject } from './projects.js';
-import { errorResponses, etag, execute, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, readModelOrStream } from './support.js';
+import { actorOf, errorResponses, etag, execute, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, readModelOrStream } from './support.js';
+import type { Caller } from '../plugins/auth.js';
+import { logEvent } from '../../log-events.js';
 
 const identifier = '[^.\\s\\0]{1,63}';
 const AllowedTable = z
@@ -147,6 +149,12 @@ export async function visiblePolicy(deps: ApiDeps, orgId: string, projectId: str
 const ProjectParams = z.object({ project_id: IdParam('project id') });
 const PolicyParams = ProjectParams.extend({ policy_id: IdParam('policy id') });
 
+/** The security log line of a policy change (none when the command recorded nothing). */
+function policyChanged(request: FastifyRequest, caller: Caller, row: Pick<PolicyRow, 'project_id' | 'policy_id' | 'revision'>, change: 'created' | 'updated' | 'deleted', recorded: number): void {
+  if (recorded === 0) return;
+  logEvent(request.log, 'policy.changed', { project_id: row.project_id, policy_id: row.policy_id, change, revision: row.revision, actor: actorOf(caller) }, `policy ${change}`);
+}
+
 export function policyRoutes(app: Api, deps: ApiDeps): void {
   app.get(
     '/v1/projects/:project_id/policies',
@@ -193,6 +201,7 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
       const fields = toEventFields(request.body) as Required<ReturnType<typeof toEventFields<typeof request.body>>>;
       const result = await execute(deps, request, `policy-${policyId}`, policy, { kind: 'create', policy: { policy_id: policyId, project_id: projectId, ...fields } });
       const row = fold(evolvePolicy, result.recorded);
+      policyChanged(request, caller, row, 'created', result.recorded.length);
       etag(reply, row.revision);
       void reply.header('location', `/v1/projects/${projectId}/policies/${policyId}`);
       return reply.code(201).send(toPolicy(row));
@@ -238,6 +247,7 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
       await assertHoneytokensExist(deps, current.project_id, request.body.honeytokens);
       const result = await execute(deps, request, `policy-${current.policy_id}`, policy, { kind: 'update', changes: toEventFields(request.body), ifRevision: ifMatch(request) });
       const row = fold(evolvePolicy, result.recorded, current);
+      policyChanged(request, caller, row, 'updated', result.recorded.length);
       etag(reply, row.revision);
       return toPolicy(row);
     },
@@ -258,7 +268,8 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
       const caller = requireRole(request, 'admin');
       const current = await visiblePolicy(deps, caller.orgId, request.params.project_id, request.params.policy_id);
       const inUse = await countLiveCredentialsUsingPolicy(deps.pool, current.policy_id);
-      await execute(deps, request, `policy-${current.policy_id}`, policy, { kind: 'delete', inUse, ifRevision: ifMatch(request) });
+      const result = await execute(deps, request, `policy-${current.policy_id}`, policy, { kind: 'delete', inUse, ifRevision: ifMatch(request) });
+      policyChanged(request, caller, current, 'deleted', result.recorded.length);
       return reply.code(204).send(null);
     },
   );

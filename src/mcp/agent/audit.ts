@@ -1,5 +1,6 @@
 import type { Decision } from '../../../proxy/decisions.js';
 import { decisionRecord } from '../../../proxy/decision-record.js';
+import { logRecordedRefusal } from '../../../proxy/decision-log.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import type { AgentContext } from './context.js';
 
@@ -42,5 +43,6 @@ function mcpDecision(context: AgentContext, outcome: Outcome): Decision {
 /** Hands the outcome to the decision bus (best effort, as the wire path does). */
 export function audit(context: AgentContext, outcome: Outcome): void {
   if (outcome.ran) context.budgets.spent(context.credential, outcome.bytes ?? 0);
+  else logRecordedRefusal(context.log, outcome, { source: 'mcp', session: context.sessionId, credential_id: context.credential.credential_id, project_id: context.credential.project_id });
   context.services.decisions.publish(mcpDecision(context, outcome));
 }

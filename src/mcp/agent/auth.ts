@@ -7,6 +7,7 @@ import { matchesHash, sha256Hex } from '../../crypto/tokens.js';
 import { Problem } from '../../http/problem.js';
 import type { EventStore } from '../../store/port.js';
 import { bearerChallenge } from '../transport.js';
+import { logEvent } from '../../log-events.js';
 
 const AGENT_TOKEN = /^pgw_agt_[A-Za-z0-9_-]{43}$/;
 
@@ -14,6 +15,7 @@ const AGENT_TOKEN = /^pgw_agt_[A-Za-z0-9_-]{43}$/;
 const FRESHNESS_MS = 2_000;
 
 function unauthorized(request: FastifyRequest, detail: string): Problem {
+  logEvent(request.log, 'login.refused', { source: 'mcp', reason: detail }, 'agent token refused');
   return new Problem('UNAUTHORIZED', detail, { headers: { 'www-authenticate': bearerChallenge(request) } });
 }
 

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { BaseLogger } from 'pino';
 import type { z } from 'zod';
 import type { PolicyRow } from '../../../projections/policies.js';
 import type { Budgets, SessionBudgets } from '../../../proxy/budgets.js';
@@ -37,6 +38,8 @@ export interface AgentContext {
   /** Groups the statements of this HTTP request in the audit trail. */
   readonly sessionId: string;
   readonly clientIp: string;
+  /** The request's logger, for the security events its statements raise. */
+  readonly log: Pick<BaseLogger, 'info' | 'warn'>;
 }
 
 export type AgentTool<Input extends z.ZodType> = McpTool<Input, AgentContext>;

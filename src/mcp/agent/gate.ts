@@ -3,6 +3,7 @@ import { recordedRefusal } from '../../../proxy/decision-record.js';
 import { statementKind, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import { decideWithCatalog, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
+import { upstreamRule, type UpstreamFailure } from '../../../proxy/upstream/failure.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import { toolError } from '../tool.js';
 import { audit } from './audit.js';
@@ -14,12 +15,21 @@ export type Refused = Extract<StatementDecision, { action: 'refuse' }>;
 /** The key of a refusal's machine-readable form in a tool result's `_meta`. */
 export const DECISION_META = 'pgward/decision';
 
-/** A policy refusal as the agent gets it: the reason verbatim, with the rule and SQLSTATE, so it can correct itself (spec §4.7, §7 rule 5). */
+/**
+ * A refusal as the agent gets it: the reason verbatim, with the rule and SQLSTATE, so it can correct
+ * itself (spec §4.7, §7 rule 5). One for want of an upstream connection (rule upstream.*) is not the policy's.
+ */
 export function refusal(decision: Pick<Refused, 'rule' | 'reason' | 'sqlstate' | 'tablesBlocked'> & { readonly event: AuditEventKind }): CallToolResult {
+  const lead = decision.rule.startsWith('upstream.') ? 'The statement did not run' : 'Refused by the policy';
   return {
-    ...toolError(`Refused by the policy (decision_rule ${decision.rule}, SQLSTATE ${decision.sqlstate}): ${decision.reason}`),
+    ...toolError(`${lead} (decision_rule ${decision.rule}, SQLSTATE ${decision.sqlstate}): ${decision.reason}`),
     _meta: { [DECISION_META]: { event: decision.event, decision_rule: decision.rule, reason: decision.reason, sqlstate: decision.sqlstate, tables_blocked: decision.tablesBlocked } },
   };
+}
+
+/** A statement that could not run because no upstream connection could be had: the failure's wording, SQLSTATE and rule, as a refusal's. */
+export function upstreamRefusal(failure: UpstreamFailure): CallToolResult {
+  return refusal({ event: 'blocked', rule: upstreamRule(failure), reason: failure.message, sqlstate: failure.sqlstate, tablesBlocked: [] });
 }
 
 /**

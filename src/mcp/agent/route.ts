@@ -39,7 +39,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
   const decisions = new DecisionPublisher(deps.decisions.bus, { proxyId: deps.decisions.publisherId, bootEpoch }, DECISION_BUFFER, (error) =>
     app.log.warn({ err: error }, 'decision bus refused an MCP record; retrying'),
   );
-  const databases = new AgentDatabases(deps.pool, deps.keyring);
+  const databases = new AgentDatabases(deps.pool, deps.keyring, app.log);
   const budgets =
     deps.budgets ??
     new Budgets(
@@ -70,6 +70,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
       // The request id may be the client's own X-Request-Id: prefixed with the credential, no agent can put its records in another's session.
       sessionId: `mcp.${credential.credential_id}.${request.id}`.slice(0, 128),
       clientIp: request.ip.replace(/^::ffff:/, ''),
+      log: request.log,
     };
     await serveMcp(request, reply, createAgentServer(context));
   };

@@ -8,9 +8,11 @@ import { toolError } from '../tool.js';
 import { audit } from './audit.js';
 import { stillUsable } from './auth.js';
 import type { AgentContext } from './context.js';
-import type { Allowed } from './gate.js';
+import { upstreamRefusal, type Allowed } from './gate.js';
 import { MAX_RESULT_BYTES, StatementFailed } from './statement.js';
-import { UpstreamUnavailable, type TypedResult } from './upstream.js';
+import type { TypedResult } from './upstream.js';
+import { upstreamRule, UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
+import { logEvent } from '../../log-events.js';
 
 /** No MCP call waits longer than this for its statement, whatever the database allows. */
 export const MCP_STATEMENT_TIMEOUT_MS = 30_000;
@@ -87,9 +89,14 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
       // As the wire audits a statement whose end it did not see: it reached PostgreSQL, and counts.
       const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
       audit(context, { ...facts, event: decision.event, rule: decision.rule, reason: `${END_NOT_SEEN} ${decision.reason}`.trim(), ran: true, latencyUs });
-      return toolError(`${error.message}; the statement was sent and may have run (a write may have been committed), but its result could not be read.`);
+      return toolError('The connection to this credential’s database was lost after the statement was sent: it may have run (a write may have been committed), but its result could not be read.');
     }
-    if (error instanceof UpstreamUnavailable) return toolError(`${error.message}; the statement did not run. Retry shortly.`);
+    if (error instanceof UpstreamUnavailable) {
+      const { failure } = error;
+      audit(context, { ...facts, event: 'blocked', rule: upstreamRule(failure), reason: failure.message, ran: false });
+      logEvent(context.log, 'upstream.unavailable', { session: context.sessionId, credential_id: context.credential.credential_id, database: context.credential.database_id, rule: upstreamRule(failure), retryable: failure.retryable }, 'no upstream connection for a statement');
+      return upstreamRefusal(failure);
+    }
     throw error;
   }
 }

@@ -4,7 +4,8 @@ import type { MaskMode } from '../../events/policies.js';
 import { toolError } from '../tool.js';
 import type { AgentContext } from './context.js';
 import { StatementFailed } from './statement.js';
-import { UpstreamUnavailable } from './upstream.js';
+import { UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
+import { upstreamRefusal } from './gate.js';
 
 /** A relation the credential may read: tables, views, materialized views, foreign tables. */
 export interface VisibleTable {
@@ -102,7 +103,7 @@ export async function fromCatalog(answer: () => Promise<CallToolResult>): Promis
   try {
     return await answer();
   } catch (error) {
-    if (error instanceof UpstreamUnavailable) return toolError(`${error.message}. Retry shortly.`);
+    if (error instanceof UpstreamUnavailable) return upstreamRefusal(error.failure);
     if (error instanceof StatementFailed) return toolError(`The database could not list its tables (SQLSTATE ${error.sqlstate}): ${error.message}`);
     throw error;
   }

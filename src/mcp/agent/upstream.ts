@@ -1,7 +1,9 @@
 import type pg from 'pg';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import { CATALOG_TIMING, CatalogSnapshots, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
-import { noConnection, Upstreams } from '../../../proxy/upstreams.js';
+import { Upstreams } from '../../../proxy/upstreams.js';
+import { acquireOrExplain, upstreamFailure, UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
+import type { BaseLogger } from 'pino';
 import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
 import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
@@ -9,21 +11,6 @@ import { findDatabaseRow } from '../../../queries/databases.js';
 import type { Keyring } from '../../crypto/seal.js';
 import { runStatement, StatementFailed, type StatementResult, type StatementRun } from './statement.js';
 import { decodeValue, type JsonValue } from './values.js';
-
-/** The credential's database cannot be reached (removed, unreachable, pool exhausted, the stream broke). */
-export class UpstreamUnavailable extends Error {
-  override readonly name = 'UpstreamUnavailable';
-  readonly code = 'UPSTREAM_UNAVAILABLE';
-  /**
-   * Whether the statement had been sent when it failed (the stream broke, or a result message was
-   * too large to read): it may then have run, and committed, upstream.
-   */
-  readonly mayHaveRun: boolean;
-  constructor(message: string, options?: ErrorOptions & { mayHaveRun?: boolean }) {
-    super(message, options);
-    this.mayHaveRun = options?.mayHaveRun ?? false;
-  }
-}
 
 export interface Column {
   readonly name: string;
@@ -35,6 +22,8 @@ export interface TypedResult extends Omit<StatementResult, 'columns' | 'rows'> {
   readonly columns: readonly Column[];
   readonly rows: readonly (readonly JsonValue[])[];
 }
+
+const notRegistered = (databaseId: string) => upstreamFailure('not_registered', `database ${databaseId} is not registered or not active`);
 
 const TYPE_NAMES_SQL = 'select oid::int, format_type(oid, null) from pg_type where oid = any($1::oid[])';
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -53,8 +42,8 @@ export class AgentDatabases {
   /** Type names by OID, per database: OIDs of user types differ between databases. */
   private readonly typeNames = new Map<string, Map<number, string>>();
 
-  constructor(pool: pg.Pool, keyring: Keyring) {
-    this.upstreams = new Upstreams({ getOrRead: (databaseId) => findDatabaseRow(pool, databaseId) }, keyring, { connectTimeoutMs: CONNECT_TIMEOUT_MS, applicationName: 'pgward-mcp' });
+  constructor(pool: pg.Pool, keyring: Keyring, logger: Pick<BaseLogger, 'info' | 'warn'>) {
+    this.upstreams = new Upstreams({ getOrRead: (databaseId) => findDatabaseRow(pool, databaseId) }, keyring, { connectTimeoutMs: CONNECT_TIMEOUT_MS, applicationName: 'pgward-mcp', logger });
     this.catalogs = new CatalogSnapshots(CATALOG_TIMING);
   }
 
@@ -62,7 +51,7 @@ export class AgentDatabases {
   async catalog(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice): Promise<UpstreamCatalog | CatalogUnavailable> {
     try {
       const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role);
-      if (!handle) return { unavailable: 'the credential’s database is no longer registered' };
+      if (!handle) return { unavailable: 'the credential’s database is no longer registered', upstream: notRegistered(credential.database_id) };
       return await this.catalogs.current(handle);
     } catch (error) {
       return { unavailable: `the credential’s database could not be looked up: ${(error as Error).message}` };
@@ -84,14 +73,8 @@ export class AgentDatabases {
    */
   async run(credential: Pick<TokenCredential, 'credential_id' | 'database_id' | 'project_id'>, pool: UpstreamChoice, run: StatementRun, beforeRun?: () => Promise<void>): Promise<TypedResult> {
     const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role);
-    if (!handle) throw new UpstreamUnavailable('the credential’s database is no longer registered');
-    let connection: UpstreamConnection;
-    try {
-      connection = await handle.pool.acquire({ owner: credential.credential_id });
-    } catch (error) {
-      const refusal = noConnection(error, 'ERROR');
-      throw new UpstreamUnavailable(refusal.code === '53300' ? refusal.message : `the upstream database is unavailable: ${(error as Error).message}`, { cause: error });
-    }
+    if (!handle) throw new UpstreamUnavailable(notRegistered(credential.database_id));
+    const connection = await acquireOrExplain(handle.pool.acquire({ owner: credential.credential_id }));
     if (beforeRun) {
       try {
         await beforeRun();
@@ -117,7 +100,7 @@ export class AgentDatabases {
         throw error;
       }
       handle.pool.destroy(connection);
-      throw new UpstreamUnavailable(`the connection to the upstream database failed: ${(error as Error).message}`, { cause: error, mayHaveRun: true });
+      throw new UpstreamUnavailable(upstreamFailure('connection_lost', (error as Error).message), { cause: error, mayHaveRun: true });
     }
   }
 

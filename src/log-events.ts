@@ -1,0 +1,33 @@
+import type { BaseLogger } from 'pino';
+
+/**
+ * The log lines an operator alerts on: each carries a stable `event` (docs/operations.md lists
+ * them), is logged at one level, and holds ids and reasons, never a secret or statement text.
+ */
+const EVENTS = {
+  /** An agent's statement touched a honeytoken. */
+  'honeytoken.tripped': 'warn',
+  /** A kill-switch, revocation or rotation ended a credential's live wire sessions. */
+  'sessions.closed': 'warn',
+  /** A policy profile was created, changed or deleted. */
+  'policy.changed': 'info',
+  /** A statement was refused because a query budget is spent. */
+  'budget.exhausted': 'warn',
+  /** A wire login or an MCP request's agent token was refused. */
+  'login.refused': 'warn',
+  /** A credential past its expires_at was refused at login or its session ended. */
+  'credential.expired': 'info',
+  /** A connection to an upstream database could not be opened (the cause, classified). */
+  'upstream.connect_failed': 'warn',
+  /** No upstream connection could be had for a statement or login (the pool was busy, closed, or connecting failed). */
+  'upstream.unavailable': 'info',
+} as const satisfies Record<string, 'info' | 'warn'>;
+
+export type LogEvent = keyof typeof EVENTS;
+
+export const LOG_EVENTS = Object.keys(EVENTS) as readonly LogEvent[];
+
+/** Writes one event line: `event` first, then `fields`, at the event's level. */
+export function logEvent(logger: Pick<BaseLogger, 'info' | 'warn'>, event: LogEvent, fields: Record<string, unknown>, message: string): void {
+  logger[EVENTS[event]]({ event, ...fields }, message);
+}
