@@ -12,6 +12,6 @@ export interface DecisionSubject {
 
 /** The security log line of a recorded refusal, when it is one an operator alerts on: a tripped honeytoken, a spent budget. */
 export function logRecordedRefusal(logger: Pick<BaseLogger, 'info' | 'warn'>, recorded: { readonly event: AuditEventKind; readonly rule: string }, subject: DecisionSubject): void {
-  if (recorded.event === 'canary_tripped') logEvent(logger, 'honeytoken.tripped', { ...subject, rule: recorded.rule }, 'a statement touched a honeytoken');
-  else if (recorded.event === 'budget_exhausted') logEvent(logger, 'budget.exhausted', { ...subject, rule: recorded.rule }, 'a statement was refused: a query budget is spent');
+  if (recorded.event === 'canary_tripped') logEvent(logger, 'honeytoken_tripped', { ...subject, rule: recorded.rule }, 'a statement touched a honeytoken');
+  else if (recorded.event === 'budget_exhausted') logEvent(logger, 'budget_exhausted', { ...subject, rule: recorded.rule }, 'a statement was refused: a query budget is spent');
 }

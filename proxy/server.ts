@@ -94,7 +94,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     if (!reason) return;
     const sessions = [...registry.sessionsOf(credentialId)];
     for (const session of sessions) session.terminate('auth_failed', reason);
-    if (sessions.length > 0) logEvent(logger, 'sessions.closed', { credential_id: credentialId, project_id: after?.project_id ?? before?.project_id ?? null, sessions: sessions.length, reason }, 'closed the live sessions of a credential that may no longer be used');
+    if (sessions.length > 0) logEvent(logger, 'sessions_closed', { credential_id: credentialId, project_id: after?.project_id ?? before?.project_id ?? null, sessions: sessions.length, reason }, 'closed the live sessions of a credential that may no longer be used');
   });
 
   const lastUsed = new Map<string, number>();

@@ -371,8 +371,8 @@ export class Session {
       this.audit.publish(this.credential, { event, projectId, sql: '', kind: '', rule, reason: why, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
     }
     const who = { session: this.id, source: 'wire', credential_id: this.credential?.credential_id ?? null, project_id: projectId ?? null, rule, reason: why };
-    if (event === 'credential_expired') logEvent(this.context.logger, 'credential.expired', { ...who, during: 'login' }, 'login refused: the credential expired');
-    else logEvent(this.context.logger, 'login.refused', who, 'login refused');
+    if (event === 'credential_expired') logEvent(this.context.logger, 'credential_expired', { ...who, during: 'login' }, 'login refused: the credential expired');
+    else logEvent(this.context.logger, 'login_refused', who, 'login refused');
     this.fatal(options.reply ?? AUTH_FAILED);
   }
 
@@ -388,7 +388,7 @@ export class Session {
     if (this.state === 'closed') return;
     if (this.credential && event === 'credential_expired') {
       this.audit.publish(this.credential, { event, projectId: this.credential.project_id, sql: '', kind: '', rule: 'credential.expired', reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
-      logEvent(this.context.logger, 'credential.expired', { session: this.id, source: 'wire', credential_id: this.credential.credential_id, project_id: this.credential.project_id, rule: 'credential.expired', reason, during: 'session' }, 'session ended: the credential expired');
+      logEvent(this.context.logger, 'credential_expired', { session: this.id, source: 'wire', credential_id: this.credential.credential_id, project_id: this.credential.project_id, rule: 'credential.expired', reason, during: 'session' }, 'session ended: the credential expired');
     }
     this.fatal({ severity: 'FATAL', code: '57P01', message: `terminating connection: ${reason}` });
   }
@@ -510,7 +510,7 @@ export class Session {
     const statement = audited?.();
     const rule = upstreamRule(failure);
     if (statement) this.audit.notRun(credential, statement, rule, failure.message);
-    logEvent(this.context.logger, 'upstream.unavailable', { session: this.id, credential_id: credential.credential_id, database: credential.database_id, rule, retryable: failure.retryable }, 'no upstream connection for a statement');
+    logEvent(this.context.logger, 'upstream_unavailable', { session: this.id, credential_id: credential.credential_id, database: credential.database_id, rule, retryable: failure.retryable }, 'no upstream connection for a statement');
     this.refuse(noConnection(failure, 'ERROR'), protocol);
   }
 

@@ -79,7 +79,7 @@ export class Upstreams {
     if (known && known.revision === revision) return known.handle;
     const target = this.target(database, readOnly, role);
     const onConnectFailure = (error: unknown): void =>
-      logEvent(this.options.logger, 'upstream.connect_failed', { database: databaseId, project: projectId, ...failureLogFields(classifyUpstreamFailure(error)) }, 'could not connect to the upstream database');
+      logEvent(this.options.logger, 'upstream_connect_failed', { database: databaseId, project: projectId, ...failureLogFields(classifyUpstreamFailure(error)) }, 'could not connect to the upstream database');
     const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1], onConnectFailure);
     const handle: UpstreamHandle = { database, pool, cancel: (server) => sendCancel(target, server.backendKey).then(() => undefined) };
     this.entries.set(key, { revision, handle });

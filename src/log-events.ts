@@ -6,21 +6,21 @@ import type { BaseLogger } from 'pino';
  */
 const EVENTS = {
   /** An agent's statement touched a honeytoken. */
-  'honeytoken.tripped': 'warn',
+  honeytoken_tripped: 'warn',
   /** A kill-switch, revocation or rotation ended a credential's live wire sessions. */
-  'sessions.closed': 'warn',
+  sessions_closed: 'warn',
   /** A policy profile was created, changed or deleted. */
-  'policy.changed': 'info',
+  policy_changed: 'info',
   /** A statement was refused because a query budget is spent. */
-  'budget.exhausted': 'warn',
+  budget_exhausted: 'warn',
   /** A wire login or an MCP request's agent token was refused. */
-  'login.refused': 'warn',
+  login_refused: 'warn',
   /** A credential past its expires_at was refused at login or its session ended. */
-  'credential.expired': 'info',
+  credential_expired: 'info',
   /** A connection to an upstream database could not be opened (the cause, classified). */
-  'upstream.connect_failed': 'warn',
+  upstream_connect_failed: 'warn',
   /** No upstream connection could be had for a statement or login (the pool was busy, closed, or connecting failed). */
-  'upstream.unavailable': 'info',
+  upstream_unavailable: 'info',
 } as const satisfies Record<string, 'info' | 'warn'>;
 
 export type LogEvent = keyof typeof EVENTS;

@@ -158,15 +158,15 @@ describe('an upstream the gateway cannot connect to', () => {
     expect(login).toMatchObject({ event: 'auth_failed', source: 'wire', decision_rule: rule, reason: c.message, sql: '' });
     expect(statement).toMatchObject({ event: 'blocked', source: 'mcp', decision_rule: rule, reason: c.message, sql: 'select 1 as one' });
 
-    const failures = logs.events('upstream.connect_failed').filter((line) => line.database === databaseId);
+    const failures = logs.events('upstream_connect_failed').filter((line) => line.database === databaseId);
     // The wire's login read the catalog and then asked for a connection; the MCP read the catalog: one line per attempt.
     expect(failures.length).toBe(3);
     for (const line of failures) {
-      expect(line).toMatchObject({ level: 40, event: 'upstream.connect_failed', database: databaseId, project: projectId, reason: c.reason, retryable: c.retryable, sqlstate: c.sqlstate, cause_code: c.causeCode, msg: 'could not connect to the upstream database' });
+      expect(line).toMatchObject({ level: 40, event: 'upstream_connect_failed', database: databaseId, project: projectId, reason: c.reason, retryable: c.retryable, sqlstate: c.sqlstate, cause_code: c.causeCode, msg: 'could not connect to the upstream database' });
       expect(String(line.cause)).toMatch(c.cause);
       expect(line).not.toHaveProperty('err');
     }
-    const refused = logs.events('login.refused').filter((line) => line.credential_id === agent.credential.id);
+    const refused = logs.events('login_refused').filter((line) => line.credential_id === agent.credential.id);
     expect(refused).toEqual([expect.objectContaining({ level: 40, source: 'wire', project_id: projectId, rule, reason: c.message, msg: 'login refused' })]);
     for (const line of logs.lines) expect(duplicateKeys(line)).toEqual([]);
   });
@@ -201,7 +201,7 @@ describe('an upstream that goes away under a live session', () => {
       { event: 'blocked', source: 'wire', sql: 'select 3 as three', reason: message, cache_status: 'none' },
       { event: 'blocked', source: 'mcp', sql: 'select 4 as four', reason: message, cache_status: 'none' },
     ]);
-    const unavailable = logs.events('upstream.unavailable').filter((line) => line.credential_id === agent.credential.id);
+    const unavailable = logs.events('upstream_unavailable').filter((line) => line.credential_id === agent.credential.id);
     expect(unavailable.map((line) => ({ rule: line.rule, retryable: line.retryable, database: line.database }))).toEqual([
       { rule: 'upstream.refused', retryable: true, database: databaseId },
       { rule: 'upstream.refused', retryable: true, database: databaseId },

@@ -35,14 +35,14 @@ describe('the logger (src/logger.ts)', () => {
     const logs = captureLogs();
     for (const event of LOG_EVENTS) logEvent(logs.logger, event, { credential_id: 'cred_1' }, event);
     expect(logs.lines.map((line) => JSON.parse(line) as Record<string, unknown>).map(({ level, event }) => `${String(level)} ${String(event)}`)).toEqual([
-      '40 honeytoken.tripped',
-      '40 sessions.closed',
-      '30 policy.changed',
-      '40 budget.exhausted',
-      '40 login.refused',
-      '30 credential.expired',
-      '40 upstream.connect_failed',
-      '30 upstream.unavailable',
+      '40 honeytoken_tripped',
+      '40 sessions_closed',
+      '30 policy_changed',
+      '40 budget_exhausted',
+      '40 login_refused',
+      '30 credential_expired',
+      '40 upstream_connect_failed',
+      '30 upstream_unavailable',
     ]);
   });
 });

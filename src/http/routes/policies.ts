@@ -152,7 +152,7 @@ const PolicyParams = ProjectParams.extend({ policy_id: IdParam('policy id') });
 /** The security log line of a policy change (none when the command recorded nothing). */
 function policyChanged(request: FastifyRequest, caller: Caller, row: Pick<PolicyRow, 'project_id' | 'policy_id' | 'revision'>, change: 'created' | 'updated' | 'deleted', recorded: number): void {
   if (recorded === 0) return;
-  logEvent(request.log, 'policy.changed', { project_id: row.project_id, policy_id: row.policy_id, change, revision: row.revision, actor: actorOf(caller) }, `policy ${change}`);
+  logEvent(request.log, 'policy_changed', { project_id: row.project_id, policy_id: row.policy_id, change, revision: row.revision, actor: actorOf(caller) }, `policy ${change}`);
 }
 
 export function policyRoutes(app: Api, deps: ApiDeps): void {

@@ -15,7 +15,7 @@ const AGENT_TOKEN = /^pgw_agt_[A-Za-z0-9_-]{43}$/;
 const FRESHNESS_MS = 2_000;
 
 function unauthorized(request: FastifyRequest, detail: string): Problem {
-  logEvent(request.log, 'login.refused', { source: 'mcp', reason: detail }, 'agent token refused');
+  logEvent(request.log, 'login_refused', { source: 'mcp', reason: detail }, 'agent token refused');
   return new Problem('UNAUTHORIZED', detail, { headers: { 'www-authenticate': bearerChallenge(request) } });
 }
 

@@ -94,7 +94,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     if (error instanceof UpstreamUnavailable) {
       const { failure } = error;
       audit(context, { ...facts, event: 'blocked', rule: upstreamRule(failure), reason: failure.message, ran: false });
-      logEvent(context.log, 'upstream.unavailable', { session: context.sessionId, credential_id: context.credential.credential_id, database: context.credential.database_id, rule: upstreamRule(failure), retryable: failure.retryable }, 'no upstream connection for a statement');
+      logEvent(context.log, 'upstream_unavailable', { session: context.sessionId, credential_id: context.credential.credential_id, database: context.credential.database_id, rule: upstreamRule(failure), retryable: failure.retryable }, 'no upstream connection for a statement');
       return upstreamRefusal(failure);
     }
     throw error;
