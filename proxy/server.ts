@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type AddressInfo, type Server } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
@@ -42,6 +43,8 @@ export interface ProxyOptions {
   readonly maxMessageBytes: number;
   /** How long a client may take from connecting to a completed login (PGWARD_LOGIN_TIMEOUT_MS). */
   readonly loginTimeoutMs: number;
+  /** How long stop() lets statements under way finish before it ends their sessions (PGWARD_DRAIN_TIMEOUT_MS); 0 by default. */
+  readonly drainTimeoutMs?: number;
   readonly decisionBufferSize?: number;
   readonly upstreamConnectTimeoutMs?: number;
   /** What a budget scope spent this period according to the audit trail; without it budgets count from the proxy's start. */
@@ -57,6 +60,22 @@ export interface RunningProxy {
 
 /** CredentialUsed is written at most this often per credential (it feeds last_used_at). */
 const USED_EVERY_MS = 60_000;
+/** How often a draining proxy looks for sessions whose statement ended. */
+const DRAIN_POLL_MS = 50;
+
+/** Ends each session once it has no statement under way; at `deadline` (ms since the epoch) the rest too. */
+async function drainSessions(registry: SessionRegistry, deadline: number, logger: Logger): Promise<void> {
+  for (;;) {
+    const busy = registry.all().filter((session) => !session.endForShutdown(false));
+    if (busy.length === 0) return;
+    if (Date.now() >= deadline) {
+      logger.warn({ sessions: busy.length }, 'ended sessions still running a statement at the drain deadline');
+      for (const session of busy) session.endForShutdown(true);
+      return;
+    }
+    await delay(DRAIN_POLL_MS);
+  }
+}
 
 /**
  * The proxy role: a TCP listener speaking the PostgreSQL protocol, in-memory views of credentials
@@ -147,11 +166,22 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
 
   // Paused on connect: the session reads the client through an inlet (Inlet.accept), never through the stream.
   const server: Server = createServer({ noDelay: true, pauseOnConnect: true }, (socket) => new Session(Inlet.accept(socket), context));
+  const stopParts = async (): Promise<void> => {
+    await decisions.close();
+    catalogs.close();
+    await upstreams.close();
+    await Promise.all(views.map((view) => view.stop()));
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port, options.host, () => resolve());
+    });
+  } catch (error) {
+    await stopParts();
+    throw error;
+  }
   server.on('error', (error) => logger.error({ err: error }, 'proxy listener failed'));
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => resolve());
-  });
   const statsTimer = setInterval(() => {
     const stats = decisions.stats();
     metrics.decisionBuffer.set(stats.depth);
@@ -167,14 +197,12 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     port: (server.address() as AddressInfo).port,
     async stop() {
       clearInterval(statsTimer);
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        for (const session of registry.all()) session.close();
-      });
-      await decisions.close();
-      catalogs.close();
-      await upstreams.close();
-      await Promise.all(views.map((view) => view.stop()));
+      const drainMs = options.drainTimeoutMs ?? 0;
+      if (drainMs > 0) logger.info({ sessions: registry.all().length, drain_timeout_ms: drainMs }, 'proxy draining: no new connections, statements under way may finish');
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      await drainSessions(registry, Date.now() + drainMs, logger);
+      await closed;
+      await stopParts();
     },
   };
 }

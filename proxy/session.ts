@@ -827,6 +827,21 @@ export class Session {
     this.close();
   }
 
+  /** Nothing is under way: no statement awaits its reply, and no transaction is open. */
+  private get idle(): boolean {
+    return this.status === 'I' && !this.unsynced && this.pipeline.empty;
+  }
+
+  /**
+   * At shutdown: ends the session with 57P01, unless it is logged in and a statement or transaction
+   * of it is under way and `force` is false. True when it ended.
+   */
+  endForShutdown(force: boolean): boolean {
+    if (!force && this.state === 'ready' && (this.busy || !this.idle)) return false;
+    this.fatal({ severity: 'FATAL', code: '57P01', message: 'terminating connection: pgward is shutting down' });
+    return true;
+  }
+
   close(): void {
     if (this.state === 'closed') return;
     this.state = 'closed';
@@ -836,7 +851,7 @@ export class Session {
     this.deadline.close();
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
-    const idle = this.status === 'I' && !this.unsynced && this.pipeline.empty;
+    const idle = this.idle;
     const working = this.pipeline.awaitingServer;
     // Statements sent upstream whose end the session will not see are audited now (as when the upstream is lost): they may have run.
     this.pipeline.abandon();

@@ -68,20 +68,32 @@ function selectProjections(projections: readonly Projection[], name: string | un
   return [projection];
 }
 
+/** Signals that stop `pgward serve`: SIGHUP too, as a closing terminal or a launcher's ending shell sends it. */
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+/** What stopping may take beyond the drain before the process exits anyway (its embedded PostgreSQL told to stop). */
+const STOP_GRACE_MS = 30_000;
+
 async function runServe(config: Config, args: string[]): Promise<number> {
   const { values } = parseArgs({ args, options: { role: { type: 'string', multiple: true } } });
   const roles = parseRoles(values.role ?? Role.options);
   const logger = createLogger(config.PGWARD_LOG_LEVEL);
+  // Caught from the start: a signal during start-up stops pgward once it is up, never midway. Later
+  // signals are no-ops (under `npm start` Ctrl-C arrives twice: from the terminal and from npm).
+  let stopSignal: (signal: NodeJS.Signals) => void = () => undefined;
+  const stopRequested = new Promise<NodeJS.Signals>((resolve) => (stopSignal = resolve));
+  for (const signal of STOP_SIGNALS) process.on(signal, stopSignal);
   const running = values.role ? await serve(config, logger, new Set(roles)) : await superviseServe(config, logger);
   console.log(`pgward listening: HTTP ${running.httpUrl} (GET /healthz, GET /metrics)${running.proxyPort ? `, Postgres proxy ${config.PGWARD_LISTEN_HOST}:${running.proxyPort}` : ''}`);
   if (!values.role) await announceDemo(config, logger, running.httpUrl!);
-  await new Promise<void>((resolve) => {
-    const shutdown = (): void => resolve();
-    process.once('SIGINT', shutdown);
-    process.once('SIGTERM', shutdown);
-  });
-  logger.info('stopping');
+  const signal = await stopRequested;
+  logger.info({ signal, drain_timeout_ms: config.PGWARD_DRAIN_TIMEOUT_MS }, 'stopping');
+  const overdue = setTimeout(() => {
+    logger.error({ after_ms: config.PGWARD_DRAIN_TIMEOUT_MS + STOP_GRACE_MS }, 'stopping took too long; exiting');
+    process.exit(1);
+  }, config.PGWARD_DRAIN_TIMEOUT_MS + STOP_GRACE_MS).unref();
   await running.stop();
+  clearTimeout(overdue);
+  logger.info('stopped');
   return 0;
 }
 

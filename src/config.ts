@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { parseKeyring } from './crypto/seal.js';
@@ -36,6 +37,7 @@ export const ConfigSchema = z.object({
   PGWARD_TLS_CERT: z.string().min(1, 'expected the path of a PEM certificate').optional(),
   PGWARD_TLS_KEY: z.string().min(1, 'expected the path of a PEM private key').optional(),
   PGWARD_MAX_MESSAGE_BYTES: z.coerce.number({ message: 'expected a byte count' }).int('expected a byte count').min(1024, 'expected at least 1024').max(1024 * 1024 * 1024, 'expected at most 1 GiB').default(64 * 1024 * 1024),
+  PGWARD_DRAIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(600_000, 'expected at most 600000').default(10_000),
   PGWARD_LOGIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(1_000, 'expected at least 1000').max(600_000, 'expected at most 600000').default(60_000),
   PGWARD_REGION: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'expected a region name such as local or eu-west-1').default('local'),
   PGWARD_PROXY_ID: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'expected a proxy id').optional(),
@@ -67,6 +69,15 @@ export class ConfigError extends Error {
     readonly expected: string,
   ) {
     super(`invalid configuration: ${variable} ${expected}`);
+  }
+}
+
+/** Reads the file `variable` names; one that cannot be read is that variable's configuration error. */
+export async function readConfiguredFile(variable: string, path: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (error) {
+    throw new ConfigError(variable, `names a file that cannot be read: ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
   }
 }
 

@@ -8,7 +8,7 @@ import { findActiveApiKeyByHash } from '../queries/api-keys.js';
 import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
 import type { DecisionBus } from './bus/port.js';
 import { demoSettings } from './demo/settings.js';
-import { instanceId, type Config } from './config.js';
+import { ConfigError, instanceId, type Config } from './config.js';
 import { loadOrCreateKeyringFile, openSecret, parseKeyring, sealBlob, type Keyring } from './crypto/seal.js';
 import { sha256Hex } from './crypto/tokens.js';
 import type { ControlPlane } from './http/app.js';
@@ -32,7 +32,7 @@ const KEY_FRESHNESS_MS = 2_000;
  */
 export async function loadKeyring(config: Config, state: StateDatabase): Promise<Keyring> {
   if (config.PGWARD_MASTER_KEY) return parseKeyring(config.PGWARD_MASTER_KEY);
-  if (state.source === 'PGWARD_STATE_URL') throw new Error('PGWARD_MASTER_KEY is required when PGWARD_STATE_URL is set');
+  if (state.source === 'PGWARD_STATE_URL') throw new ConfigError('PGWARD_MASTER_KEY', 'is required when PGWARD_STATE_URL is set (a base64 32-byte key: openssl rand -base64 32)');
   return loadOrCreateKeyringFile(resolve(config.PGWARD_DATA_DIR, 'master.key'));
 }
 

@@ -1,11 +1,14 @@
 import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { projectionsFor } from '../projections/index.js';
 import { ANCHOR_KEY_NAME, auditKeysFrom, loadAnchor } from './audit/keys.js';
+import type { AnchorKeyPair } from './crypto/checkpoint.js';
 import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
 import { instanceId, type Config } from './config.js';
+import { listenOn } from './listen.js';
 import { resolve } from 'node:path';
 import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
@@ -26,8 +29,22 @@ import { createPostgresEventStore } from './store/postgres.js';
 
 const SWEEP_INTERVAL_MS = 5_000;
 
-async function auditDeps(config: Config) {
-  const anchor = await loadAnchor(config);
+/** Logs a key or certificate generated into the data directory: where it is, and what would replace it. */
+export function generatedFile(logger: Logger, what: string, variable: string): (file: string) => void {
+  return (file) => logger.info({ file }, `generated ${what} into the data directory (set ${variable} to use your own)`);
+}
+
+/** Closes the HTTP server: requests under way get `drainMs` to finish, then their connections are cut. */
+async function closeApp(app: FastifyInstance, drainMs: number): Promise<void> {
+  const cut = setTimeout(() => app.server.closeAllConnections(), drainMs);
+  try {
+    await app.close();
+  } finally {
+    clearTimeout(cut);
+  }
+}
+
+function auditDeps(config: Config, anchor: AnchorKeyPair) {
   return { keys: auditKeysFrom(config), anchorPublicKey: anchor.publicKey, signer: { keyId: ANCHOR_KEY_NAME, privateKey: anchor.privateKey } };
 }
 
@@ -91,13 +108,27 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     for (const step of cleanup.reverse()) await step().catch((error: unknown) => logger.error({ err: error }, 'shutdown step failed'));
   };
   let proxyPort: number | undefined;
+  let stopProxy: (() => Promise<void>) | undefined;
   try {
     const metrics = createMetrics(roles.size === Role.options.length ? 'serve' : [...roles].join('+'));
-    const state = options.state ?? (await openStateDatabase(config, { reuseRunning: false, onLog: (line) => logger.debug({ postgres: line.trim() }, 'embedded postgres') }));
+    const state = options.state ?? (await openStateDatabase(config, { reuseRunning: false, logger }));
     if (!options.state) {
       cleanup.push(() => state.close());
       logger.info({ state: state.source }, 'state database ready');
     }
+
+    // What the roles need from the configuration is read before anything is written anywhere.
+    const anchor = roles.has('ingest') || roles.has('api') ? await loadAnchor(config, generatedFile(logger, 'the audit anchor key', 'PGWARD_AUDIT_ANCHOR_KEY')) : undefined;
+    const keyring = roles.has('proxy') || roles.has('api') ? await loadKeyring(config, state) : undefined;
+    const tls = roles.has('proxy')
+      ? await loadTls({
+          certFile: config.PGWARD_TLS_CERT,
+          keyFile: config.PGWARD_TLS_KEY,
+          dataDir: resolve(config.PGWARD_DATA_DIR),
+          host: config.PGWARD_PUBLIC_HOST,
+          onGenerated: generatedFile(logger, 'a self-signed TLS certificate for the proxy', 'PGWARD_TLS_CERT and PGWARD_TLS_KEY'),
+        })
+      : undefined;
 
     const auditKeys = auditKeysFrom(config);
     // Ingest hands the entries it prepares for its checkpoints to the audit projection, when both run here.
@@ -142,24 +173,22 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
 
     // Ingest starts before the proxy and stops after it, so decisions the proxy flushes at shutdown still reach the trail.
     if (roles.has('ingest')) {
-      const anchor = await loadAnchor(config);
       const ingest = await startIngest({
         store,
         bus,
         logger: logger.child({ role: 'ingest' }),
-        checkpoints: { every: config.PGWARD_AUDIT_CHECKPOINT_EVERY, keys: auditKeys, anchor: { keyId: ANCHOR_KEY_NAME, privateKey: anchor.privateKey }, handOn: preparedEntries },
+        checkpoints: { every: config.PGWARD_AUDIT_CHECKPOINT_EVERY, keys: auditKeys, anchor: { keyId: ANCHOR_KEY_NAME, privateKey: anchor!.privateKey }, handOn: preparedEntries },
       });
       cleanup.push(() => ingest.stop());
     }
 
-    const keyring = roles.has('proxy') || roles.has('api') ? await loadKeyring(config, state) : undefined;
     // One tally for the wire and the hosted MCP of this process: an agent's budget is one budget whichever way it comes in.
     const budgets = new Budgets(
       (scope, day, month) => spentSince(pool, scope, day, month),
       (error, scope) => logger.warn({ err: error, scope }, 'could not read what a budget scope spent; its statements are refused until it can'),
     );
     if (roles.has('proxy')) {
-      const proxy = await startProxy({
+      const proxy = await listenOn('PGWARD_PROXY_PORT', config.PGWARD_LISTEN_HOST, config.PGWARD_PROXY_PORT, () => startProxy({
         store,
         bus,
         budgets,
@@ -168,13 +197,16 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         metrics: metrics.registry,
         host: config.PGWARD_LISTEN_HOST,
         port: config.PGWARD_PROXY_PORT,
-        tls: await loadTls({ certFile: config.PGWARD_TLS_CERT, keyFile: config.PGWARD_TLS_KEY, dataDir: resolve(config.PGWARD_DATA_DIR), host: config.PGWARD_PUBLIC_HOST }),
+        tls,
         region: config.PGWARD_REGION,
         proxyId: instanceId(config),
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
         loginTimeoutMs: config.PGWARD_LOGIN_TIMEOUT_MS,
-      });
-      cleanup.push(() => proxy.stop());
+        drainTimeoutMs: config.PGWARD_DRAIN_TIMEOUT_MS,
+      }));
+      let stopped: Promise<void> | undefined;
+      stopProxy = () => (stopped ??= proxy.stop());
+      cleanup.push(stopProxy);
       proxyPort = proxy.port;
     }
 
@@ -201,13 +233,15 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     if (http === false) return { httpUrl: undefined, proxyPort, metrics: metrics.registry, health, stop: stopAll };
 
     const app = await buildApp({
-      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, await auditDeps(config), bus, budgets) } : {}),
+      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, auditDeps(config, anchor!), bus, budgets) } : {}),
       logger,
       metrics: http.metrics ? http.metrics(metrics.registry) : metrics.registry,
       health: async () => ({ ...(await health()), ...(await http.health?.()) }),
     });
-    await app.listen({ host: config.PGWARD_LISTEN_HOST, port: http.port ?? config.PGWARD_HTTP_PORT });
-    cleanup.push(() => app.close());
+    // The HTTP server and the proxy drain together: neither takes new work once pgward is stopping.
+    cleanup.push(() => Promise.all([closeApp(app, config.PGWARD_DRAIN_TIMEOUT_MS), stopProxy?.()]));
+    const port = http.port ?? config.PGWARD_HTTP_PORT;
+    await listenOn('PGWARD_HTTP_PORT', config.PGWARD_LISTEN_HOST, port, () => app.listen({ host: config.PGWARD_LISTEN_HOST, port }));
     const address = app.server.address() as AddressInfo;
     const httpUrl = `http://${config.PGWARD_LISTEN_HOST}:${address.port}`;
     return { httpUrl, proxyPort, metrics: metrics.registry, health, stop: stopAll };

@@ -7,9 +7,10 @@
  *   worker `api`: REST, the management MCP, the hosted agent MCP, sweeps; /healthz and /metrics of every process
  *
  * A worker that exits or stalls is started again with backoff (pgward_worker_restarts_total); the
- * proxy keeps serving meanwhile, its decisions waiting on the bus. SIGINT/SIGTERM stop the API,
- * then the proxy (its last decisions reach the bus), then ingest and the projections, then the bus,
- * the embedded PostgreSQL last.
+ * proxy keeps serving meanwhile, its decisions waiting on the bus. SIGINT/SIGTERM/SIGHUP drain the
+ * API and the proxy together (no new work; what is under way may finish within
+ * PGWARD_DRAIN_TIMEOUT_MS; the proxy's last decisions reach the bus), then stop ingest and the
+ * projections, then the bus, the embedded PostgreSQL last.
  */
 import { Counter, Gauge, Registry } from 'prom-client';
 import { loadAnchor } from '../audit/keys.js';
@@ -18,7 +19,7 @@ import type { Config } from '../config.js';
 import { loadKeyring } from '../control-plane.js';
 import type { PartState } from '../http/app.js';
 import type { Logger } from '../logger.js';
-import { openBus, serve, type Running } from '../main.js';
+import { generatedFile, openBus, serve, type Running } from '../main.js';
 import { openStateDatabase } from '../state.js';
 import type { Channel } from './channel.js';
 import { WorkerProcess, type WorkerOptions, type WorkerSpec } from './worker-process.js';
@@ -49,11 +50,11 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
     for (const step of cleanup.reverse()) await step().catch((error: unknown) => logger.error({ err: error }, 'shutdown step failed'));
   };
   try {
-    const state = await openStateDatabase(config, { reuseRunning: false, onLog: (line) => logger.debug({ postgres: line.trim() }, 'embedded postgres') });
+    const state = await openStateDatabase(config, { reuseRunning: false, logger });
     cleanup.push(() => state.close());
     logger.info({ state: state.source }, 'state database ready');
     // The key files are created here, before two workers could race to create them.
-    await loadAnchor(config);
+    await loadAnchor(config, generatedFile(logger, 'the audit anchor key', 'PGWARD_AUDIT_ANCHOR_KEY'));
     await loadKeyring(config, state);
 
     const bus = await openBus(config);
@@ -115,8 +116,8 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
     cleanup.push(() => pipeline.stop());
     await pipeline.start();
     proxy = await serve(config, logger, new Set(['proxy']), { state, bus, http: false });
-    cleanup.push(() => proxy!.stop());
-    cleanup.push(() => api.stop());
+    // The API and the proxy drain together: neither takes new work once pgward is stopping.
+    cleanup.push(() => Promise.all([api.stop(), proxy!.stop()]));
     await api.start();
 
     return {

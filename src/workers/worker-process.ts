@@ -51,6 +51,8 @@ export class WorkerProcess {
   private stallTimer: NodeJS.Timeout | undefined;
   private lastBeat = 0;
   private readyInfo: Ready | undefined;
+  /** Ready once: from then on an exit is a crash to restart after, not a failed start-up for the caller to handle. */
+  private started = false;
 
   constructor(
     readonly spec: WorkerSpec,
@@ -74,15 +76,21 @@ export class WorkerProcess {
 
   /** Starts the worker and resolves once it is ready; rejects when it exits or times out first. */
   async start(): Promise<void> {
+    // In a process group of its own: signals to the supervisor's group (Ctrl-C, a closing terminal's SIGHUP)
+    // are the supervisor's to act on, which stops its workers in order.
     const child = fork(BIN, ['worker', this.spec.name, ...this.spec.roles.flatMap((role) => ['--role', role])], {
       env: { ...process.env, ...this.spec.env },
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      detached: true,
     });
     const channel = new Channel(child);
     this.child = child;
     this.channel = channel;
     this.readyInfo = undefined;
+    // A worker whose start-up fails says why before it exits.
+    let failure: string | undefined;
+    channel.answer<string>('failed', (reason) => void (failure = reason));
     this.hooks.attach(channel);
     const startedAt = Date.now();
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -92,7 +100,7 @@ export class WorkerProcess {
     let timer: NodeJS.Timeout | undefined;
     const ready = await Promise.race([
       new Promise<Ready>((resolve) => channel.on<Ready>('ready', resolve)),
-      exited.then(() => Promise.reject(new Error(`worker ${this.spec.name} exited during start-up`))),
+      exited.then(() => Promise.reject(new Error(failure ?? `worker ${this.spec.name} exited during start-up`))),
       new Promise<never>((_resolve, reject) => (timer = setTimeout(() => reject(new Error(`worker ${this.spec.name} was not ready within ${READY_TIMEOUT_MS / 1000} s`)), READY_TIMEOUT_MS))),
     ])
       .catch((error: unknown) => {
@@ -102,6 +110,7 @@ export class WorkerProcess {
       })
       .finally(() => clearTimeout(timer));
     this.readyInfo = ready;
+    this.started = true;
     this.lastBeat = Date.now();
     this.watchBeats(child);
     this.logger.info({ worker: this.spec.name, worker_pid: child.pid, roles: this.spec.roles }, 'worker ready');
@@ -139,7 +148,7 @@ export class WorkerProcess {
   private async exited(child: ChildProcess, channel: Channel, startedAt: number, code: number | null, signal: NodeJS.Signals | null): Promise<void> {
     if (this.child === child) clearInterval(this.stallTimer);
     await this.hooks.detach(channel);
-    if (this.stopping || this.child !== child) return;
+    if (this.stopping || this.child !== child || !this.started) return;
     this.readyInfo = undefined;
     const backoff = this.options.backoff ?? DEFAULT_BACKOFF;
     this.failures = failuresAfterExit(backoff, this.failures, Date.now() - startedAt);

@@ -9,7 +9,7 @@ import { busOver } from '../bus/channel.js';
 import type { Config } from '../config.js';
 import type { PartState } from '../http/app.js';
 import type { Logger } from '../logger.js';
-import { serve, type Role } from '../main.js';
+import { serve, type Role, type Running } from '../main.js';
 import { Channel } from './channel.js';
 import type { StateAnswer } from './supervisor.js';
 import { WholeRegistry, type MetricsJson } from './whole-registry.js';
@@ -19,12 +19,37 @@ const ASK_TIMEOUT_MS = 5_000;
 
 export async function runWorker(config: Config, logger: Logger, name: string, roles: readonly Role[]): Promise<number> {
   if (!process.send) throw new Error('pgward worker is started by `pgward serve`, not by hand');
-  const ignoreInterrupt = (): void => undefined;
-  process.on('SIGINT', ignoreInterrupt);
   const channel = new Channel(process);
+  try {
+    const running = await serveWorker(config, logger.child({ worker: name }), name, roles, channel).catch(async (error: unknown) => {
+      const told = await channel.ask('failed', (error as Error).message, ASK_TIMEOUT_MS).then(
+        () => true,
+        () => false,
+      );
+      if (!told) throw error;
+      return undefined;
+    });
+    if (!running) return 1;
+    const beat = setInterval(() => channel.tell('beat'), BEAT_INTERVAL_MS);
+    channel.tell('ready', { httpUrl: running.httpUrl });
+    await new Promise<void>((resolve) => {
+      channel.on('stop', resolve);
+      process.once('SIGTERM', resolve);
+      process.once('disconnect', resolve);
+    });
+    clearInterval(beat);
+    await running.stop();
+    return 0;
+  } finally {
+    channel.close('the worker stopped');
+    if (process.connected) process.disconnect();
+  }
+}
+
+async function serveWorker(config: Config, logger: Logger, name: string, roles: readonly Role[], channel: Channel): Promise<Running> {
   const state = await channel.ask<StateAnswer>('state', undefined, ASK_TIMEOUT_MS);
   const bus = config.NATS_URL ? undefined : busOver(channel);
-  const running = await serve(config, logger.child({ worker: name }), new Set(roles), {
+  const running = await serve(config, logger, new Set(roles), {
     state: { ...state, close: async () => undefined },
     ...(bus ? { bus } : {}),
     http: roles.includes('api')
@@ -36,18 +61,5 @@ export async function runWorker(config: Config, logger: Logger, name: string, ro
   });
   channel.answer('metrics', () => running.metrics.getMetricsAsJSON());
   channel.answer('health', () => running.health());
-  const beat = setInterval(() => channel.tell('beat'), BEAT_INTERVAL_MS);
-  channel.tell('ready', { httpUrl: running.httpUrl });
-
-  await new Promise<void>((resolve) => {
-    channel.on('stop', resolve);
-    process.once('SIGTERM', resolve);
-    process.once('disconnect', resolve);
-  });
-  clearInterval(beat);
-  await running.stop();
-  channel.close('the worker stopped');
-  process.off('SIGINT', ignoreInterrupt);
-  if (process.connected) process.disconnect();
-  return 0;
+  return running;
 }

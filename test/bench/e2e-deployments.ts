@@ -9,12 +9,13 @@
  * Each is provisioned through its CLI and HTTP API, and names its processes for the CPU figures.
  */
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
+import { generateAnchorKey } from '../../src/crypto/checkpoint.js';
 import { freePort } from '../support/free-port.js';
 import { processes, provision, startPgward, stateUrlOf, workerPid, type Login, type PgwardProcess, type Provisioned, type Upstream } from '../support/pgward-process.js';
 import { REALISTIC_POLICY } from './proxy-gateway.js';
@@ -139,18 +140,20 @@ export async function startSplit(upstream: Upstream, admin: pg.Client, natsUrl: 
   });
   const stateUrl = withDatabase(MACHINE_PG, stateDatabase);
   const proxyPort = await freePort();
+  const anchorKey = join(dir, 'anchor.pem');
+  await writeFile(anchorKey, generateAnchorKey(), { mode: 0o600 });
   const env = {
     ...baseEnv(),
     PGWARD_DATA_DIR: dir,
     PGWARD_STATE_URL: stateUrl,
     PGWARD_MASTER_KEY: randomBytes(32).toString('base64'),
+    PGWARD_AUDIT_ANCHOR_KEY: anchorKey,
     NATS_URL: natsUrl,
     PGWARD_NATS_STREAM: stream,
     PGWARD_NATS_SUBJECT: `pgward.e2e.${tag}`,
     PGWARD_PROXY_PORT: String(proxyPort),
   };
   const roles: Record<string, PgwardProcess> = {};
-  // Ingest first: it creates the anchor key the API reads.
   for (const role of ['ingest', 'projector', 'api', 'proxy']) {
     const httpPort = await freePort();
     const running = await startPgward(['serve', '--role', role], { ...env, PGWARD_HTTP_PORT: String(httpPort) }, httpPort);

@@ -25,6 +25,7 @@ describe('configuration', () => {
       PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: 12000,
       PGWARD_MAX_MESSAGE_BYTES: 67108864,
       PGWARD_LOGIN_TIMEOUT_MS: 60000,
+      PGWARD_DRAIN_TIMEOUT_MS: 10000,
       PGWARD_REGION: 'local',
       PGWARD_AUDIT_CHECKPOINT_EVERY: 1000,
       PGWARD_NATS_STREAM: 'PGWARD_DECISIONS',
@@ -39,6 +40,7 @@ describe('configuration', () => {
     expect(refusal({ PGWARD_HTTP_PORT: 'abc' }).message).toBe('invalid configuration: PGWARD_HTTP_PORT expected a port number');
     expect(refusal({ PGWARD_PROXY_PORT: '0' }).variable).toBe('PGWARD_PROXY_PORT');
     expect(refusal({ PGWARD_EMBEDDED_PG_PORT: '65536' }).message).toBe('invalid configuration: PGWARD_EMBEDDED_PG_PORT expected a port number from 1 to 65535');
+    expect(refusal({ PGWARD_DRAIN_TIMEOUT_MS: '-1' }).message).toBe('invalid configuration: PGWARD_DRAIN_TIMEOUT_MS expected at least 0');
     expect(refusal({ NATS_URL: 'http://127.0.0.1:4222' }).message).toBe('invalid configuration: NATS_URL expected a nats:// URL');
     expect(refusal({ EVENTSTORE_URL: 'postgres://x' }).variable).toBe('EVENTSTORE_URL');
     expect(refusal({ PGWARD_LOG_LEVEL: 'loud' }).variable).toBe('PGWARD_LOG_LEVEL');
