@@ -1,5 +1,8 @@
 import { decodeWith } from '../src/events/envelope.js';
-import { DEFAULT_STATEMENT_TIMEOUT_MS, PolicyProfileCreated, PolicyProfileDeleted, PolicyProfileUpdated, type ApprovalRule, type MaskMode } from '../src/events/policies.js';
+import {
+  DEFAULT_MIGRATION_SAFETY, DEFAULT_STATEMENT_TIMEOUT_MS, PolicyProfileCreated, PolicyProfileDeleted, PolicyProfileUpdated,
+  type ApprovalRule, type MaskMode, type MigrationSafety, type PolicyStatementKind,
+} from '../src/events/policies.js';
 import type { RecordedEvent } from '../src/store/port.js';
 import { rowProjection } from './row-projection.js';
 
@@ -18,6 +21,11 @@ export type PolicyRow = {
   audit_mode: string;
   allow_catalog: boolean;
   statement_timeout_ms: number;
+  /** Null: every kind. */
+  statement_allow: PolicyStatementKind[] | null;
+  statement_deny: PolicyStatementKind[];
+  denied_tables: string[];
+  migration_safety: MigrationSafety;
   version: number;
   status: 'active' | 'deleted';
   revision: number;
@@ -31,7 +39,19 @@ export function evolvePolicy(row: PolicyRow | undefined, event: RecordedEvent): 
   switch (event.type) {
     case PolicyProfileCreated.type: {
       const { data, metadata } = decodeWith(PolicyProfileCreated, event);
-      return { ...data, statement_timeout_ms: data.statement_timeout_ms ?? DEFAULT_STATEMENT_TIMEOUT_MS, version: 1, status: 'active', revision: event.revision, created_at: metadata.at, updated_at: metadata.at };
+      return {
+        ...data,
+        statement_timeout_ms: data.statement_timeout_ms ?? DEFAULT_STATEMENT_TIMEOUT_MS,
+        statement_allow: data.statement_allow ?? null,
+        statement_deny: data.statement_deny ?? [],
+        denied_tables: data.denied_tables ?? [],
+        migration_safety: data.migration_safety ?? DEFAULT_MIGRATION_SAFETY,
+        version: 1,
+        status: 'active',
+        revision: event.revision,
+        created_at: metadata.at,
+        updated_at: metadata.at,
+      };
     }
     case PolicyProfileUpdated.type: {
       if (!row) return null;
@@ -53,16 +73,23 @@ export const policiesProjection = rowProjection<PolicyRow>({
     key: 'policy_id',
     columnNames: [
       'policy_id', 'project_id', 'name', 'read_only', 'allowed_tables', 'masked_columns', 'max_rows', 'queries_per_day', 'bytes_per_month',
-      'approval', 'honeytokens', 'audit_mode', 'allow_catalog', 'statement_timeout_ms', 'version', 'status', 'revision', 'created_at', 'updated_at',
+      'approval', 'honeytokens', 'audit_mode', 'allow_catalog', 'statement_timeout_ms', 'statement_allow', 'statement_deny', 'denied_tables', 'migration_safety', 'version', 'status', 'revision', 'created_at', 'updated_at',
     ],
     columns: `policy_id text primary key, project_id text not null, name text not null, read_only boolean not null, allowed_tables jsonb not null,
       masked_columns jsonb not null, max_rows integer, queries_per_day integer not null, bytes_per_month text not null, approval jsonb not null,
-      honeytokens jsonb not null, audit_mode text not null, allow_catalog boolean not null, statement_timeout_ms integer not null, version integer not null, status text not null,
+      honeytokens jsonb not null, audit_mode text not null, allow_catalog boolean not null, statement_timeout_ms integer not null, statement_allow jsonb, statement_deny jsonb not null,
+      denied_tables jsonb not null, migration_safety text not null, version integer not null, status text not null,
       revision integer not null, created_at timestamptz not null, updated_at timestamptz not null`,
     orderBy: 'policy_id',
     indexes: ['project_id, policy_id'],
-    // Policies projected before statement_timeout_ms existed have the default it stands for.
-    addedColumns: [`statement_timeout_ms integer not null default ${DEFAULT_STATEMENT_TIMEOUT_MS}`],
+    // Policies projected before these fields existed have the defaults they stand for.
+    addedColumns: [
+      `statement_timeout_ms integer not null default ${DEFAULT_STATEMENT_TIMEOUT_MS}`,
+      'statement_allow jsonb',
+      `statement_deny jsonb not null default '[]'`,
+      `denied_tables jsonb not null default '[]'`,
+      `migration_safety text not null default '${DEFAULT_MIGRATION_SAFETY}'`,
+    ],
   },
   keyOf: (event) => (handled.has(event.type) ? event.stream.slice('policy-'.length) : undefined),
   evolve: evolvePolicy,

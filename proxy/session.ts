@@ -743,9 +743,9 @@ export class Session {
     // A Query runs now; a Parse runs nothing: its statement's budget is checked at each Execute.
     if (protocol === 'simple' && this.overBudget(sql, protocol)) return undefined;
     const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens }, this.catalog!.current());
-    if (decision.action === 'allow' && decision.progress.includes('migration_flagged')) this.schemaChanged = true;
+    if (decision.action === 'allow' && decision.progress.length > 0) this.schemaChanged = true;
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
-      this.audit.publish(credential, { event: progress, projectId: credential.project_id, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
+      this.audit.publish(credential, { event: progress.event, projectId: credential.project_id, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
     }
     if (decision.action !== 'allow') return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.

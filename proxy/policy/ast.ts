@@ -147,6 +147,25 @@ export function constantText(node: Node): string | undefined {
   return undefined;
 }
 
+/** Whether an option's value turns it on: a bare option (no value), or one that is not plainly off. */
+export function isOn(value: string | undefined): boolean {
+  return value === undefined || ['true', 'on', '1', 'yes'].includes(value);
+}
+
+/**
+ * Whether a DefElem option list (`EXPLAIN (ANALYZE)`, `VACUUM FULL`, `REINDEX (CONCURRENTLY)`)
+ * turns option `name` on. A value that is not a constant (`ANALYZE 0` is an Integer node) counts
+ * as on, so a caller that must fail closed treats it as set.
+ */
+export function optionOn(options: unknown, name: string): boolean {
+  if (!Array.isArray(options)) return false;
+  return options.some((item: unknown) => {
+    const option = isObject(item) && isObject(item.DefElem) ? item.DefElem : undefined;
+    if (!option || String(option.defname).toLowerCase() !== name) return false;
+    return isOn(isObject(option.arg) ? constantText(option.arg)?.toLowerCase() : undefined);
+  });
+}
+
 /** A deep copy of a parse tree (plain JSON data, whose keys are libpg_query's field names); several times faster than a JSON round trip. */
 export function cloneTree<T>(tree: T): T {
   if (Array.isArray(tree)) return tree.map(cloneTree) as T;

@@ -33,6 +33,8 @@ function target(ctx: Ctx, reader: Reader, reach: Reach): { entry: RangeEntry; ta
 const CONSTRAINT_FIELDS = [
   'contype', 'conname', 'deferrable', 'initdeferred', 'skip_validation', 'initially_valid', 'is_no_inherit', 'generated_when',
   'nulls_not_distinct', 'fk_matchtype', 'fk_upd_action', 'fk_del_action', 'location',
+  // ADD CONSTRAINT ... USING INDEX: PostgreSQL requires an index of the same table.
+  'indexname',
 ];
 
 function constraint(ctx: Ctx, at: At, level: Level, tables: readonly RelationName[]): void {
@@ -70,15 +72,18 @@ function tableElement(ctx: Ctx, at: At, level: Level, tables: readonly RelationN
 
 const ALTER_COMMANDS: ReadonlySet<string> = new Set([
   'AT_AddColumn', 'AT_DropColumn', 'AT_ColumnDefault', 'AT_SetNotNull', 'AT_DropNotNull', 'AT_AlterColumnType', 'AT_AddConstraint',
-  'AT_DropConstraint',
+  'AT_DropConstraint', 'AT_ValidateConstraint',
 ]);
+
+/** Commands whose `name` is a constraint's, not a column's. */
+const CONSTRAINT_COMMANDS: ReadonlySet<string> = new Set(['AT_DropConstraint', 'AT_ValidateConstraint']);
 
 function alterCommand(ctx: Ctx, at: At, level: Level, tables: readonly RelationName[]): void {
   visit(ctx, at, (reader) => {
     const subtype = reader.string('subtype') ?? '';
     if (!ALTER_COMMANDS.has(subtype)) ctx.out.unsupportedConstruct(`ALTER TABLE ${subtype.replace(/^AT_/, '')}`);
     const column = reader.string('name');
-    if (column !== undefined && subtype !== 'AT_DropConstraint') columnUse(ctx, tables, column, pathOf(at.slot));
+    if (column !== undefined && !CONSTRAINT_COMMANDS.has(subtype)) columnUse(ctx, tables, column, pathOf(at.slot));
     const def = reader.node('def');
     if (def) tableElement(ctx, def, level, tables);
     // DROP COLUMN/CONSTRAINT ... CASCADE also drops views and foreign keys of other tables that depend on it.

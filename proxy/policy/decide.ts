@@ -1,20 +1,34 @@
 import type { AuditEventKind } from '../../src/events/audit.js';
 import type { StatementAnalysis } from './analysis.js';
 import type { AnalysisSession } from './analyze.js';
-import type { MaskMode } from '../../src/events/policies.js';
+import { DEFAULT_MIGRATION_SAFETY, type MaskMode } from '../../src/events/policies.js';
 import { catalogRowFilters } from './catalog-rows.js';
 import { expandForMasks } from './expansion.js';
 import { applyMasks, maskExpression, type MaskEdit } from './mask.js';
 import { qualified } from './names.js';
 import { MAX_SQL_BYTES, MAX_TREE_NODES, measureTree, tooComplex, type ParseFailure } from './parser.js';
-import { canaryCheck, effectCheck, functionCheck, INSUFFICIENT_PRIVILEGE, maskCheck, tableCheck, unsupportedCheck, type PolicyRules, type Refusal, type Trip } from './rules.js';
+import { migrationFindings } from './migration.js';
+import {
+  canaryCheck, deniedTableCheck, effectCheck, functionCheck, INSUFFICIENT_PRIVILEGE, maskCheck, migrationCheck, migrationReason, statementKindCheck, tableCheck,
+  unsupportedCheck, type PolicyRules, type Refusal, type Trip,
+} from './rules.js';
+
+/** A progress row to record before the decision itself: a schema change, or a lock-heavy statement run under migration_safety warn. */
+export interface Progress {
+  readonly event: Extract<AuditEventKind, 'migration_flagged'>;
+  readonly rule: string;
+  readonly reason: string;
+}
+
+/** The row every schema change under a write-capable policy gets, when migration_safety has nothing more to say of it. */
+export const SCHEMA_CHANGE: Progress = { event: 'migration_flagged', rule: 'migration_flagged', reason: 'schema change by an agent' };
 
 interface DecisionFacts {
   readonly statementKind: string;
   readonly tablesRead: readonly string[];
   readonly tablesWritten: readonly string[];
-  /** Progress rows to record before the decision itself (`migration_flagged` for DDL under a write-capable policy). */
-  readonly progress: readonly AuditEventKind[];
+  /** Progress rows to record before the decision itself, when it allows the statement. */
+  readonly progress: readonly Progress[];
 }
 
 export type PolicyDecision =
@@ -53,7 +67,7 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
     statementKind: analysis.kind,
     tablesRead: tables(analysis, false),
     tablesWritten: tables(analysis, true),
-    progress: analysis.ddl && !policy.read_only ? (['migration_flagged'] as const) : [],
+    progress: progressOf(analysis, policy),
     changesSession: analysis.sessionChanges.length > 0,
   };
   const trip = canaryCheck(analysis, policy);
@@ -113,7 +127,27 @@ function oversizedRewrite(analysis: StatementAnalysis, edits: readonly MaskEdit[
 }
 
 function checks(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
-  return effectCheck(analysis, policy) ?? unsupportedCheck(analysis) ?? functionCheck(analysis, policy) ?? tableCheck(analysis, policy);
+  return (
+    effectCheck(analysis, policy) ??
+    statementKindCheck(analysis, policy) ??
+    unsupportedCheck(analysis) ??
+    functionCheck(analysis, policy) ??
+    deniedTableCheck(analysis, policy) ??
+    tableCheck(analysis, policy) ??
+    migrationCheck(analysis, policy)
+  );
+}
+
+/**
+ * Under a write-capable policy: a lock-heavy statement under migration_safety warn is flagged with
+ * what it locks and the safe alternative; any other schema change with SCHEMA_CHANGE.
+ */
+function progressOf(analysis: StatementAnalysis, policy: PolicyRules): readonly Progress[] {
+  if (policy.read_only) return [];
+  const findings = (policy.migration_safety ?? DEFAULT_MIGRATION_SAFETY) === 'warn' ? migrationFindings(analysis.stmt) : [];
+  const first = findings[0];
+  if (first) return [{ event: 'migration_flagged', rule: first.rule, reason: migrationReason(findings, 'flagged') }];
+  return analysis.ddl ? [SCHEMA_CHANGE] : [];
 }
 
 /**

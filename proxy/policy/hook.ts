@@ -1,11 +1,10 @@
 import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
-import type { AuditEventKind } from '../../src/events/audit.js';
 import type { AnalysisSession } from './analyze.js';
 import { AnalysisCache } from './cache.js';
 import { DRIVER_METADATA } from './catalog.js';
 import { AllowedDecisions } from './decision-cache.js';
-import type { PolicyDecision } from './decide.js';
+import type { PolicyDecision, Progress } from './decide.js';
 import { MAX_SQL_BYTES, parseStatements } from './parser.js';
 import { decideSql, type StatementVerdict } from './policy.js';
 import { resultRows, uncappable, type Uncappable } from './result-rows.js';
@@ -65,7 +64,17 @@ const allowedShapes = new AllowedDecisions<ShapeTemplate>();
 const SHAPED_KINDS: ReadonlySet<string> = new Set(['select', 'with', 'values', 'table', 'insert', 'update', 'delete']);
 
 function rulesOf(policy: PolicyRow, canaries: readonly Canary[]): PolicyRules {
-  return { read_only: policy.read_only, allowed_tables: policy.allowed_tables, masked_columns: policy.masked_columns, allow_catalog: policy.allow_catalog, canaries };
+  return {
+    read_only: policy.read_only,
+    allowed_tables: policy.allowed_tables,
+    masked_columns: policy.masked_columns,
+    allow_catalog: policy.allow_catalog,
+    canaries,
+    statement_allow: policy.statement_allow,
+    statement_deny: policy.statement_deny,
+    denied_tables: policy.denied_tables,
+    migration_safety: policy.migration_safety,
+  };
 }
 
 /** Whether the policy masks any column: then server errors reach the agent without their DETAIL, which can print a row. */
@@ -112,6 +121,12 @@ function splitsInto(text: string, parts: readonly string[]): boolean {
 }
 
 const unique = (lists: readonly (readonly string[])[]): string[] => [...new Set(lists.flat())];
+
+/** A message's progress rows: one for each distinct one of its statements'. */
+function uniqueProgress(lists: readonly (readonly Progress[])[]): Progress[] {
+  const byText = new Map(lists.flat().map((progress) => [`${progress.rule}\u0000${progress.reason}`, progress]));
+  return [...byText.values()];
+}
 
 /**
  * The policy hook every statement passes through, on the wire and (later) on MCP. A message with
@@ -190,7 +205,7 @@ function combine(sql: string, verdicts: readonly StatementVerdict[], session: An
     sql: text,
     tablesRead: read,
     tablesWritten: written,
-    progress: unique(decisions.map((d) => d.progress)) as AuditEventKind[],
+    progress: uniqueProgress(decisions.map((d) => d.progress)),
     changesSession: allowed.some((d) => d.changesSession),
     statementCount: verdicts.length,
     uncapped: rowsOf(sql, session),

@@ -1,11 +1,13 @@
 import type { HoneytokenKind } from '../../src/events/honeytokens.js';
-import type { MaskMode } from '../../src/events/policies.js';
+import { DEFAULT_MIGRATION_SAFETY, type MaskMode, type MigrationSafety, type PolicyStatementKind } from '../../src/events/policies.js';
 import type { Effect, StatementAnalysis, WholeRowForm } from './analysis.js';
 import { DRIVER_METADATA, isTempSchema, NEVER_READABLE } from './catalog.js';
 import type { MaskEdit } from './mask.js';
 import { isCatalog, qualified, type RelationName } from './names.js';
 import { describeConstruct } from './constructs.js';
 import { FUNCTION_ALTERNATIVES } from './functions.js';
+import { statementKinds } from './kinds.js';
+import { migrationFindings, type MigrationFinding } from './migration.js';
 import { SETTABLE } from './settings.js';
 
 /** A planted honeytoken, resolved from the policy's honeytoken ids by the caller. */
@@ -25,6 +27,14 @@ export interface PolicyRules {
   readonly canaries: readonly Canary[];
   /** Tables (`schema.table`) treated as off the allowlist whatever it says: a tripped canary's disguise. */
   readonly denied?: readonly string[];
+  /** Only statements whose every kind is listed run; absent or null: every kind. */
+  readonly statement_allow?: readonly PolicyStatementKind[] | null;
+  /** Statements running any of these kinds are refused. */
+  readonly statement_deny?: readonly PolicyStatementKind[];
+  /** `schema.table` or `schema.*`: refused wherever named, whatever allowed_tables says. */
+  readonly denied_tables?: readonly string[];
+  /** Absent: DEFAULT_MIGRATION_SAFETY. */
+  readonly migration_safety?: MigrationSafety;
 }
 
 export interface Refusal {
@@ -138,13 +148,19 @@ export function functionCheck(analysis: StatementAnalysis, policy: PolicyRules):
   return refuse(rule, `${subject} ${fn.why ?? 'is not on the vetted function list'} (rule ${rule}). ${instead}`);
 }
 
-/** Whether the allowed_tables list names the table, or its schema with `*`. */
-export function allowedByList(policy: Pick<PolicyRules, 'allowed_tables' | 'denied'>, table: RelationName): boolean {
-  if (policy.denied?.includes(qualified(table))) return false;
-  return policy.allowed_tables.some((entry) => {
+/** Whether a table list (allowed_tables, denied_tables) names the table, or its schema with `*`; part by part, case-sensitively. */
+function listNames(entries: readonly string[], table: RelationName): boolean {
+  return entries.some((entry) => {
     const dot = entry.indexOf('.');
     return entry.slice(0, dot) === table.schema && (entry.slice(dot + 1) === '*' || entry.slice(dot + 1) === table.name);
   });
+}
+
+/** Whether the policy lets statements name the table: on allowed_tables, and neither on denied_tables nor denied by a tripped canary. */
+export function allowedByList(policy: Pick<PolicyRules, 'allowed_tables' | 'denied' | 'denied_tables'>, table: RelationName): boolean {
+  if (policy.denied?.includes(qualified(table))) return false;
+  if (policy.denied_tables && listNames(policy.denied_tables, table)) return false;
+  return listNames(policy.allowed_tables, table);
 }
 
 /**
@@ -157,6 +173,61 @@ function allowedList(policy: PolicyRules): string {
   const shown = listed.slice(0, 10).join(', ');
   if (listed.length === 0) return 'none';
   return listed.length > 10 ? `${shown}, ...` : shown;
+}
+
+/** Every relation a statement names, at every depth, must not be on denied_tables: it wins over allowed_tables. */
+export function deniedTableCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
+  const denied = policy.denied_tables;
+  if (!denied || denied.length === 0) return null;
+  for (const use of analysis.relations) {
+    const table = use.candidates.find((candidate) => listNames(denied, candidate));
+    if (!table) continue;
+    const name = qualified(table);
+    const where = use.candidates.length > 1 ? ` (${use.text} may resolve to ${use.candidates.map(qualified).join(' or ')} on the search_path)` : '';
+    const as = use.via === undefined ? '' : ` (named as ${use.via})`;
+    return refuse('table.denied', `table ${name}${as} is on this credential's denied tables, whatever its allowed tables say (rule table.denied)${where}. Query other tables.`, { blocked: [name] });
+  }
+  return null;
+}
+
+const kindList = (kinds: readonly string[]): string => (kinds.length === 0 ? 'none' : kinds.join(', '));
+
+/**
+ * statement_deny refuses a statement running a denied kind anywhere in it; statement_allow, when
+ * set, refuses one running any kind it does not list. Neither lifts another rule.
+ */
+export function statementKindCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
+  const deny = policy.statement_deny ?? [];
+  const allow = policy.statement_allow ?? null;
+  if (deny.length === 0 && allow === null) return null;
+  const kinds = statementKinds(analysis.stmt);
+  const runs = (kind: string): string =>
+    kind === analysis.kind ? `is of kind ${kind}` : `(of kind ${analysis.kind}) runs a statement of kind ${kind}, in a data-modifying WITH query or as its operand`;
+  const denied = kinds.find((kind) => deny.includes(kind));
+  if (denied !== undefined) {
+    return refuse('statement_kind.denied', `the statement ${runs(denied)}, and this credential's policy denies ${denied} statements (rule statement_kind.denied). Denied kinds: ${kindList(deny)}.`);
+  }
+  const outside = allow === null ? undefined : kinds.find((kind) => !allow.includes(kind));
+  if (outside !== undefined) {
+    return refuse('statement_kind.not_allowed', `the statement ${runs(outside)}, and this credential's policy allows no ${outside} statements (rule statement_kind.not_allowed). Allowed kinds: ${kindList(allow ?? [])}.`);
+  }
+  return null;
+}
+
+/** What a lock-heavy statement is told, or has flagged: what it does, what that locks, and what to run instead. */
+export function migrationReason(findings: readonly MigrationFinding[], outcome: 'refused' | 'flagged'): string {
+  const why = outcome === 'refused' ? "this credential's policy refuses lock-heavy schema changes, migration_safety block" : 'it ran under migration_safety warn';
+  return findings
+    .map((finding, index) => (index === 0 ? `${finding.what} ${finding.risk} (rule ${finding.rule}; ${why}). Instead, ${finding.instead}.` : `Also, ${finding.what} ${finding.risk}. Instead, ${finding.instead}.`))
+    .join(' ');
+}
+
+/** Under migration_safety block, a lock-heavy schema change is refused with the safe alternative. */
+export function migrationCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {
+  if (policy.read_only || (policy.migration_safety ?? DEFAULT_MIGRATION_SAFETY) !== 'block') return null;
+  const findings = migrationFindings(analysis.stmt);
+  const first = findings[0];
+  return first ? refuse(first.rule, migrationReason(findings, 'refused')) : null;
 }
 
 export function tableCheck(analysis: StatementAnalysis, policy: PolicyRules): Refusal | null {

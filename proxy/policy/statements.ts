@@ -1,10 +1,12 @@
+import type { PolicyStatementKind } from '../../src/events/policies.js';
 import { nodeType, type At } from './ast.js';
 import { visit, type Ctx } from './context.js';
 import { ddlHandlers } from './ddl.js';
 import { dmlStatement } from './dml.js';
 import { utilityHandlers } from './utility.js';
 
-const KINDS: Readonly<Record<string, string>> = {
+/** Each statement node's kind; the vocabulary of policies' statement_allow and statement_deny (POLICY_STATEMENT_KINDS). */
+const KINDS: Readonly<Record<string, PolicyStatementKind>> = {
   SelectStmt: 'select',
   InsertStmt: 'insert',
   UpdateStmt: 'update',
@@ -35,7 +37,7 @@ const KINDS: Readonly<Record<string, string>> = {
 const DDL = /^(Create|Alter|Drop|Grant|Revoke|Comment|Rename|Index|View|Rule|Define|Composite|Reassign|Refresh|Reindex|Cluster|Vacuum|SecLabel|Import|CheckPoint|Load|AlterSystem)/;
 
 export interface StatementShape {
-  readonly kind: string;
+  readonly kind: PolicyStatementKind;
   readonly ddl: boolean;
 }
 

@@ -1,4 +1,4 @@
-import { below, constantText, names, nodeType, pathOf, Reader, type At } from './ast.js';
+import { below, constantText, isOn, names, nodeType, pathOf, Reader, type At } from './ast.js';
 import { visit, type Ctx } from './context.js';
 import { exprs, struct } from './expressions.js';
 import { relationUse } from './queries.js';
@@ -41,10 +41,6 @@ function options(ctx: Ctx, items: readonly At[]): Option[] {
   });
 }
 
-function isTrue(option: Option): boolean {
-  return option.value === undefined || ['true', 'on', '1', 'yes'].includes(option.value);
-}
-
 function transactionOptions(ctx: Ctx, items: readonly At[], statement: string): void {
   for (const option of options(ctx, items)) {
     if (relaxesReadOnly(option.name, option.value)) ctx.out.effect('transaction', `${statement} READ WRITE`);
@@ -81,7 +77,7 @@ function setStatement(ctx: Ctx, reader: Reader): void {
 function explain(ctx: Ctx, reader: Reader): void {
   const opts = options(ctx, reader.list('options'));
   for (const option of opts) if (!EXPLAIN_OPTIONS.has(option.name)) ctx.out.unsupportedConstruct(`EXPLAIN option ${option.name}`);
-  const executes = opts.some((option) => option.name === 'analyze' && isTrue(option));
+  const executes = opts.some((option) => option.name === 'analyze' && isOn(option.value));
   const before = ctx.out.effects.length;
   const relationsBefore = ctx.out.relations.length;
   operand(ctx, reader.node('query'), 'EXPLAIN');

@@ -17,6 +17,24 @@ export type MaskMode = z.infer<typeof MaskMode>;
 export const AuditMode = z.enum(['best_effort', 'strict']);
 export type AuditMode = z.infer<typeof AuditMode>;
 
+/**
+ * The statement kinds a policy may allow or deny: the policy analyzer's vocabulary
+ * (proxy/policy/statements.ts): `ddl` is every schema, privilege or maintenance statement,
+ * `transaction` BEGIN, COMMIT, ROLLBACK and savepoints, `other` what the analyzer has no kind for.
+ */
+export const POLICY_STATEMENT_KINDS = [
+  'select', 'insert', 'update', 'delete', 'merge', 'copy', 'explain', 'set', 'show', 'transaction', 'call', 'do', 'lock', 'listen',
+  'unlisten', 'notify', 'prepare', 'execute', 'deallocate', 'truncate', 'discard', 'declare', 'fetch', 'close', 'ddl', 'other',
+] as const;
+export const PolicyStatementKind = z.enum(POLICY_STATEMENT_KINDS);
+export type PolicyStatementKind = z.infer<typeof PolicyStatementKind>;
+
+/** What lock-heavy schema changes get: nothing more than any schema change, a `migration_flagged` row saying why, or a refusal. */
+export const MigrationSafety = z.enum(['off', 'warn', 'block']);
+export type MigrationSafety = z.infer<typeof MigrationSafety>;
+/** Profiles that name none (all created before the field existed) flag lock-heavy schema changes and refuse nothing more. */
+export const DEFAULT_MIGRATION_SAFETY: MigrationSafety = 'warn';
+
 /** Which statements are held for a human decision, and for how long. */
 export const ApprovalRule = z.strictObject({
   held_kinds: z.array(StatementKind).max(32),
@@ -44,6 +62,14 @@ const policyFields = {
   allow_catalog: z.boolean(),
   /** Each statement of an agent session is cancelled past this; absent in profiles created before it existed (DEFAULT_STATEMENT_TIMEOUT_MS). */
   statement_timeout_ms: z.int().min(STATEMENT_TIMEOUT_MIN_MS).max(STATEMENT_TIMEOUT_MAX_MS).optional(),
+  /** Only statements of these kinds run (deny still wins); null or absent: every kind. */
+  statement_allow: z.array(PolicyStatementKind).max(POLICY_STATEMENT_KINDS.length).nullable().optional(),
+  /** Statements of these kinds, or running one of them anywhere inside, are refused; absent: none. */
+  statement_deny: z.array(PolicyStatementKind).max(POLICY_STATEMENT_KINDS.length).optional(),
+  /** Tables (`schema.table` or `schema.*`) refused whatever allowed_tables says; absent: none. */
+  denied_tables: z.array(QualifiedTable).max(10_000).optional(),
+  /** Absent: DEFAULT_MIGRATION_SAFETY. */
+  migration_safety: MigrationSafety.optional(),
 };
 
 /** A policy profile was created; it is version 1. */

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callTool, listenForAgents, registerAgentWith, withAgentMcp } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { admin } from '../support/pg.js';
-import { connectAgentClient } from '../support/proxy-agents.js';
+import { withAgentClient as withClient } from '../support/proxy-agents.js';
 
 let gateway: TestGateway;
 let reader: AgentSecrets;
@@ -65,15 +65,6 @@ const MODES: Mode[] = ['simple', 'extended'];
 
 async function run(client: pg.Client, sql: string, mode: Mode): Promise<pg.QueryResult> {
   return mode === 'simple' ? client.query(sql) : client.query({ text: sql, queryMode: 'extended' } as pg.QueryConfig);
-}
-
-async function withClient<T>(agent: AgentSecrets, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = await connectAgentClient(agent);
-  try {
-    return await work(client);
-  } finally {
-    await client.end();
-  }
 }
 
 const withMcp = <T>(agent: AgentSecrets, work: (client: Client) => Promise<T>): Promise<T> => withAgentMcp(mcpUrl, agent, work);

@@ -33,6 +33,16 @@ export async function connectAgentClient(agent: AgentSecrets): Promise<pg.Client
   return client;
 }
 
+/** Runs `work` with a node-postgres client of the agent, then closes it. */
+export async function withAgentClient<T>(agent: AgentSecrets, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = await connectAgentClient(agent);
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
 export interface RawOutcome {
   rows: (string | null)[][];
   copied: string[];

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { analyzeStatement, type AnalysisSession } from '../../proxy/policy/analyze.js';
 import { AnalysisCache } from '../../proxy/policy/cache.js';
-import { decideParseFailure, decidePolicy, type PolicyDecision } from '../../proxy/policy/decide.js';
+import { decideParseFailure, decidePolicy, SCHEMA_CHANGE, type PolicyDecision } from '../../proxy/policy/decide.js';
 import { loadParser, parseStatements } from '../../proxy/policy/parser.js';
 import { decideSql } from '../../proxy/policy/policy.js';
 import type { PolicyRules } from '../../proxy/policy/rules.js';
@@ -107,8 +107,8 @@ describe('decisions', () => {
   });
 
   it('flags schema changes under a write-capable policy before deciding them', () => {
-    expect(decide('ALTER TABLE orders ADD COLUMN note text', writable)).toMatchObject({ action: 'allow', statementKind: 'ddl', progress: ['migration_flagged'] });
-    expect(decide('DROP TABLE customers', writable)).toMatchObject({ action: 'refuse', progress: ['migration_flagged'] });
+    expect(decide('ALTER TABLE orders ADD COLUMN note text', writable)).toMatchObject({ action: 'allow', statementKind: 'ddl', progress: [SCHEMA_CHANGE] });
+    expect(decide('DROP TABLE customers', writable)).toMatchObject({ action: 'refuse', progress: [SCHEMA_CHANGE] });
     expect(decide('DROP TABLE orders')).toMatchObject({ rule: 'read_only.ddl', progress: [] });
   });
 

@@ -6,7 +6,10 @@ import { countLiveCredentialsUsingPolicy } from '../../../queries/credentials.js
 import { unknownHoneytokens } from '../../../queries/honeytokens.js';
 import { findPolicy, listPolicies, policyNameTaken } from '../../../queries/policies.js';
 import { HoneytokenId, QualifiedColumn, StatementKind, text } from '../../events/fields.js';
-import { AuditMode, DEFAULT_STATEMENT_TIMEOUT_MS, MaskMode, STATEMENT_TIMEOUT_MAX_MS, STATEMENT_TIMEOUT_MIN_MS } from '../../events/policies.js';
+import {
+  AuditMode, DEFAULT_MIGRATION_SAFETY, DEFAULT_STATEMENT_TIMEOUT_MS, MaskMode, MigrationSafety, POLICY_STATEMENT_KINDS, PolicyStatementKind, STATEMENT_TIMEOUT_MAX_MS,
+  STATEMENT_TIMEOUT_MIN_MS,
+} from '../../events/policies.js';
 import { newId } from '../../ids.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
@@ -30,6 +33,12 @@ const Approval = z.strictObject({
   expiry_seconds: z.int().min(1).max(604_800).default(3600).describe('An undecided request lapses after this'),
 });
 
+const StatementKinds = z
+  .array(PolicyStatementKind)
+  .max(POLICY_STATEMENT_KINDS.length)
+  .refine((kinds) => new Set(kinds).size === kinds.length, { message: 'lists a statement kind twice' })
+  .describe(`Statement kinds: ${POLICY_STATEMENT_KINDS.join(', ')}`);
+
 const policyShape = {
   name: text(128, 1),
   read_only: z.boolean().describe('Only statements proven read-only run'),
@@ -47,6 +56,10 @@ const policyShape = {
     .min(STATEMENT_TIMEOUT_MIN_MS)
     .max(STATEMENT_TIMEOUT_MAX_MS)
     .describe(`Each statement of an agent session is cancelled past this (57014), or past the database’s query_timeout_ms when that is smaller; the agent cannot lift it. Default ${DEFAULT_STATEMENT_TIMEOUT_MS} ms`),
+  statement_allow: StatementKinds.nullable().describe('Only statements whose every kind is listed run (it never lifts read_only; statement_deny wins); null for every kind'),
+  statement_deny: StatementKinds.describe('Statements of these kinds are refused, also when one runs inside another (WITH x AS (DELETE ...) SELECT is a delete)'),
+  denied_tables: z.array(AllowedTable).max(10_000).describe('Refused wherever a statement names them, whatever allowed_tables says (schema.table or schema.*)'),
+  migration_safety: MigrationSafety.describe(`Lock-heavy schema changes (CREATE INDEX without CONCURRENTLY, table rewrites, ...): off, warn (run, with a migration_flagged audit row saying why) or block (refused with the safe alternative). Default ${DEFAULT_MIGRATION_SAFETY}`),
 };
 
 const CreatePolicyRequest = z
@@ -63,6 +76,10 @@ const CreatePolicyRequest = z
     audit_mode: policyShape.audit_mode.default('best_effort'),
     allow_catalog: policyShape.allow_catalog.default(false),
     statement_timeout_ms: policyShape.statement_timeout_ms.default(DEFAULT_STATEMENT_TIMEOUT_MS),
+    statement_allow: policyShape.statement_allow.default(null),
+    statement_deny: policyShape.statement_deny.default([]),
+    denied_tables: policyShape.denied_tables.default([]),
+    migration_safety: policyShape.migration_safety.default(DEFAULT_MIGRATION_SAFETY),
   })
   .meta({ title: 'CreatePolicyProfileRequest' });
 
@@ -100,6 +117,10 @@ export function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
     audit_mode: row.audit_mode as z.infer<typeof AuditMode>,
     allow_catalog: row.allow_catalog,
     statement_timeout_ms: row.statement_timeout_ms,
+    statement_allow: row.statement_allow,
+    statement_deny: row.statement_deny,
+    denied_tables: row.denied_tables,
+    migration_safety: row.migration_safety,
     version: row.version,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),

@@ -65,7 +65,7 @@ export async function admit(context: AgentContext, sql: string): Promise<{ allow
   }
   const decision = decideOn(context, sql, catalog);
   for (const progress of decision.action === 'allow' ? decision.progress : []) {
-    audit(context, { event: progress, sql, kind: decision.statementKind, rule: 'migration_flagged', reason: 'schema change by an agent', ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
+    audit(context, { event: progress.event, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
   }
   if (decision.action === 'allow') {
     // Counted as it is admitted, before it runs: the statements of one batch cannot overrun the budget together.

@@ -30,6 +30,10 @@ export const PolicySummary = z.object({
   audit_mode: z.string().describe('strict: nothing runs while the audit trail cannot record it'),
   statement_timeout_ms: z.int().describe('A statement running longer is cancelled (SQLSTATE 57014); the database’s query_timeout_ms may be smaller'),
   approval: z.object({ held_kinds: z.array(z.string()), row_threshold: z.int().nullable(), expiry_seconds: z.int() }),
+  statement_allow: z.array(z.string()).nullable().describe('Only statements whose every kind is listed run (rule statement_kind.not_allowed); null for every kind'),
+  statement_deny: z.array(z.string()).describe('Statements of these kinds, also inside another (WITH x AS (DELETE ...) SELECT), are refused (rule statement_kind.denied)'),
+  denied_tables: z.array(z.string()).describe('Tables refused wherever a statement names them, whatever allowed_tables says (rule table.denied)'),
+  migration_safety: z.string().describe('Lock-heavy schema changes: off, warn (they run and are flagged) or block (refused with the safe alternative, rule migration_safety.*)'),
 });
 
 export function credentialSummary(row: TokenCredential): z.infer<typeof CredentialSummary> {
@@ -62,5 +66,9 @@ export function policySummary(row: PolicyRow, canaries: readonly Canary[]): z.in
     audit_mode: row.audit_mode,
     statement_timeout_ms: row.statement_timeout_ms,
     approval: row.approval,
+    statement_allow: row.statement_allow,
+    statement_deny: row.statement_deny,
+    denied_tables: row.denied_tables,
+    migration_safety: row.migration_safety,
   };
 }

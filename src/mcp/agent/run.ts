@@ -58,7 +58,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     };
     const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: mcpStatementTimeoutMs(context.policy) }, beforeRun);
     // Each call commits on its own: DDL it ran is in the catalog now, read again at once.
-    if (decision.progress.includes('migration_flagged')) void context.services.databases.schemaChanged(context.credential, context.upstream);
+    if (decision.progress.length > 0) void context.services.databases.schemaChanged(context.credential, context.upstream);
     const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
     const cut = !result.truncated
       ? ''

@@ -70,10 +70,10 @@ export async function visibleTables(context: AgentContext): Promise<VisibleTable
   const policy = context.policy;
   if (!policy) return [];
   const { rows } = await catalog(context, TABLES_SQL, []);
-  // A table planted as a canary is shown as any table off the allowlist is: not at all.
+  // A table planted as a canary is shown as any table off the allowlist is: not at all; so is a denied table.
   const denied = context.honeytokens.canariesOf(policy).flatMap((canary) => (canary.kind === 'table' ? [canary.target] : []));
   return rows
-    .filter(([schema, name]) => allowedByList({ allowed_tables: policy.allowed_tables, denied }, { schema: String(schema), name: String(name) }))
+    .filter(([schema, name]) => allowedByList({ allowed_tables: policy.allowed_tables, denied, denied_tables: policy.denied_tables }, { schema: String(schema), name: String(name) }))
     .map(([schema, name, kind, estimated, comment]) => ({ table: `${String(schema)}.${String(name)}`, kind: String(kind), estimated_rows: estimated === null ? null : Number(estimated), comment: comment === null ? null : String(comment) }));
 }
 

@@ -1,0 +1,45 @@
+import type { PolicyStatementKind } from '../../src/events/policies.js';
+import { isObject, nodeType, optionOn, type Node } from './ast.js';
+import { statementShape } from './statements.js';
+
+/** Data-modifying statements, which may also sit inside another statement (a WITH query, a COPY or EXPLAIN ANALYZE operand). */
+const NESTED_WRITES: Readonly<Record<string, PolicyStatementKind>> = { InsertStmt: 'insert', UpdateStmt: 'update', DeleteStmt: 'delete', MergeStmt: 'merge' };
+
+/** Statements whose `query` operand runs (or, for PREPARE, is prepared to run) when they do. */
+const OPERAND_HOLDERS: ReadonlySet<string> = new Set(['ExplainStmt', 'PrepareStmt', 'DeclareCursorStmt', 'CopyStmt', 'CreateTableAsStmt']);
+
+/**
+ * Every statement kind a statement runs: its own, its operand's (EXPLAIN ANALYZE, PREPARE,
+ * DECLARE, COPY (query), CREATE TABLE AS), and that of every data-modifying statement inside it at
+ * any depth, so `WITH x AS (DELETE ...) SELECT` is a select and a delete. EXPLAIN without ANALYZE
+ * runs nothing: it is an explain only. `SELECT ... INTO` creates a table: it is also ddl. Pure.
+ */
+export function statementKinds(stmt: Node): PolicyStatementKind[] {
+  const kinds = new Set<PolicyStatementKind>();
+  collect(stmt, kinds);
+  return [...kinds];
+}
+
+function collect(stmt: Node, kinds: Set<PolicyStatementKind>): void {
+  const type = nodeType(stmt);
+  const fields = stmt[type];
+  kinds.add(statementShape(type).kind);
+  if (!isObject(fields)) return;
+  if (type === 'SelectStmt' && fields.intoClause !== undefined) kinds.add('ddl');
+  if (type === 'ExplainStmt' && !optionOn(fields.options, 'analyze')) return;
+  if (OPERAND_HOLDERS.has(type) && isObject(fields.query)) collect(fields.query, kinds);
+  nestedWrites(fields, kinds);
+}
+
+function nestedWrites(tree: unknown, kinds: Set<PolicyStatementKind>): void {
+  if (Array.isArray(tree)) {
+    for (const item of tree) nestedWrites(item, kinds);
+    return;
+  }
+  if (!isObject(tree)) return;
+  for (const key of Object.keys(tree)) {
+    const kind = NESTED_WRITES[key];
+    if (kind !== undefined) kinds.add(kind);
+    nestedWrites(tree[key], kinds);
+  }
+}
