@@ -7,7 +7,8 @@ import { awaitApplied, awaitCaughtUp } from '../projections/maintenance.js';
 import { findActiveApiKeyByHash } from '../queries/api-keys.js';
 import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
 import type { DecisionBus } from './bus/port.js';
-import { instanceId, type Config } from './config.js';
+import { instanceId, tlsFiles, type Config } from './config.js';
+import { publishedCaFile } from '../proxy/tls.js';
 import { loadOrCreateKeyringFile, openSecret, parseKeyring, sealBlob, type Keyring } from './crypto/seal.js';
 import { sha256Hex } from './crypto/tokens.js';
 import type { ControlPlane } from './http/app.js';
@@ -80,6 +81,7 @@ export function controlPlane(
   bus: DecisionBus,
   budgets?: Budgets,
 ): ControlPlane {
+  const proxyCaFile = publishedCaFile(tlsFiles(config));
   const settle = async (stream: string, position: bigint): Promise<void> => {
     if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');
   };
@@ -98,6 +100,7 @@ export function controlPlane(
       // A publisher id of its own: the proxy of this process numbers its decisions separately.
       decisions: { bus, publisherId: `${instanceId(config).slice(0, 60)}:mcp`, region: config.PGWARD_REGION },
       ...(budgets ? { budgets } : {}),
+      ...(proxyCaFile ? { proxyCaFile } : {}),
     },
     authenticators: authenticators(config, store, pool),
     rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },

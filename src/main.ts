@@ -5,8 +5,7 @@ import { ANCHOR_KEY_NAME, auditKeysFrom, loadAnchor } from './audit/keys.js';
 import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
-import { instanceId, type Config } from './config.js';
-import { resolve } from 'node:path';
+import { instanceId, tlsFiles, type Config } from './config.js';
 import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
 import { spentSince } from '../queries/budget-usage.js';
@@ -168,7 +167,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         metrics: metrics.registry,
         host: config.PGWARD_LISTEN_HOST,
         port: config.PGWARD_PROXY_PORT,
-        tls: await loadTls({ certFile: config.PGWARD_TLS_CERT, keyFile: config.PGWARD_TLS_KEY, dataDir: resolve(config.PGWARD_DATA_DIR), host: config.PGWARD_PUBLIC_HOST }),
+        tls: await loadTls({ ...tlsFiles(config), hosts: [config.PGWARD_PUBLIC_HOST, config.PGWARD_LISTEN_HOST], onGenerated: (what) => logger.info(what) }),
         region: config.PGWARD_REGION,
         proxyId: instanceId(config),
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,

@@ -19,6 +19,7 @@ import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
 import { policyRoleRoutes } from './routes/policy-roles.js';
 import { discoveryRoutes } from './routes/discovery.js';
+import { proxyCaRoutes } from './routes/proxy-ca.js';
 import { projectRoutes } from './routes/projects.js';
 import type { ApiDeps } from './routes/support.js';
 
@@ -98,6 +99,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await installIdempotency(app, plane.deps.pool, (request) => (request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.kind === 'jwt' ? request.caller.subject : ''}`), plane.sealer);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
+    proxyCaRoutes(api, plane.deps);
     projectRoutes(api, plane.deps);
     databaseRoutes(api, plane.deps);
     policyRoutes(api, plane.deps);
