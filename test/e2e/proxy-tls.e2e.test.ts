@@ -15,7 +15,6 @@ import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GENERATED, loadTls } from '../../proxy/tls.js';
-import { startApi } from '../support/api.js';
 import { listenForAgents } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { missingTool } from '../support/tools.js';
@@ -137,17 +136,6 @@ describe('GET /v1/proxy/ca.pem', () => {
     expect(proxyCert.ca).toBe(false);
     expect(proxyCert.checkIssued(ca) && proxyCert.verify(ca.publicKey)).toBe(true);
     expect(proxyCert.subjectAltName).toBe('IP Address:127.0.0.1, DNS:localhost, IP Address:0:0:0:0:0:0:0:1');
-  });
-
-  it('answers 404 with a problem when the operator’s certificate comes without PGWARD_TLS_CA', async () => {
-    const api = await startApi('proxy_tls_own_cert', { PGWARD_TLS_CERT: '/etc/pgward/proxy.pem', PGWARD_TLS_KEY: '/etc/pgward/proxy-key.pem' });
-    try {
-      const response = await api.app.inject({ method: 'GET', url: '/v1/proxy/ca.pem' });
-      expect(response.statusCode).toBe(404);
-      expect(response.json()).toMatchObject({ code: 'NOT_FOUND', detail: expect.stringContaining('PGWARD_TLS_CA') });
-    } finally {
-      await api.stop();
-    }
   });
 });
 
