@@ -109,7 +109,7 @@ async function writePair(certFile: string, keyFile: string, pair: Pair): Promise
 const lastsPast = (certificate: X509Certificate, days: number): boolean => Date.parse(certificate.validTo) > Date.now() + days * DAY_MS;
 
 /** Whether `cert` is the CA's, carries every name, and is not near its end. */
-export function certificateFits(cert: string, ca: string, names: readonly string[]): boolean {
+function certificateFits(cert: string, ca: string, names: readonly string[]): boolean {
   const leaf = new X509Certificate(cert);
   const authority = new X509Certificate(ca);
   if (!leaf.checkIssued(authority) || !leaf.verify(authority.publicKey) || !lastsPast(leaf, RENEW_BEFORE_DAYS)) return false;
