@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
+import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseKeyring } from './crypto/seal.js';
 
@@ -36,6 +37,7 @@ export const ConfigSchema = z.object({
   PGWARD_JWT_AUDIENCE: z.string().min(1, 'expected the audience JWTs carry').optional(),
   PGWARD_TLS_CERT: z.string().min(1, 'expected the path of a PEM certificate').optional(),
   PGWARD_TLS_KEY: z.string().min(1, 'expected the path of a PEM private key').optional(),
+  PGWARD_TLS_CA: z.string().min(1, 'expected the path of a PEM CA certificate').optional(),
   PGWARD_MAX_MESSAGE_BYTES: z.coerce.number({ message: 'expected a byte count' }).int('expected a byte count').min(1024, 'expected at least 1024').max(1024 * 1024 * 1024, 'expected at most 1 GiB').default(64 * 1024 * 1024),
   PGWARD_DRAIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(600_000, 'expected at most 600000').default(10_000),
   PGWARD_LOGIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(1_000, 'expected at least 1000').max(600_000, 'expected at most 600000').default(60_000),
@@ -90,11 +92,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const jwt = [parsed.data.PGWARD_JWKS_URL, parsed.data.PGWARD_JWT_ISSUER, parsed.data.PGWARD_JWT_AUDIENCE];
     if (jwt.some(Boolean) && !jwt.every(Boolean)) throw new ConfigError('PGWARD_JWKS_URL', 'must be set together with PGWARD_JWT_ISSUER and PGWARD_JWT_AUDIENCE');
     if (Boolean(parsed.data.PGWARD_TLS_CERT) !== Boolean(parsed.data.PGWARD_TLS_KEY)) throw new ConfigError('PGWARD_TLS_CERT', 'must be set together with PGWARD_TLS_KEY');
+    if (parsed.data.PGWARD_TLS_CA && !parsed.data.PGWARD_TLS_CERT) throw new ConfigError('PGWARD_TLS_CA', 'is set only with PGWARD_TLS_CERT and PGWARD_TLS_KEY (a generated certificate’s CA is in the data directory)');
     return parsed.data;
   }
   const issue = parsed.error.issues[0]!;
   // The value itself is not echoed: a URL variable may carry a password.
   throw new ConfigError(String(issue.path[0]), issue.message);
+}
+
+/** The proxy's TLS files as proxy/tls.ts takes them (the data directory holds generated ones). */
+export function tlsFiles(config: Config): { certFile: string | undefined; keyFile: string | undefined; caFile: string | undefined; dataDir: string } {
+  return { certFile: config.PGWARD_TLS_CERT, keyFile: config.PGWARD_TLS_KEY, caFile: config.PGWARD_TLS_CA, dataDir: resolve(config.PGWARD_DATA_DIR) };
 }
 
 /** This process's name on the decision bus and in audit entries: PGWARD_PROXY_ID, else the host name and process id. */

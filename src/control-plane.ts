@@ -8,7 +8,8 @@ import { findActiveApiKeyByHash } from '../queries/api-keys.js';
 import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
 import type { DecisionBus } from './bus/port.js';
 import { demoSettings } from './demo/settings.js';
-import { ConfigError, instanceId, type Config } from './config.js';
+import { ConfigError, instanceId, tlsFiles, type Config } from './config.js';
+import { publishedCaFile } from '../proxy/tls.js';
 import { loadOrCreateKeyringFile, openSecret, parseKeyring, sealBlob, type Keyring } from './crypto/seal.js';
 import { sha256Hex } from './crypto/tokens.js';
 import type { ControlPlane } from './http/app.js';
@@ -82,6 +83,7 @@ export function controlPlane(
   budgets?: Budgets,
 ): ControlPlane {
   const demo = demoSettings(config);
+  const proxyCaFile = publishedCaFile(tlsFiles(config));
   const settle = async (stream: string, position: bigint): Promise<void> => {
     if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');
   };
@@ -101,6 +103,7 @@ export function controlPlane(
       decisions: { bus, publisherId: `${instanceId(config).slice(0, 60)}:mcp`, region: config.PGWARD_REGION },
       ...(budgets ? { budgets } : {}),
       ...(demo ? { demo } : {}),
+      ...(proxyCaFile ? { proxyCaFile } : {}),
     },
     authenticators: authenticators(config, store, pool),
     rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },

@@ -7,7 +7,7 @@ import type { AnchorKeyPair } from './crypto/checkpoint.js';
 import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
-import { instanceId, type Config } from './config.js';
+import { instanceId, tlsFiles, type Config } from './config.js';
 import { listenOn } from './listen.js';
 import { resolve } from 'node:path';
 import { Budgets } from '../proxy/budgets.js';
@@ -121,13 +121,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     const anchor = roles.has('ingest') || roles.has('api') ? await loadAnchor(config, generatedFile(logger, 'the audit anchor key', 'PGWARD_AUDIT_ANCHOR_KEY')) : undefined;
     const keyring = roles.has('proxy') || roles.has('api') ? await loadKeyring(config, state) : undefined;
     const tls = roles.has('proxy')
-      ? await loadTls({
-          certFile: config.PGWARD_TLS_CERT,
-          keyFile: config.PGWARD_TLS_KEY,
-          dataDir: resolve(config.PGWARD_DATA_DIR),
-          host: config.PGWARD_PUBLIC_HOST,
-          onGenerated: generatedFile(logger, 'a self-signed TLS certificate for the proxy', 'PGWARD_TLS_CERT and PGWARD_TLS_KEY'),
-        })
+      ? await loadTls({ ...tlsFiles(config), hosts: [config.PGWARD_PUBLIC_HOST, config.PGWARD_LISTEN_HOST], onGenerated: (what) => logger.info({ set: 'PGWARD_TLS_CERT and PGWARD_TLS_KEY to use your own' }, what) })
       : undefined;
 
     const auditKeys = auditKeysFrom(config);

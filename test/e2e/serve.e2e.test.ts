@@ -4,6 +4,7 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { projectionsFor } from '../../projections/index.js';
 
@@ -41,6 +42,14 @@ async function startServer(): Promise<Server> {
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`pgward serve did not become healthy:\n${output}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+/** What logging in to the proxy with a made-up user gives, over TLS verified against `ca` for the host name localhost. */
+async function proxyLoginError(ca: string): Promise<string | undefined> {
+  const client = new pg.Client({ host: 'localhost', port: proxyPort, user: 'nobody', password: 'wrong', database: 'none', ssl: { ca } });
+  const error = await client.connect().then(() => undefined, (e: { code?: string; message: string }) => e);
+  await client.end().catch(() => undefined);
+  return error?.code ?? error?.message;
 }
 
 function portOpen(port: number): Promise<boolean> {
@@ -93,6 +102,10 @@ describe('pgward serve, the embedded default', () => {
     for (const role of ['proxy', 'ingest+projector', 'api']) expect(metrics).toMatch(new RegExp(`process_cpu_seconds_total\\{role="${role.replace('+', '\\+')}"\\} [\\d.]+`));
     expect(metrics).toMatch(/pgward_worker_restarts_total\{worker="pipeline",role="supervisor"\} 0/);
 
+    // The API worker serves the CA of the certificate the proxy made: a verify-full handshake gets as far as the login.
+    const ca = await (await fetch(`http://127.0.0.1:${httpPort}/v1/proxy/ca.pem`)).text();
+    expect(await proxyLoginError(ca)).toBe('28P01');
+
     first.child.kill('SIGINT');
     expect(await first.exited).toBe(0);
     expect(await portOpen(pgPort)).toBe(false);
@@ -105,6 +118,7 @@ describe('pgward serve, the embedded default', () => {
       const results = JSON.parse(verify.stdout) as { name: string; identical: boolean; live: Record<string, { rows: number }> }[];
       expect(results.map((r) => [r.name, r.identical])).toEqual(projections.map((p) => [p.name, true]));
       expect(results[0]!.live.organizations!.rows).toBe(1);
+      expect(await (await fetch(`http://127.0.0.1:${httpPort}/v1/proxy/ca.pem`)).text()).toBe(ca);
     } finally {
       second.child.kill('SIGINT');
       expect(await second.exited).toBe(0);

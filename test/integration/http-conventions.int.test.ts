@@ -232,7 +232,7 @@ describe('OpenAPI and discovery', () => {
   it('serves an OpenAPI 3.1 document whose operations have unique camelCase ids, summaries, tags and error responses', async () => {
     const response = await api.app.inject({ method: 'GET', url: '/v1/openapi.json' });
     expect(response.statusCode).toBe(200);
-    const doc = response.json() as { openapi: string; paths: Record<string, Record<string, { operationId: string; summary: string; tags: string[]; responses: Record<string, unknown> }>> };
+    const doc = response.json() as { openapi: string; paths: Record<string, Record<string, { operationId: string; summary: string; tags: string[]; security?: unknown[]; responses: Record<string, unknown> }>> };
     expect(doc.openapi).toBe('3.1.0');
     const operations = Object.values(doc.paths).flatMap((methods) => Object.values(methods));
     const ids = operations.map((o) => o.operationId);
@@ -241,8 +241,10 @@ describe('OpenAPI and discovery', () => {
       expect(operation.operationId).toMatch(/^[a-z][a-zA-Z]+$/);
       expect(operation.summary.length).toBeGreaterThan(0);
       expect(operation.tags.length).toBeGreaterThan(0);
-      if (operation.operationId !== 'getAgentCredentialDiscovery') expect(Object.keys(operation.responses)).toContain('401');
+      // Public operations (`security: []`: the discovery metadata, the proxy's CA) need no credential to refuse.
+      if (operation.security?.length !== 0) expect(Object.keys(operation.responses)).toContain('401');
     }
+    expect(operations.filter((o) => o.security?.length === 0).map((o) => o.operationId).sort()).toEqual(['getAgentCredentialDiscovery', 'getProxyCaCertificate']);
   });
 
   it('serves the agent-credential discovery metadata without authentication', async () => {

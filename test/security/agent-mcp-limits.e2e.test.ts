@@ -11,6 +11,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { callTool, connectAgent, registerAgentWith, textOf } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { waitFor } from '../support/wire.js';
+import { findCredentialByTokenHash } from '../../queries/credentials.js';
+import { sha256Hex } from '../../src/crypto/tokens.js';
 
 let gateway: TestGateway;
 let ingest: RunningIngest;
@@ -30,6 +33,18 @@ async function batch(token: string, calls: { name: string; arguments: Record<str
   expect(response.status).toBe(200);
   const answers = (await response.json()) as { id: number; result?: CallToolResult } | { id: number; result?: CallToolResult }[];
   return (Array.isArray(answers) ? answers : [answers]).sort((a, b) => a.id - b.id);
+}
+
+/** Sets some of the gateway database's pool_config through the REST API; gives back a function that restores the rest. */
+async function setPoolConfig(changes: Record<string, number>): Promise<() => Promise<void>> {
+  const listed = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
+  const database = (listed.json() as { databases: { id: string; pool_config: Record<string, unknown> }[] }).databases[0]!;
+  const patch = async (poolConfig: Record<string, unknown>) => {
+    const patched = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/databases/${database.id}`, payload: { pool_config: poolConfig } });
+    expect(patched.statusCode, patched.body).toBe(200);
+  };
+  await patch({ ...database.pool_config, ...changes });
+  return () => patch(database.pool_config);
 }
 
 beforeAll(async () => {
@@ -72,26 +87,46 @@ describe('a statement whose result breaks the upstream reader (a value over 1 MB
 });
 
 describe('a kill-switch during an open request', () => {
+  // Ordered by what the test observes (sessions waiting on its lock, a published decision, the read
+  // model), never by timers: a statement waiting for a connection here never times out.
   it('stops a statement of a request authenticated before it that had not started yet', async () => {
     const agent = await gateway.register('statement after disable');
-    // Ten statements that hold the ten connections of the upstream pool for a few seconds.
-    const slow = { name: 'query', arguments: { sql: 'SELECT count(*) AS n FROM generate_series(1, 10000000)' } };
-    const busy = batch(agent.mcp_token, Array.from({ length: 10 }, () => slow));
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    // Authenticated now; its statement waits for a connection.
-    const late = batch(agent.mcp_token, [{ name: 'query', arguments: { sql: `UPDATE orders SET customer = 'after-disable' WHERE id = 6 RETURNING id` } }]);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const disabled = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/agents/${agent.credential.id}`, payload: { status: 'disabled' } });
-    expect(disabled.statusCode).toBe(200);
-    const [answer] = await late;
-    await busy;
-    const upstream = new pg.Client({ connectionString: gateway.upstream.url });
-    await upstream.connect();
-    const { rows } = await upstream.query<{ customer: string }>('select customer from orders where id = 6');
-    await upstream.end();
-    expect(rows[0]?.customer).not.toBe('after-disable');
-    expect(answer?.result?.isError).toBe(true);
-    expect(textOf(answer!.result!)).toMatch(/may no longer be used.*did not run/);
+    const restorePool = await setPoolConfig({ max_connections_per_credential: 2, acquire_timeout_ms: 300_000 });
+    // One session holds the lock; the other watches (pg_stat_activity is read once per transaction).
+    const [locker, upstream] = [new pg.Client({ connectionString: gateway.upstream.url }), new pg.Client({ connectionString: gateway.upstream.url })];
+    await Promise.all([locker.connect(), upstream.connect()]);
+    try {
+      await locker.query('BEGIN');
+      await locker.query('LOCK TABLE customers IN ACCESS EXCLUSIVE MODE');
+      // Two statements take the credential's two connections and wait on the test's lock.
+      const holding = { name: 'query', arguments: { sql: 'SELECT count(*) AS n FROM customers' } };
+      const busy = batch(agent.mcp_token, [holding, holding]);
+      const waitingOnLock = async () =>
+        (await upstream.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where application_name = 'pgward-mcp' and wait_event_type = 'Lock' and query like '%customers%'`)).rows[0]!.n;
+      await waitFor(async () => (await waitingOnLock()) === 2, 30_000, 'two MCP statements waiting on the lock');
+      // A second request: its refused call is decided (so the request was authenticated); its UPDATE can get no connection.
+      const late = batch(agent.mcp_token, [
+        { name: 'query', arguments: { sql: 'SELEC 1' } },
+        { name: 'query', arguments: { sql: `UPDATE orders SET customer = 'after-disable' WHERE id = 6 RETURNING id` } },
+      ]);
+      await waitFor(() => gateway.decisions.some((d) => (d.decision as { credential_id?: string } | undefined)?.credential_id === agent.credential.id), 30_000, 'the refused call decided');
+      const disabled = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/agents/${agent.credential.id}`, payload: { status: 'disabled' } });
+      expect(disabled.statusCode).toBe(200);
+      await waitFor(async () => (await findCredentialByTokenHash(gateway.api.pool, sha256Hex(agent.mcp_token))) === undefined, 30_000, 'the credentials read model saw the disable');
+      await locker.query('COMMIT');
+      const [refused, answer] = await late;
+      const held = await busy;
+      const { rows } = await upstream.query<{ customer: string }>('select customer from orders where id = 6');
+      expect(rows[0]?.customer).not.toBe('after-disable');
+      expect(refused?.result?.isError).toBe(true);
+      expect(answer?.result?.isError).toBe(true);
+      expect(textOf(answer!.result!)).toMatch(/may no longer be used.*did not run/);
+      // The two that had started before the kill-switch ran to their end.
+      expect(held.map((h) => h.result?.isError ?? false)).toEqual([false, false]);
+    } finally {
+      await Promise.all([locker.end(), upstream.end()]);
+      await restorePool();
+    }
   });
 });
 

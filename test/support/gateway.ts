@@ -56,7 +56,9 @@ export async function startGateway(label: string, upstreamServerUrl?: string, lo
   // As in one `pgward serve` process: the proxy and the hosted MCP count budgets against one tally (the pool is the API's, known once it runs).
   const readModels: { pool?: pg.Pool } = {};
   const budgets = new Budgets((scope, day, month) => spentSince(readModels.pool!, scope, day, month), () => undefined);
-  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), ...env }, { bus, budgets, logger });
+  // The proxy's generated TLS material: GET /v1/proxy/ca.pem serves its CA.
+  const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));
+  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), PGWARD_DATA_DIR: tlsDir, ...env }, { bus, budgets, logger });
   readModels.pool = api.pool;
   const upstream = await freshDatabase(`${label}_up`, upstreamServerUrl);
   const seed = new pg.Client({ connectionString: upstream.url });
@@ -74,8 +76,7 @@ export async function startGateway(label: string, upstreamServerUrl?: string, lo
     else decisions.push(record);
   });
   const keyring = parseKeyring(api.masterKey);
-  const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));
-  const tls = await loadTls({ dataDir: tlsDir, host: '127.0.0.1' });
+  const tls = await loadTls({ dataDir: tlsDir, hosts: ['127.0.0.1'] });
   let metrics = new Registry();
   // A restarted proxy is a new process: it keeps no tally of the one before.
   let launches = 0;

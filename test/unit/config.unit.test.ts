@@ -43,6 +43,7 @@ describe('configuration', () => {
     expect(refusal({ PGWARD_DRAIN_TIMEOUT_MS: '-1' }).message).toBe('invalid configuration: PGWARD_DRAIN_TIMEOUT_MS expected at least 0');
     expect(refusal({ NATS_URL: 'http://127.0.0.1:4222' }).message).toBe('invalid configuration: NATS_URL expected a nats:// URL');
     expect(refusal({ EVENTSTORE_URL: 'postgres://x' }).variable).toBe('EVENTSTORE_URL');
+    expect(refusal({ PGWARD_TLS_CA: '/etc/ca.pem' }).message).toBe('invalid configuration: PGWARD_TLS_CA is set only with PGWARD_TLS_CERT and PGWARD_TLS_KEY (a generated certificate’s CA is in the data directory)');
     expect(refusal({ PGWARD_LOG_LEVEL: 'loud' }).variable).toBe('PGWARD_LOG_LEVEL');
     expect(refusal({ PGWARD_LOGIN_TIMEOUT_MS: '10' }).message).toBe('invalid configuration: PGWARD_LOGIN_TIMEOUT_MS expected at least 1000');
   });

@@ -33,6 +33,8 @@ export interface ApiDeps {
   readonly settle: (stream: string, position: bigint) => Promise<void>;
   /** Where the hosted agent MCP publishes its statement decisions: the proxy's bus, under its own publisher id, in this region. */
   readonly decisions: { readonly bus: DecisionBus; readonly publisherId: string; readonly region: string };
+  /** The CA certificate file GET /v1/proxy/ca.pem serves; none when the operator publishes none. */
+  readonly proxyCaFile?: string;
   /** The process's budget tallies, shared with its proxy so that the wire and MCP count against one figure; else the MCP keeps its own. */
   readonly budgets?: Budgets;
   /** What the demo offers (spec §4.8); absent when PGWARD_DEMO turns it off. */
