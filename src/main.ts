@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { projectionsFor } from '../projections/index.js';
 import { ANCHOR_KEY_NAME, auditKeysFrom, loadAnchor } from './audit/keys.js';
 import type { AnchorKeyPair } from './crypto/checkpoint.js';
-import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
+import { projectionStatus } from '../projections/maintenance.js';
+import { runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
 import { instanceId, type Config } from './config.js';
@@ -161,15 +162,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     let activeRunners = 0;
     for (const runner of runners) void runner.active.then(() => activeRunners++);
     // The lag is the projector's figure: read where it runs, never on a proxy's thread at each scrape.
-    if (roles.has('projector')) metrics.setLagSource(async () => {
-      const head = await store.headPosition();
-      const lags: Record<string, number> = {};
-      for (const projection of projections) {
-        const position = await readCheckpoint(pool, projection.name);
-        lags[projection.name] = Number(head > position ? head - position : 0n);
-      }
-      return lags;
-    });
+    if (roles.has('projector')) metrics.setLagSource(async () => Object.fromEntries((await projectionStatus(store, pool, projections)).map((status) => [status.name, status.lag])));
 
     // Ingest starts before the proxy and stops after it, so decisions the proxy flushes at shutdown still reach the trail.
     if (roles.has('ingest')) {

@@ -34,7 +34,7 @@ export function createMetrics(role: string) {
     }),
     projectionLag: new Gauge({
       name: 'pgward_projection_lag_events',
-      help: 'Global positions between the event store head and each projection checkpoint',
+      help: 'Events of each projection’s own streams beyond its checkpoint, read at scrape time',
       labelNames: ['projection'],
       registers: [registry],
       async collect() {
