@@ -170,6 +170,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         store,
         bus,
         logger: logger.child({ role: 'ingest' }),
+        observe: metrics.ingest,
         checkpoints: { every: config.PGWARD_AUDIT_CHECKPOINT_EVERY, keys: auditKeys, anchor: { keyId: ANCHOR_KEY_NAME, privateKey: anchor!.privateKey }, handOn: preparedEntries },
       });
       cleanup.push(() => ingest.stop());
@@ -229,6 +230,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, auditDeps(config, anchor!), bus, budgets) } : {}),
       logger,
       metrics: http.metrics ? http.metrics(metrics.registry) : metrics.registry,
+      observe: metrics.observe,
       health: async () => ({ ...(await health()), ...(await http.health?.()) }),
     });
     // The HTTP server and the proxy drain together: neither takes new work once pgward is stopping.
