@@ -180,7 +180,8 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   const consumer: Consumer = await options.bus.consume({ durable: 'ingest', maxInFlight: options.maxInFlight ?? 256, retryDelayMs: 500 }, async (delivery) => {
     lastDelivery = Date.now();
     try {
-      observe?.record(await handle(delivery));
+      const outcome = await handle(delivery);
+      observe?.record(outcome);
     } catch (error) {
       if (error instanceof z.ZodError) {
         observe?.record('dropped');
