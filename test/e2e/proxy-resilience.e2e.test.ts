@@ -111,7 +111,7 @@ describe('the proxy when the upstream dies', () => {
         (e: unknown) => e,
       )) as { code?: string } | undefined;
       expect(down?.code).toBe('08006');
-      expect(metricValue(await gateway.metrics.metrics(), 'pgward_proxy_upstream_unavailable_total', { code: '08006' })).toBe(1);
+      expect(metricValue(await gateway.metrics.metrics(), 'pgward_proxy_upstream_unavailable_total', { reason: 'refused' })).toBe(1);
     });
     const again = new pg.Client({ connectionString: agent.connection_string });
     await again.connect();
