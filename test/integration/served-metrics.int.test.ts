@@ -7,6 +7,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callTool, connectAgent, listenForAgents, registerAgentWith, textOf } from '../support/agent-mcp.js';
+import { freePort } from '../support/free-port.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 
 let gateway: TestGateway;
@@ -90,6 +91,33 @@ describe('MCP tool-call metrics', () => {
       expect(timed['server="agent",tool="query",outcome="refused"']).toBe(after['server="agent",tool="query",outcome="refused"']);
       const http = await series('pgward_http_requests_total');
       expect((http['route="/mcp",method="POST",status="200"'] ?? 0) - (httpBefore['route="/mcp",method="POST",status="200"'] ?? 0)).toBe(5);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('the agent MCP: error when the database cannot be reached (nothing listens on its port)', async () => {
+    const owner = gateway.owner.apiKey;
+    const created = await gateway.api.call(owner, {
+      method: 'POST',
+      url: '/v1/projects',
+      payload: { name: 'unreachable', org_id: gateway.owner.orgId, database: { host: '127.0.0.1', port: await freePort(), name: 'gone', username: 'postgres', password: 'pw' } },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const projectId = (created.json() as { project: { id: string } }).project.id;
+    const policy = await gateway.api.call(owner, { method: 'POST', url: `/v1/projects/${projectId}/policies`, payload: { name: 'reader', read_only: true, allowed_tables: ['public.orders'] } });
+    expect(policy.statusCode, policy.body).toBe(201);
+    const registered = await gateway.api.call(owner, { method: 'POST', url: `/v1/projects/${projectId}/agents`, payload: { name: 'stranded', policy_profile_id: (policy.json() as { id: string }).id } });
+    expect(registered.statusCode, registered.body).toBe(201);
+    const client: Client = await connectAgent(`${base}/mcp`, (registered.json() as AgentSecrets).mcp_token, 'metrics-test');
+    try {
+      const before = await series('pgward_mcp_tool_calls_total');
+      const listed = await callTool(client, 'list_tables');
+      expect(listed.isError).toBe(true);
+      expect(textOf(listed)).toMatch(/upstream\.refused/);
+      const after = await series('pgward_mcp_tool_calls_total');
+      const key = 'server="agent",tool="list_tables",outcome="error"';
+      expect((after[key] ?? 0) - (before[key] ?? 0)).toBe(1);
     } finally {
       await client.close();
     }
