@@ -10,22 +10,26 @@ export interface ProjectionStatus {
   head: string;
   /** Global positions between the checkpoint and the store's head (events of other streams included). */
   behind_head: string;
+  /** Events of this projection's streams beyond its checkpoint: what it has still to apply. */
+  lag: number;
   /** No event of this projection's streams lies beyond its checkpoint. */
   caught_up: boolean;
 }
 
+/** Where each projection stands: `pgward projections list`, and the projection lag metric. */
 export async function projectionStatus(store: EventStore, pool: pg.Pool, projections: readonly Projection[]): Promise<ProjectionStatus[]> {
   const head = await store.headPosition();
   return Promise.all(
     projections.map(async (projection) => {
       const position = await readCheckpoint(pool, projection.name).catch(() => -1n);
-      const pending = await store.readAll(position, { streamPrefixes: projection.streamPrefixes, limit: 1 });
+      const lag = await store.countAfter(position, { streamPrefixes: projection.streamPrefixes });
       return {
         name: projection.name,
         position: String(position),
         head: String(head),
         behind_head: String(head > position ? head - position : 0n),
-        caught_up: pending.length === 0,
+        lag,
+        caught_up: lag === 0,
       };
     }),
   );

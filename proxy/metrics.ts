@@ -59,6 +59,12 @@ export function createProxyMetrics(registry: Registry) {
     connectionsTotal: new Counter({ name: 'pgward_proxy_connections_total', help: 'Client connections accepted', registers: [registry] }),
     refused: new Counter({ name: 'pgward_proxy_connections_refused_total', help: 'Client connections refused at login', registers: [registry] }),
     logins: new Counter({ name: 'pgward_proxy_logins_total', help: 'Login outcomes', labelNames: ['outcome'], registers: [registry] }),
+    upstreamUnavailable: new Counter({
+      name: 'pgward_proxy_upstream_unavailable_total',
+      help: 'Logins and statements answered without an upstream connection, by why (the upstream failure reason)',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
     /** The statements counter of one decision event. */
     statementsOf: tallied({ name: 'pgward_proxy_statements_total', help: 'Statements by decision event', labelName: 'event', registry }),
     bytesOut: talliedTotal({ name: 'pgward_proxy_bytes_out_total', help: 'Bytes sent to clients from upstream', registry }),

@@ -344,7 +344,7 @@ export class Session {
       server = await handle.pool.acquire({ owner: credential.credential_id });
     } catch (error) {
       const failure = classifyUpstreamFailure(error);
-      return this.refuseLogin('auth_failed', failure.message, { rule: upstreamRule(failure), reply: noConnection(failure, 'FATAL') });
+      return this.refuseLogin('auth_failed', failure.message, { rule: upstreamRule(failure), reply: this.noUpstream(failure, 'FATAL') });
     }
     // The client left while the login waited: the connection goes back, not to a session nobody will close again.
     if (this.closed) return void handle.pool.release(server, { reset: false });
@@ -359,6 +359,12 @@ export class Session {
     this.context.metrics.logins.inc({ outcome: 'ok' });
     this.socket.write(loginReply(serverFinal, server.parameters, this.processId, this.secretKey));
     this.releaseIfIdle();
+  }
+
+  /** What the client is told when no upstream connection could be had for it, counted by the failure's reason. */
+  private noUpstream(failure: UpstreamFailure, severity: 'FATAL' | 'ERROR'): ErrorFields {
+    this.context.metrics.upstreamUnavailable.inc({ reason: failure.reason });
+    return noConnection(failure, severity);
   }
 
   /** Refuses the login, audited under `rule` (auth.<event> by default), answering `reply` (28P01 by default). */
@@ -511,7 +517,7 @@ export class Session {
     const rule = upstreamRule(failure);
     if (statement) this.audit.notRun(credential, statement, rule, failure.message);
     logEvent(this.context.logger, 'upstream_unavailable', { session: this.id, credential_id: credential.credential_id, database: credential.database_id, rule, retryable: failure.retryable }, 'no upstream connection for a statement');
-    this.refuse(noConnection(failure, 'ERROR'), protocol);
+    this.refuse(this.noUpstream(failure, 'ERROR'), protocol);
   }
 
   private async withNewPool(work: () => void, protocol: 'simple' | 'extended', audited?: () => Statement | undefined): Promise<void> {

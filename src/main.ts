@@ -4,7 +4,8 @@ import { z } from 'zod';
 import { projectionsFor } from '../projections/index.js';
 import { ANCHOR_KEY_NAME, auditKeysFrom, loadAnchor } from './audit/keys.js';
 import type { AnchorKeyPair } from './crypto/checkpoint.js';
-import { readCheckpoint, runProjection, type RunningProjection } from '../projections/runner.js';
+import { projectionStatus } from '../projections/maintenance.js';
+import { runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
 import { instanceId, tlsFiles, type Config } from './config.js';
@@ -155,15 +156,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     let activeRunners = 0;
     for (const runner of runners) void runner.active.then(() => activeRunners++);
     // The lag is the projector's figure: read where it runs, never on a proxy's thread at each scrape.
-    if (roles.has('projector')) metrics.setLagSource(async () => {
-      const head = await store.headPosition();
-      const lags: Record<string, number> = {};
-      for (const projection of projections) {
-        const position = await readCheckpoint(pool, projection.name);
-        lags[projection.name] = Number(head > position ? head - position : 0n);
-      }
-      return lags;
-    });
+    if (roles.has('projector')) metrics.setLagSource(async () => Object.fromEntries((await projectionStatus(store, pool, projections)).map((status) => [status.name, status.lag])));
 
     // Ingest starts before the proxy and stops after it, so decisions the proxy flushes at shutdown still reach the trail.
     if (roles.has('ingest')) {
@@ -171,6 +164,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         store,
         bus,
         logger: logger.child({ role: 'ingest' }),
+        observe: metrics.ingest,
         checkpoints: { every: config.PGWARD_AUDIT_CHECKPOINT_EVERY, keys: auditKeys, anchor: { keyId: ANCHOR_KEY_NAME, privateKey: anchor!.privateKey }, handOn: preparedEntries },
       });
       cleanup.push(() => ingest.stop());
@@ -230,6 +224,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, auditDeps(config, anchor!), bus, budgets) } : {}),
       logger,
       metrics: http.metrics ? http.metrics(metrics.registry) : metrics.registry,
+      observe: metrics.observe,
       health: async () => ({ ...(await health()), ...(await http.health?.()) }),
     });
     // The HTTP server and the proxy drain together: neither takes new work once pgward is stopping.

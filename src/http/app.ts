@@ -5,12 +5,14 @@ import type { Registry } from 'prom-client';
 import { loadParser } from '../../proxy/policy/parser.js';
 import { agentMcpRoutes } from '../mcp/agent/route.js';
 import { managementMcpRoutes } from '../mcp/management/route.js';
+import type { ToolCallObserver } from '../mcp/tool.js';
 import { installConventions, requestId, sendProblem } from './conventions.js';
 import { pruneUnusedSchemas } from './openapi.js';
 import { Problem } from './problem.js';
 import { installAuth, type Authenticators } from './plugins/auth.js';
 import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
+import { installRequestMetrics, type RequestObserver } from './plugins/request-metrics.js';
 import { agentRoutes } from './routes/agents.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditRoutes } from './routes/audit.js';
@@ -42,6 +44,8 @@ export interface AppOptions {
   health: () => Promise<Record<string, PartState>>;
   /** The REST API at /v1; absent in roles that serve only health and metrics. */
   controlPlane?: ControlPlane;
+  /** Where every answered request and every MCP tool call is told of (the process's metrics). */
+  observe?: { readonly request: RequestObserver; readonly toolCall: (server: 'agent' | 'management') => ToolCallObserver };
 }
 
 export const BODY_LIMIT_BYTES = 2 * 1024 * 1024;
@@ -72,6 +76,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
+  if (options.observe) installRequestMetrics(app, options.observe.request);
   installConventions(app);
 
   app.get('/healthz', { schema: { hide: true } }, async (_request, reply) => {
@@ -116,8 +121,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     auditReportRoutes(api, plane.deps);
     agentRoutes(api, plane.deps);
     demoRoutes(api, plane.deps);
-    managementMcpRoutes(api);
-    agentMcpRoutes(api, plane.deps);
+    managementMcpRoutes(api, options.observe?.toolCall('management'));
+    agentMcpRoutes(api, plane.deps, options.observe?.toolCall('agent'));
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));
   }
   return app;

@@ -39,6 +39,16 @@ const GapRecord = z.object({
   ts: z.string(),
 });
 
+/** Told what ingest did (the process's metrics). */
+export interface IngestObserver {
+  /** A bus record: appended, dropped (not JSON, or not an audit record), or failed (the bus delivers it again). */
+  record(outcome: 'appended' | 'dropped' | 'failed'): void;
+  /** A gap marker appended, for `count` decisions lost. */
+  gap(reason: string, count: number): void;
+  /** A due checkpoint could not be signed (it is tried again). */
+  checkpointFailed(): void;
+}
+
 export interface IngestOptions {
   readonly store: EventStore;
   readonly bus: DecisionBus;
@@ -56,6 +66,7 @@ export interface IngestOptions {
   readonly maxInFlight?: number;
   /** A project's appends start at least this far apart (AppendBatcher's linger); APPEND_LINGER_MS unless given. */
   readonly appendLingerMs?: number;
+  readonly observe?: IngestObserver;
 }
 
 /**
@@ -81,7 +92,7 @@ export interface RunningIngest {
  * sequence that no gap marker explains within the grace period is recorded as a gap marker of its own.
  */
 export async function startIngest(options: IngestOptions): Promise<RunningIngest> {
-  const { store, logger } = options;
+  const { store, logger, observe } = options;
   const now = options.now ?? (() => new Date());
   const holes = new HoleTracker(options.holeGraceMs ?? 30_000);
 
@@ -99,6 +110,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       unsigned.delete(projectId);
     } catch (error) {
       unsigned.add(projectId);
+      observe?.checkpointFailed();
       logger.error({ err: error, project_id: projectId }, 'signing an audit checkpoint failed; it is tried again');
     }
   };
@@ -117,15 +129,18 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   const append = <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> =>
     batcher.append(auditStream(projectId), encodeEvent(definition, data, metadataFor(key)));
 
-  const recordHole = (hole: Hole): Promise<void> =>
-    append(
+  const recordHole = async (hole: Hole): Promise<void> => {
+    const count = hole.to - hole.from + 1n;
+    await append(
       AuditGapRecorded,
-      { project_id: hole.projectId, proxy_id: hole.proxyId, boot_epoch: hole.bootEpoch, from_seq: String(hole.from), to_seq: String(hole.to), count: String(hole.to - hole.from + 1n), reason: 'sequence_hole', ts: now().toISOString() },
+      { project_id: hole.projectId, proxy_id: hole.proxyId, boot_epoch: hole.bootEpoch, from_seq: String(hole.from), to_seq: String(hole.to), count: String(count), reason: 'sequence_hole', ts: now().toISOString() },
       hole.projectId,
       `hole:${hole.proxyId}:${hole.bootEpoch}:${hole.from}-${hole.to}`,
     );
+    observe?.gap('sequence_hole', Number(count));
+  };
 
-  const handle = async (delivery: Delivery): Promise<void> => {
+  const handle = async (delivery: Delivery): Promise<'appended' | 'dropped'> => {
     // Each record in a turn of the event loop of its own: the bus starts the records it delivers
     // together on microtasks, which would otherwise parse and encode all of them (a backlog's
     // worth of batches) before the store's replies meanwhile are handled.
@@ -135,7 +150,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       record = JSON.parse(Buffer.from(delivery.data).toString('utf8')) as BusRecord;
     } catch {
       logger.error({ id: delivery.id }, 'a bus record is not JSON; dropped');
-      return;
+      return 'dropped';
     }
     if (record.kind === 'gap') {
       const gap = GapRecord.parse(record);
@@ -146,7 +161,8 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
         `gap:${gap.proxy_id}:${gap.boot_epoch}:${gap.from_seq}-${gap.to_seq}`,
       );
       holes.explain(gap.proxy_id, gap.boot_epoch, BigInt(gap.from_seq), BigInt(gap.to_seq));
-      return;
+      observe?.gap(gap.reason, Number(gap.count));
+      return 'appended';
     }
     const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map(parseStatementDecided);
     const at = now().toISOString();
@@ -157,18 +173,22 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
         return batcher.append(auditStream(decision.project_id), { ...encodeParsed(StatementDecided, decision, metadataFor(key, at)), decision });
       }),
     );
+    return 'appended';
   };
 
   let lastDelivery = 0;
   const consumer: Consumer = await options.bus.consume({ durable: 'ingest', maxInFlight: options.maxInFlight ?? 256, retryDelayMs: 500 }, async (delivery) => {
     lastDelivery = Date.now();
     try {
-      await handle(delivery);
+      const outcome = await handle(delivery);
+      observe?.record(outcome);
     } catch (error) {
       if (error instanceof z.ZodError) {
+        observe?.record('dropped');
         logger.error({ id: delivery.id, issues: error.issues.slice(0, 3) }, 'a bus record does not match the audit schema; dropped');
         return;
       }
+      observe?.record('failed');
       throw error;
     }
   });

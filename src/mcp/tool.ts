@@ -21,6 +21,30 @@ export function toolError(text: string, structured?: Record<string, unknown>): C
   return { isError: true, content: [{ type: 'text', text }], ...(structured ? { structuredContent: structured } : {}) };
 }
 
+/** Tool errors that are the gateway's or the database's failure, not a refusal of what was asked. */
+const failures = new WeakSet<CallToolResult>();
+
+/** Marks a tool error as one the caller did not cause (an upstream that cannot be reached, a server error): counted as `error`, not `refused`. */
+export function asFailure(result: CallToolResult): CallToolResult {
+  failures.add(result);
+  return result;
+}
+
+export function toolFailure(text: string, structured?: Record<string, unknown>): CallToolResult {
+  return asFailure(toolError(text, structured));
+}
+
+/** How a tool call ended: a result, a tool error the caller caused, or a failure (thrown, or a toolFailure). */
+export type ToolOutcome = 'ran' | 'refused' | 'error';
+
+export function outcomeOf(result: CallToolResult): ToolOutcome {
+  if (!result.isError) return 'ran';
+  return failures.has(result) ? 'error' : 'refused';
+}
+
+/** Told of every tool call once it ended; `tool` is a registered tool's name, or `unknown`. */
+export type ToolCallObserver = (call: { readonly tool: string; readonly outcome: ToolOutcome; readonly seconds: number }) => void;
+
 interface Registered<Context> {
   definition: Tool;
   call(args: unknown, context: Context): Promise<CallToolResult>;
@@ -54,19 +78,29 @@ function register<Input extends z.ZodType, Context>(tool: McpTool<Input, Context
 
 /** A set of tools, registered once, that serves any number of MCP servers. */
 export interface Toolbox<Context> {
-  serve(info: { name: string; version: string; instructions: string }, context: Context): Server;
+  serve(info: { name: string; version: string; instructions: string }, context: Context, observe?: ToolCallObserver): Server;
 }
 
 export function toolbox<Context>(list: readonly McpTool<z.ZodType, Context>[]): Toolbox<Context> {
   const tools = new Map(list.map((tool) => [tool.name, register(tool)]));
   return {
-    serve({ name, version, instructions }, context) {
+    serve({ name, version, instructions }, context, observe) {
       const server = new Server({ name, version }, { capabilities: { tools: {} }, instructions });
       server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...tools.values()].map((tool) => tool.definition) }));
       server.setRequestHandler(CallToolRequestSchema, async (request) => {
+        const started = performance.now();
         const tool = tools.get(request.params.name);
-        if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${request.params.name}"; the tools are ${[...tools.keys()].join(', ')}`);
-        return tool.call(request.params.arguments, context);
+        // Only registered names become label values: a caller's made-up names would not be bounded.
+        const ended = (outcome: ToolOutcome): void => observe?.({ tool: tool ? request.params.name : 'unknown', outcome, seconds: (performance.now() - started) / 1000 });
+        try {
+          if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${request.params.name}"; the tools are ${[...tools.keys()].join(', ')}`);
+          const result = await tool.call(request.params.arguments, context);
+          ended(outcomeOf(result));
+          return result;
+        } catch (error) {
+          ended('error');
+          throw error;
+        }
       });
       return server;
     },

@@ -273,6 +273,19 @@ export function createEventStoreDbStore(connectionString: string): EventStore {
       return { [Symbol.asyncIterator]: () => iterator, reads: 1, close };
     },
 
+    async countAfter(after, options = {}) {
+      let count = 0;
+      try {
+        // $all from the checkpoint: without a server-side filter on reads (see readAll), every event after it passes here.
+        for await (const event of recorded(client.readAll({ fromPosition: fromPosition(after) }))) {
+          if (event.position.commit > after && accepts(event, options.streamPrefixes)) count += 1;
+        }
+        return count;
+      } catch (error) {
+        throw fail(error);
+      }
+    },
+
     async headPosition() {
       try {
         for await (const event of recorded(client.readAll({ direction: BACKWARDS, fromPosition: END }))) {

@@ -66,6 +66,11 @@ export interface EventStore {
    * (EventStoreDB indexes none) leaves it out, and callers do without.
    */
   storedEventIds?(ids: readonly string[]): Promise<Set<string>>;
+  /**
+   * How many events with a position strictly greater than `after` `readAll` would return
+   * without a limit: for a reader at checkpoint `after`, the events it has still to read.
+   */
+  countAfter(after: bigint, options?: Omit<ReadAllOptions, 'limit'>): Promise<number>;
   /** Position of the newest event, or -1n when the store is empty. */
   headPosition(): Promise<bigint>;
   close(): Promise<void>;

@@ -38,6 +38,39 @@ language sql stable set enable_seqscan = off set enable_bitmapscan = off set ena
    order by e.position limit p_limit
 $$;
 
+-- The position of each category's newest event (categories.ts), kept by append_events: a reader of
+-- some categories learns here, without walking other categories' events, whether any of its own
+-- lie beyond its checkpoint. A store created before this table is filled from its events once.
+do $do$ begin
+  if to_regclass('pgward.category_heads') is null then
+    create table pgward.category_heads (category text primary key, position bigint not null);
+    perform pg_advisory_xact_lock(${APPEND_LOCK_KEY});
+    insert into pgward.category_heads
+      select substring(e.stream from '${CATEGORY_PATTERN}'), max(e.position) from pgward.events e
+       where substring(e.stream from '${CATEGORY_PATTERN}') is not null group by 1;
+  end if;
+end $do$;
+
+-- How many events after p_after are of the streams matching any of p_patterns (all when null).
+-- With p_categories (the categories of every pattern) the count stops at their newest event, and
+-- costs nothing when that is not beyond p_after.
+create or replace function pgward.count_events(p_after bigint, p_patterns text[], p_categories text[])
+returns bigint language plpgsql stable set enable_seqscan = off set enable_bitmapscan = off as $$
+declare
+  v_upto bigint;
+begin
+  if p_categories is null then
+    select max(e.position) into v_upto from pgward.events e;
+  else
+    select max(h.position) into v_upto from pgward.category_heads h where h.category = any(p_categories);
+  end if;
+  if v_upto is null or v_upto <= p_after then
+    return 0;
+  end if;
+  return (select count(*) from pgward.events e
+           where e.position > p_after and e.position <= v_upto and (p_patterns is null or e.stream like any(p_patterns)));
+end $$;
+
 -- Earlier versions took the payloads as two bytea arrays, which travel and parse as hex text.
 drop function if exists pgward.append_events(text, text, uuid[], text[], bytea[], bytea[]);
 
@@ -93,6 +126,8 @@ begin
       from generate_subscripts(p_ids, 1) as i;
   -- One wake-up per category (see categories.ts), so a subscriber of other categories hears nothing.
   if v_category is not null then
+    insert into pgward.category_heads (category, position) values (v_category, v_position + v_count)
+      on conflict (category) do update set position = excluded.position;
     perform pg_notify('${CATEGORY_CHANNEL_PREFIX}' || v_category, (v_position + v_count)::text);
   end if;
   perform pg_notify('${ALL_EVENTS_CHANNEL}', (v_position + v_count)::text);

@@ -17,7 +17,7 @@ import {
   type Subscription,
 } from './port.js';
 import { wakeableSubscription } from './subscription.js';
-import { wakeChannels } from './categories.js';
+import { categoryOf, wakeChannels } from './categories.js';
 import { NotificationListener } from '../pg/listener.js';
 
 const DEFAULT_BATCH = 1000;
@@ -153,6 +153,17 @@ export async function createPostgresEventStore(connectionString: string, options
     async storedEventIds(ids) {
       const { rows } = await pool.query<{ event_id: string }>('select event_id from pgward.events where event_id = any($1::uuid[])', [ids]);
       return new Set(rows.map((row) => row.event_id));
+    },
+
+    async countAfter(after, countOptions = {}) {
+      const prefixes = countOptions.streamPrefixes;
+      const categories = prefixes?.map(categoryOf);
+      const { rows } = await pool.query<{ count: string }>('select pgward.count_events($1, $2, $3) as count', [
+        after,
+        prefixes?.map(likePrefix) ?? null,
+        categories?.every((category) => category !== undefined) ? [...new Set(categories)] : null,
+      ]);
+      return Number(rows[0]!.count);
     },
 
     async headPosition() {

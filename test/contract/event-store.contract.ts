@@ -236,6 +236,27 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
         await subscription.close();
       });
 
+      it('countAfter counts the events readAll would return, from any position; events of other categories after the last of its own count nothing', async () => {
+        const start = await store.headPosition();
+        const own: RecordedEvent[] = [];
+        for (let i = 0; i < 5; i++) {
+          await store.append(`${mine}count${i % 2}`, [event()], 'any');
+          await store.append(`${other}count`, [event(), event()], 'any');
+          own.push(...(await store.readAll(own.at(-1)?.position ?? start, { streamPrefixes: [`${mine}count`] })));
+        }
+        await store.append(`${run}nocat-count`, [event()], 'any');
+        expect(own).toHaveLength(5);
+        expect(await store.countAfter(start, { streamPrefixes: [`${mine}count`] })).toBe(5);
+        expect(await store.countAfter(start, { streamPrefixes: [`${mine}count1`] })).toBe(2);
+        expect(await store.countAfter(own[2]!.position, { streamPrefixes: [mine] })).toBe(2);
+        expect(await store.countAfter(own[4]!.position, { streamPrefixes: [mine] })).toBe(0);
+        expect(await store.countAfter(start, { streamPrefixes: [other] })).toBe(10);
+        expect(await store.countAfter(start, { streamPrefixes: [mine, other] })).toBe(15);
+        expect(await store.countAfter(start, { streamPrefixes: [`${run}nocat`] })).toBe(1);
+        expect(await store.countAfter(start)).toBe(16);
+        expect(await store.countAfter(await store.headPosition())).toBe(0);
+      });
+
       it('a subscription without a filter, or with a prefix that names no category, is woken by any category', async () => {
         const head = await store.headPosition();
         const everything = store.subscribe(head);

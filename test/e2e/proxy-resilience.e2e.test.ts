@@ -3,6 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startScramServer } from '../support/embedded.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { metricValue } from '../support/pgward-process.js';
 
 let upstreamServer: Awaited<ReturnType<typeof startScramServer>>;
 let gateway: TestGateway;
@@ -110,6 +111,7 @@ describe('the proxy when the upstream dies', () => {
         (e: unknown) => e,
       )) as { code?: string } | undefined;
       expect(down?.code).toBe('08006');
+      expect(metricValue(await gateway.metrics.metrics(), 'pgward_proxy_upstream_unavailable_total', { reason: 'refused' })).toBe(1);
     });
     const again = new pg.Client({ connectionString: agent.connection_string });
     await again.connect();

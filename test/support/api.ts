@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type pg from 'pg';
 import { pino, type Logger } from 'pino';
-import { Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import { createOrganization } from '../../commands/organizations/create-organization.js';
 import { projectionsFor } from '../../projections/index.js';
 import { runProjection, type RunningProjection } from '../../projections/runner.js';
@@ -17,6 +17,7 @@ import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js
 import { parseKeyring } from '../../src/crypto/seal.js';
 import type { Plan } from '../../src/events/organizations.js';
 import { buildApp } from '../../src/http/app.js';
+import { createMetrics } from '../../src/metrics.js';
 import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
 import { freshDatabase, type TestDatabase } from './pg.js';
@@ -24,6 +25,8 @@ import { freshDatabase, type TestDatabase } from './pg.js';
 export interface TestApi {
   app: FastifyInstance;
   store: PostgresEventStore;
+  /** The API's metrics, as its /metrics serves them. */
+  metrics: Registry;
   pool: pg.Pool;
   database: TestDatabase;
   /** The keyring specification the control plane seals with (the proxy opens with it). */
@@ -59,15 +62,18 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, optio
   const runners: RunningProjection[] = projections.map((projection) => runProjection({ store, pool, projection }));
   await Promise.all(runners.map((r) => r.active));
   const logger = options.logger ?? pino({ level: 'silent' });
+  const metrics = createMetrics('api');
   const app = await buildApp({
     logger,
-    metrics: new Registry(),
+    metrics: metrics.registry,
+    observe: metrics.observe,
     health: async () => ({}),
     controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, logger, projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets),
   });
   return {
     app,
     store,
+    metrics: metrics.registry,
     pool,
     database,
     masterKey: config.PGWARD_MASTER_KEY!,

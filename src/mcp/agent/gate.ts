@@ -5,7 +5,7 @@ import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js'
 import { decideWithCatalog, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
 import { upstreamRule, type UpstreamFailure } from '../../../proxy/upstream/failure.js';
 import type { AuditEventKind } from '../../events/audit.js';
-import { toolError } from '../tool.js';
+import { asFailure, toolError } from '../tool.js';
 import { audit } from './audit.js';
 import type { AgentContext } from './context.js';
 
@@ -27,9 +27,9 @@ export function refusal(decision: Pick<Refused, 'rule' | 'reason' | 'sqlstate' |
   };
 }
 
-/** A statement that could not run because no upstream connection could be had: the failure's wording, SQLSTATE and rule, as a refusal's. */
+/** A statement that could not run because no upstream connection could be had: the failure's wording, SQLSTATE and rule, as a refusal's; a failure for the tool-call metrics (outcome error). */
 export function upstreamRefusal(failure: UpstreamFailure): CallToolResult {
-  return refusal({ event: 'blocked', rule: upstreamRule(failure), reason: failure.message, sqlstate: failure.sqlstate, tablesBlocked: [] });
+  return asFailure(refusal({ event: 'blocked', rule: upstreamRule(failure), reason: failure.message, sqlstate: failure.sqlstate, tablesBlocked: [] }));
 }
 
 /**

@@ -11,6 +11,7 @@ import { plans } from '../../plans.js';
 import { findPolicy } from '../../../queries/policies.js';
 import { IdParam, type Api, type ApiDeps } from '../../http/routes/support.js';
 import { loadAgentDocs, type DocsLibrary } from '../docs.js';
+import type { ToolCallObserver } from '../tool.js';
 import { serveMcp } from '../transport.js';
 import { authenticateAgent } from './auth.js';
 import type { AgentContext, AgentServices } from './context.js';
@@ -34,7 +35,7 @@ const DECISION_BUFFER = 10_000;
  * its agent token itself (not the org API-key hook), then gets a stateless server over the
  * credential, its policy and honeytokens.
  */
-export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
+export function agentMcpRoutes(app: Api, deps: ApiDeps, observe?: ToolCallObserver): void {
   const bootEpoch = Math.floor(Date.now() / 1000);
   const decisions = new DecisionPublisher(deps.decisions.bus, { proxyId: deps.decisions.publisherId, bootEpoch }, DECISION_BUFFER, (error) =>
     app.log.warn({ err: error }, 'decision bus refused an MCP record; retrying'),
@@ -72,7 +73,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps): void {
       clientIp: request.ip.replace(/^::ffff:/, ''),
       log: request.log,
     };
-    await serveMcp(request, reply, createAgentServer(context));
+    await serveMcp(request, reply, createAgentServer(context, observe));
   };
 
   app.post('/mcp', { schema: { hide: true } }, (request, reply) => serve(request, reply));

@@ -4,7 +4,7 @@ import type { PolicyRow } from '../../../projections/policies.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import { END_NOT_SEEN, FAILED_UPSTREAM } from '../../../proxy/decision-record.js';
 import { masksColumns } from '../../../proxy/policy/hook.js';
-import { toolError } from '../tool.js';
+import { toolError, toolFailure } from '../tool.js';
 import { audit } from './audit.js';
 import { stillUsable } from './auth.js';
 import type { AgentContext } from './context.js';
@@ -89,7 +89,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
       // As the wire audits a statement whose end it did not see: it reached PostgreSQL, and counts.
       const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
       audit(context, { ...facts, event: decision.event, rule: decision.rule, reason: `${END_NOT_SEEN} ${decision.reason}`.trim(), ran: true, latencyUs });
-      return toolError('The connection to this credential’s database was lost after the statement was sent: it may have run (a write may have been committed), but its result could not be read.');
+      return toolFailure('The connection to this credential’s database was lost after the statement was sent: it may have run (a write may have been committed), but its result could not be read.');
     }
     if (error instanceof UpstreamUnavailable) {
       const { failure } = error;

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { callerOf } from '../../http/plugins/auth.js';
 import { baseUrl, bearerChallenge, RESOURCE_METADATA, serveMcp } from '../transport.js';
 import { buildCatalog, type Catalog } from './catalog.js';
+import type { ToolCallObserver } from '../tool.js';
 import { createManagementServer } from './server.js';
 
 /**
@@ -9,7 +10,7 @@ import { createManagementServer } from './server.js';
  * transport per request), behind the same bearer authentication as the REST routes. GET and DELETE
  * answer 405 like any other method a path lacks: there are no sessions to stream on or to end.
  */
-export function managementMcpRoutes(app: FastifyInstance): void {
+export function managementMcpRoutes(app: FastifyInstance, observe?: ToolCallObserver): void {
   let catalog: Catalog | undefined;
   // app.swagger() exists only once the app is ready, and every route is registered by then.
   const catalogOf = (): Catalog => (catalog ??= buildCatalog(app.swagger()));
@@ -36,7 +37,7 @@ export function managementMcpRoutes(app: FastifyInstance): void {
         catalog: catalogOf(),
         pathDefaults: { org_id: callerOf(request).orgId },
         inject: (options) => app.inject({ ...options, remoteAddress: request.ip, headers: { ...options.headers, authorization, 'x-request-id': request.id } }),
-      });
+      }, observe);
       await serveMcp(request, reply, server);
     },
   );

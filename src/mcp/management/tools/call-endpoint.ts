@@ -3,7 +3,7 @@ import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { z } from 'zod';
 import type { ProblemBody } from '../../../http/problem.js';
 import type { Operation } from '../catalog.js';
-import { structuredResult, toolError } from '../../tool.js';
+import { structuredResult, toolError, toolFailure } from '../../tool.js';
 import { unknownOperation, type ManagementTool } from '../tool.js';
 
 export const CallEndpointInput = z.strictObject({
@@ -40,9 +40,11 @@ function bodyOf(response: LightMyRequestResponse): unknown {
 
 function failure(status: number, body: unknown): CallToolResult {
   const problem = body as Partial<ProblemBody> | null;
-  if (!problem?.code) return toolError(`HTTP ${status}: ${typeof body === 'string' ? body : JSON.stringify(body)}`, { status, body });
+  // A 5xx is the server's failure; anything else refuses what was asked.
+  const answer = status >= 500 ? toolFailure : toolError;
+  if (!problem?.code) return answer(`HTTP ${status}: ${typeof body === 'string' ? body : JSON.stringify(body)}`, { status, body });
   const fields = problem.errors?.map((e) => `${e.field}: ${e.message}`).join('; ');
-  return toolError(`${problem.code} (HTTP ${status}): ${problem.detail} [request_id ${problem.request_id}]${fields ? `\nerrors: ${fields}` : ''}`, { status, body });
+  return answer(`${problem.code} (HTTP ${status}): ${problem.detail} [request_id ${problem.request_id}]${fields ? `\nerrors: ${fields}` : ''}`, { status, body });
 }
 
 export const callEndpoint: ManagementTool<typeof CallEndpointInput> = {
