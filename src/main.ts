@@ -10,7 +10,6 @@ import { createMemoryBus } from './bus/memory.js';
 import type { DecisionBus } from './bus/port.js';
 import { instanceId, tlsFiles, type Config } from './config.js';
 import { listenOn } from './listen.js';
-import { resolve } from 'node:path';
 import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
 import { spentSince } from '../queries/budget-usage.js';

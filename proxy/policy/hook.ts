@@ -19,6 +19,8 @@ export type StatementDecision =
       readonly statementCount: number;
       /** What a row cap (max_rows) cannot limit in this message; see `rowsOf`. */
       readonly uncapped: UncappedRows;
+      /** The masked columns its statements reference, as `schema.table.column:mode`, in the order the masks were applied. */
+      readonly maskedColumns: readonly string[];
     })
   | Extract<PolicyDecision, { action: 'refuse' }>;
 
@@ -209,6 +211,7 @@ function combine(sql: string, verdicts: readonly StatementVerdict[], session: An
     changesSession: allowed.some((d) => d.changesSession),
     statementCount: verdicts.length,
     uncapped: rowsOf(sql, session),
+    maskedColumns: unique(allowed.map((d) => d.masks.map((mask) => `${mask.column}:${mask.mode}`))),
   };
 }
 

@@ -4,6 +4,7 @@ import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, val
 import type { Registry } from 'prom-client';
 import { loadParser } from '../../proxy/policy/parser.js';
 import { agentMcpRoutes } from '../mcp/agent/route.js';
+import { AgentDatabases } from '../mcp/agent/upstream.js';
 import { managementMcpRoutes } from '../mcp/management/route.js';
 import type { ToolCallObserver } from '../mcp/tool.js';
 import { installConventions, requestId, sendProblem } from './conventions.js';
@@ -21,6 +22,7 @@ import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
+import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
 import { policyRoleRoutes } from './routes/policy-roles.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { organizationRoutes } from './routes/organizations.js';
@@ -113,7 +115,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     proxyCaRoutes(api, plane.deps);
     projectRoutes(api, plane.deps);
     databaseRoutes(api, plane.deps);
+    // The hosted agent MCP and the policy what-if decide on the same upstream pools and catalog snapshots.
+    const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log);
+    app.addHook('onClose', () => databases.close());
     policyRoutes(api, plane.deps);
+    policyEvaluateRoutes(api, plane.deps, databases);
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
@@ -122,7 +128,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     agentRoutes(api, plane.deps);
     demoRoutes(api, plane.deps);
     managementMcpRoutes(api, options.observe?.toolCall('management'));
-    agentMcpRoutes(api, plane.deps, options.observe?.toolCall('agent'));
+    agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));
   }
   return app;

@@ -62,7 +62,7 @@ const policyShape = {
   migration_safety: MigrationSafety.describe(`Lock-heavy schema changes (CREATE INDEX without CONCURRENTLY, table rewrites, ...): off, warn (run, with a migration_flagged audit row saying why) or block (refused with the safe alternative). Default ${DEFAULT_MIGRATION_SAFETY}`),
 };
 
-const CreatePolicyRequest = z
+export const CreatePolicyRequest = z
   .strictObject({
     name: policyShape.name,
     read_only: policyShape.read_only.default(true),
@@ -128,7 +128,7 @@ export function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
 }
 
 /** Events carry 64-bit counts as decimal strings. */
-function toEventFields<T extends { bytes_per_month?: number }>(body: T): Omit<T, 'bytes_per_month'> & { bytes_per_month?: string } {
+export function toEventFields<T extends { bytes_per_month?: number }>(body: T): Omit<T, 'bytes_per_month'> & { bytes_per_month?: string } {
   const { bytes_per_month: bytes, ...rest } = body;
   return { ...rest, ...(bytes === undefined ? {} : { bytes_per_month: String(bytes) }) };
 }
@@ -140,11 +140,11 @@ async function assertNameFree(deps: ApiDeps, projectId: string, name: string | u
 }
 
 /** Every honeytoken a profile plants must be a live honeytoken of its project. */
-async function assertHoneytokensExist(deps: ApiDeps, projectId: string, ids: readonly string[] | undefined): Promise<void> {
+export async function assertHoneytokensExist(deps: ApiDeps, projectId: string, ids: readonly string[] | undefined, field = 'honeytokens'): Promise<void> {
   const unknown = ids && ids.length > 0 ? await unknownHoneytokens(deps.pool, projectId, ids) : [];
   if (unknown.length > 0) {
     throw new Problem('INVALID_INPUT', `honeytoken(s) ${unknown.join(', ')} not found in project ${projectId}; plant them first (POST .../honeytokens)`, {
-      errors: unknown.map((id) => ({ field: `honeytokens.${ids!.indexOf(id)}`, message: 'names no honeytoken of this project' })),
+      errors: unknown.map((id) => ({ field: `${field}.${ids!.indexOf(id)}`, message: 'names no honeytoken of this project' })),
     });
   }
 }
@@ -167,7 +167,7 @@ export async function visiblePolicy(deps: ApiDeps, orgId: string, projectId: str
   return row;
 }
 
-const ProjectParams = z.object({ project_id: IdParam('project id') });
+export const ProjectParams = z.object({ project_id: IdParam('project id') });
 const PolicyParams = ProjectParams.extend({ policy_id: IdParam('policy id') });
 
 /** The security log line of a policy change (none when the command recorded nothing). */

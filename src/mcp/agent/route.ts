@@ -17,10 +17,10 @@ import { authenticateAgent } from './auth.js';
 import type { AgentContext, AgentServices } from './context.js';
 import { requestHoneytokens } from './honeytokens.js';
 import { createAgentServer } from './server.js';
-import { AgentDatabases } from './upstream.js';
+import type { AgentDatabases } from './upstream.js';
 
 /** As the proxy chooses: a read-only policy's pool, as the role provisioned for it on this database when there is one. */
-async function upstreamOf(store: EventStore, policy: PolicyRow | undefined, databaseId: string): Promise<UpstreamChoice> {
+export async function upstreamOf(store: EventStore, policy: PolicyRow | undefined, databaseId: string): Promise<UpstreamChoice> {
   // Only a read-only policy's roles are used: skip reading its stream otherwise.
   const roles = policy?.read_only ? (await store.readStream(`policy-${policy.policy_id}`)).reduce<PolicyRoles | undefined>((row, event) => evolvePolicyRoles(row, event) ?? undefined, undefined) : undefined;
   return upstreamChoice(policy, roles, databaseId);
@@ -35,12 +35,11 @@ const DECISION_BUFFER = 10_000;
  * its agent token itself (not the org API-key hook), then gets a stateless server over the
  * credential, its policy and honeytokens.
  */
-export function agentMcpRoutes(app: Api, deps: ApiDeps, observe?: ToolCallObserver): void {
+export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabases, observe?: ToolCallObserver): void {
   const bootEpoch = Math.floor(Date.now() / 1000);
   const decisions = new DecisionPublisher(deps.decisions.bus, { proxyId: deps.decisions.publisherId, bootEpoch }, DECISION_BUFFER, (error) =>
     app.log.warn({ err: error }, 'decision bus refused an MCP record; retrying'),
   );
-  const databases = new AgentDatabases(deps.pool, deps.keyring, app.log);
   const budgets =
     deps.budgets ??
     new Budgets(
@@ -50,7 +49,6 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, observe?: ToolCallObserv
   let docs: Promise<DocsLibrary> | undefined;
   app.addHook('onClose', async () => {
     await decisions.close();
-    await databases.close();
   });
 
   const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadAgentDocs()) });

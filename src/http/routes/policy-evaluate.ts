@@ -1,0 +1,159 @@
+import { z } from 'zod';
+import { recordedRefusal } from '../../../proxy/decision-record.js';
+import { LiveHoneytokens } from '../../../proxy/honeytokens.js';
+import type { StatementContext, StatementDecision } from '../../../proxy/policy/hook.js';
+import { decideWithCatalog } from '../../../proxy/upstream/catalog-snapshot.js';
+import { upstreamChoice } from '../../../proxy/views/policy-roles.js';
+import type { PolicyRow } from '../../../projections/policies.js';
+import { findDatabase, listDatabases } from '../../../queries/databases.js';
+import { honeytokensById } from '../../../queries/honeytokens.js';
+import { upstreamOf } from '../../mcp/agent/route.js';
+import type { AgentDatabases } from '../../mcp/agent/upstream.js';
+import { Problem } from '../problem.js';
+import { assertHoneytokensExist, CreatePolicyRequest, ProjectParams, toEventFields, visiblePolicy } from './policies.js';
+import { visibleProject } from './projects.js';
+import { errorResponses, IdParam, requireRole, type Api, type ApiDeps } from './support.js';
+
+/** As large as a wire message may be: a longer text is the policy engine's to refuse (parse.too_large), as the proxy does. */
+const MAX_SQL_CHARS = 1_000_000;
+
+const EvaluateRequest = z
+  .strictObject({
+    policy: CreatePolicyRequest.optional().describe('A whole policy document, validated as a create validates it and never saved'),
+    policy_id: IdParam('policy id').optional().describe('A saved policy profile of the project'),
+    database_id: IdParam('database id').optional().describe('The database whose catalog to decide on; may be left out when the project has one database'),
+    sql: z.string().min(1).max(MAX_SQL_CHARS).describe('The query string, as a client would send it'),
+    params: z
+      .array(z.union([z.string(), z.number(), z.boolean(), z.null()]))
+      .max(65_535)
+      .default([])
+      .describe('Values for $1, $2, ...: the decision is made on the text alone, as the proxy decides a Parse before any Bind'),
+    protocol: z
+      .enum(['simple', 'extended'])
+      .optional()
+      .describe('How a wire client would send it: simple (one Query message), or extended (Parse/Bind/Execute, as the hosted MCP runs statements). Default extended when params are given, else simple'),
+  })
+  .refine((body) => (body.policy === undefined) !== (body.policy_id === undefined), { message: 'give exactly one of policy and policy_id', path: ['policy'] })
+  .refine((body) => body.protocol !== 'simple' || body.params.length === 0, { message: 'a simple query carries no parameters; use protocol extended', path: ['params'] })
+  .meta({ title: 'EvaluatePolicyRequest' });
+
+/** What the answer does not weigh: state of the moment rather than the policy's rules. */
+const NOT_EVALUATED = ['budgets', 'kill_switch', 'audit_mode', 'upstream'] as const;
+
+const PolicyEvaluation = z
+  .object({
+    verdict: z.enum(['allow', 'block', 'mask', 'row_filter']).describe('allow: runs as sent (or with functions qualified); mask: runs with column masks; block: refused; row_filter: runs with row filters (not produced yet)'),
+    event: z.string().describe('The audit event the statement would be recorded as: query, masked, blocked, canary_tripped'),
+    decision_rule: z.string().describe('The rule that decided; empty when the statement runs unmodified'),
+    reason: z.string(),
+    sqlstate: z.string().nullable().describe('The SQLSTATE a client would get for the refusal; null when allowed'),
+    masked_columns: z.array(z.string()).describe('Every masked column the statement references, directly or through an output derived from it, as schema.table.column:mode'),
+    row_filtered: z.boolean().describe('Whether a row filter would apply'),
+    runs_as: z.string().nullable().describe('The text the proxy would send upstream (masks applied); null when refused'),
+    statement_kind: z.string(),
+    tables: z.object({ read: z.array(z.string()), written: z.array(z.string()), blocked: z.array(z.string()) }),
+    flags: z.array(z.object({ event: z.string(), rule: z.string(), reason: z.string() })).describe('Audit rows recorded before the decision when it runs (migration_flagged)'),
+    database_id: z.string().describe('The database whose catalog was used'),
+    not_evaluated: z.array(z.enum(NOT_EVALUATED)).describe('What the answer does not weigh: budgets left, the kill-switch, whether the audit trail takes records, and what PostgreSQL itself would say'),
+  })
+  .meta({ id: 'PolicyEvaluation' });
+
+type Body = z.infer<typeof EvaluateRequest>;
+
+/** An inline policy as the row a create would make of it; its id names no stream, so nothing it decides is cached beyond the request. */
+function inlinePolicy(projectId: string, body: NonNullable<Body['policy']>, at: string): PolicyRow {
+  return { ...(toEventFields(body) as Omit<PolicyRow, 'policy_id'>), policy_id: 'pol_whatif', project_id: projectId, version: 0, status: 'active', revision: 0, created_at: at, updated_at: at };
+}
+
+/** The database named, else the project's only one. */
+async function databaseOf(deps: ApiDeps, projectId: string, named: string | undefined): Promise<string> {
+  if (named !== undefined) {
+    if (!(await findDatabase(deps.pool, projectId, named))) throw new Problem('NOT_FOUND', `database ${named} not found in project ${projectId}`);
+    return named;
+  }
+  const databases = await listDatabases(deps.pool, projectId, undefined, 2);
+  if (databases.length === 1) return databases[0]!.database_id;
+  throw new Problem('INVALID_INPUT', `project ${projectId} has ${databases.length === 0 ? 'no database' : 'several databases'}; name the one to decide on in database_id`, {
+    errors: [{ field: 'database_id', message: databases.length === 0 ? 'the project has no database' : 'required when the project has several databases' }],
+  });
+}
+
+/**
+ * The policy's canaries, read from the read model; a trip here is only an answer, so it disables
+ * nothing. The hook reads no more of the credential than it hands to `tripped`.
+ */
+async function whatIfContext(deps: ApiDeps, policy: PolicyRow, protocol: 'simple' | 'extended'): Promise<Omit<StatementContext, 'catalog'>> {
+  const rows = policy.honeytokens.length > 0 ? await honeytokensById(deps.pool, policy.project_id, policy.honeytokens) : new Map();
+  const credential = { credential_id: 'whatif', project_id: policy.project_id, policy_profile_id: policy.policy_id } as unknown as StatementContext['credential'];
+  return { credential, policy, protocol, honeytokens: new LiveHoneytokens(rows, () => undefined) };
+}
+
+/** The answer; a tripped canary shows as the audit trail records it only to callers who may see honeytokens, else as the agent is told. */
+function evaluation(decision: StatementDecision, databaseId: string, seesHoneytokens: boolean): z.infer<typeof PolicyEvaluation> {
+  const common = {
+    statement_kind: decision.statementKind,
+    row_filtered: false,
+    database_id: databaseId,
+    not_evaluated: [...NOT_EVALUATED],
+  };
+  if (decision.action === 'refuse') {
+    const recorded = seesHoneytokens ? recordedRefusal(decision) : decision;
+    return {
+      ...common,
+      verdict: 'block',
+      event: recorded.event,
+      decision_rule: recorded.rule,
+      reason: recorded.reason,
+      sqlstate: decision.sqlstate,
+      masked_columns: [],
+      runs_as: null,
+      tables: { read: [...decision.tablesRead], written: [...decision.tablesWritten], blocked: [...decision.tablesBlocked] },
+      flags: [],
+    };
+  }
+  return {
+    ...common,
+    verdict: decision.event === 'masked' ? 'mask' : 'allow',
+    event: decision.event,
+    decision_rule: decision.rule,
+    reason: decision.reason,
+    sqlstate: null,
+    masked_columns: [...decision.maskedColumns],
+    runs_as: decision.sql,
+    tables: { read: [...decision.tablesRead], written: [...decision.tablesWritten], blocked: [] },
+    flags: decision.progress.map(({ event, rule, reason }) => ({ event, rule, reason })),
+  };
+}
+
+export function policyEvaluateRoutes(app: Api, deps: ApiDeps, databases: AgentDatabases): void {
+  app.post(
+    '/v1/projects/:project_id/policies/evaluate',
+    {
+      schema: {
+        operationId: 'evaluatePolicy',
+        summary: 'What a policy would decide on a statement, without running or saving anything',
+        description:
+          'Decides `sql` under an inline policy document (never saved) or a saved profile, on the project database’s catalog exactly as the proxy and the hosted MCP decide: the verdict, audit event, rule and reason, masked columns, the text that would run upstream, and the tables. ' +
+          'Nothing is recorded in the audit trail and no honeytoken acts. Budgets, the kill-switch and audit_mode are not evaluated.',
+        tags: ['policies'],
+        params: ProjectParams,
+        body: EvaluateRequest,
+        response: { 200: PolicyEvaluation, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'UNSUPPORTED_MEDIA_TYPE') },
+      },
+    },
+    async (request) => {
+      const caller = requireRole(request, 'viewer');
+      const { body } = request;
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const saved = body.policy_id === undefined ? undefined : await visiblePolicy(deps, caller.orgId, projectId, body.policy_id);
+      if (body.policy) await assertHoneytokensExist(deps, projectId, body.policy.honeytokens, 'policy.honeytokens');
+      const policy = saved ?? inlinePolicy(projectId, body.policy!, deps.now().toISOString());
+      const databaseId = await databaseOf(deps, projectId, body.database_id);
+      const protocol = body.protocol ?? (body.params.length > 0 ? 'extended' : 'simple');
+      const upstream = saved ? await upstreamOf(deps.store, saved, databaseId) : upstreamChoice(policy, undefined, databaseId);
+      const catalog = await databases.catalog({ database_id: databaseId, project_id: projectId }, upstream);
+      const decision = decideWithCatalog(body.sql, await whatIfContext(deps, policy, protocol), catalog);
+      return evaluation(decision, databaseId, caller.role !== 'viewer');
+    },
+  );
+}
