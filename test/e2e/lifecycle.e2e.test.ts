@@ -358,12 +358,13 @@ describe('pgward serve: configuration that is missing', () => {
     expect(await tablesIn(state.url)).toBe(0);
   }, 300_000);
 
-  it('--role proxy without PGWARD_TLS_CERT generates a self-signed pair into a data directory not made yet, says so, and serves', async () => {
+  it('--role proxy without PGWARD_TLS_CERT generates a CA and a certificate it signs into a data directory not made yet, says so, and serves', async () => {
     const s = await setup({ PGWARD_STATE_URL: state.url, PGWARD_MASTER_KEY: Buffer.alloc(32, 7).toString('base64') });
     const run = serve(s.env, ['serve', '--role', 'proxy']);
     await healthy(run, s.httpPort);
-    const generated = run.output().split('\n').find((line) => line.includes('self-signed TLS certificate'));
-    expect(JSON.parse(generated!)).toMatchObject({ level: 30, file: join(s.dataDir, 'proxy-cert.pem'), msg: 'generated a self-signed TLS certificate for the proxy into the data directory (set PGWARD_TLS_CERT and PGWARD_TLS_KEY to use your own)' });
+    const said = (prefix: string) => JSON.parse(run.output().split('\n').find((line) => line.includes(prefix))!) as { level: number; msg: string };
+    expect(said("generated the proxy's CA")).toMatchObject({ level: 30, msg: `generated the proxy's CA certificate ${join(s.dataDir, 'proxy-ca.pem')}: clients verify the proxy with it (GET /v1/proxy/ca.pem)` });
+    expect(said("issued the proxy's certificate")).toMatchObject({ level: 30, msg: `issued the proxy's certificate ${join(s.dataDir, 'proxy-cert.pem')} for 127.0.0.1, localhost, ::1` });
     expect(existsSync(join(s.dataDir, 'proxy-key.pem'))).toBe(true);
     run.child.kill('SIGTERM');
     expect(await run.exited).toBe(0);

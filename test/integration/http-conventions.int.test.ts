@@ -241,10 +241,10 @@ describe('OpenAPI and discovery', () => {
       expect(operation.operationId).toMatch(/^[a-z][a-zA-Z]+$/);
       expect(operation.summary.length).toBeGreaterThan(0);
       expect(operation.tags.length).toBeGreaterThan(0);
-      // Public operations (`security: []`: the discovery metadata, the proxy's CA) need no credential to refuse.
+      // Public operations (`security: []`: the discovery metadata, the proxy's CA, the demo) need no credential to refuse.
       if (operation.security?.length !== 0) expect(Object.keys(operation.responses)).toContain('401');
     }
-    expect(operations.filter((o) => o.security?.length === 0).map((o) => o.operationId).sort()).toEqual(['getAgentCredentialDiscovery', 'getProxyCaCertificate']);
+    expect(operations.filter((o) => o.security?.length === 0).map((o) => o.operationId).sort()).toEqual(['createDemoCredential', 'getAgentCredentialDiscovery', 'getDemo', 'getProxyCaCertificate']);
   });
 
   it('serves the agent-credential discovery metadata without authentication', async () => {

@@ -73,7 +73,7 @@ describe('the generated TLS material', () => {
 describe('the operator’s TLS files', () => {
   it('are refused at start naming the variable when unreadable or not what they should be', async () => {
     const missing = join(dir, 'nowhere.pem');
-    expect((await refusal(loadTls({ certFile: missing, keyFile: missing, dataDir: dir, hosts: [] }))).message).toBe('invalid configuration: PGWARD_TLS_CERT names a file that cannot be read (ENOENT)');
+    expect((await refusal(loadTls({ certFile: missing, keyFile: missing, dataDir: dir, hosts: [] }))).message).toBe(`invalid configuration: PGWARD_TLS_CERT names a file that cannot be read: ${missing} (ENOENT)`);
     await generate(['localhost']);
     const [certFile, keyFile] = [join(dir, GENERATED.cert), join(dir, GENERATED.key)];
     await writeFile(join(dir, 'not-a-cert.pem'), 'hello');
