@@ -153,6 +153,12 @@ const andArgs = (node: Node): Node[] => {
   return isObject(bool) && bool.boolop === 'AND_EXPR' && Array.isArray(bool.args) ? (bool.args as Node[]) : [node];
 };
 
+/**
+ * Relations that may show another relation's rows, read whole while a policy has row filters: the
+ * catalog snapshot says neither what a view reads nor which tables are a partitioned table's partitions.
+ */
+const INDIRECT_KINDS: ReadonlySet<string> = new Set(['view', 'matview', 'foreign', 'partitioned']);
+
 const refuse = (rule: string, reason: string, blocked: string[]): Refusal => ({ rule, reason, sqlstate: INSUFFICIENT_PRIVILEGE, blocked });
 
 /** Where a FROM item may be replaced by a subquery: in a FROM or USING list, or as one side of a JOIN. */
@@ -217,8 +223,8 @@ export interface RowFiltering {
  * The edits that put the policy's row filters on every read of a filtered table (a subquery stands
  * in for it, so outer joins filter it before joining) and on the rows an UPDATE or DELETE of one
  * changes; a refusal for everything else that would reach its rows unfiltered: INSERT, MERGE,
- * COPY, TRUNCATE or any other write of it, an UPDATE of a filter column, a view or inheritance
- * child that could show its rows, or a filter column missing upstream.
+ * COPY, TRUNCATE or any other write of it, an UPDATE of a filter column, a view, partitioned
+ * table or inheritance child that could show its rows, or a filter column missing upstream.
  */
 export function rowFilterEdits(analysis: StatementAnalysis, policy: PolicyRules, catalog: UpstreamCatalog | undefined): RowFiltering | Refusal {
   const filters = policy.row_filters ?? {};
@@ -232,16 +238,19 @@ export function rowFilterEdits(analysis: StatementAnalysis, policy: PolicyRules,
     const hit = names.filter((name) => filters[name] !== undefined);
     if (use.via !== undefined) continue;
     if (hit.length === 0) {
-      const unfiltered = names.find((name) => children.has(name) || ['view', 'matview', 'foreign'].includes(catalog?.relation(relationOf(name))?.kind ?? ''));
+      const unfiltered = names.find((name) => children.has(name) || INDIRECT_KINDS.has(catalog?.relation(relationOf(name))?.kind ?? 'table'));
       if (unfiltered) {
-        const rule = children.has(unfiltered) ? 'row_filters.child' : 'row_filters.view';
-        const what = rule === 'row_filters.child' ? 'inherits from a table with a row filter' : 'is a view, materialized view or foreign table, which could show a filtered table\u2019s rows';
+        const rule = children.has(unfiltered) ? 'row_filters.child' : 'row_filters.indirect';
+        const what = rule === 'row_filters.child' ? 'inherits from a table with a row filter' : 'is a view, materialized view, foreign table or partitioned table, which could show a filtered table\u2019s rows';
         return refuse(rule, `${unfiltered} ${what}, and the policy has row filters; read the tables themselves (rule ${rule}).`, [unfiltered]);
       }
       continue;
     }
     const name = hit[0]!;
     if (names.length > 1) return refuse('row_filters.unsupported', `${use.text} may name ${names.join(' or ')}; write it schema-qualified (rule row_filters.unsupported).`, [name]);
+    if (catalog?.relation(relationOf(name))?.kind === 'partitioned') {
+      return refuse('row_filters.unsupported', `${name} is a partitioned table, whose partitions could be read around its row filter (rule row_filters.unsupported); the policy must filter a plain table.`, [name]);
+    }
     const filter = filterOf(name, filters[name]!);
     if (typeof filter === 'string') return refuse('row_filters.invalid', `the row filter of ${name} cannot be applied (rule row_filters.invalid); the policy must be fixed.`, [name]);
     const table = relationOf(name);

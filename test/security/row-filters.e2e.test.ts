@@ -70,7 +70,7 @@ const READS: readonly (readonly [string, Record<string, unknown>])[] = [
 const REFUSALS: readonly (readonly [string, string])[] = [
   ["insert into orders values (6000, 'x', 1, 7)", 'row_filters.write'],
   ['update orders set tenant_id = 8 where id = 40', 'row_filters.write'],
-  ['select * from orders_view', 'row_filters.view'],
+  ['select * from orders_view', 'row_filters.indirect'],
   ['select * from orders_extra', 'row_filters.child'],
   ['select * from orders tablesample system (100)', 'row_filters.unsupported'],
 ];
