@@ -26,6 +26,7 @@ export type PolicyRow = {
   statement_deny: PolicyStatementKind[];
   denied_tables: string[];
   migration_safety: MigrationSafety;
+  row_filters: Record<string, string>;
   version: number;
   status: 'active' | 'deleted';
   revision: number;
@@ -46,6 +47,7 @@ export function evolvePolicy(row: PolicyRow | undefined, event: RecordedEvent): 
         statement_deny: data.statement_deny ?? [],
         denied_tables: data.denied_tables ?? [],
         migration_safety: data.migration_safety ?? DEFAULT_MIGRATION_SAFETY,
+        row_filters: data.row_filters ?? {},
         version: 1,
         status: 'active',
         revision: event.revision,
@@ -73,12 +75,12 @@ export const policiesProjection = rowProjection<PolicyRow>({
     key: 'policy_id',
     columnNames: [
       'policy_id', 'project_id', 'name', 'read_only', 'allowed_tables', 'masked_columns', 'max_rows', 'queries_per_day', 'bytes_per_month',
-      'approval', 'honeytokens', 'audit_mode', 'allow_catalog', 'statement_timeout_ms', 'statement_allow', 'statement_deny', 'denied_tables', 'migration_safety', 'version', 'status', 'revision', 'created_at', 'updated_at',
+      'approval', 'honeytokens', 'audit_mode', 'allow_catalog', 'statement_timeout_ms', 'statement_allow', 'statement_deny', 'denied_tables', 'migration_safety', 'row_filters', 'version', 'status', 'revision', 'created_at', 'updated_at',
     ],
     columns: `policy_id text primary key, project_id text not null, name text not null, read_only boolean not null, allowed_tables jsonb not null,
       masked_columns jsonb not null, max_rows integer, queries_per_day integer not null, bytes_per_month text not null, approval jsonb not null,
       honeytokens jsonb not null, audit_mode text not null, allow_catalog boolean not null, statement_timeout_ms integer not null, statement_allow jsonb, statement_deny jsonb not null,
-      denied_tables jsonb not null, migration_safety text not null, version integer not null, status text not null,
+      denied_tables jsonb not null, migration_safety text not null, row_filters jsonb not null, version integer not null, status text not null,
       revision integer not null, created_at timestamptz not null, updated_at timestamptz not null`,
     orderBy: 'policy_id',
     indexes: ['project_id, policy_id'],
@@ -89,6 +91,7 @@ export const policiesProjection = rowProjection<PolicyRow>({
       `statement_deny jsonb not null default '[]'`,
       `denied_tables jsonb not null default '[]'`,
       `migration_safety text not null default '${DEFAULT_MIGRATION_SAFETY}'`,
+      `row_filters jsonb not null default '{}'`,
     ],
   },
   keyOf: (event) => (handled.has(event.type) ? event.stream.slice('policy-'.length) : undefined),

@@ -8,6 +8,7 @@ import { applyMasks, maskExpression, type MaskEdit } from './mask.js';
 import { qualified } from './names.js';
 import { MAX_SQL_BYTES, MAX_TREE_NODES, measureTree, tooComplex, type ParseFailure } from './parser.js';
 import { migrationFindings } from './migration.js';
+import { ROW_FILTERED, rowFilterEdits } from './row-filters.js';
 import {
   canaryCheck, deniedTableCheck, effectCheck, functionCheck, INSUFFICIENT_PRIVILEGE, maskCheck, migrationCheck, migrationReason, statementKindCheck, tableCheck,
   unsupportedCheck, type PolicyRules, type Refusal, type Trip,
@@ -79,8 +80,11 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   if (!('stmt' in expanded)) return refused(facts, expanded);
   const edits = maskCheck(expanded, policy);
   if (!Array.isArray(edits)) return refused(facts, edits);
-  const filters = catalogRowFilters(expanded, policy);
-  if (!Array.isArray(filters)) return refused(facts, filters);
+  const catalogFilters = catalogRowFilters(expanded, policy);
+  if (!Array.isArray(catalogFilters)) return refused(facts, catalogFilters);
+  const rowFiltering = rowFilterEdits(expanded, policy, session.catalog);
+  if (!('edits' in rowFiltering)) return refused(facts, rowFiltering);
+  const filters = [...catalogFilters, ...rowFiltering.edits];
   if (edits.length === 0 && expanded.edits.length === 0 && filters.length === 0) return allowed(facts, 'query', '', '', [], expanded.sql);
   const oversized = oversizedRewrite(expanded, edits);
   if (oversized) return refused(facts, parseRefusal(oversized));
@@ -99,9 +103,11 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
       sqlstate: INSUFFICIENT_PRIVILEGE,
     });
   }
-  if (edits.length === 0) return allowed(facts, 'query', '', '', [], outcome.sql);
+  const filtered = rowFiltering.tables.length === 0 ? '' : `rows of ${rowFiltering.tables.join(', ')} limited by the policy's row filters (rule row_filters.filtered).`;
+  if (edits.length === 0) return allowed(facts, 'query', filtered === '' ? '' : ROW_FILTERED, filtered, [], outcome.sql);
   const columns = [...new Set(edits.map((edit) => `${edit.column} (${edit.mode})`))];
-  return allowed(facts, 'masked', 'masked_columns.masked', `masked ${columns.join(', ')}: every reference reads the masked value (rule masked_columns.masked).`, edits, outcome.sql);
+  const reason = `masked ${columns.join(', ')}: every reference reads the masked value (rule masked_columns.masked).${filtered === '' ? '' : ` The ${filtered}`}`;
+  return allowed(facts, 'masked', 'masked_columns.masked', reason, edits, outcome.sql);
 }
 
 /** Nodes a mask expression adds in place of a column reference. */

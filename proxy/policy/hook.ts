@@ -10,6 +10,7 @@ import { decideSql, type StatementVerdict } from './policy.js';
 import { resultRows, uncappable, type Uncappable } from './result-rows.js';
 import { deparsedNumberTexts, distinctNumbers, numericShape, rewrittenNumbers, withNumbers, type NumericShape } from './shape.js';
 import type { Canary, PolicyRules } from './rules.js';
+import { ROW_FILTERED } from './row-filters.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
 
 /** What the policy engine says about one client message's SQL (one or several statements): a statement's decision, less its mask edits. */
@@ -76,6 +77,7 @@ function rulesOf(policy: PolicyRow, canaries: readonly Canary[]): PolicyRules {
     statement_deny: policy.statement_deny,
     denied_tables: policy.denied_tables,
     migration_safety: policy.migration_safety,
+    row_filters: policy.row_filters,
   };
 }
 
@@ -197,12 +199,14 @@ function combine(sql: string, verdicts: readonly StatementVerdict[], session: An
       reason: `the rewritten statements could not be joined back into a query string that runs exactly them (rule ${rule}); send each statement as its own query`,
     };
   }
+  // A masked message's reasons say what was masked and filtered; an unmasked one names its row filters, if any.
+  const noted = allowed.filter((d) => (masked ? d.event === 'masked' : d.rule === ROW_FILTERED));
   return {
     action: 'allow',
     event: masked ? 'masked' : 'query',
     statementKind: kind,
-    rule: masked ? 'masked_columns.masked' : '',
-    reason: masked ? allowed.filter((d) => d.event === 'masked').map((d) => d.reason).join(' ') : '',
+    rule: masked ? 'masked_columns.masked' : noted.length > 0 ? ROW_FILTERED : '',
+    reason: noted.map((d) => d.reason).join(' '),
     // Text the policy did not rewrite runs exactly as sent; otherwise the message runs as its rewritten statements.
     sql: text,
     tablesRead: read,

@@ -67,7 +67,7 @@ function treeKeyCount(value: Record<string, unknown>): number {
 }
 
 /** Deep equality of two parse trees, ignoring source locations and key order. */
-function sameTree(a: unknown, b: unknown): boolean {
+export function sameTree(a: unknown, b: unknown): boolean {
   if (Array.isArray(a) || Array.isArray(b)) {
     return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((item, index) => sameTree(item, b[index]));
   }

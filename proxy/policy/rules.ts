@@ -35,6 +35,8 @@ export interface PolicyRules {
   readonly denied_tables?: readonly string[];
   /** Absent: DEFAULT_MIGRATION_SAFETY. */
   readonly migration_safety?: MigrationSafety;
+  /** `schema.table` → a vetted predicate ANDed into every read of the table and every UPDATE or DELETE of it (row-filters.ts); absent: none. */
+  readonly row_filters?: Readonly<Record<string, string>>;
 }
 
 export interface Refusal {

@@ -70,6 +70,8 @@ const policyFields = {
   denied_tables: z.array(QualifiedTable).max(10_000).optional(),
   /** Absent: DEFAULT_MIGRATION_SAFETY. */
   migration_safety: MigrationSafety.optional(),
+  /** `schema.table` → a predicate on the table's own columns, vetted when saved (proxy/policy/row-filters.ts); absent: none. */
+  row_filters: z.record(QualifiedTable, z.string().min(1).max(4_000)).optional(),
 };
 
 /** A policy profile was created; it is version 1. */

@@ -11,6 +11,7 @@ import {
   STATEMENT_TIMEOUT_MIN_MS,
 } from '../../events/policies.js';
 import { newId } from '../../ids.js';
+import { MAX_ROW_FILTER_CHARS, rowFilterProblem } from '../../../proxy/policy/row-filters.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { fold, visibleProject } from './projects.js';
@@ -39,6 +40,18 @@ const StatementKinds = z
   .refine((kinds) => new Set(kinds).size === kinds.length, { message: 'lists a statement kind twice' })
   .describe(`Statement kinds: ${POLICY_STATEMENT_KINDS.join(', ')}`);
 
+const ExactTable = z.string().regex(new RegExp(`^${identifier}\\.(?!\\*$)${identifier}$`), { message: 'must be schema.table, one table' });
+
+const RowFilters = z
+  .record(ExactTable, z.string().min(1).max(MAX_ROW_FILTER_CHARS))
+  .superRefine((filters, ctx) => {
+    for (const [table, predicate] of Object.entries(filters)) {
+      const problem = rowFilterProblem(table, predicate);
+      if (problem) ctx.addIssue({ code: 'custom', message: problem, path: [table] });
+    }
+  })
+  .describe("schema.table → a predicate on the table's own columns (tenant_id = 7), ANDed into every read, UPDATE and DELETE of the table; vetted when saved");
+
 const policyShape = {
   name: text(128, 1),
   read_only: z.boolean().describe('Only statements proven read-only run'),
@@ -60,6 +73,7 @@ const policyShape = {
   statement_deny: StatementKinds.describe('Statements of these kinds are refused, also when one runs inside another (WITH x AS (DELETE ...) SELECT is a delete)'),
   denied_tables: z.array(AllowedTable).max(10_000).describe('Refused wherever a statement names them, whatever allowed_tables says (schema.table or schema.*)'),
   migration_safety: MigrationSafety.describe(`Lock-heavy schema changes (CREATE INDEX without CONCURRENTLY, table rewrites, ...): off, warn (run, with a migration_flagged audit row saying why) or block (refused with the safe alternative). Default ${DEFAULT_MIGRATION_SAFETY}`),
+  row_filters: RowFilters,
 };
 
 export const CreatePolicyRequest = z
@@ -80,6 +94,7 @@ export const CreatePolicyRequest = z
     statement_deny: policyShape.statement_deny.default([]),
     denied_tables: policyShape.denied_tables.default([]),
     migration_safety: policyShape.migration_safety.default(DEFAULT_MIGRATION_SAFETY),
+    row_filters: policyShape.row_filters.default({}),
   })
   .meta({ title: 'CreatePolicyProfileRequest' });
 
@@ -121,6 +136,7 @@ export function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
     statement_deny: row.statement_deny,
     denied_tables: row.denied_tables,
     migration_safety: row.migration_safety,
+    row_filters: row.row_filters,
     version: row.version,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),

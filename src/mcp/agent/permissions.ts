@@ -34,6 +34,7 @@ export const PolicySummary = z.object({
   statement_deny: z.array(z.string()).describe('Statements of these kinds, also inside another (WITH x AS (DELETE ...) SELECT), are refused (rule statement_kind.denied)'),
   denied_tables: z.array(z.string()).describe('Tables refused wherever a statement names them, whatever allowed_tables says (rule table.denied)'),
   migration_safety: z.string().describe('Lock-heavy schema changes: off, warn (they run and are flagged) or block (refused with the safe alternative, rule migration_safety.*)'),
+  row_filtered_tables: z.array(z.string()).describe('Tables whose rows are limited by a row filter: every statement sees, changes and deletes only the rows it allows (the predicate is not shown); INSERT into them and UPDATE of the filter columns are refused (rule row_filters.*)'),
 });
 
 export function credentialSummary(row: TokenCredential): z.infer<typeof CredentialSummary> {
@@ -70,5 +71,6 @@ export function policySummary(row: PolicyRow, canaries: readonly Canary[]): z.in
     statement_deny: row.statement_deny,
     denied_tables: row.denied_tables,
     migration_safety: row.migration_safety,
+    row_filtered_tables: Object.keys(row.row_filters),
   };
 }

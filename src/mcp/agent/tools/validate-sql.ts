@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { structuredResult } from '../../tool.js';
 import type { AgentTool } from '../context.js';
 import { auditRefusal, decide } from '../gate.js';
+import { filtersAny } from '../../../../proxy/policy/row-filters.js';
 
 export const ValidateSqlInput = z.strictObject({
   sql: z.string().min(1).max(100_000).describe('The statement to check, as you would send it to query'),
@@ -17,7 +18,7 @@ const Verdict = z.object({
   tables_read: z.array(z.string()),
   tables_written: z.array(z.string()),
   tables_blocked: z.array(z.string()),
-  runs_as: z.string().nullable().describe('The text that would run upstream (the masked rewrite when masked); null when refused'),
+  runs_as: z.string().nullable().describe('The text that would run upstream (the masked rewrite when masked); null when refused, or when a row filter applies (its predicate is not shown)'),
 });
 
 export const validateSql: AgentTool<typeof ValidateSqlInput> = {
@@ -42,7 +43,7 @@ export const validateSql: AgentTool<typeof ValidateSqlInput> = {
       tables_read: [...decision.tablesRead],
       tables_written: [...decision.tablesWritten],
       tables_blocked: decision.action === 'refuse' ? [...decision.tablesBlocked] : [],
-      runs_as: decision.action === 'allow' ? decision.sql : null,
+      runs_as: decision.action === 'allow' && !filtersAny(context.policy?.row_filters, [...decision.tablesRead, ...decision.tablesWritten]) ? decision.sql : null,
     });
   },
 };
