@@ -43,6 +43,8 @@ export type PolicyDecision =
       readonly sql: string;
       /** It changes the upstream session beyond its transaction (StatementAnalysis.sessionChanges). */
       readonly changesSession: boolean;
+      /** The tables whose rows the policy's row filters limit in it. */
+      readonly rowFiltered: readonly string[];
     })
   | (DecisionFacts & {
       readonly action: 'refuse';
@@ -104,10 +106,10 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
     });
   }
   const filtered = rowFiltering.tables.length === 0 ? '' : `rows of ${rowFiltering.tables.join(', ')} limited by the policy's row filters (rule row_filters.filtered).`;
-  if (edits.length === 0) return allowed(facts, 'query', filtered === '' ? '' : ROW_FILTERED, filtered, [], outcome.sql);
+  if (edits.length === 0) return allowed(facts, 'query', filtered === '' ? '' : ROW_FILTERED, filtered, [], outcome.sql, rowFiltering.tables);
   const columns = [...new Set(edits.map((edit) => `${edit.column} (${edit.mode})`))];
   const reason = `masked ${columns.join(', ')}: every reference reads the masked value (rule masked_columns.masked).${filtered === '' ? '' : ` The ${filtered}`}`;
-  return allowed(facts, 'masked', 'masked_columns.masked', reason, edits, outcome.sql);
+  return allowed(facts, 'masked', 'masked_columns.masked', reason, edits, outcome.sql, rowFiltering.tables);
 }
 
 /** Nodes a mask expression adds in place of a column reference. */
@@ -169,9 +171,9 @@ function disguise(analysis: StatementAnalysis, policy: PolicyRules, trip: Trip):
 }
 
 /** Built field by field, as is `refused`: on Node 20, `{ ...facts, more }` costs microseconds a call. */
-function allowed(facts: DecisionFacts & { readonly changesSession: boolean }, event: 'query' | 'masked', rule: string, reason: string, masks: readonly MaskEdit[], sql: string): PolicyDecision {
+function allowed(facts: DecisionFacts & { readonly changesSession: boolean }, event: 'query' | 'masked', rule: string, reason: string, masks: readonly MaskEdit[], sql: string, rowFiltered: readonly string[] = []): PolicyDecision {
   const { statementKind, tablesRead, tablesWritten, progress, changesSession } = facts;
-  return { statementKind, tablesRead, tablesWritten, progress, action: 'allow', event, rule, reason, masks, sql, changesSession };
+  return { statementKind, tablesRead, tablesWritten, progress, action: 'allow', event, rule, reason, masks, sql, changesSession, rowFiltered };
 }
 
 function refused(facts: DecisionFacts, refusal: Refusal & { readonly trip?: Trip }): PolicyDecision {

@@ -216,6 +216,7 @@ function combine(sql: string, verdicts: readonly StatementVerdict[], session: An
     statementCount: verdicts.length,
     uncapped: rowsOf(sql, session),
     maskedColumns: unique(allowed.map((d) => d.masks.map((mask) => `${mask.column}:${mask.mode}`))),
+    rowFiltered: unique(allowed.map((d) => d.rowFiltered)),
   };
 }
 

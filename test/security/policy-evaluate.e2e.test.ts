@@ -94,6 +94,14 @@ describe('an inline policy', () => {
     expect(kinds.body).toMatchObject({ verdict: 'block', decision_rule: 'statement_kind.denied' });
   });
 
+  it('says a row filter applies, and shows the operator the text that would run with it', async () => {
+    const filtered = await evaluate({ policy: { name: 'big orders', read_only: true, allowed_tables: ['public.*'], row_filters: { 'public.orders': 'total > 10' } }, sql: 'SELECT id FROM orders' });
+    expect(filtered.body).toMatchObject({ verdict: 'row_filter', event: 'query', decision_rule: 'row_filters.filtered', row_filtered: true, masked_columns: [] });
+    expect(filtered.body.runs_as).toBe('SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.total > 10 ) AS orders');
+    const unfiltered = await evaluate({ policy: { name: 'big orders', read_only: true, allowed_tables: ['public.*'], row_filters: { 'public.orders': 'total > 10' } }, sql: 'SELECT id FROM customers' });
+    expect(unfiltered.body).toMatchObject({ verdict: 'allow', row_filtered: false, runs_as: 'SELECT id FROM customers' });
+  });
+
   it('is validated as a create validates it: 400 with the field, and exactly one of policy and policy_id', async () => {
     const invalid = await evaluate({ policy: { name: 'bad', allowed_tables: ['no_schema'] }, sql: 'SELECT 1' });
     expect(invalid.statusCode).toBe(400);

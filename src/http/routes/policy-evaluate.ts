@@ -42,7 +42,7 @@ const NOT_EVALUATED = ['budgets', 'kill_switch', 'audit_mode', 'upstream'] as co
 
 const PolicyEvaluation = z
   .object({
-    verdict: z.enum(['allow', 'block', 'mask', 'row_filter']).describe('allow: runs as sent (or with functions qualified); mask: runs with column masks; block: refused; row_filter: runs with row filters (not produced yet)'),
+    verdict: z.enum(['allow', 'block', 'mask', 'row_filter']).describe('allow: runs as sent (or with functions qualified); mask: runs with column masks; block: refused; row_filter: runs with row filters (and no mask)'),
     event: z.string().describe('The audit event the statement would be recorded as: query, masked, blocked, canary_tripped'),
     decision_rule: z.string().describe('The rule that decided; empty when the statement runs unmodified'),
     reason: z.string(),
@@ -92,7 +92,7 @@ async function whatIfContext(deps: ApiDeps, policy: PolicyRow, protocol: 'simple
 function evaluation(decision: StatementDecision, databaseId: string, seesHoneytokens: boolean): z.infer<typeof PolicyEvaluation> {
   const common = {
     statement_kind: decision.statementKind,
-    row_filtered: false,
+    row_filtered: decision.action === 'allow' && decision.rowFiltered.length > 0,
     database_id: databaseId,
     not_evaluated: [...NOT_EVALUATED],
   };
@@ -113,7 +113,7 @@ function evaluation(decision: StatementDecision, databaseId: string, seesHoneyto
   }
   return {
     ...common,
-    verdict: decision.event === 'masked' ? 'mask' : 'allow',
+    verdict: decision.event === 'masked' ? 'mask' : decision.rowFiltered.length > 0 ? 'row_filter' : 'allow',
     event: decision.event,
     decision_rule: decision.rule,
     reason: decision.reason,
