@@ -34,6 +34,8 @@ export const PolicySummary = z.object({
   statement_deny: z.array(z.string()).describe('Statements of these kinds, also inside another (WITH x AS (DELETE ...) SELECT), are refused (rule statement_kind.denied)'),
   denied_tables: z.array(z.string()).describe('Tables refused wherever a statement names them, whatever allowed_tables says (rule table.denied)'),
   migration_safety: z.string().describe('Lock-heavy schema changes: off, warn (they run and are flagged) or block (refused with the safe alternative, rule migration_safety.*)'),
+  max_affected_rows: z.int().nullable().describe('A write affecting more rows is rolled back and refused (SQLSTATE 54000, rule write_cap.exceeded); null for no cap'),
+  write_mode: z.string().describe('commit (writes run), rollback (each write runs and is rolled back: you see what it would do, nothing changes) or sandbox (writes refused until sandbox branches exist)'),
 });
 
 export function credentialSummary(row: TokenCredential): z.infer<typeof CredentialSummary> {
@@ -70,5 +72,7 @@ export function policySummary(row: PolicyRow, canaries: readonly Canary[]): z.in
     statement_deny: row.statement_deny,
     denied_tables: row.denied_tables,
     migration_safety: row.migration_safety,
+    max_affected_rows: row.max_affected_rows,
+    write_mode: row.write_mode,
   };
 }
