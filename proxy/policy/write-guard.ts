@@ -40,7 +40,9 @@ function uncountedWrite(stmt: Node): string | undefined {
   if (nested === 0) return undefined;
   if (COUNTED_TOPS.has(type) && nested === 1) return '';
   if (type === 'MergeStmt') return 'MERGE';
-  if (type === 'ExplainStmt') return 'EXPLAIN ANALYZE of a write';
+  // EXPLAIN without ANALYZE runs nothing: its operand is an explain only (kinds.ts).
+  if (type === 'ExplainStmt') return statementKinds(stmt).length === 1 ? undefined : 'EXPLAIN ANALYZE of a write';
+  if (type === 'CopyStmt') return 'COPY of a data-modifying statement';
   return 'a data-modifying WITH query (its command tag counts only the outer statement’s rows)';
 }
 

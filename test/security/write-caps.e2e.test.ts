@@ -100,6 +100,8 @@ describe('max_affected_rows on the wire', () => {
           expect(refused.message, sql).toContain('(rule write_cap.unbounded)');
         }
         expect((await run(client, 'select 1 as ok', mode)).rows).toEqual([{ ok: 1 }]);
+        // EXPLAIN without ANALYZE runs nothing, and is not a write.
+        expect((await run(client, 'explain delete from orders', mode)).rows[0]).toEqual({ 'QUERY PLAN': expect.stringMatching(/^Delete on orders/) });
       });
       expect(await state()).toEqual(UNCHANGED);
       expect(await recordedFor(gateway, agents.capped.credential.id, 'wire', 'truncate notes')).toMatchObject({ event: 'blocked', decision_rule: 'write_cap.unbounded', rows_returned: '0' });

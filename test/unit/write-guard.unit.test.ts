@@ -28,7 +28,8 @@ describe('what a message writes', () => {
     expect(shapeOf('copy t to stdout')).toMatchObject({ rows: 'none' });
     expect(shapeOf('merge into t using s on t.id = s.id when matched then delete')).toMatchObject({ rows: 'uncounted', what: 'MERGE' });
     expect(shapeOf('explain analyze delete from t')).toMatchObject({ rows: 'uncounted', what: 'EXPLAIN ANALYZE of a write' });
-    expect(shapeOf('explain delete from t')).toMatchObject({ rows: 'uncounted' });
+    expect(shapeOf('explain delete from t')).toEqual({ rows: 'none', ddl: false });
+    expect(shapeOf('copy (delete from t returning id) to stdout')).toMatchObject({ rows: 'uncounted', what: 'COPY of a data-modifying statement' });
     for (const sql of ['with d as (delete from t returning *) select * from d', 'with d as (delete from t returning *) insert into u select * from d', 'select * from t where exists (with d as (update t set a = 1 returning 1) select 1 from d)']) {
       expect(shapeOf(sql), sql).toMatchObject({ rows: 'uncounted', what: expect.stringContaining('a data-modifying WITH query') });
     }
