@@ -209,3 +209,26 @@ describe('max_affected_rows and write_mode on the hosted MCP', () => {
     expect(await state()).toEqual(UNCHANGED);
   });
 });
+
+describe('the policy document is validated strictly', () => {
+  const create = (payload: Record<string, unknown>) => gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/policies`, payload });
+
+  it.each([
+    [{ max_affected_rows: 0 }, 'max_affected_rows'],
+    [{ max_affected_rows: 2.5 }, 'max_affected_rows'],
+    [{ max_affected_rows: '10' }, 'max_affected_rows'],
+    [{ write_mode: 'dry_run' }, 'write_mode'],
+    [{ write_cap: 10 }, 'write_cap'],
+  ])('%j is refused with 400 and the field', async (fields, field) => {
+    const response = await create({ name: `bad ${JSON.stringify(fields)}`, ...fields });
+    expect(response.statusCode, response.body).toBe(400);
+    expect(response.body).toContain(field);
+  });
+
+  it('defaults: no cap, write_mode commit; my_permissions shows both', async () => {
+    expect((await create({ name: 'write defaults' })).json()).toMatchObject({ max_affected_rows: null, write_mode: 'commit' });
+    await withMcp(agents.capped, async (client) => {
+      expect(((await callTool(client, 'my_permissions')).structuredContent as { policy: unknown }).policy).toMatchObject({ max_affected_rows: CAP, write_mode: 'commit' });
+    });
+  });
+});
