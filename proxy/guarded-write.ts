@@ -71,8 +71,13 @@ export function guardedReplies(statement: Statement, guard: WriteGuard, outcome:
   };
 }
 
-/** Hides every reply but the ReadyForQuery (a guarded simple query's end). */
-export const readyOnly: Rewrite = (message) => (message.type === 'Z' ? undefined : null);
+/**
+ * The replies to a guarded simple query's end: when undone, only the ReadyForQuery (the failing
+ * Parse's error is the gateway's own); else what a simple query shows, an error at commit included.
+ */
+export function simpleEndReplies(undo: boolean): Rewrite {
+  return undo ? (message) => (message.type === 'Z' ? undefined : null) : (message) => (EXTENDED_ONLY.has(message.type) ? null : undefined);
+}
 
 /**
  * A client's Sync preceded by the failing Parse, as one request: the Parse's error (none when the

@@ -43,7 +43,7 @@ import { SessionAudit, statementOf, type Allowed, type StatementRefusal } from '
 import { parseToRun, policyChanged, SessionStatements } from './session-statements.js';
 import { AUTH_FAILED, loginReply, ScramExchange, unusable } from './session-login.js';
 import { UpstreamHold } from './session-upstream.js';
-import { errorsHidden, FLUSH, guardedReplies, guardedSimpleEnd, guardedSimpleWrite, readyOnly, settledOf, undoneSync, type GuardedOutcome } from './guarded-write.js';
+import { errorsHidden, FLUSH, guardedReplies, guardedSimpleEnd, guardedSimpleWrite, settledOf, simpleEndReplies, undoneSync, type GuardedOutcome } from './guarded-write.js';
 import { rollbackInTransaction, writeGuardOf, type WriteGuard } from './policy/write-guard.js';
 import type { LiveView } from './views/live-view.js';
 
@@ -818,7 +818,8 @@ export class Session {
       this.send(guardedSimpleWrite(decision.sql), { ends: 'CI', statement, rewrite: guardedReplies(statement, guard, outcome, { simple: true }) });
     }, () => {
       this.unsynced = false;
-      this.send(guardedSimpleEnd(outcome.undo && !statement.failed), { ends: 'Z', rewrite: readyOnly });
+      const undo = outcome.undo && !statement.failed;
+      this.send(guardedSimpleEnd(undo), { ends: 'Z', rewrite: simpleEndReplies(undo) });
     });
   }
 

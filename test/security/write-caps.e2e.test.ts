@@ -34,7 +34,10 @@ let agents: Record<keyof typeof POLICIES, AgentSecrets>;
 beforeAll(async () => {
   gateway = await startGateway('write_caps');
   await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } });
-  await admin(gateway.upstream.url, (client) => client.query('create table notes (id int primary key, v int not null); insert into notes select g, 0 from generate_series(1, 20) g;'));
+  await admin(gateway.upstream.url, (client) =>
+    client.query(`create table notes (id int primary key, v int not null); insert into notes select g, 0 from generate_series(1, 20) g;
+      create table parents (id int primary key); create table children (parent int references parents deferrable initially deferred);`),
+  );
   [mcpUrl, agents] = await Promise.all([listenForAgents(gateway).then((url) => `${url}/mcp`), registerAgentsWith(gateway, POLICIES)]);
 });
 afterAll(() => gateway?.stop());
@@ -85,6 +88,13 @@ describe('max_affected_rows on the wire', () => {
         expect((await run(client, 'select count(*)::int as n from notes', mode)).rows).toEqual([{ n: 20 }]);
       });
       expect(await state()).toEqual(UNCHANGED);
+    });
+
+    it(`node-postgres, ${mode} protocol: a write within the cap that fails at commit (a deferred constraint) reports the failure`, async () => {
+      await withClient(agents.capped, async (client) => {
+        expect(await failureOf(client, 'insert into children values (1)', mode)).toMatchObject({ code: '23503' });
+        expect((await run(client, 'select count(*)::int as n from children', mode)).rows).toEqual([{ n: 0 }]);
+      });
     });
 
     it(`node-postgres, ${mode} protocol: what the gateway cannot count is refused under a cap (0A000 write_cap.unbounded)`, async () => {
