@@ -212,7 +212,10 @@ describe('max_affected_rows and write_mode on the hosted MCP', () => {
     await withMcp(agents.rehearsal, async (client) => {
       const result = await callTool(client, 'query', { sql: 'update notes set v = 3 where id <= 2 returning id, v' });
       expect(result.structuredContent).toMatchObject({ rows: [[1, 3], [2, 3]], command: 'UPDATE 2', rolled_back: true, event: 'query', decision_rule: 'write_mode.rolled_back' });
+      const deleted = await callTool(client, 'query', { sql: 'delete from notes where id <= 4' });
+      expect(deleted.structuredContent).toMatchObject({ rows: [], command: 'DELETE 4', rolled_back: true });
     });
+    expect(await recordedFor(gateway, agents.rehearsal.credential.id, 'mcp', 'delete from notes where id <= 4')).toMatchObject({ event: 'query', decision_rule: 'write_mode.rolled_back', rows_returned: '4' });
     await withMcp(agents.sandbox, async (client) => {
       expect(textOf(await callTool(client, 'query', { sql: 'delete from notes' }))).toContain('(decision_rule write_mode.sandbox_unavailable, SQLSTATE 0A000)');
     });

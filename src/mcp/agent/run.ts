@@ -85,7 +85,9 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
       rule: result.rolledBack ? ROLLED_BACK_RULE : !result.truncated ? decision.rule : result.cutAtBytes ? 'max_result_bytes' : `max_rows.${cap.by}`,
       reason: [decision.reason, cut, rehearsed].filter(Boolean).join(' '),
     };
-    audit(context, { ...facts, event: ran.event, rule: ran.rule, reason: ran.reason, ran: true, rows: result.rows.length, bytes: result.bytes, latencyUs });
+    // A rehearsed write is recorded with the rows it affected, as on the wire.
+    const rows = result.rolledBack ? (affected ?? result.rows.length) : result.rows.length;
+    audit(context, { ...facts, event: ran.event, rule: ran.rule, reason: ran.reason, ran: true, rows, bytes: result.bytes, latencyUs });
     return ran;
   } catch (error) {
     if (error instanceof StatementFailed) {
