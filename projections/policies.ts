@@ -1,7 +1,7 @@
 import { decodeWith } from '../src/events/envelope.js';
 import {
-  DEFAULT_MIGRATION_SAFETY, DEFAULT_STATEMENT_TIMEOUT_MS, PolicyProfileCreated, PolicyProfileDeleted, PolicyProfileUpdated,
-  type ApprovalRule, type MaskMode, type MigrationSafety, type PolicyStatementKind,
+  DEFAULT_MIGRATION_SAFETY, DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_WRITE_MODE, PolicyProfileCreated, PolicyProfileDeleted, PolicyProfileUpdated,
+  type ApprovalRule, type MaskMode, type MigrationSafety, type PolicyStatementKind, type WriteMode,
 } from '../src/events/policies.js';
 import type { RecordedEvent } from '../src/store/port.js';
 import { rowProjection } from './row-projection.js';
@@ -27,6 +27,9 @@ export type PolicyRow = {
   denied_tables: string[];
   migration_safety: MigrationSafety;
   row_filters: Record<string, string>;
+  /** Null: no cap. */
+  max_affected_rows: number | null;
+  write_mode: WriteMode;
   version: number;
   status: 'active' | 'deleted';
   revision: number;
@@ -48,6 +51,8 @@ export function evolvePolicy(row: PolicyRow | undefined, event: RecordedEvent): 
         denied_tables: data.denied_tables ?? [],
         migration_safety: data.migration_safety ?? DEFAULT_MIGRATION_SAFETY,
         row_filters: data.row_filters ?? {},
+        max_affected_rows: data.max_affected_rows ?? null,
+        write_mode: data.write_mode ?? DEFAULT_WRITE_MODE,
         version: 1,
         status: 'active',
         revision: event.revision,
@@ -75,12 +80,12 @@ export const policiesProjection = rowProjection<PolicyRow>({
     key: 'policy_id',
     columnNames: [
       'policy_id', 'project_id', 'name', 'read_only', 'allowed_tables', 'masked_columns', 'max_rows', 'queries_per_day', 'bytes_per_month',
-      'approval', 'honeytokens', 'audit_mode', 'allow_catalog', 'statement_timeout_ms', 'statement_allow', 'statement_deny', 'denied_tables', 'migration_safety', 'row_filters', 'version', 'status', 'revision', 'created_at', 'updated_at',
+      'approval', 'honeytokens', 'audit_mode', 'allow_catalog', 'statement_timeout_ms', 'statement_allow', 'statement_deny', 'denied_tables', 'migration_safety', 'row_filters', 'max_affected_rows', 'write_mode', 'version', 'status', 'revision', 'created_at', 'updated_at',
     ],
     columns: `policy_id text primary key, project_id text not null, name text not null, read_only boolean not null, allowed_tables jsonb not null,
       masked_columns jsonb not null, max_rows integer, queries_per_day integer not null, bytes_per_month text not null, approval jsonb not null,
       honeytokens jsonb not null, audit_mode text not null, allow_catalog boolean not null, statement_timeout_ms integer not null, statement_allow jsonb, statement_deny jsonb not null,
-      denied_tables jsonb not null, migration_safety text not null, row_filters jsonb not null, version integer not null, status text not null,
+      denied_tables jsonb not null, migration_safety text not null, row_filters jsonb not null, max_affected_rows integer, write_mode text not null, version integer not null, status text not null,
       revision integer not null, created_at timestamptz not null, updated_at timestamptz not null`,
     orderBy: 'policy_id',
     indexes: ['project_id, policy_id'],
@@ -92,6 +97,8 @@ export const policiesProjection = rowProjection<PolicyRow>({
       `denied_tables jsonb not null default '[]'`,
       `migration_safety text not null default '${DEFAULT_MIGRATION_SAFETY}'`,
       `row_filters jsonb not null default '{}'`,
+      'max_affected_rows integer',
+      `write_mode text not null default '${DEFAULT_WRITE_MODE}'`,
     ],
   },
   keyOf: (event) => (handled.has(event.type) ? event.stream.slice('policy-'.length) : undefined),

@@ -18,6 +18,11 @@ export interface Statement {
   lost: boolean;
   /** The policy's row cap cut its result short. */
   truncated: boolean;
+  /**
+   * What the gateway decided once it saw the statement's end (a write over max_affected_rows, a
+   * write rolled back under write_mode rollback): recorded instead of the decision before it ran.
+   */
+  verdict?: { readonly event: 'blocked' | 'query' | 'masked'; readonly rule: string; readonly reason: string; readonly rows: number } | undefined;
   /** Called as it finishes, `ok` unless it failed (the cursors it declared or closed are confirmed then). */
   settled?: ((ok: boolean) => void) | undefined;
 }

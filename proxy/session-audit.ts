@@ -97,11 +97,12 @@ export class SessionAudit {
     const failed = statement.failed;
     const latencyUs = Math.round((performance.now() - statement.startedAt) * 1000);
     // A cut result outranks masking: the agent saw masked values, and not all of them.
-    const event = statement.truncated ? 'truncated' : statement.event;
+    const { verdict } = statement;
+    const event = verdict?.event ?? (statement.truncated ? 'truncated' : statement.event);
     // A statement that failed once the gateway cancelled it at the statement timeout is recorded as such.
     const cancelledAt = failed ? cancelledAtMs : undefined;
-    const rule = cancelledAt !== undefined ? STATEMENT_TIMEOUT_RULE : statement.truncated ? 'max_rows.truncated' : statement.rule;
-    const own = statement.truncated ? `${statement.reason} the result was cut at the policy’s max_rows.`.trim() : statement.reason;
+    const rule = cancelledAt !== undefined ? STATEMENT_TIMEOUT_RULE : (verdict?.rule ?? (statement.truncated ? 'max_rows.truncated' : statement.rule));
+    const own = verdict ? verdict.reason : statement.truncated ? `${statement.reason} the result was cut at the policy’s max_rows.`.trim() : statement.reason;
     const reason = cancelledAt === undefined ? own : `${timeoutNote(cancelledAt)} ${own}`.trim();
     this.context.metrics.statementsOf(failed ? 'error' : event).inc();
     this.context.metrics.latency.observe(latencyUs / 1e6);
@@ -113,7 +114,7 @@ export class SessionAudit {
         ran: true,
         rule,
         reason: statement.lost ? `${END_NOT_SEEN} ${reason}`.trim() : failed ? `${FAILED_UPSTREAM} ${reason}`.trim() : reason,
-        rows: statement.rows,
+        rows: verdict?.rows ?? statement.rows,
         bytes: statement.bytes,
         latencyUs,
         ts: statement.ts,

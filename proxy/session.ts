@@ -43,6 +43,8 @@ import { SessionAudit, statementOf, type Allowed, type StatementRefusal } from '
 import { parseToRun, policyChanged, SessionStatements } from './session-statements.js';
 import { AUTH_FAILED, loginReply, ScramExchange, unusable } from './session-login.js';
 import { UpstreamHold } from './session-upstream.js';
+import { errorsHidden, FLUSH, guardedReplies, guardedSimpleEnd, guardedSimpleWrite, settledOf, simpleEndReplies, undoneSync, type GuardedOutcome } from './guarded-write.js';
+import { rollbackInTransaction, writeGuardOf, type WriteGuard } from './policy/write-guard.js';
 import type { LiveView } from './views/live-view.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
@@ -119,6 +121,8 @@ export class Session {
   private unsynced = false;
   /** After the proxy refused a message of an extended-protocol batch, the rest is dropped until Sync, as PostgreSQL does. */
   private skipUntilSync = false;
+  /** A guarded write of this extended batch must be undone: its transaction is failed before the batch's Sync. */
+  private undoAtSync = false;
   private status: TransactionStatus = 'I';
   private readonly pipeline: ResponsePipeline;
   /** The client's prepared statements and portals. */
@@ -598,6 +602,11 @@ export class Session {
       case 'Sync':
         this.skipUntilSync = false;
         this.unsynced = false;
+        if (this.undoAtSync) {
+          // A guarded write of this batch is undone: its transaction fails, and this Sync rolls it back.
+          this.undoAtSync = false;
+          return this.toServer(undoneSync(message.raw), { ends: 'Z', synced: true, rewrite: errorsHidden });
+        }
         if (!this.upstream.server && !this.pipeline.awaitingServer) return this.pipeline.expect({ kind: 'synthetic', reply: () => encodeReadyForQuery(this.status) });
         return this.toServer(message.raw, { ends: 'Z', synced: true });
       // A parked connection has nothing in flight: a Flush asks it for nothing, and PostgreSQL ignores copy
@@ -788,12 +797,70 @@ export class Session {
     const decision = this.decide(sql, 'simple');
     if (!decision) return;
     const statement = statementOf({ sql, decision });
+    const guard = writeGuardOf(this.context.policies.get(this.credential!.policy_profile_id), decision.writes);
+    if (guard) return this.guardedQuery(sql, decision, statement, guard);
     const cap = this.rowCap(decision);
     const capped = cap === undefined ? undefined : cappedQuery(decision, cap, this.portalRows, statement);
     if (capped?.refused) return this.refuseStatement(sql, 'simple', { event: 'blocked', rule: 'max_rows.uncapped', reason: capped.refused, sqlstate: '0A000', kind: decision.statementKind, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
     statement.settled = capped?.settled;
     this.context.budgets.admit(this.credential!);
     return this.toServer(capped?.message ?? (decision.sql === sql ? raw : encodeQuery(decision.sql)), { ends: 'Z', statement, rewrite: capped?.rewrite });
+  }
+
+  /** A write of a simple query under max_affected_rows or write_mode rollback (guarded-write.ts). */
+  private guardedQuery(sql: string, decision: Allowed['decision'], statement: Statement, guard: WriteGuard): Promise<void> | void {
+    if (guard.rollback && this.status !== 'I') return this.refuseInTransaction(sql, decision, 'simple');
+    this.context.budgets.admit(this.credential!);
+    const outcome: GuardedOutcome = { undo: false, refused: false };
+    return this.runGuarded(statement, 'simple', () => {
+      // The Parse replaces the connection's unnamed statement.
+      this.statements.unnamedOn = undefined;
+      this.send(guardedSimpleWrite(decision.sql), { ends: 'CI', statement, rewrite: guardedReplies(statement, guard, outcome, { simple: true }) });
+    }, () => {
+      this.unsynced = false;
+      const undo = outcome.undo && !statement.failed;
+      this.send(guardedSimpleEnd(undo), { ends: 'Z', rewrite: simpleEndReplies(undo) });
+    });
+  }
+
+  /** An Execute of a write under max_affected_rows or write_mode rollback: its batch's Sync is held back until its tag decided. */
+  private guardedExecute(allowed: Allowed, statement: Statement, guard: WriteGuard, raw: Buffer): Promise<void> | void {
+    if (guard.rollback && this.status !== 'I') return this.refuseInTransaction(allowed.sql, allowed.decision, 'extended');
+    this.context.budgets.admit(this.credential!);
+    const outcome: GuardedOutcome = { undo: false, refused: false };
+    return this.runGuarded(statement, 'extended', () => {
+      this.send(raw, { ends: 'CIs', statement, rewrite: guardedReplies(statement, guard, outcome, { simple: false }) });
+      this.forward(FLUSH);
+    }, () => {
+      if (outcome.refused) this.skipUntilSync = true;
+      if (outcome.undo && !statement.failed) this.undoAtSync = true;
+    });
+  }
+
+  /**
+   * Sends a guarded write with `start` and, once its replies went by, does `then`; the client's
+   * next message waits until then. The transaction stays open meanwhile (`unsynced`), so the
+   * connection is not handed back.
+   */
+  private async runGuarded(statement: Statement, protocol: 'simple' | 'extended', start: () => void, then: () => void): Promise<void> {
+    const ended = settledOf(statement);
+    let sent = false;
+    this.unsynced = true;
+    await this.withServer(() => {
+      sent = true;
+      start();
+    }, protocol, () => statement);
+    if (!sent) {
+      if (protocol === 'simple') this.unsynced = false;
+      return;
+    }
+    this.flushOutgoing();
+    await ended;
+    if (!this.closed && this.upstream.server) then();
+  }
+
+  private refuseInTransaction(sql: string, decision: Allowed['decision'], protocol: 'simple' | 'extended'): undefined {
+    return this.refuseStatement(sql, protocol, { event: 'blocked', ...rollbackInTransaction(), kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, tablesBlocked: [] });
   }
 
   /** The policy's max_rows, when it caps this statement's results; drivers' own type lookups are not the agent's results. */
@@ -808,6 +875,8 @@ export class Session {
     const allowed = this.statements.portals.get(portal);
     if (this.overBudget(allowed?.sql ?? '', 'extended')) return;
     const statement = statementOf(allowed);
+    const guard = allowed && writeGuardOf(this.context.policies.get(this.credential!.policy_profile_id), allowed.decision.writes);
+    if (allowed && guard) return this.guardedExecute(allowed, statement, guard, raw);
     const cap = this.rowCap(allowed?.decision);
     if (cap === undefined) {
       this.context.budgets.admit(this.credential!);

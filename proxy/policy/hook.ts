@@ -12,6 +12,7 @@ import { deparsedNumberTexts, distinctNumbers, numericShape, rewrittenNumbers, w
 import type { Canary, PolicyRules } from './rules.js';
 import { ROW_FILTERED } from './row-filters.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
+import { writeRefusal, writeShape, type WriteShape } from './write-guard.js';
 
 /** What the policy engine says about one client message's SQL (one or several statements): a statement's decision, less its mask edits. */
 export type StatementDecision =
@@ -22,6 +23,8 @@ export type StatementDecision =
       readonly uncapped: UncappedRows;
       /** The masked columns its statements reference, as `schema.table.column:mode`, in the order the masks were applied. */
       readonly maskedColumns: readonly string[];
+      /** What it writes, as the gateway can count it (max_affected_rows, write_mode). */
+      readonly writes: WriteShape;
     })
   | Extract<PolicyDecision, { action: 'refuse' }>;
 
@@ -89,12 +92,25 @@ export function masksColumns(policy: Pick<PolicyRow, 'masked_columns'> | null | 
 /** What a row cap cannot bound in a message: see result-rows.ts. */
 export type UncappedRows = Uncappable | null;
 
-/** What of a message's results a row cap (max_rows) cannot bound (null when the cap holds for all of them). */
-function rowsOf(sql: string, session: AnalysisSession): UncappedRows {
+/** What of a message's results a row cap (max_rows) cannot bound (null when the cap holds for all of them), and what it writes. */
+function rowsOf(sql: string, session: AnalysisSession): { uncapped: UncappedRows; writes: WriteShape } {
   // The decision's own analysis, from the cache: the statements' trees and kinds do not depend on the session.
   const analyzed = analyses.analyze(sql, session);
-  if (!analyzed.ok) return null;
-  return uncappable(analyzed.statements.map((statement) => resultRows(statement.stmt, statement.kind)));
+  // An allowed text was analyzed; were it not to be, it is counted as a write no tag counts (fail closed).
+  if (!analyzed.ok) return { uncapped: null, writes: { rows: 'uncounted', ddl: true, what: 'this statement' } };
+  return {
+    uncapped: uncappable(analyzed.statements.map((statement) => resultRows(statement.stmt, statement.kind))),
+    writes: writeShape(analyzed.statements),
+  };
+}
+
+/** What the policy refuses of an allowed message for what it returns or writes: max_rows, write_mode, max_affected_rows. */
+function limitRefusal(decision: Extract<StatementDecision, { action: 'allow' }>, policy: PolicyRow, protocol: 'simple' | 'extended'): StatementDecision | undefined {
+  const capped = capRefusal(decision, policy, protocol);
+  if (capped) return capped;
+  const refused = writeRefusal(policy, decision.writes);
+  if (!refused) return undefined;
+  return { action: 'refuse', event: 'blocked', statementKind: decision.statementKind, ...refused, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, tablesBlocked: [], progress: [] };
 }
 
 /** Refuses what a policy's max_rows cannot bound, rather than let it return every row (fail closed). */
@@ -149,10 +165,10 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   const session = context.catalog ? { catalog: context.catalog } : {};
   const key = withCatalog(context.catalog, sql);
   const known = allowedDecisions.get(policy, canaries, key);
-  if (known) return capRefusal(known, policy, context.protocol) ?? known;
+  if (known) return limitRefusal(known, policy, context.protocol) ?? known;
   const shape = shapeable(canaries, sql) ? numericShape(sql) : undefined;
   const template = shape && allowedShapes.get(policy, canaries, withCatalog(context.catalog, shape.key));
-  if (shape && template) return capRefusal(template.decision, policy, context.protocol) ?? { ...template.decision, sql: shapedSql(template, sql, shape) };
+  if (shape && template) return limitRefusal(template.decision, policy, context.protocol) ?? { ...template.decision, sql: shapedSql(template, sql, shape) };
   const rules = rulesOf(policy, canaries);
   const decision = combine(sql, decideSql(sql, rules, session, analyses), session);
   if (decision.action === 'refuse') {
@@ -162,7 +178,7 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   allowedDecisions.set(policy, canaries, key, decision);
   const made = shape && reusableAcrossNumbers(decision) ? shapeTemplate(sql, shape, decision, (variant) => combine(variant, decideSql(variant, rules, session, analyses), session)) : undefined;
   if (shape && made) allowedShapes.set(policy, canaries, withCatalog(context.catalog, shape.key), made);
-  return capRefusal(decision, policy, context.protocol) ?? decision;
+  return limitRefusal(decision, policy, context.protocol) ?? decision;
 }
 
 /** Allowed decisions depend on the catalog they were made with: their cache keys carry its version. */
@@ -214,7 +230,7 @@ function combine(sql: string, verdicts: readonly StatementVerdict[], session: An
     progress: uniqueProgress(decisions.map((d) => d.progress)),
     changesSession: allowed.some((d) => d.changesSession),
     statementCount: verdicts.length,
-    uncapped: rowsOf(sql, session),
+    ...rowsOf(sql, session),
     maskedColumns: unique(allowed.map((d) => d.masks.map((mask) => `${mask.column}:${mask.mode}`))),
     rowFiltered: unique(allowed.map((d) => d.rowFiltered)),
   };

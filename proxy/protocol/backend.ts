@@ -202,6 +202,7 @@ export type ScannedMessage =
   | (Scanned & { readonly kind: 'ParameterStatus'; readonly name: string; readonly value: string })
   | (Scanned & { readonly kind: 'Authentication'; readonly code: number; readonly data: Buffer })
   | (Scanned & { readonly kind: 'Run'; readonly type: 'D' | 'd'; readonly count: number })
+  | (Scanned & { readonly kind: 'CommandComplete'; readonly tag: string })
   | (Scanned & { readonly kind: 'Other' });
 
 interface Run {
@@ -217,7 +218,7 @@ const COPY_DATA = 0x64;
 const ERROR_RESPONSE = 0x45;
 /** Types whose bodies are decoded (and buffered when split across chunks); every other body is skipped. */
 const DECODED = new Uint8Array(256);
-for (const type of ['Z', 'E', 'K', 'S', 'R']) DECODED[type.charCodeAt(0)] = 1;
+for (const type of ['Z', 'E', 'K', 'S', 'C', 'R']) DECODED[type.charCodeAt(0)] = 1;
 
 export interface BackendScannerOptions {
   /** Largest declared length accepted for a message whose body is decoded. Skipped messages have no limit. */
@@ -334,6 +335,12 @@ function decodeScanned(type: string, body: Buffer, bytes: number, end: number): 
     }
     case 'E':
       return { ...at, kind: 'ErrorResponse', error: decodeErrorFields(body) };
+    case 'C': {
+      const reader = new BodyReader(body, 'CommandComplete');
+      const tag = reader.cstring();
+      reader.end();
+      return { ...at, kind: 'CommandComplete', tag };
+    }
     case 'K': {
       const reader = new BodyReader(body, 'BackendKeyData');
       const processId = reader.int32();

@@ -35,6 +35,15 @@ export type MigrationSafety = z.infer<typeof MigrationSafety>;
 /** Profiles that name none (all created before the field existed) flag lock-heavy schema changes and refuse nothing more. */
 export const DEFAULT_MIGRATION_SAFETY: MigrationSafety = 'warn';
 
+/**
+ * What a write does: `commit` runs it, `rollback` runs it and rolls it back (the agent sees what
+ * would have happened, nothing persists), `sandbox` would run it on a sandbox branch (refused
+ * until branches exist).
+ */
+export const WriteMode = z.enum(['commit', 'rollback', 'sandbox']);
+export type WriteMode = z.infer<typeof WriteMode>;
+export const DEFAULT_WRITE_MODE: WriteMode = 'commit';
+
 /** Which statements are held for a human decision, and for how long. */
 export const ApprovalRule = z.strictObject({
   held_kinds: z.array(StatementKind).max(32),
@@ -72,6 +81,10 @@ const policyFields = {
   migration_safety: MigrationSafety.optional(),
   /** `schema.table` → a predicate on the table's own columns, vetted when saved (proxy/policy/row-filters.ts); absent: none. */
   row_filters: z.record(QualifiedTable, z.string().min(1).max(4_000)).optional(),
+  /** A write that affects more rows is rolled back and refused; null or absent: no cap. */
+  max_affected_rows: z.int().min(1).max(2_147_483_647).nullable().optional(),
+  /** Absent: DEFAULT_WRITE_MODE. */
+  write_mode: WriteMode.optional(),
 };
 
 /** A policy profile was created; it is version 1. */

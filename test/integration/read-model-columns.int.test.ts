@@ -12,7 +12,7 @@ import { freshDatabase, type TestDatabase } from '../support/pg.js';
 
 const policies = policiesProjection.tables[0]!;
 /** The columns later versions added, as the current table defines them. */
-const ADDED = ['statement_timeout_ms integer not null, ', 'statement_allow jsonb, statement_deny jsonb not null,\n      denied_tables jsonb not null, migration_safety text not null, row_filters jsonb not null, '];
+const ADDED = ['statement_timeout_ms integer not null, ', 'statement_allow jsonb, statement_deny jsonb not null,\n      denied_tables jsonb not null, migration_safety text not null, row_filters jsonb not null, max_affected_rows integer, write_mode text not null, '];
 /** The policies table as versions before statement_timeout_ms made it. */
 const earlier = { ...policies, columns: ADDED.reduce((columns, added) => columns.replace(added, ''), policies.columns), addedColumns: [] };
 
@@ -25,8 +25,8 @@ afterAll(async () => {
 });
 
 describe('the policies read model', () => {
-  it('gains statement_timeout_ms and the statement kind, denied table, migration and row filter fields on a table an earlier version made, its rows at the defaults', async () => {
-    for (const column of ['statement_timeout_ms', 'statement_allow', 'statement_deny', 'denied_tables', 'migration_safety', 'row_filters']) expect(earlier.columns).not.toContain(column);
+  it('gains statement_timeout_ms and the statement kind, denied table, migration, row filter, write cap and write mode fields on a table an earlier version made, its rows at the defaults', async () => {
+    for (const column of ['statement_timeout_ms', 'statement_allow', 'statement_deny', 'denied_tables', 'migration_safety', 'row_filters', 'max_affected_rows', 'write_mode']) expect(earlier.columns).not.toContain(column);
     database = await freshDatabase('read_model_columns');
     pool = createPool(database.url);
     await pool.query(`create schema rm; ${tableDdl('rm', earlier)}`);
@@ -35,8 +35,8 @@ describe('the policies read model', () => {
       values ('pol_1', 'prj_1', 'p', true, '[]', '{}', null, 0, '0', '{}', '[]', 'best_effort', false, 1, 'active', 0, now(), now())`);
     await ensureReadModel(pool, policiesProjection);
     await ensureReadModel(pool, policiesProjection);
-    expect((await pool.query('select statement_timeout_ms, statement_allow, statement_deny, denied_tables, migration_safety, row_filters from rm.policies')).rows).toEqual([
-      { statement_timeout_ms: 30_000, statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'warn', row_filters: {} },
+    expect((await pool.query('select statement_timeout_ms, statement_allow, statement_deny, denied_tables, migration_safety, row_filters, max_affected_rows, write_mode from rm.policies')).rows).toEqual([
+      { statement_timeout_ms: 30_000, statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'warn', row_filters: {}, max_affected_rows: null, write_mode: 'commit' },
     ]);
   });
 });

@@ -17,6 +17,13 @@ export async function registerAgentWith(gateway: TestGateway, policy: Record<str
   return registered.json() as AgentSecrets;
 }
 
+/** One agent for each policy (registerAgentWith), by the policies' keys. */
+export async function registerAgentsWith<K extends string>(gateway: TestGateway, policies: Readonly<Record<K, Record<string, unknown>>>): Promise<Record<K, AgentSecrets>> {
+  const agents = {} as Record<K, AgentSecrets>;
+  for (const key of Object.keys(policies) as K[]) agents[key] = await registerAgentWith(gateway, policies[key]);
+  return agents;
+}
+
 /** An MCP SDK client connected to `url` with an agent token. */
 export async function connectAgent(url: string, token: string, name: string): Promise<Client> {
   const client = new Client({ name, version: '1.0.0' });

@@ -15,6 +15,11 @@ function withDatabase(url: string, database: string): string {
 }
 
 /** Runs `work` on a client connected to `serverUrl`, then ends it. */
+/** The rows `sql` returns, read as the upstream's administrator. */
+export function adminRows<T>(serverUrl: string, sql: string): Promise<T[]> {
+  return admin(serverUrl, async (client) => (await client.query(sql)).rows as T[]);
+}
+
 export async function admin<T>(serverUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: serverUrl });
   await client.connect();

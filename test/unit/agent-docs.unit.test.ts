@@ -134,7 +134,7 @@ const FORBIDDEN = [/known limit/i, /bypass/i, /fingerprint/i, /libpg_query/i, /d
 
 /** Every rule the gateway can answer an agent with: as the code writes them, and as it builds them from parts. */
 async function emittedRules(): Promise<string[]> {
-  const families = 'parse|catalog|policy|credential|read_only|statement|statement_kind|function|table|allowed_tables|masked_columns|migration_safety|row_filters|max_rows|budget';
+  const families = 'parse|catalog|policy|credential|read_only|statement|statement_kind|function|table|allowed_tables|masked_columns|migration_safety|row_filters|max_rows|budget|write_cap|write_mode';
   const quoted = new RegExp(`'((?:${families})\\.[a-z_]+(?:\\.[a-z_]+)?)'`, 'g');
   const inReason = new RegExp(`\\(rule ((?:${families})\\.[a-z_.]+)\\)`, 'g');
   const found = new Set<string>();
@@ -187,7 +187,7 @@ describe('the docs agents are served', () => {
 
   it('give every rule the gateway can answer with an entry in the refusals document', async () => {
     const rules = await emittedRules();
-    expect(rules).toEqual(expect.arrayContaining(['allowed_tables.not_allowed', 'parse.error', 'read_only.write', 'budget.plan.bytes_per_month', 'max_rows.uncapped', 'policy.changed', 'statement_kind.denied', 'table.denied', 'migration_safety.create_index', 'row_filters.write', 'row_filters.indirect']));
+    expect(rules).toEqual(expect.arrayContaining(['allowed_tables.not_allowed', 'parse.error', 'read_only.write', 'budget.plan.bytes_per_month', 'max_rows.uncapped', 'policy.changed', 'statement_kind.denied', 'table.denied', 'migration_safety.create_index', 'row_filters.write', 'row_filters.indirect', 'write_cap.exceeded', 'write_cap.unbounded', 'write_mode.sandbox_unavailable', 'write_mode.rolled_back']));
     const refusals = served.find('refusals')!.text;
     expect(rules.filter((rule) => !refusals.includes(`\`${rule}\``) && !refusals.includes(`\`${rule}.`))).toEqual([]);
   });

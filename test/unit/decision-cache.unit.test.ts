@@ -6,7 +6,7 @@ import type { Canary } from '../../proxy/policy/rules.js';
 const policy: PolicyRow = {
   policy_id: 'pol_1', project_id: 'prj_1', name: 'p', read_only: true, allowed_tables: ['public.orders'], masked_columns: {}, max_rows: null, queries_per_day: 0,
   bytes_per_month: '0', approval: { held_kinds: [], row_threshold: null, expiry_seconds: 3600 }, honeytokens: [], audit_mode: 'best_effort', allow_catalog: false, statement_timeout_ms: 30_000,
-    statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'warn', row_filters: {}, version: 1, status: 'active',
+    statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'warn', row_filters: {}, max_affected_rows: null, write_mode: 'commit', version: 1, status: 'active',
   revision: 1, created_at: '', updated_at: '',
 };
 const canary: Canary = { honeytoken_id: 'hnt_1', kind: 'table', target: 'public.secrets' };

@@ -178,7 +178,7 @@ function policyRow(name: keyof typeof corpusPolicies): PolicyRow {
     policy_id: `pol_${name.replace(/_/g, '')}aaaaaaaaaaaaaaaaaa`, project_id: credential.project_id, name, read_only: rules.read_only, allowed_tables: [...rules.allowed_tables],
     masked_columns: { ...rules.masked_columns }, max_rows: null, queries_per_day: 0, bytes_per_month: '0', approval: { held_kinds: [], row_threshold: null, expiry_seconds: 3600 }, honeytokens: [],
     audit_mode: 'best_effort', allow_catalog: rules.allow_catalog, statement_timeout_ms: 30_000,
-    statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'warn', row_filters: {}, version: 1, status: 'active', revision: 1, created_at: '2026-01-01T00:00:00Z', updated_at: '2026-01-01T00:00:00Z',
+    statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'warn', max_affected_rows: null, write_mode: 'commit', row_filters: {}, version: 1, status: 'active', revision: 1, created_at: '2026-01-01T00:00:00Z', updated_at: '2026-01-01T00:00:00Z',
   };
 }
 

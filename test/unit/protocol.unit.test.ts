@@ -501,7 +501,7 @@ const served: fc.Arbitrary<Served> = fc.oneof(
   { arbitrary: bytes(200).map((data) => ({ bytes: copyData(data), expected: { kind: 'Run', type: 'd' } })), weight: 2 },
   fc.constantFrom<TransactionStatus>('I', 'T', 'E').map((status) => ({ bytes: encodeReadyForQuery(status), expected: { kind: 'ReadyForQuery', type: 'Z', status } })),
   errorFields.map((error) => ({ bytes: encodeErrorResponse(error), expected: { kind: 'ErrorResponse', type: 'E', error } })),
-  text().map((tag) => ({ bytes: encodeCommandComplete(tag), expected: { kind: 'Other', type: 'C' } })),
+  text().map((tag) => ({ bytes: encodeCommandComplete(tag), expected: { kind: 'CommandComplete', type: 'C', tag } })),
   fc.record({ processId: fc.integer(), secretKey: fc.uint8Array({ minLength: 4, maxLength: 256 }).map((key) => Buffer.from(key)) }).map(({ processId, secretKey }) => ({
     bytes: encodeBackendKeyData(processId, secretKey),
     expected: { kind: 'BackendKeyData', type: 'K', processId, secretKey },
@@ -579,7 +579,7 @@ describe('BackendScanner', () => {
       encodeReadyForQuery('I'),
     ]);
     const scanned = new BackendScanner().scan(chunk);
-    expect(scanned.map((m) => m.kind)).toEqual(['Authentication', 'ParameterStatus', 'BackendKeyData', 'ReadyForQuery', 'Other', 'Run', 'Other', 'ReadyForQuery']);
+    expect(scanned.map((m) => m.kind)).toEqual(['Authentication', 'ParameterStatus', 'BackendKeyData', 'ReadyForQuery', 'Other', 'Run', 'CommandComplete', 'ReadyForQuery']);
     const ready = scanned[3] as ScannedMessage;
     expect(chunk[ready.end]).toBe('T'.charCodeAt(0));
     expect(scanned[5]).toMatchObject({ kind: 'Run', type: 'D', count: 100, bytes: rows.reduce((sum, row) => sum + row.length, 0) });

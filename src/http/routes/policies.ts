@@ -7,7 +7,7 @@ import { unknownHoneytokens } from '../../../queries/honeytokens.js';
 import { findPolicy, listPolicies, policyNameTaken } from '../../../queries/policies.js';
 import { HoneytokenId, QualifiedColumn, StatementKind, text } from '../../events/fields.js';
 import {
-  AuditMode, DEFAULT_MIGRATION_SAFETY, DEFAULT_STATEMENT_TIMEOUT_MS, MaskMode, MigrationSafety, POLICY_STATEMENT_KINDS, PolicyStatementKind, STATEMENT_TIMEOUT_MAX_MS,
+  AuditMode, DEFAULT_MIGRATION_SAFETY, DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_WRITE_MODE, WriteMode, MaskMode, MigrationSafety, POLICY_STATEMENT_KINDS, PolicyStatementKind, STATEMENT_TIMEOUT_MAX_MS,
   STATEMENT_TIMEOUT_MIN_MS,
 } from '../../events/policies.js';
 import { newId } from '../../ids.js';
@@ -74,6 +74,8 @@ const policyShape = {
   denied_tables: z.array(AllowedTable).max(10_000).describe('Refused wherever a statement names them, whatever allowed_tables says (schema.table or schema.*)'),
   migration_safety: MigrationSafety.describe(`Lock-heavy schema changes (CREATE INDEX without CONCURRENTLY, table rewrites, ...): off, warn (run, with a migration_flagged audit row saying why) or block (refused with the safe alternative). Default ${DEFAULT_MIGRATION_SAFETY}`),
   row_filters: RowFilters,
+  max_affected_rows: z.int().min(1).max(INT4_MAX).nullable().describe('A write (INSERT, UPDATE, DELETE) that affects more rows is rolled back and refused (54000, rule write_cap.exceeded); writes it cannot count (TRUNCATE, COPY FROM, writable CTEs) are refused; null for no cap'),
+  write_mode: WriteMode.describe(`commit runs writes; rollback runs each write and rolls it back, answering what it would have done; sandbox is refused until sandbox branches exist. Default ${DEFAULT_WRITE_MODE}`),
 };
 
 export const CreatePolicyRequest = z
@@ -95,6 +97,8 @@ export const CreatePolicyRequest = z
     denied_tables: policyShape.denied_tables.default([]),
     migration_safety: policyShape.migration_safety.default(DEFAULT_MIGRATION_SAFETY),
     row_filters: policyShape.row_filters.default({}),
+    max_affected_rows: policyShape.max_affected_rows.default(null),
+    write_mode: policyShape.write_mode.default(DEFAULT_WRITE_MODE),
   })
   .meta({ title: 'CreatePolicyProfileRequest' });
 
@@ -137,6 +141,8 @@ export function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
     denied_tables: row.denied_tables,
     migration_safety: row.migration_safety,
     row_filters: row.row_filters,
+    max_affected_rows: row.max_affected_rows,
+    write_mode: row.write_mode,
     version: row.version,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),

@@ -8,7 +8,8 @@ import { toolError, toolFailure } from '../tool.js';
 import { audit } from './audit.js';
 import { stillUsable } from './auth.js';
 import type { AgentContext } from './context.js';
-import { upstreamRefusal, type Allowed } from './gate.js';
+import { refusal, upstreamRefusal, type Allowed } from './gate.js';
+import { capExceeded, ROLLED_BACK_NOTICE, ROLLED_BACK_RULE, taggedRows, writeGuardOf, type WriteGuard } from '../../../proxy/policy/write-guard.js';
 import { MAX_RESULT_BYTES, StatementFailed } from './statement.js';
 import type { TypedResult } from './upstream.js';
 import { upstreamRule, UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
@@ -38,6 +39,8 @@ export interface Cap {
 
 export interface Ran {
   readonly result: TypedResult;
+  /** The write ran and was rolled back (write_mode rollback): nothing changed. */
+  readonly rolledBack: boolean;
   readonly event: AuditEventKind;
   readonly rule: string;
   readonly reason: string;
@@ -56,22 +59,35 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     const beforeRun = async (): Promise<void> => {
       if (!(await stillUsable(context.services.pool, context.credential))) throw new CredentialWithdrawn('the credential may no longer be used');
     };
-    const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: mcpStatementTimeoutMs(context.policy) }, beforeRun);
+    const guard = writeGuardOf(context.policy, decision.writes);
+    const commitIf = guard && ((command: string) => keeps(guard, command));
+    const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: mcpStatementTimeoutMs(context.policy), ...(commitIf ? { commitIf } : {}) }, beforeRun);
     // Each call commits on its own: DDL it ran is in the catalog now, read again at once.
     if (decision.progress.length > 0) void context.services.databases.schemaChanged(context.credential, context.upstream);
     const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
+    const affected = taggedRows(result.command);
+    if (guard?.cap !== undefined && (affected === undefined || affected > guard.cap)) {
+      // Rolled back: the write touched more rows than the cap (or none could be counted).
+      const exceeded = { event: 'blocked' as const, tablesBlocked: [], ...capExceeded(guard.cap, affected ?? 0) };
+      audit(context, { ...facts, event: 'blocked', rule: exceeded.rule, reason: exceeded.reason, ran: true, rows: affected ?? 0, bytes: result.bytes, latencyUs });
+      return refusal(exceeded);
+    }
     const cut = !result.truncated
       ? ''
       : result.cutAtBytes
         ? `the result was cut at ${MAX_RESULT_BYTES} bytes of rows, the most one MCP result holds (rule max_result_bytes); select fewer or narrower rows.`
         : `the result was cut at ${cap.rows} rows by the ${cap.by === 'policy' ? 'policy’s' : 'requested'} max_rows (rule max_rows.${cap.by}).`;
+    const rehearsed = result.rolledBack ? `${ROLLED_BACK_NOTICE}.` : '';
     const ran: Ran = {
       result,
+      rolledBack: result.rolledBack,
       event: result.truncated ? 'truncated' : decision.event,
-      rule: !result.truncated ? decision.rule : result.cutAtBytes ? 'max_result_bytes' : `max_rows.${cap.by}`,
-      reason: [decision.reason, cut].filter(Boolean).join(' '),
+      rule: result.rolledBack ? ROLLED_BACK_RULE : !result.truncated ? decision.rule : result.cutAtBytes ? 'max_result_bytes' : `max_rows.${cap.by}`,
+      reason: [decision.reason, cut, rehearsed].filter(Boolean).join(' '),
     };
-    audit(context, { ...facts, event: ran.event, rule: ran.rule, reason: ran.reason, ran: true, rows: result.rows.length, bytes: result.bytes, latencyUs });
+    // A rehearsed write is recorded with the rows it affected, as on the wire.
+    const rows = result.rolledBack ? (affected ?? result.rows.length) : result.rows.length;
+    audit(context, { ...facts, event: ran.event, rule: ran.rule, reason: ran.reason, ran: true, rows, bytes: result.bytes, latencyUs });
     return ran;
   } catch (error) {
     if (error instanceof StatementFailed) {
@@ -99,6 +115,13 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     }
     throw error;
   }
+}
+
+/** Whether a guarded write's transaction commits: not under write_mode rollback, nor past the cap (nor when its rows cannot be counted). */
+function keeps(guard: WriteGuard, command: string): boolean {
+  if (guard.rollback) return false;
+  const rows = taggedRows(command);
+  return rows !== undefined && (guard.cap === undefined || rows <= guard.cap);
 }
 
 /**

@@ -13,6 +13,11 @@ export interface StatementRun {
   readonly maxRows: number;
   /** statement_timeout for this transaction (SET LOCAL), in milliseconds. */
   readonly timeoutMs: number;
+  /**
+   * When given, the transaction commits only if this says so of the statement's command tag, and is
+   * rolled back otherwise (a write over max_affected_rows, any write under write_mode rollback).
+   */
+  readonly commitIf?: (command: string) => boolean;
 }
 
 /**
@@ -30,6 +35,8 @@ export interface StatementResult {
   readonly cutAtBytes: boolean;
   /** The command tag (`SELECT 3`, `UPDATE 1`); '' when the result was cut before it. */
   readonly command: string;
+  /** The statement ran and its transaction was rolled back, as `commitIf` asked. */
+  readonly rolledBack: boolean;
   /** Bytes of the data rows kept. */
   readonly bytes: number;
 }
@@ -66,7 +73,9 @@ export async function runStatement(connection: UpstreamConnection, run: Statemen
   const reader = new MessageReader(connection.inlet, EXPECTED, label);
   const begin = run.readOnly ? 'BEGIN READ ONLY' : 'BEGIN';
   const setup = [...execute(begin, []), ...execute(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(run.timeoutMs))}`, [])];
-  connection.socket.write(Buffer.concat([...setup, ...execute(run.sql, run.params, run.maxRows + 1), ...execute('COMMIT', []), serialize.sync()]));
+  // Under commitIf the transaction is still open at ReadyForQuery, and ended by what it says.
+  const commit = run.commitIf ? [] : execute('COMMIT', []);
+  connection.socket.write(Buffer.concat([...setup, ...execute(run.sql, run.params, run.maxRows + 1), ...commit, serialize.sync()]));
 
   const executes = ['begin', 'timeout', 'statement', 'commit'];
   let step = 0;
@@ -105,18 +114,28 @@ export async function runStatement(connection: UpstreamConnection, run: Statemen
       case 'error':
         failure = message as DatabaseError;
         break;
-      case 'readyForQuery':
-        if ((message as ReadyForQueryMessage).status !== 'I') await rollBack(connection, reader);
+      case 'readyForQuery': {
+        const open = (message as ReadyForQueryMessage).status !== 'I';
+        const keep = open && !failure && run.commitIf !== undefined && run.commitIf(command);
+        // A COMMIT that fails (a deferred constraint) fails the statement, as the pipelined COMMIT would.
+        if (open) failure = (await endTransaction(connection, reader, keep ? 'COMMIT' : 'ROLLBACK')) ?? failure;
         reader.detach();
         if (failure) throw new StatementFailed(failure.code ?? 'XX000', failure.message, failure.detail, failure.hint);
-        return { columns, rows: rows.slice(0, run.maxRows), truncated: suspended || rows.length > run.maxRows || cutAtBytes, cutAtBytes, command, bytes };
+        const rolledBack = run.commitIf !== undefined && !keep;
+        return { columns, rows: rows.slice(0, run.maxRows), truncated: suspended || rows.length > run.maxRows || cutAtBytes, cutAtBytes, command, bytes, rolledBack };
+      }
       default:
         break;
     }
   }
 }
 
-async function rollBack(connection: UpstreamConnection, reader: MessageReader): Promise<void> {
-  connection.socket.write(serialize.query('ROLLBACK'));
-  for (let message = await reader.next(); message.name !== 'readyForQuery'; message = await reader.next());
+/** Ends the open transaction; the error it met, if any. */
+async function endTransaction(connection: UpstreamConnection, reader: MessageReader, how: 'COMMIT' | 'ROLLBACK'): Promise<DatabaseError | undefined> {
+  connection.socket.write(serialize.query(how));
+  let failure: DatabaseError | undefined;
+  for (let message = await reader.next(); message.name !== 'readyForQuery'; message = await reader.next()) {
+    if (message.name === 'error') failure = message as DatabaseError;
+  }
+  return failure;
 }
