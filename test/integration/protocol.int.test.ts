@@ -123,7 +123,8 @@ describe('BackendScanner against a real PostgreSQL', () => {
       socket.write(serialize.query("select g, repeat('x', 200) from generate_series(1, 20000) g"));
       const rows = await turn(socket, scanner, readyFor);
       expect(rowCount(rows.messages)).toBe(20_000);
-      expect(rows.messages.filter((m) => m.kind !== 'Run').map((m) => [m.kind, m.type])).toEqual([['Other', 'T'], ['Other', 'C'], ['ReadyForQuery', 'Z']]);
+      expect(rows.messages.filter((m) => m.kind !== 'Run').map((m) => [m.kind, m.type])).toEqual([['Other', 'T'], ['CommandComplete', 'C'], ['ReadyForQuery', 'Z']]);
+      expect(rows.messages.find((m) => m.kind === 'CommandComplete')).toMatchObject({ tag: 'SELECT 20000' });
       expectSameAsPgParser(rows);
 
       socket.write(serialize.query('begin; select 1/0'));

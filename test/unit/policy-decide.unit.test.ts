@@ -40,6 +40,7 @@ describe('decisions', () => {
       tablesWritten: [],
       progress: [],
       changesSession: false,
+      rowFiltered: [],
     });
   });
 
