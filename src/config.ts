@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseKeyring } from './crypto/seal.js';
+import { parseAllowedNetworks } from './webhooks/networks.js';
 
 const port = z.coerce.number({ message: 'expected a port number' }).int('expected a port number').min(1, 'expected a port number from 1 to 65535').max(65535, 'expected a port number from 1 to 65535');
 const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, message: 'expected a postgresql:// URL' });
@@ -60,6 +61,18 @@ export const ConfigSchema = z.object({
   PGWARD_DEMO: z.enum(['on', 'off'], { message: 'expected on or off' }).optional(),
   PGWARD_DEMO_TTL_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(10, 'expected at least 10').max(86_400, 'expected at most 86400').default(900),
   PGWARD_DEMO_MAX_CREDENTIALS: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').max(10_000, 'expected at most 10000').default(50),
+  PGWARD_WEBHOOK_ALLOWED_NETWORKS: z
+    .string()
+    .superRefine((spec, ctx) => {
+      try {
+        parseAllowedNetworks(spec);
+      } catch (error) {
+        ctx.addIssue({ code: 'custom', message: `expected comma-separated CIDR ranges and the word public (${(error as Error).message})` });
+      }
+    })
+    .default('public'),
+  PGWARD_WEBHOOK_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(100, 'expected at least 100').max(60_000, 'expected at most 60000').default(10_000),
+  PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(1, 'expected at least 1').max(604_800, 'expected at most 604800').default(86_400),
   PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(20),
 });
 export type Config = z.infer<typeof ConfigSchema>;

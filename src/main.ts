@@ -26,6 +26,8 @@ import { startIngest } from './ingest/ingest.js';
 import { PreparedEntries } from './audit/prepared-entries.js';
 import type { EventStore } from './store/port.js';
 import { createPostgresEventStore } from './store/postgres.js';
+import { parseAllowedNetworks } from './webhooks/networks.js';
+import { startWebhookDelivery } from './webhooks/service.js';
 
 const SWEEP_INTERVAL_MS = 5_000;
 
@@ -95,7 +97,7 @@ async function check(work: () => Promise<unknown>, detail?: string): Promise<Par
   }
 }
 
-export const Role = z.enum(['api', 'projector', 'proxy', 'ingest']);
+export const Role = z.enum(['api', 'projector', 'proxy', 'ingest', 'webhooks']);
 export type Role = z.infer<typeof Role>;
 
 /**
@@ -119,7 +121,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
 
     // What the roles need from the configuration is read before anything is written anywhere.
     const anchor = roles.has('ingest') || roles.has('api') ? await loadAnchor(config, generatedFile(logger, 'the audit anchor key', 'PGWARD_AUDIT_ANCHOR_KEY')) : undefined;
-    const keyring = roles.has('proxy') || roles.has('api') ? await loadKeyring(config, state) : undefined;
+    const keyring = roles.has('proxy') || roles.has('api') || roles.has('webhooks') ? await loadKeyring(config, state) : undefined;
     const tls = roles.has('proxy')
       ? await loadTls({ ...tlsFiles(config), hosts: [config.PGWARD_PUBLIC_HOST, config.PGWARD_LISTEN_HOST], onGenerated: (what) => logger.info({ set: 'PGWARD_TLS_CERT and PGWARD_TLS_KEY to use your own' }, what) })
       : undefined;
@@ -200,6 +202,20 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     if (roles.has('api')) {
       const sweeps = startSweeps({ store, pool, logger, intervalMs: SWEEP_INTERVAL_MS });
       cleanup.push(() => sweeps.stop());
+    }
+
+    // Webhook delivery sends from this process only: never the proxy's thread in `pgward serve`.
+    if (roles.has('webhooks')) {
+      const webhooks = startWebhookDelivery({
+        store,
+        pool,
+        keyring: keyring!,
+        logger: logger.child({ role: 'webhooks' }),
+        allowed: parseAllowedNetworks(config.PGWARD_WEBHOOK_ALLOWED_NETWORKS),
+        timeoutMs: config.PGWARD_WEBHOOK_TIMEOUT_MS,
+        horizonMs: config.PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS * 1000,
+      });
+      cleanup.push(() => webhooks.stop());
     }
 
     const health = async (): Promise<Record<string, PartState>> => ({
