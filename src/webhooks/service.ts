@@ -99,6 +99,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): WebhookDe
   }
 
   async function deliver(): Promise<void> {
+    logger.info('webhook delivery is active: this process sends every webhook message');
     const pending = await pool.query<{ webhook_id: string }>(`select distinct webhook_id from pgward.webhook_messages where status = 'pending'`);
     for (const { webhook_id } of pending.rows) lanes.wake(webhook_id);
     while (!stopped) {
