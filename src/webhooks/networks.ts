@@ -14,7 +14,8 @@ export interface AllowedNetworks {
 
 /** The IANA special-purpose ranges `public` leaves out (RFC 6890 and its updates). */
 const SPECIAL_V4 = ['0.0.0.0/8', '10.0.0.0/8', '100.64.0.0/10', '127.0.0.0/8', '169.254.0.0/16', '172.16.0.0/12', '192.0.0.0/24', '192.0.2.0/24', '192.88.99.0/24', '192.168.0.0/16', '198.18.0.0/15', '198.51.100.0/24', '203.0.113.0/24', '224.0.0.0/4', '240.0.0.0/4'];
-const SPECIAL_V6 = ['::/128', '::1/128', '::ffff:0:0/96', '64:ff9b::/96', '64:ff9b:1::/48', '100::/64', '2001::/23', '2001:db8::/32', '2002::/16', 'fc00::/7', 'fe80::/10', 'fec0::/10', 'ff00::/8'];
+// IPv4-mapped addresses (::ffff:0:0/96) are checked as their IPv4 (unmapped): BlockList would match every IPv4 address against that range.
+const SPECIAL_V6 = ['::/128', '::1/128', '64:ff9b::/96', '64:ff9b:1::/48', '100::/64', '2001::/23', '2001:db8::/32', '2002::/16', 'fc00::/7', 'fe80::/10', 'fec0::/10', 'ff00::/8'];
 
 export class NetworksError extends Error {
   override readonly name = 'NetworksError';
@@ -41,8 +42,12 @@ const special = rangesOf([...SPECIAL_V4, ...SPECIAL_V6]);
 
 /** The IPv4 address an IPv4-mapped IPv6 address stands for, else the address as given. */
 export function unmapped(address: string): string {
-  const mapped = /^::ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
-  return mapped ? mapped[1]! : address;
+  const dotted = /^(?:0{0,4}:){0,5}:?ffff:(\d{1,3}(?:\.\d{1,3}){3})$/i.exec(address);
+  if (dotted) return dotted[1]!;
+  const hex = /^(?:0{0,4}:){0,5}:?ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/i.exec(address);
+  if (!hex) return address;
+  const [high, low] = [parseInt(hex[1]!, 16), parseInt(hex[2]!, 16)];
+  return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
 }
 
 function familyOf(address: string): 'ipv4' | 'ipv6' | undefined {
