@@ -12,7 +12,7 @@ import { encodeEvent } from '../../src/events/envelope.js';
 import { parseAllowedNetworks } from '../../src/webhooks/networks.js';
 import { startWebhookDelivery, type WebhookDelivery } from '../../src/webhooks/service.js';
 import { startApi, type TestApi } from '../support/api.js';
-import { startReceiver, verified, type Envelope, type WebhookReceiver } from '../support/webhook-receiver.js';
+import { startReceiver, verified, type WebhookReceiver } from '../support/webhook-receiver.js';
 import { waitFor } from '../support/wire.js';
 
 let api: TestApi;
