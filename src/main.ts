@@ -97,7 +97,7 @@ async function check(work: () => Promise<unknown>, detail?: string): Promise<Par
   }
 }
 
-export const Role = z.enum(['api', 'projector', 'proxy', 'ingest', 'webhooks']);
+export const Role = z.enum(['api', 'projector', 'proxy', 'ingest']);
 export type Role = z.infer<typeof Role>;
 
 /**
@@ -121,7 +121,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
 
     // What the roles need from the configuration is read before anything is written anywhere.
     const anchor = roles.has('ingest') || roles.has('api') ? await loadAnchor(config, generatedFile(logger, 'the audit anchor key', 'PGWARD_AUDIT_ANCHOR_KEY')) : undefined;
-    const keyring = roles.has('proxy') || roles.has('api') || roles.has('webhooks') ? await loadKeyring(config, state) : undefined;
+    const keyring = roles.has('proxy') || roles.has('api') ? await loadKeyring(config, state) : undefined;
     const tls = roles.has('proxy')
       ? await loadTls({ ...tlsFiles(config), hosts: [config.PGWARD_PUBLIC_HOST, config.PGWARD_LISTEN_HOST], onGenerated: (what) => logger.info({ set: 'PGWARD_TLS_CERT and PGWARD_TLS_KEY to use your own' }, what) })
       : undefined;
@@ -204,8 +204,9 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       cleanup.push(() => sweeps.stop());
     }
 
-    // Webhook delivery sends from this process only: never the proxy's thread in `pgward serve`.
-    if (roles.has('webhooks')) {
+    // Webhook delivery runs with the API (the api worker of `pgward serve`), never on the proxy's thread;
+    // of several api processes, one delivers and the others wait on its lock.
+    if (roles.has('api')) {
       const webhooks = startWebhookDelivery({
         store,
         pool,

@@ -30,7 +30,7 @@ const ASK_TIMEOUT_MS = 2_000;
 
 export const WORKERS: readonly WorkerSpec[] = [
   { name: 'pipeline', roles: ['ingest', 'projector'] },
-  { name: 'api', roles: ['api', 'webhooks'] },
+  { name: 'api', roles: ['api'] },
 ];
 
 /** What a worker asks the supervisor for at start-up: the state database it opened. */
