@@ -9,9 +9,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import { StatementDecided, type AuditEventKind } from '../../src/events/audit.js';
 import { encodeEvent } from '../../src/events/envelope.js';
+import type { EventStore } from '../../src/store/port.js';
 import { parseAllowedNetworks } from '../../src/webhooks/networks.js';
 import { startWebhookDelivery, type WebhookDelivery } from '../../src/webhooks/service.js';
 import { startApi, type TestApi } from '../support/api.js';
+import { countingStore } from '../support/counting-store.js';
 import { startReceiver, verified, type WebhookReceiver } from '../support/webhook-receiver.js';
 import { waitFor } from '../support/wire.js';
 
@@ -43,9 +45,9 @@ interface Attempt {
   outcome: string;
 }
 
-function startDelivery(options: { allowed?: string; horizonMs?: number; resolve?: (host: string) => Promise<string[]>; timeoutMs?: number } = {}): WebhookDelivery {
+function startDelivery(options: { allowed?: string; horizonMs?: number; resolve?: (host: string) => Promise<string[]>; timeoutMs?: number; store?: EventStore } = {}): WebhookDelivery {
   delivery = startWebhookDelivery({
-    store: api.store,
+    store: options.store ?? api.store,
     pool: api.pool,
     keyring: parseKeyring(api.masterKey),
     logger,
@@ -97,6 +99,16 @@ async function attempts(webhookId: string): Promise<Attempt[]> {
   const response = await api.call(owner.apiKey, { method: 'GET', url: `${base()}/${webhookId}/deliveries?page_size=100` });
   expect(response.statusCode).toBe(200);
   return (response.json() as { deliveries: Attempt[] }).deliveries;
+}
+
+/** A decision as ingest appends it, of a statement the control plane ran (no proxy fields). */
+function decided(event: AuditEventKind, sql: string, project = projectId) {
+  const decision: StatementDecided = {
+    event, project_id: project, credential_id: null, session_id: 's1', source: 'rest', region: 'local', client_ip: '', ts: new Date().toISOString(),
+    sql, normalized_sql: sql, query_hash: 'abcdef0123456789', statement_kind: 'select', decision_rule: 'deny.table', reason: `refused ${sql}`, cache_status: 'none',
+    rows_returned: '0', bytes_out: '0', latency_us: null, tables_read: [], tables_written: [], tables_blocked: ['public.secrets'], parsed: true, proxy_id: null, boot_epoch: null, seq: null, approval_id: null,
+  };
+  return encodeEvent(StatementDecided, decision, { event_id: randomUUID(), correlation_id: 'test', actor: 'test', at: new Date().toISOString() });
 }
 
 describe('webhook endpoints', () => {
@@ -191,17 +203,7 @@ describe('delivery', () => {
     const hook = await receiver();
     const created = await create(hook.url, ['query_blocked']);
     startDelivery();
-    const decision = (event: AuditEventKind, sql: string): StatementDecided => ({
-      event, project_id: projectId, credential_id: null, session_id: 's1', source: 'rest', region: 'local', client_ip: '', ts: new Date().toISOString(),
-      sql, normalized_sql: sql, query_hash: 'abcdef0123456789', statement_kind: 'select', decision_rule: 'deny.table', reason: `refused ${sql}`, cache_status: 'none',
-      rows_returned: '0', bytes_out: '0', latency_us: null, tables_read: [], tables_written: [], tables_blocked: ['public.secrets'], parsed: true, proxy_id: null, boot_epoch: null, seq: null, approval_id: null,
-    });
-    const meta = () => ({ event_id: randomUUID(), correlation_id: 'test', actor: 'test', at: new Date().toISOString() });
-    await api.store.append(`audit-${projectId}`, [
-      encodeEvent(StatementDecided, decision('query', "select 'hello'"), meta()),
-      encodeEvent(StatementDecided, decision('blocked', "select * from secrets where pin = '4242'"), meta()),
-      encodeEvent(StatementDecided, decision('canary_tripped', 'select 1'), meta()),
-    ], 'any');
+    await api.store.append(`audit-${projectId}`, [decided('query', "select 'hello'"), decided('blocked', "select * from secrets where pin = '4242'"), decided('canary_tripped', 'select 1')], 'any');
     await waitFor(() => hook.received.length === 1, 5_000, 'the blocked notification');
     const envelope = verified(hook.received[0]!, created.secret);
     expect(envelope.type).toBe('query_blocked');
@@ -232,6 +234,46 @@ describe('delivery', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(hook.received.map((r) => r.headers['webhook-id'])).toEqual(ids);
     expect(hook.received.map((r) => verified(r, created.secret).id)).toEqual(ids);
+  });
+
+  it('reads no audit event of a project none of whose endpoints subscribes to an audit-derived type: 2,000 decisions in 20 appends cost it at most one empty read per append', async () => {
+    const quiet = await api.project(owner, 'quiet');
+    const hook = await receiver();
+    const onlyCredentials = await api.call(owner.apiKey, { method: 'POST', url: base(quiet), payload: { url: hook.url, event_types: ['credential_disabled', 'credential_revoked'] } });
+    expect(onlyCredentials.statusCode).toBe(201);
+    const counted = countingStore(api.store);
+    const streams: string[] = [];
+    const spied: EventStore = {
+      ...counted.store,
+      subscribe(after, options) {
+        const subscription = counted.store.subscribe(after, options);
+        return {
+          get reads() {
+            return subscription.reads;
+          },
+          close: () => subscription.close(),
+          async *[Symbol.asyncIterator]() {
+            for await (const event of subscription) {
+              streams.push(event.stream);
+              yield event;
+            }
+          },
+        };
+      },
+    };
+    await startDelivery({ store: spied }).active;
+    await test((await create(hook.url)).id);
+    await waitFor(() => hook.received.length === 1, 5_000, 'caught up');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const before = counted.reads();
+    for (let i = 0; i < 20; i++) await api.store.append(`audit-${quiet}`, Array.from({ length: 100 }, () => decided('blocked', 'select 1', quiet)), 'any');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Wake-ups are per category (audit-, since another project's endpoints read theirs); the store filters the reads.
+    expect(counted.reads() - before).toBeLessThanOrEqual(20);
+    expect(streams.filter((stream) => stream === `audit-${quiet}`)).toEqual([]);
+    expect(hook.received).toHaveLength(1);
+    await api.store.append(`audit-${projectId}`, [decided('query', 'select 2')], 'any');
+    await waitFor(() => streams.includes(`audit-${projectId}`), 3_000, 'the subscribed project’s decision read');
   });
 
   it('one slow receiver does not delay another endpoint', async () => {
