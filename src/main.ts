@@ -215,6 +215,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         allowed: parseAllowedNetworks(config.PGWARD_WEBHOOK_ALLOWED_NETWORKS),
         timeoutMs: config.PGWARD_WEBHOOK_TIMEOUT_MS,
         horizonMs: config.PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS * 1000,
+        observe: (outcome) => metrics.webhookAttempts.inc({ outcome }),
       });
       cleanup.push(() => webhooks.stop());
     }

@@ -21,7 +21,11 @@ export interface LaneOptions {
   readonly horizonMs: number;
   readonly now?: () => Date;
   readonly random?: () => number;
+  /** Told of every attempt's outcome (the process's metrics). */
+  readonly observe?: (outcome: AttemptOutcome) => void;
 }
+
+export type AttemptOutcome = 'delivered' | 'retrying' | 'failed';
 
 interface Head {
   message_id: string;
@@ -146,7 +150,7 @@ export class Lanes {
     const attempt = head.attempts + 1;
     const firstAttemptAt = head.first_attempt_at ?? at;
     const retry = attempted.error === null ? undefined : nextRetry(attempt, firstAttemptAt, this.now(), this.options.horizonMs, this.random());
-    const outcome = attempted.error === null ? 'delivered' : retry?.kind === 'retry' ? 'retrying' : 'failed';
+    const outcome: AttemptOutcome = attempted.error === null ? 'delivered' : retry?.kind === 'retry' ? 'retrying' : 'failed';
     await inTransaction(this.options.pool, async (client) => {
       await client.query(
         `insert into pgward.webhook_attempts (webhook_id, message_id, type, attempt, attempted_at, status_code, latency_ms, error, outcome)
@@ -162,6 +166,7 @@ export class Lanes {
       if (outcome === 'delivered') await client.query('update pgward.webhook_targets set failing_since = null where webhook_id = $1', [webhookId]);
       if (outcome === 'failed') await client.query('update pgward.webhook_targets set failing_since = coalesce(failing_since, $2) where webhook_id = $1', [webhookId, at]);
     });
+    this.options.observe?.(outcome);
     if (outcome === 'failed') this.options.logger.warn({ webhook_id: webhookId, message_id: head.message_id, attempts: attempt }, 'webhook message given up after its retry horizon; the endpoint is marked failing');
   }
 }

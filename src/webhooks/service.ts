@@ -10,7 +10,7 @@ import type { Keyring } from '../crypto/seal.js';
 import type { Logger } from '../logger.js';
 import { batches } from '../store/batches.js';
 import type { EventStore, Subscription } from '../store/port.js';
-import { Lanes } from './lanes.js';
+import { Lanes, type AttemptOutcome } from './lanes.js';
 import type { AllowedNetworks } from './networks.js';
 import { enqueue, loadOutboxState, outboxPrefixes } from './outbox.js';
 import { ensureWebhookTables } from './schema.js';
@@ -29,6 +29,8 @@ export interface WebhookDeliveryOptions {
   readonly horizonMs: number;
   /** Resolves host names; the system resolver by default. */
   readonly resolve?: (host: string) => Promise<string[]>;
+  /** Told of every attempt's outcome. */
+  readonly observe?: (outcome: AttemptOutcome) => void;
 }
 
 export interface WebhookDelivery {
@@ -44,6 +46,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): WebhookDe
     keyring: options.keyring,
     logger,
     horizonMs: options.horizonMs,
+    ...(options.observe ? { observe: options.observe } : {}),
     send: { allowed: options.allowed, timeoutMs: options.timeoutMs, ...(options.resolve ? { resolve: options.resolve } : {}) },
   });
   let stopped = false;

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateAnchorKey } from '../../src/crypto/checkpoint.js';
 import { freePort } from '../support/free-port.js';
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
-import { pgwardCli, startPgward, waitFor, workerPid, type PgwardProcess } from '../support/pgward-process.js';
+import { metricValue, pgwardCli, startPgward, waitFor, workerPid, type PgwardProcess } from '../support/pgward-process.js';
 import { missingTool } from '../support/tools.js';
 import { startReceiver, verified, type Envelope, type WebhookReceiver } from '../support/webhook-receiver.js';
 
@@ -159,6 +159,9 @@ describe('webhooks in pgward serve', () => {
     const after = receiver.received.slice(seen);
     expect(after.map((r) => r.headers['webhook-id'])).toEqual(ids);
     expect(after.map((r) => verified(r, webhook.secret).type)).toEqual(['webhook.test', 'webhook.test', 'webhook.test']);
+    // The restarted worker's count: the three messages, each delivered once.
+    const metrics = await (await fetch(`${server!.httpUrl}/metrics`)).text();
+    expect(metricValue(metrics, 'pgward_webhook_attempts_total', { role: 'api', outcome: 'delivered' })).toBe(3);
     const output = server!.output();
     expect(output).toContain('"role":"webhooks"');
     expect(output).not.toContain(webhook.secret.slice('whsec_'.length));
