@@ -298,11 +298,13 @@ describe('delivery', () => {
     const hook = await receiver();
     const created = await create(hook.url);
     startDelivery();
-    const rotated = await api.call(owner.apiKey, { method: 'POST', url: `${base()}/${created.id}/rotate-secret`, payload: { grace_period_seconds: 3600 } });
+    // No body: the documented grace period of 24 hours.
+    const rotated = await api.call(owner.apiKey, { method: 'POST', url: `${base()}/${created.id}/rotate-secret` });
     expect(rotated.statusCode, rotated.body).toBe(200);
     const { secret: fresh, previous_secret_valid_until: until } = rotated.json() as { secret: string; previous_secret_valid_until: string };
     expect(fresh).not.toBe(created.secret);
-    expect(Date.parse(until) - Date.now()).toBeGreaterThan(3_500_000);
+    expect(Date.parse(until) - Date.now()).toBeGreaterThan(86_390_000);
+    expect(Date.parse(until) - Date.now()).toBeLessThanOrEqual(86_400_000);
     await test(created.id);
     await waitFor(() => hook.received.length === 1, 5_000, 'the delivery during the grace period');
     const during = hook.received[0]!;

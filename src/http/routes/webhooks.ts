@@ -255,7 +255,7 @@ export function webhookRoutes(app: Api, deps: ApiDeps): void {
           'space-separated in webhook-signature as Standard Webhooks allows, so receivers can switch without missing one. Honours If-Match.',
         tags: ['webhooks'],
         params: WebhookParams,
-        body: RotateSecretRequest.optional(),
+        body: RotateSecretRequest.nullish(),
         response: { 200: WebhookWithSecret, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED', 'IDEMPOTENCY_KEY_REUSED', 'CONFLICT', 'UNSUPPORTED_MEDIA_TYPE') },
       },
     },
