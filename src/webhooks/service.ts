@@ -16,6 +16,9 @@ import { enqueue, loadOutboxState, outboxPrefixes } from './outbox.js';
 import { ensureWebhookTables } from './schema.js';
 
 const RETRY_MS = 500;
+/** Delivered, given-up and cancelled messages, and attempts, are kept this long, then forgotten. */
+export const KEEP_DAYS = 30;
+const PRUNE_EVERY_MS = 3_600_000;
 const BATCH = 500;
 const LOCK_KEY = createHash('sha256').update('pgward-webhooks').digest().readBigInt64BE(0);
 
@@ -101,8 +104,20 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): WebhookDe
     lockClient.release(true);
   }
 
+  const prune = async (): Promise<void> => {
+    try {
+      await pool.query(`delete from pgward.webhook_attempts where attempted_at < now() - make_interval(days => $1)`, [KEEP_DAYS]);
+      await pool.query(`delete from pgward.webhook_messages where status <> 'pending' and finished_at < now() - make_interval(days => $1)`, [KEEP_DAYS]);
+    } catch (error) {
+      logger.warn({ err: error }, 'could not forget old webhook messages; trying again in an hour');
+    }
+  };
+  let pruning: NodeJS.Timeout | undefined;
+
   async function deliver(): Promise<void> {
     logger.info('webhook delivery is active: this process sends every webhook message');
+    void prune();
+    pruning = setInterval(() => void prune(), PRUNE_EVERY_MS).unref();
     const pending = await pool.query<{ webhook_id: string }>(`select distinct webhook_id from pgward.webhook_messages where status = 'pending'`);
     for (const { webhook_id } of pending.rows) lanes.wake(webhook_id);
     while (!stopped) {
@@ -122,6 +137,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): WebhookDe
     active,
     async stop() {
       stopped = true;
+      clearInterval(pruning);
       await following?.close();
       await lanes.stop();
       releaseLock();

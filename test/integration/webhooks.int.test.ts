@@ -276,6 +276,22 @@ describe('delivery', () => {
     await waitFor(() => streams.includes(`audit-${projectId}`), 3_000, 'the subscribed project’s decision read');
   });
 
+  it('forgets attempts and finished messages after 30 days, never a pending message', async () => {
+    const hook = await receiver();
+    const created = await create(hook.url, ['audit_checkpoint'], { enabled: false });
+    await api.pool.query(`insert into pgward.webhook_messages (webhook_id, message_id, position, type, body, status, finished_at) values
+      ($1, 'msg_old_delivered', 1, 'webhook.test', '{}', 'delivered', now() - interval '31 days'),
+      ($1, 'msg_recent_delivered', 2, 'webhook.test', '{}', 'delivered', now() - interval '29 days'),
+      ($1, 'msg_old_pending', 3, 'webhook.test', '{}', 'pending', null)`, [created.id]);
+    await api.pool.query(`insert into pgward.webhook_attempts (webhook_id, message_id, type, attempt, attempted_at, latency_ms, outcome) values
+      ($1, 'msg_old_delivered', 'webhook.test', 1, now() - interval '31 days', 5, 'delivered'), ($1, 'msg_recent_delivered', 'webhook.test', 1, now() - interval '29 days', 5, 'delivered')`, [created.id]);
+    await startDelivery().active;
+    const kept = async () => (await api.pool.query<{ message_id: string }>('select message_id from pgward.webhook_messages where webhook_id = $1 order by position', [created.id])).rows.map((r) => r.message_id);
+    await waitFor(async () => !(await kept()).includes('msg_old_delivered'), 3_000, 'the old message forgotten');
+    expect(await kept()).toEqual(['msg_recent_delivered', 'msg_old_pending']);
+    expect((await attempts(created.id)).map((a) => a.message_id)).toEqual(['msg_recent_delivered']);
+  });
+
   it('one slow receiver does not delay another endpoint', async () => {
     const slow = await receiver();
     const fast = await receiver();
