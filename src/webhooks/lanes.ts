@@ -7,6 +7,7 @@ import type pg from 'pg';
 import type { WebhookRow } from '../../projections/webhooks.js';
 import { openSecret, type Keyring } from '../crypto/seal.js';
 import { inTransaction } from '../pg/transaction.js';
+import { logEvent } from '../log-events.js';
 import type { Logger } from '../logger.js';
 import { nextRetry } from './retries.js';
 import { send, type Attempted, type SendOptions } from './send.js';
@@ -167,6 +168,8 @@ export class Lanes {
       if (outcome === 'failed') await client.query('update pgward.webhook_targets set failing_since = coalesce(failing_since, $2) where webhook_id = $1', [webhookId, at]);
     });
     this.options.observe?.(outcome);
-    if (outcome === 'failed') this.options.logger.warn({ webhook_id: webhookId, message_id: head.message_id, attempts: attempt }, 'webhook message given up after its retry horizon; the endpoint is marked failing');
+    if (outcome === 'failed') {
+      logEvent(this.options.logger, 'webhook_failing', { project_id: head.row.project_id, webhook_id: webhookId, message_id: head.message_id, attempts: attempt, error: attempted.error }, 'a webhook message was given up after its retry horizon; the endpoint is marked failing');
+    }
   }
 }

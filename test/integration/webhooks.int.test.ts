@@ -357,6 +357,8 @@ describe('delivery', () => {
     // Given up at once (a 1 ms horizon): the endpoint is marked failing.
     const failing = await api.call(owner.apiKey, { method: 'GET', url: `${base()}/${loopback.id}` });
     expect(failing.json()).toMatchObject({ delivery_status: 'failing', failing_since: expect.any(String) });
+    const logged = logLines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.event === 'webhook_failing' && line.webhook_id === loopback.id);
+    expect(logged).toEqual([expect.objectContaining({ level: 40, project_id: projectId, attempts: 1, error: '127.0.0.1 is outside PGWARD_WEBHOOK_ALLOWED_NETWORKS; not sent' })]);
     await delivery!.stop();
     startDelivery({ allowed: '127.0.0.0/8', horizonMs: 1 });
     await test(redirecting.id);
