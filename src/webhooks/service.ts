@@ -60,6 +60,7 @@ export function startWebhookDelivery(options: WebhookDeliveryOptions): WebhookDe
 
   async function follow(): Promise<void> {
     const state = await loadOutboxState(pool);
+    if (stopped) return;
     const subscription = store.subscribe(state.position, { streamPrefixes: outboxPrefixes(state.targets) });
     following = subscription;
     markActive();
