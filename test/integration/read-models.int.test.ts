@@ -41,6 +41,11 @@ async function workload(): Promise<void> {
     const agent = (await call('POST', `${base}/agents`, { name: `agent ${p}`, policy_profile_id: policy.id })).json() as { credential: { id: string } };
     await call('PATCH', `${base}/agents/${agent.credential.id}`, { name: `renamed agent ${p}` });
     await appendAuditDecision(project.project.id, p);
+    const hook = (await call('POST', `${base}/webhooks`, { url: `https://hooks.example.com/${p}`, event_types: ['canary_tripped', 'audit_checkpoint'], description: `hook ${p}` })).json() as { id: string };
+    await call('PATCH', `${base}/webhooks/${hook.id}`, { enabled: p !== 1 });
+    await call('POST', `${base}/webhooks/${hook.id}/rotate-secret`, { grace_period_seconds: 60 });
+    await call('POST', `${base}/webhooks/${hook.id}/test`);
+    if (p === 1) await call('DELETE', `${base}/webhooks/${hook.id}`);
     if (p === 2) await call('DELETE', base);
   }
 }
