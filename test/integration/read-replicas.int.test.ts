@@ -72,7 +72,7 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
     await new Promise((resolve) => setTimeout(resolve, READ_YOUR_WRITES_MS + 100));
     expect(await onReplica()).toBe(true);
     // Streamed: the replica has the row too.
-    await waitFor(async () => (await client.query('select 1 from orders where id = 5001')).rowCount === 1, 5_000, 'the row on the replica');
+    await waitFor(async () => (await client.query('select 1 from orders where id = 5001')).rowCount === 1, 20_000, 'the row on the replica');
   });
 
   it('a transaction, and a statement with the primary hint, run on the primary', async () => {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { chmod, chown, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import pg from 'pg';
 import { userInfo } from 'node:os';
@@ -10,8 +10,14 @@ import { freePort } from './free-port.js';
 
 const run = promisify(execFile);
 
-/** The machine's PostgreSQL 15 binaries (Debian's layout), or PGWARD_TEST_PG_BIN. */
-const BIN = process.env.PGWARD_TEST_PG_BIN ?? '/usr/lib/postgresql/15/bin';
+/** The machine's newest PostgreSQL binaries in Debian's layout (the server CI starts is that version's), or PGWARD_TEST_PG_BIN. */
+function binaries(): string {
+  if (process.env.PGWARD_TEST_PG_BIN) return process.env.PGWARD_TEST_PG_BIN;
+  const versions = existsSync('/usr/lib/postgresql') ? readdirSync('/usr/lib/postgresql').filter((name) => /^\d+$/.test(name)).sort((a, b) => Number(a) - Number(b)) : [];
+  return join('/usr/lib/postgresql', versions.at(-1) ?? '15', 'bin');
+}
+
+const BIN = binaries();
 
 /** A real streaming replica of the test server: a base backup in a temporary directory, served by a second postmaster on a free port. */
 export interface StreamingReplica {
