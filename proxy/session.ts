@@ -397,7 +397,8 @@ export class Session {
         this.useServer(server);
         work();
       },
-      (error: unknown) => this.refuseUnrun(classifyUpstreamFailure(error), protocol, audited),
+      // A replica that gave no connection: the message goes to the primary (placed there once the read is placed).
+      (error: unknown) => (this.upstream.handle!.replicaId === undefined || this.closed ? this.refuseUnrun(classifyUpstreamFailure(error), protocol, audited) : this.withServer(work, protocol, audited)),
     );
   }
 
