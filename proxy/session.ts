@@ -397,7 +397,7 @@ export class Session {
         this.useServer(server);
         work();
       },
-      // A replica that gave no connection: the message goes to the primary (placed there once the read is placed).
+      // A replica that gave no connection: the message goes again, to the primary (its read was placed already).
       (error: unknown) => (this.upstream.handle!.replicaId === undefined || this.closed ? this.refuseUnrun(classifyUpstreamFailure(error), protocol, audited) : this.withServer(work, protocol, audited)),
     );
   }
