@@ -192,6 +192,11 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
         loginTimeoutMs: config.PGWARD_LOGIN_TIMEOUT_MS,
         drainTimeoutMs: config.PGWARD_DRAIN_TIMEOUT_MS,
+        replicas: {
+          checkIntervalMs: config.PGWARD_REPLICA_CHECK_MS,
+          thresholds: { failuresToEject: config.PGWARD_REPLICA_FAILURES, successesToRestore: config.PGWARD_REPLICA_SUCCESSES, maxLagMs: config.PGWARD_REPLICA_MAX_LAG_MS },
+          readYourWritesMs: config.PGWARD_READ_YOUR_WRITES_MS,
+        },
       }));
       let stopped: Promise<void> | undefined;
       stopProxy = () => (stopped ??= proxy.stop());

@@ -25,6 +25,8 @@ export type StatementDecision =
       readonly maskedColumns: readonly string[];
       /** What it writes, as the gateway can count it (max_affected_rows, write_mode). */
       readonly writes: WriteShape;
+      /** Every statement in it is a SELECT with no effect beyond reading (no lock, write, setting, ...): a standby can run it. */
+      readonly readsOnly: boolean;
     })
   | Extract<PolicyDecision, { action: 'refuse' }>;
 
@@ -93,14 +95,17 @@ export function masksColumns(policy: Pick<PolicyRow, 'masked_columns'> | null | 
 export type UncappedRows = Uncappable | null;
 
 /** What of a message's results a row cap (max_rows) cannot bound (null when the cap holds for all of them), and what it writes. */
-function rowsOf(sql: string, session: AnalysisSession): { uncapped: UncappedRows; writes: WriteShape } {
+function rowsOf(sql: string, session: AnalysisSession): { uncapped: UncappedRows; writes: WriteShape; readsOnly: boolean } {
   // The decision's own analysis, from the cache: the statements' trees and kinds do not depend on the session.
   const analyzed = analyses.analyze(sql, session);
   // An allowed text was analyzed; were it not to be, it is counted as a write no tag counts (fail closed).
-  if (!analyzed.ok) return { uncapped: null, writes: { rows: 'uncounted', ddl: true, what: 'this statement' } };
+  if (!analyzed.ok) return { uncapped: null, writes: { rows: 'uncounted', ddl: true, what: 'this statement' }, readsOnly: false };
   return {
     uncapped: uncappable(analyzed.statements.map((statement) => resultRows(statement.stmt, statement.kind))),
     writes: writeShape(analyzed.statements),
+    readsOnly: analyzed.statements.every(
+      (statement) => statement.kind === 'select' && !statement.ddl && statement.effects.length === 0 && statement.sessionChanges.length === 0 && statement.relations.every((use) => !use.written),
+    ),
   };
 }
 

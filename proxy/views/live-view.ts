@@ -54,6 +54,10 @@ export class LiveView<R> {
     return this.rows.get(key);
   }
 
+  values(): IterableIterator<R> {
+    return this.rows.values();
+  }
+
   /**
    * The row, folding its stream directly when the view has not seen it yet: a credential
    * registered a moment ago must authenticate at once. The fold is not cached; the live

@@ -27,6 +27,7 @@ export const catalog = [
   databases.DatabaseRemoved,
   databases.ReplicaAdded,
   databases.ReplicaRemoved,
+  databases.ReplicaUpdated,
   policies.PolicyProfileCreated,
   policies.PolicyProfileUpdated,
   policies.PolicyProfileDeleted,

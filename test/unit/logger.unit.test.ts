@@ -44,6 +44,7 @@ describe('the logger (src/logger.ts)', () => {
       '40 upstream_connect_failed',
       '30 upstream_unavailable',
       '40 webhook_failing',
+      '40 replica_health_changed',
     ]);
   });
 });
