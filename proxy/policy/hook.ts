@@ -28,20 +28,21 @@ export type StatementDecision =
     })
   | Extract<PolicyDecision, { action: 'refuse' }>;
 
-/** The honeytokens statements are checked against, and who hears when one trips. */
-export interface Honeytokens {
+/** The honeytokens statements are checked against, and who hears when one trips (with `C`, what the caller knows of the credential: none for a what-if). */
+export interface Honeytokens<C = CredentialRow> {
   /** The canaries a policy plants: its honeytoken ids resolved; ids of removed honeytokens resolve to nothing. */
   canariesOf(policy: PolicyRow): readonly Canary[];
   /** A statement of `credential` touched honeytoken `honeytokenId` and was refused. */
-  tripped(credential: CredentialRow, honeytokenId: string): void;
+  tripped(credential: C, honeytokenId: string): void;
 }
 
-export interface StatementContext {
-  readonly credential: CredentialRow;
+export interface StatementContext<C = CredentialRow> {
+  /** Who sends the statement; the decision itself never reads it, it only hands it to `honeytokens.tripped`. */
+  readonly credential: C;
   /** The credential's policy profile; undefined when it cannot be found, which refuses everything. */
   readonly policy: PolicyRow | undefined;
   readonly protocol: 'simple' | 'extended';
-  readonly honeytokens: Honeytokens;
+  readonly honeytokens: Honeytokens<C>;
   /** The upstream database's catalog as the proxy last read it; undefined when not (yet) known. */
   readonly catalog?: UpstreamCatalog;
 }
@@ -153,7 +154,7 @@ function uniqueProgress(lists: readonly (readonly Progress[])[]): Progress[] {
  * several statements runs only if every one of them is allowed; a tripped canary in any of them
  * decides (and is reported to `honeytokens`), else the first refusal does.
  */
-export function decideStatement(sql: string, context: StatementContext): StatementDecision {
+export function decideStatement<C>(sql: string, context: StatementContext<C>): StatementDecision {
   const policy = context.policy;
   if (!policy || policy.status !== 'active') {
     return {
