@@ -23,6 +23,7 @@ import { demoRoutes } from './routes/demo.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
 import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
+import { policyReplayRoutes } from './routes/policy-replay.js';
 import { policyRoleRoutes } from './routes/policy-roles.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { organizationRoutes } from './routes/organizations.js';
@@ -120,6 +121,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     app.addHook('onClose', () => databases.close());
     policyRoutes(api, plane.deps);
     policyEvaluateRoutes(api, plane.deps, databases);
+    policyReplayRoutes(api, plane.deps, databases);
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
