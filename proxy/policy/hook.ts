@@ -3,6 +3,7 @@ import type { PolicyRow } from '../../projections/policies.js';
 import type { AnalysisSession } from './analyze.js';
 import { AnalysisCache } from './cache.js';
 import { DRIVER_METADATA } from './catalog.js';
+import type { HashKey } from './hash-key.js';
 import { AllowedDecisions } from './decision-cache.js';
 import type { PolicyDecision, Progress } from './decide.js';
 import { MAX_SQL_BYTES, parseStatements } from './parser.js';
@@ -45,6 +46,8 @@ export interface StatementContext<C = CredentialRow> {
   readonly honeytokens: Honeytokens<C>;
   /** The upstream database's catalog as the proxy last read it; undefined when not (yet) known. */
   readonly catalog?: UpstreamCatalog;
+  /** The project's key for `hash` masks (hash-key.ts); undefined when not (yet) at hand, which refuses what a hash mask applies to. */
+  readonly hashKey?: HashKey;
 }
 
 const KIND = /^\s*(?:(?:--[^\n]*\n|\/\*[\s\S]*?\*\/)\s*)*([A-Za-z]+)/;
@@ -70,8 +73,9 @@ interface ShapeTemplate {
 const allowedShapes = new AllowedDecisions<ShapeTemplate>();
 const SHAPED_KINDS: ReadonlySet<string> = new Set(['select', 'with', 'values', 'table', 'insert', 'update', 'delete']);
 
-function rulesOf(policy: PolicyRow, canaries: readonly Canary[]): PolicyRules {
+function rulesOf(policy: PolicyRow, canaries: readonly Canary[], hashKey: HashKey | undefined): PolicyRules {
   return {
+    ...(hashKey ? { hash_key: hashKey } : {}),
     read_only: policy.read_only,
     allowed_tables: policy.allowed_tables,
     masked_columns: policy.masked_columns,
@@ -170,7 +174,7 @@ export function decideStatement<C>(sql: string, context: StatementContext<C>): S
   const shape = shapeable(canaries, sql) ? numericShape(sql) : undefined;
   const template = shape && allowedShapes.get(policy, canaries, withCatalog(context.catalog, shape.key));
   if (shape && template) return limitRefusal(template.decision, policy, context.protocol) ?? { ...template.decision, sql: shapedSql(template, sql, shape) };
-  const rules = rulesOf(policy, canaries);
+  const rules = rulesOf(policy, canaries, context.hashKey);
   const decision = combine(sql, decideSql(sql, rules, session, analyses), session);
   if (decision.action === 'refuse') {
     if (decision.trip !== undefined) context.honeytokens.tripped(context.credential, decision.trip.honeytokenId);

@@ -44,7 +44,7 @@ beforeAll(async () => {
   gateway = await startGateway('policy_evaluate');
   await admin(gateway.upstream.url, (client) => client.query(CORPUS_SCHEMA));
   const planted = new Map<string, string>();
-  for (const [name, { canaries, ...rules }] of Object.entries(corpusPolicies) as [CorpusPolicyName, (typeof corpusPolicies)[CorpusPolicyName]][]) {
+  for (const [name, { canaries, hash_key: _key, ...rules }] of Object.entries(corpusPolicies) as [CorpusPolicyName, (typeof corpusPolicies)[CorpusPolicyName]][]) {
     for (const canary of canaries) {
       if (!planted.has(canary.honeytoken_id)) planted.set(canary.honeytoken_id, (await created<{ id: string }>(project('/honeytokens'), { kind: canary.kind, target: canary.target, disable_credential: false })).id);
     }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
+import { withoutHashKey, type HashKey } from '../../../proxy/policy/hash-key.js';
 import type { StatementDecision } from '../../../proxy/policy/hook.js';
 import { decideWithCatalog } from '../../../proxy/upstream/catalog-snapshot.js';
 import type { PolicyRow } from '../../../projections/policies.js';
@@ -61,7 +62,7 @@ function inlinePolicy(projectId: string, body: NonNullable<Body['policy']>, at: 
 }
 
 /** The answer; a tripped canary shows as the audit trail records it only to callers who may see honeytokens, else as the agent is told. */
-function evaluation(decision: StatementDecision, databaseId: string, seesHoneytokens: boolean): z.infer<typeof PolicyEvaluation> {
+function evaluation(decision: StatementDecision, databaseId: string, seesHoneytokens: boolean, hashKey: HashKey | undefined): z.infer<typeof PolicyEvaluation> {
   const common = {
     statement_kind: decision.statementKind,
     row_filtered: decision.action === 'allow' && decision.rowFiltered.length > 0,
@@ -91,7 +92,8 @@ function evaluation(decision: StatementDecision, databaseId: string, seesHoneyto
     reason: decision.reason,
     sqlstate: null,
     masked_columns: [...decision.maskedColumns],
-    runs_as: decision.sql,
+    // The hash mask's key is the gateway's alone: shown as a placeholder.
+    runs_as: withoutHashKey(decision.sql, hashKey),
     tables: { read: [...decision.tablesRead], written: [...decision.tablesWritten], blocked: [] },
     flags: decision.progress.map(({ event, rule, reason }) => ({ event, rule, reason })),
   };
@@ -123,8 +125,9 @@ export function policyEvaluateRoutes(app: Api, deps: ApiDeps, databases: AgentDa
       const databaseId = await databaseOf(deps, projectId, body.database_id);
       const protocol = body.protocol ?? (body.params.length > 0 ? 'extended' : 'simple');
       const catalog = await catalogOf(deps, databases, policy, saved !== undefined, databaseId);
-      const decision = decideWithCatalog(body.sql, await whatIfContext(deps, policy, protocol), catalog);
-      return evaluation(decision, databaseId, caller.role !== 'viewer');
+      const context = await whatIfContext(deps, policy, protocol);
+      const decision = decideWithCatalog(body.sql, context, catalog);
+      return evaluation(decision, databaseId, caller.role !== 'viewer', context.hashKey);
     },
   );
 }

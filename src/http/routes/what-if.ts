@@ -1,4 +1,5 @@
 import { LiveHoneytokens } from '../../../proxy/honeytokens.js';
+import { masksWithHash } from '../../../proxy/policy/hash-key.js';
 import type { StatementContext } from '../../../proxy/policy/hook.js';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import type { CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
@@ -27,7 +28,9 @@ export async function databaseOf(deps: ApiDeps, projectId: string, named: string
 /** What a decision that runs nothing needs besides the catalog: the policy's canaries, read from the read model; a trip is only an answer, so it disables nothing. */
 export async function whatIfContext(deps: ApiDeps, policy: PolicyRow, protocol: 'simple' | 'extended'): Promise<Omit<StatementContext<null>, 'catalog'>> {
   const rows = policy.honeytokens.length > 0 ? await honeytokensById(deps.pool, policy.project_id, policy.honeytokens) : new Map();
-  return { credential: null, policy, protocol, honeytokens: new LiveHoneytokens<null>(rows, () => undefined) };
+  // The project's key is made here if it has none yet, as saving such a policy would make it.
+  const hashKey = masksWithHash(policy) ? await deps.hashKeys.load(policy.project_id) : undefined;
+  return { credential: null, policy, protocol, honeytokens: new LiveHoneytokens<null>(rows, () => undefined), ...(hashKey ? { hashKey } : {}) };
 }
 
 /** The catalog snapshot of one of the project's databases, read through the pool a saved policy's sessions use (its provisioned role, if any). */

@@ -44,7 +44,7 @@ export async function decide(context: AgentContext, sql: string): Promise<Statem
 
 function decideOn(context: AgentContext, sql: string, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
   const credential = context.credential as StatementContext['credential'];
-  return decideWithCatalog(sql, { credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens }, catalog);
+  return decideWithCatalog(sql, { credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens, hashKey: context.hashKey }, catalog);
 }
 
 /**
