@@ -31,7 +31,7 @@ export interface AgentContext {
   readonly credential: TokenCredential;
   /** Undefined when the credential's policy profile is gone: every statement is then refused. */
   readonly policy: PolicyRow | undefined;
-  readonly honeytokens: Honeytokens;
+  readonly honeytokens: Honeytokens<TokenCredential>;
   /** The project's key for `hash` masks, when the policy masks with hash and the key could be read. */
   readonly hashKey: HashKey | undefined;
   /** The credential's budgets (its policy's and its organization's plan's), read from the trail for this period. */
