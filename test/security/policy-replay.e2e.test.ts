@@ -169,6 +169,25 @@ describe('a replay of the recorded trail under policy B', () => {
     expect(countsOf(pages.flatMap((p) => p.groups))).toEqual(countsOf(whole.groups));
   });
 
+  it('replays an inline policy document, never saved, exactly as the saved one', async () => {
+    const url = project('/policies/replay');
+    const inline = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url, payload: { policy: POLICY_B, start, end } });
+    expect(inline.statusCode, inline.body).toBe(200);
+    const saved = await replayed({ start, end });
+    const body = inline.json() as Replay & { policy_id: unknown };
+    expect(body.policy_id).toBeNull();
+    expect(countsOf(body.groups)).toEqual(countsOf(saved.groups));
+    expect([body.total, body.changed, body.unchanged]).toEqual([saved.total, saved.changed, saved.unchanged]);
+    const invalid = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url, payload: { policy: { ...POLICY_B, allowed_tables: ['no_schema'] }, start, end } });
+    expect(invalid.statusCode).toBe(400);
+    expect(invalid.json()).toMatchObject({ code: 'INVALID_INPUT', errors: [expect.objectContaining({ field: 'policy.allowed_tables.0' })] });
+    const first = (await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url, payload: { policy: POLICY_B, start, end, limit: 1 } })).json() as Replay;
+    const otherDocument = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url, payload: { policy: { ...POLICY_B, max_rows: 6 }, start, end, cursor: first.next_cursor } });
+    expect(otherDocument.json()).toMatchObject({ code: 'INVALID_INPUT', errors: [{ field: 'cursor', message: 'belongs to another policy or window' }] });
+    const policies = (await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: project('/policies?page_size=100') })).json() as { policies: unknown[] };
+    expect(policies.policies.length).toBe(4);
+  });
+
   it('keeps to one credential when named', async () => {
     const mcpOnly = await replayed({ start, end, credential_id: mcpAgent.credential.id });
     expect(mcpOnly.total).toBe(MCP.length);

@@ -3,11 +3,10 @@ import { recordedRefusal } from '../../../proxy/decision-record.js';
 import { withoutHashKey, type HashKey } from '../../../proxy/policy/hash-key.js';
 import type { StatementDecision } from '../../../proxy/policy/hook.js';
 import { decideWithCatalog } from '../../../proxy/upstream/catalog-snapshot.js';
-import type { PolicyRow } from '../../../projections/policies.js';
 import type { AgentDatabases } from '../../mcp/agent/upstream.js';
-import { assertHoneytokensExist, CreatePolicyRequest, ProjectParams, toEventFields, visiblePolicy } from './policies.js';
+import { assertHoneytokensExist, CreatePolicyRequest, ProjectParams, visiblePolicy } from './policies.js';
 import { visibleProject } from './projects.js';
-import { catalogOf, databaseOf, whatIfContext } from './what-if.js';
+import { catalogOf, databaseOf, inlinePolicy, whatIfContext } from './what-if.js';
 import { errorResponses, IdParam, requireRole, type Api, type ApiDeps } from './support.js';
 
 /** As large as a wire message may be: a longer text is the policy engine's to refuse (parse.too_large), as the proxy does. */
@@ -53,13 +52,6 @@ const PolicyEvaluation = z
     not_evaluated: z.array(z.enum(NOT_EVALUATED)).describe('What the answer does not weigh: budgets left, the kill-switch, whether the audit trail takes records, and what PostgreSQL itself would say'),
   })
   .meta({ id: 'PolicyEvaluation' });
-
-type Body = z.infer<typeof EvaluateRequest>;
-
-/** An inline policy as the row a create would make of it; its id names no stream, so nothing it decides is cached beyond the request. */
-function inlinePolicy(projectId: string, body: NonNullable<Body['policy']>, at: string): PolicyRow {
-  return { ...(toEventFields(body) as Omit<PolicyRow, 'policy_id'>), policy_id: 'pol_whatif', project_id: projectId, version: 0, status: 'active', revision: 0, created_at: at, updated_at: at };
-}
 
 /** The answer; a tripped canary shows as the audit trail records it only to callers who may see honeytokens, else as the agent is told. */
 function evaluation(decision: StatementDecision, databaseId: string, seesHoneytokens: boolean, hashKey: HashKey | undefined): z.infer<typeof PolicyEvaluation> {

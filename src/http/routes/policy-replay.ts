@@ -7,9 +7,11 @@ import { decideWithCatalog, type CatalogUnavailable } from '../../../proxy/upstr
 import { replayProgress, replayStatements, type ReplayWindow } from '../../../queries/audit.js';
 import type { AgentDatabases } from '../../mcp/agent/upstream.js';
 import { Problem } from '../problem.js';
-import { visiblePolicy } from './policies.js';
+import type { PolicyRow } from '../../../projections/policies.js';
+import { assertHoneytokensExist, CreatePolicyRequest, ProjectParams, visiblePolicy } from './policies.js';
+import { visibleProject } from './projects.js';
 import { errorResponses, IdParam, requireRole, type Api, type ApiDeps } from './support.js';
-import { catalogOf, whatIfContext } from './what-if.js';
+import { catalogOf, inlinePolicy, whatIfContext } from './what-if.js';
 
 /** The longest window one replay covers: longer spans are replayed window by window. */
 const MAX_WINDOW_DAYS = 31;
@@ -43,8 +45,8 @@ const Outcome = z.object({ event: z.string(), decision_rule: z.string() });
 
 const PolicyReplay = z
   .object({
-    policy_id: z.string(),
-    policy_version: z.number().int().describe('The version of the candidate policy the statements were decided under'),
+    policy_id: z.string().nullable().describe('The saved policy replayed; null for an inline document'),
+    policy_version: z.number().int().nullable().describe('The version of the saved policy the statements were decided under; null for an inline document'),
     window: z.object({ start: z.string(), end: z.string(), credential_id: z.string().nullable() }),
     total: z.number().int().describe('Statements of the window (wire and MCP decisions), whatever the cursor'),
     done: z.number().int().describe('Statements of the window up to and including this call'),
@@ -69,7 +71,7 @@ const PolicyReplay = z
   })
   .meta({ id: 'PolicyReplay' });
 
-type Body = z.infer<typeof ReplayRequest>;
+type Body = Omit<z.infer<typeof ReplayRequest>, 'policy'>;
 
 /** What a cursor is bound to: the policy and the window it continues. */
 function fingerprint(policyId: string, body: Body): string {
@@ -98,16 +100,65 @@ const view = (group: ReplayGroup) => ({
   examples: group.examples.map(({ seq, id, ts, credential_id, session_id, source, sql }) => ({ seq, id, ts, credential_id, session_id, source, sql })),
 });
 
+/** Re-decides one page of the window under `policy` (`saved`: a profile of the project, else an inline document). */
+async function replayPage(deps: ApiDeps, databases: AgentDatabases, policy: PolicyRow, saved: boolean, body: Body, bound: string): Promise<z.infer<typeof PolicyReplay>> {
+  const afterSeq = decodeCursor(body.cursor, bound);
+  const window: ReplayWindow = { start: body.start, end: body.end, ...(body.credential_id ? { credentialId: body.credential_id } : {}) };
+  const statements = await replayStatements(deps.pool, policy.project_id, window, REPLAYED_EVENTS, afterSeq, body.limit);
+  const contexts = { simple: await whatIfContext(deps, policy, 'simple'), extended: await whatIfContext(deps, policy, 'extended') };
+  const catalogs = new Map<string, Promise<UpstreamCatalog | CatalogUnavailable>>();
+  const catalogFor = (databaseId: string) => {
+    let catalog = catalogs.get(databaseId);
+    if (!catalog) catalogs.set(databaseId, (catalog = catalogOf(deps, databases, policy, saved, databaseId)));
+    return catalog;
+  };
+  const tally = new ReplayTally();
+  const deadline = performance.now() + TIME_BUDGET_MS;
+  let lastSeq = afterSeq;
+  for (const [index, statement] of statements.entries()) {
+    if (index > 0 && index % DECISIONS_PER_TURN === 0) {
+      if (performance.now() > deadline) break;
+      await yieldToLoop();
+    }
+    lastSeq = statement.seq;
+    const skipped = statement.database_id === null ? 'credential' : skipReason(statement);
+    if (skipped) {
+      tally.skip(skipped);
+      continue;
+    }
+    // The proxy decides a wire Query as a simple query; MCP runs each statement as a Parse.
+    const context = statement.source === 'mcp' ? contexts.extended : contexts.simple;
+    tally.add(statement, decidedOutcome(decideWithCatalog(statement.sql, context, await catalogFor(statement.database_id!))));
+  }
+  const { total, done } = await replayProgress(deps.pool, policy.project_id, window, REPLAYED_EVENTS, lastSeq);
+  const scanned = tally.changedCount + tally.unchangedCount + Object.values(tally.skipped).reduce((a, b) => a + b, 0);
+  return {
+    policy_id: saved ? policy.policy_id : null,
+    policy_version: saved ? policy.version : null,
+    window: { start: body.start, end: body.end, credential_id: body.credential_id ?? null },
+    total,
+    done,
+    scanned,
+    changed: tally.changedCount,
+    unchanged: tally.unchangedCount,
+    skipped: tally.skipped,
+    groups: tally.sorted().map(view),
+    next_cursor: done < total ? encodeCursor(lastSeq, bound) : null,
+  };
+}
+
+const DESCRIPTION =
+  'Re-decides each wire and MCP statement the project’s audit trail recorded in [start, end) under the policy, on its credential’s database catalog, exactly as the proxy decides, and tallies them by (old event, old rule) -> (new event, new rule) with examples. ' +
+  `Paged: at most limit statements (and ${TIME_BUDGET_MS / 1000} s of deciding) per call; pass next_cursor back to continue. Nothing runs upstream, nothing is recorded or saved.`;
+
 export function policyReplayRoutes(app: Api, deps: ApiDeps, databases: AgentDatabases): void {
   app.post(
     '/v1/projects/:project_id/policies/:policy_id/replay',
     {
       schema: {
         operationId: 'replayPolicy',
-        summary: 'How a policy would have decided the statements of an audit window: the decisions that would change, grouped by rule',
-        description:
-          'Re-decides each wire and MCP statement the project’s audit trail recorded in [start, end) under the policy, on its credential’s database catalog, exactly as the proxy decides, and tallies them by (old event, old rule) -> (new event, new rule) with examples. ' +
-          `Paged: at most limit statements (and ${TIME_BUDGET_MS / 1000} s of deciding) per call; pass next_cursor back to continue. Nothing runs upstream, nothing is recorded or saved.`,
+        summary: 'How a saved policy would have decided the statements of an audit window: the decisions that would change, grouped by rule',
+        description: DESCRIPTION,
         tags: ['policies'],
         params: z.object({ project_id: IdParam('project id'), policy_id: IdParam('policy id') }),
         body: ReplayRequest,
@@ -117,52 +168,31 @@ export function policyReplayRoutes(app: Api, deps: ApiDeps, databases: AgentData
     async (request) => {
       // Members and up: the candidate's honeytokens show as the trail records them, which a viewer may not see.
       const caller = requireRole(request, 'member');
-      const { body } = request;
       const policy = await visiblePolicy(deps, caller.orgId, request.params.project_id, request.params.policy_id);
-      const bound = fingerprint(policy.policy_id, body);
-      const afterSeq = decodeCursor(body.cursor, bound);
-      const window: ReplayWindow = { start: body.start, end: body.end, ...(body.credential_id ? { credentialId: body.credential_id } : {}) };
-      const statements = await replayStatements(deps.pool, policy.project_id, window, REPLAYED_EVENTS, afterSeq, body.limit);
-      const contexts = { simple: await whatIfContext(deps, policy, 'simple'), extended: await whatIfContext(deps, policy, 'extended') };
-      const catalogs = new Map<string, Promise<UpstreamCatalog | CatalogUnavailable>>();
-      const catalogFor = (databaseId: string) => {
-        let catalog = catalogs.get(databaseId);
-        if (!catalog) catalogs.set(databaseId, (catalog = catalogOf(deps, databases, policy, true, databaseId)));
-        return catalog;
-      };
-      const tally = new ReplayTally();
-      const deadline = performance.now() + TIME_BUDGET_MS;
-      let lastSeq = afterSeq;
-      for (const [index, statement] of statements.entries()) {
-        if (index > 0 && index % DECISIONS_PER_TURN === 0) {
-          if (performance.now() > deadline) break;
-          await yieldToLoop();
-        }
-        lastSeq = statement.seq;
-        const skipped = statement.database_id === null ? 'credential' : skipReason(statement);
-        if (skipped) {
-          tally.skip(skipped);
-          continue;
-        }
-        // The proxy decides a wire Query as a simple query; MCP runs each statement as a Parse.
-        const context = statement.source === 'mcp' ? contexts.extended : contexts.simple;
-        tally.add(statement, decidedOutcome(decideWithCatalog(statement.sql, context, await catalogFor(statement.database_id!))));
-      }
-      const { total, done } = await replayProgress(deps.pool, policy.project_id, window, REPLAYED_EVENTS, lastSeq);
-      const scanned = tally.changedCount + tally.unchangedCount + Object.values(tally.skipped).reduce((a, b) => a + b, 0);
-      return {
-        policy_id: policy.policy_id,
-        policy_version: policy.version,
-        window: { start: body.start, end: body.end, credential_id: body.credential_id ?? null },
-        total,
-        done,
-        scanned,
-        changed: tally.changedCount,
-        unchanged: tally.unchangedCount,
-        skipped: tally.skipped,
-        groups: tally.sorted().map(view),
-        next_cursor: done < total ? encodeCursor(lastSeq, bound) : null,
-      };
+      return replayPage(deps, databases, policy, true, request.body, fingerprint(policy.policy_id, request.body));
+    },
+  );
+
+  app.post(
+    '/v1/projects/:project_id/policies/replay',
+    {
+      schema: {
+        operationId: 'replayInlinePolicy',
+        summary: 'How a policy document, never saved, would have decided the statements of an audit window: the decisions that would change, grouped by rule',
+        description: `${DESCRIPTION} The policy is validated as a create validates it.`,
+        tags: ['policies'],
+        params: ProjectParams,
+        body: ReplayRequest.safeExtend({ policy: CreatePolicyRequest.describe('A whole policy document, validated as a create validates it and never saved') }),
+        response: { 200: PolicyReplay, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'UNSUPPORTED_MEDIA_TYPE') },
+      },
+    },
+    async (request) => {
+      const caller = requireRole(request, 'member');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const { policy: document, ...body } = request.body;
+      await assertHoneytokensExist(deps, projectId, document.honeytokens, 'policy.honeytokens');
+      const policy = inlinePolicy(projectId, document, deps.now().toISOString());
+      return replayPage(deps, databases, policy, false, body, fingerprint(JSON.stringify(document), body));
     },
   );
 }

@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import { LiveHoneytokens } from '../../../proxy/honeytokens.js';
 import { masksWithHash } from '../../../proxy/policy/hash-key.js';
 import type { StatementContext } from '../../../proxy/policy/hook.js';
@@ -10,7 +11,13 @@ import { honeytokensById } from '../../../queries/honeytokens.js';
 import { upstreamOf } from '../../mcp/agent/route.js';
 import type { AgentDatabases } from '../../mcp/agent/upstream.js';
 import { Problem } from '../problem.js';
+import { CreatePolicyRequest, toEventFields } from './policies.js';
 import type { ApiDeps } from './support.js';
+
+/** An inline policy as the row a create would make of it; its id names no stream, so nothing it decides is cached beyond the request. */
+export function inlinePolicy(projectId: string, body: z.infer<typeof CreatePolicyRequest>, at: string): PolicyRow {
+  return { ...(toEventFields(body) as Omit<PolicyRow, 'policy_id'>), policy_id: 'pol_whatif', project_id: projectId, version: 0, status: 'active', revision: 0, created_at: at, updated_at: at };
+}
 
 /** The database named, else the project's only one. */
 export async function databaseOf(deps: ApiDeps, projectId: string, named: string | undefined): Promise<string> {
