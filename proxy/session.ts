@@ -47,6 +47,8 @@ import { SessionReads, type ReadRouting } from './replica-routing.js';
 import { errorsHidden, FLUSH, guardedReplies, guardedSimpleEnd, guardedSimpleWrite, settledOf, simpleEndReplies, undoneSync, type GuardedOutcome } from './guarded-write.js';
 import { rollbackInTransaction, writeGuardOf, type WriteGuard } from './policy/write-guard.js';
 import type { LiveView } from './views/live-view.js';
+import type { HashKeys } from './hash-keys.js';
+import type { HashKey } from './policy/hash-key.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
 export interface SessionContext {
@@ -58,6 +60,8 @@ export interface SessionContext {
   /** The upstream catalog snapshots every decision is made on. */
   readonly catalogs: CatalogSnapshots;
   readonly honeytokens: Honeytokens;
+  /** Each project's key for `hash` masks. */
+  readonly hashKeys: HashKeys;
   readonly budgets: SessionBudgets;
   readonly decisions: DecisionPublisher;
   readonly registry: SessionRegistry;
@@ -289,6 +293,11 @@ export class Session {
     const server = this.upstream.server;
     const handle = this.upstream.handle;
     if (server && handle && this.pipeline.awaitingServer) await handle.cancel(server);
+  }
+
+  /** The project's hash key for a decision under `policy`, when the policy needs it and it is at hand. */
+  private hashKeyOf(policy: PolicyRow | undefined): HashKey | undefined {
+    return this.context.hashKeys.forPolicy(policy, (error) => this.context.logger.warn({ err: error, session: this.id }, 'could not read the project’s hash key; statements a hash mask applies to are refused until it is at hand'));
   }
 
   /** The login completed: the session takes its credential, upstream and catalog, and answers the client. */
@@ -577,7 +586,7 @@ export class Session {
   private stillAllowed(name: string, prepared: Allowed): Allowed | undefined {
     const credential = this.credential!;
     const policy = this.context.policies.get(credential.policy_profile_id);
-    const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens }, this.catalog!.current());
+    const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy) }, this.catalog!.current());
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
     if (decision.sql !== prepared.decision.sql) return this.refuseStatement(prepared.sql, 'extended', policyChanged(name, decision));
@@ -615,7 +624,7 @@ export class Session {
     }
     // A Query runs now; a Parse runs nothing: its statement's budget is checked at each Execute.
     if (protocol === 'simple' && this.overBudget(sql, protocol)) return undefined;
-    const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens }, this.catalog!.current());
+    const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy) }, this.catalog!.current());
     if (decision.action === 'allow' && decision.progress.length > 0) this.schemaChanged = true;
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
       this.audit.publish(credential, { event: progress.event, projectId: credential.project_id, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
