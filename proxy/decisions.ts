@@ -179,12 +179,21 @@ export class DecisionPublisher {
     }
   }
 
-  /** The oldest queued decisions that fit one message: at most BATCH, and their bytes within the bus's maxMessageBytes (at least one). */
+  /**
+   * The oldest queued decisions that fit one message: at most BATCH, and their bytes within the
+   * bus's maxMessageBytes (at least one). Their exact UTF-8 length is counted only when three bytes
+   * a UTF-16 unit (UTF-8's most) might not fit: counting every decision cost the proxy about a
+   * microsecond each.
+   */
   private takeBatch(): Pending[] {
     const room = this.bus.maxMessageBytes - BATCH_HEAD.length - BATCH_TAIL.length;
+    const most = Math.min(this.queue.length, BATCH);
+    let units = 0;
+    for (let i = 0; i < most; i++) units += this.queue[i]!.json.length;
+    if (3 * units + most <= room) return this.queue.slice(0, most);
     let bytes = 0;
     let count = 0;
-    while (count < this.queue.length && count < BATCH) {
+    while (count < most) {
       bytes += Buffer.byteLength(this.queue[count]!.json) + 1;
       if (bytes > room && count > 0) break;
       count++;
