@@ -129,6 +129,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     const auditKeys = auditKeysFrom(config);
     // Ingest hands the entries it prepares for its checkpoints to the audit projection, when both run here.
     const preparedEntries = roles.has('ingest') && roles.has('projector') ? new PreparedEntries() : undefined;
+    if (preparedEntries) metrics.setHandedOnSource(() => preparedEntries.taken);
     const projections = projectionsFor({ auditKeys, preparedEntries });
     // Every projection runner keeps one connection for its advisory lock; the other ten serve queries and batches.
     const pool = createPool(state.url, { max: 10 + projections.length, applicationName: 'pgward-serve' });

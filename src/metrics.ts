@@ -65,6 +65,7 @@ function ingestMetrics(registry: Registry): IngestObserver {
 export function createMetrics(role: string) {
   const registry = new Registry();
   let lagSource: (() => Promise<Record<string, number>>) | undefined;
+  let handedOnSource: (() => number) | undefined;
   registry.setDefaultLabels({ role });
   collectDefaultMetrics({ register: registry });
   return {
@@ -109,6 +110,19 @@ export function createMetrics(role: string) {
     /** Where the lag gauge reads from at each scrape. */
     setLagSource(source: () => Promise<Record<string, number>>) {
       lagSource = source;
+    },
+    auditHandedOn: new Counter({
+      name: 'pgward_audit_entries_handed_on_total',
+      help: 'Audit entries the audit projection took as ingest prepared them in the same process, instead of decoding and preparing them again',
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(handedOnSource?.() ?? 0);
+      },
+    }),
+    /** Where the handed-on counter reads from: ingest's PreparedEntries, when ingest and the projector run in one process. */
+    setHandedOnSource(source: () => number) {
+      handedOnSource = source;
     },
     projectionErrors: new Counter({
       name: 'pgward_projection_errors_total',

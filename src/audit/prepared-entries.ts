@@ -53,11 +53,17 @@ export class PreparedEntries {
    * append's reply): it would never be taken, and would count against `room` until dropped.
    */
   private readonly looked = new Map<string, number>();
+  /** Entries the projection took: each one it did not prepare again (pgward_audit_entries_handed_on_total). */
+  private handedOn = 0;
 
   constructor(private readonly capacity = DEFAULT_CAPACITY) {}
 
   get size(): number {
     return this.held.size;
+  }
+
+  get taken(): number {
+    return this.handedOn;
   }
 
   /** The entry prepared from `event`, committed at `revision` of `stream`. */
@@ -75,7 +81,9 @@ export class PreparedEntries {
     this.lastTake = performance.now();
     this.held.delete(event.id);
     const same = held.type === event.type && held.stream === event.stream && held.revision === event.revision && sameBytes(held.data, event.data) && sameKey(held.prepared, keyring);
-    return same ? held.prepared : undefined;
+    if (!same) return undefined;
+    this.handedOn++;
+    return held.prepared;
   }
 
   /** Resolves once fewer than half the capacity wait, or at once when the projection has found none of them for a second. */

@@ -11,6 +11,7 @@
  * decision whose append had committed appends nothing).
  */
 import type { Channel } from '../workers/channel.js';
+import { DEFAULT_MAX_MESSAGE_BYTES } from './memory.js';
 import { consumeSettings, type BusMessage, type ConsumeOptions, type Consumer, type DecisionBus, type Delivery } from './port.js';
 
 interface ConsumeAsk {
@@ -57,6 +58,8 @@ export function busOver(channel: Channel): DecisionBus {
   });
   return {
     kind: 'memory',
+    // The supervisor's in-process bus, created with its default.
+    maxMessageBytes: DEFAULT_MAX_MESSAGE_BYTES,
     async publish(message) {
       await channel.ask('bus.publish', { id: message.id, data: message.data } satisfies BusMessage);
     },

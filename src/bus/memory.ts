@@ -4,7 +4,7 @@
  * its delivered, unacknowledged messages; a failed message counts against maxInFlight until it is
  * acknowledged, as with JetStream's max_ack_pending.
  */
-import { consumeSettings, type BusMessage, type ConsumeOptions, type Consumer, type DecisionBus, type Delivery } from './port.js';
+import { consumeSettings, MessageTooLargeError, type BusMessage, type ConsumeOptions, type Consumer, type DecisionBus, type Delivery } from './port.js';
 
 const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 /** Messages every durable has acknowledged are dropped from the log in batches of this size. */
@@ -17,10 +17,14 @@ export interface MemoryBusOptions {
   readonly maxRetained?: number;
   /** Bytes of message data held at most, likewise: a message may carry a batch of many decisions. */
   readonly maxRetainedBytes?: number;
+  /** The largest message data taken (DecisionBus.maxMessageBytes): a larger one is refused, as NATS refuses one above max_payload. */
+  readonly maxMessageBytes?: number;
 }
 
 const DEFAULT_MAX_RETAINED = 100_000;
 const DEFAULT_MAX_RETAINED_BYTES = 256 * 1024 * 1024;
+/** NATS's default max_payload: a publisher batches alike on either bus. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 1024 * 1024;
 const MAX_DEDUP_IDS = 100_000;
 
 interface Unacked {
@@ -66,6 +70,7 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
   const duplicateWindowMs = options.duplicateWindowMs ?? DEFAULT_DUPLICATE_WINDOW_MS;
   const maxRetained = options.maxRetained ?? DEFAULT_MAX_RETAINED;
   const maxRetainedBytes = options.maxRetainedBytes ?? DEFAULT_MAX_RETAINED_BYTES;
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   /** Offsets below `released` were acknowledged by every durable: their slots are empty, awaiting the next splice. */
   const log: (BusMessage | undefined)[] = [];
   let base = 0;
@@ -176,9 +181,11 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
 
   return {
     kind: 'memory',
+    maxMessageBytes,
 
     async publish(message: BusMessage): Promise<void> {
       if (closed) throw new MemoryBusClosedError();
+      if (message.data.length > maxMessageBytes) throw new MessageTooLargeError(message.data.length, maxMessageBytes);
       const now = performance.now();
       for (const [id, until] of dedupUntil) {
         if (until > now) break;

@@ -17,12 +17,14 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
-import { consumeSettings, type ConsumeOptions, type Consumer, type DecisionBus } from './port.js';
+import { consumeSettings, MessageTooLargeError, type ConsumeOptions, type Consumer, type DecisionBus } from './port.js';
 
 const DEFAULT_STREAM = 'PGWARD_DECISIONS';
 const DEFAULT_SUBJECT = 'pgward.decisions';
 const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 const DEFAULT_ACK_WAIT_MS = 30_000;
+/** max_payload counts the headers too: this much is left for the Nats-Msg-Id header. */
+const HEADER_ROOM_BYTES = 1024;
 
 export interface NatsBusOptions {
   /** e.g. nats://127.0.0.1:4222 */
@@ -58,7 +60,8 @@ export async function connectNatsBus(options: NatsBusOptions): Promise<DecisionB
 
   let nc: NatsConnection;
   try {
-    nc = await connect({ servers: options.url, name: 'pgward', maxReconnectAttempts: -1 });
+    // noAsyncTraces: the client would otherwise capture a stack (an Error) for every publish, in case its ack times out.
+    nc = await connect({ servers: options.url, name: 'pgward', maxReconnectAttempts: -1, noAsyncTraces: true });
   } catch (error) {
     throw new NatsBusError('CONNECT_FAILED', `cannot connect to NATS at ${where}: ${describe(error)}`, { cause: error });
   }
@@ -83,10 +86,13 @@ export async function connectNatsBus(options: NatsBusOptions): Promise<DecisionB
   const js = jsm.jetstream();
   const consumers = new Set<Consumer>();
 
+  const maxMessageBytes = nc.info!.max_payload - HEADER_ROOM_BYTES;
   return {
     kind: 'nats',
+    maxMessageBytes,
 
     async publish(message) {
+      if (message.data.length > maxMessageBytes) throw new MessageTooLargeError(message.data.length, maxMessageBytes);
       await js.publish(subject, message.data, { msgID: message.id });
     },
 

@@ -48,8 +48,21 @@ export interface Consumer {
   stop(): Promise<void>;
 }
 
+/** A publish of more than the bus's maxMessageBytes, refused whole. */
+export class MessageTooLargeError extends Error {
+  override readonly name = 'MessageTooLargeError';
+  constructor(bytes: number, max: number) {
+    super(`a bus message of ${bytes} bytes exceeds the bus's maximum of ${max}`);
+  }
+}
+
 export interface DecisionBus {
   readonly kind: 'nats' | 'memory';
+  /**
+   * The largest message data a publish takes (NATS: the server's max_payload, less room for the
+   * message id header); a larger one is refused. A publisher that batches stays within it.
+   */
+  readonly maxMessageBytes: number;
   publish(message: BusMessage): Promise<void>;
   consume(options: ConsumeOptions, handler: (delivery: Delivery) => Promise<void>): Promise<Consumer>;
   close(): Promise<void>;

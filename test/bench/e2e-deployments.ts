@@ -4,7 +4,9 @@
  * - `serve`: `node bin/pgward.js serve` in a fresh PGWARD_DATA_DIR (what `npm start` runs): the
  *   embedded PostgreSQL, the in-process bus, the proxy in that process and its two workers.
  * - `split`: state in a fresh database of the machine's PostgreSQL (PGWARD_STATE_URL), NATS
- *   JetStream on a stream of its own, and `pgward serve --role R` for each role as its own process.
+ *   JetStream on a stream of its own, and three processes as docs/operations.md lays them out:
+ *   `pgward serve --role proxy`, `--role ingest --role projector` (the audit pipeline: its
+ *   projection takes the entries ingest prepared) and `--role api`.
  *
  * Each is provisioned through its CLI and HTTP API, and names its processes for the CPU figures.
  */
@@ -154,14 +156,16 @@ export async function startSplit(upstream: Upstream, admin: pg.Client, natsUrl: 
     PGWARD_PROXY_PORT: String(proxyPort),
   };
   const roles: Record<string, PgwardProcess> = {};
-  for (const role of ['ingest', 'projector', 'api', 'proxy']) {
+  for (const group of [['ingest', 'projector'], ['api'], ['proxy']]) {
     const httpPort = await freePort();
-    const running = await startPgward(['serve', '--role', role], { ...env, PGWARD_HTTP_PORT: String(httpPort) }, httpPort);
-    stopOnTeardown(teardown, running, `pgward serve --role ${role}`);
-    roles[role] = running;
+    const running = await startPgward(['serve', ...group.flatMap((role) => ['--role', role])], { ...env, PGWARD_HTTP_PORT: String(httpPort) }, httpPort);
+    stopOnTeardown(teardown, running, `pgward serve --role ${group.join(' --role ')}`);
+    roles[group.join('+')] = running;
   }
   const { provisioned: p, logins } = await provisioned(roles.api!, env, upstream);
   const pidOf = (role: string) => async () => [roles[role]!.child.pid!];
+  // The bus's server, when it runs on this machine (shared with whatever else uses it meanwhile).
+  const natsServer = async () => processes().filter((q) => /(^|\/)nats-server( |$)/.test(q.cmdline)).map((q) => q.pid);
   return {
     name: 'split',
     proxyPort,
@@ -171,12 +175,12 @@ export async function startSplit(upstream: Upstream, admin: pg.Client, natsUrl: 
     stateUrl,
     processes: {
       proxy: pidOf('proxy'),
-      ingest: pidOf('ingest'),
-      projector: pidOf('projector'),
+      'ingest+projector': pidOf('ingest+projector'),
       api: pidOf('api'),
+      NATS: natsServer,
       'state PG': backendsOf(admin, stateDatabase),
       'upstream PG': backendsOf(admin, upstream.database),
     },
-    description: `pgward serve --role proxy|ingest|projector|api as four processes; state in database ${stateDatabase} of the machine's PostgreSQL; NATS stream ${stream}`,
+    description: `pgward serve --role proxy, --role ingest --role projector, --role api as three processes; state in database ${stateDatabase} of the machine's PostgreSQL; NATS stream ${stream}`,
   };
 }

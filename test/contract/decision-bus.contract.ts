@@ -235,6 +235,24 @@ export function decisionBusContract(name: string, make: () => Promise<DecisionBu
       );
     });
 
+    it('takes a message of exactly maxMessageBytes and refuses one byte more, storing nothing of it', async () => {
+      const bus = await open();
+      expect(bus.maxMessageBytes).toBeGreaterThanOrEqual(64 * 1024);
+      const full = randomBytes(bus.maxMessageBytes);
+      await bus.publish({ id: 'full', data: full });
+      await expect(bus.publish({ id: 'over', data: randomBytes(bus.maxMessageBytes + 1) })).rejects.toThrow(/exceed/i);
+      await bus.publish({ id: 'after', data: encoder.encode('after') });
+
+      const deliveries: Seen[] = [];
+      const consumer = await bus.consume({ durable: durable(), maxInFlight: 4 }, async (d) => {
+        deliveries.push(seen(d));
+      });
+      await waitUntil('two deliveries', () => deliveries.length === 2);
+      await consumer.stop();
+      expect(trace(deliveries)).toEqual(['full/1', 'after/1']);
+      expect(Buffer.from(deliveries[0]!.data).equals(full)).toBe(true);
+    });
+
     it('refuses to publish after close', async () => {
       const bus = await open();
       await bus.close();

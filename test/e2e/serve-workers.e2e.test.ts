@@ -5,14 +5,14 @@
  * chain verified from the read model and from the events.
  */
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { setTimeout as delay } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startAgentLoad } from '../support/agent-load.js';
 import { freePort } from '../support/free-port.js';
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
-import { auditEntryCount, metricValue, provision, startPgward, stateUrlOf, verifyAudit, waitFor, workerPid, type Login, type PgwardProcess } from '../support/pgward-process.js';
+import { auditEntryCount, metricValue, provision, startPgward, stateUrlOf, verifyAudit, waitFor, workerPid, type PgwardProcess } from '../support/pgward-process.js';
 
 const CLIENTS = 4;
 /** Each client pauses this long between statements: the test is about what is lost, not speed, and the backlog must drain on a busy machine. */
@@ -54,49 +54,6 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-interface Load {
-  /** Statements that succeeded, with when each did (Date.now()). */
-  readonly done: number[];
-  readonly failures: string[];
-  stop(): Promise<void>;
-}
-
-/** CLIENTS agents, each running one statement after another (extended protocol) until stopped. */
-async function startLoad(login: Login): Promise<Load> {
-  const done: number[] = [];
-  const failures: string[] = [];
-  let running = true;
-  const clients = await Promise.all(
-    Array.from({ length: CLIENTS }, async () => {
-      const client = new pg.Client({ host: '127.0.0.1', port: proxyPort, ...login, ssl: false });
-      client.on('error', (error) => failures.push(error.message));
-      await client.connect();
-      return client;
-    }),
-  );
-  const loops = clients.map(async (client, c) => {
-    for (let i = 0; running; i++) {
-      try {
-        const result = await client.query('select id, label from public.items where id = $1', [((c * 31 + i) % 100) + 1]);
-        if (result.rows.length !== 1) failures.push(`expected one row, got ${result.rows.length}`);
-        else done.push(Date.now());
-      } catch (error) {
-        failures.push((error as Error).message);
-      }
-      await delay(PAUSE_MS);
-    }
-  });
-  return {
-    done,
-    failures,
-    async stop() {
-      running = false;
-      await Promise.all(loops);
-      await Promise.all(clients.map((client) => client.end()));
-    },
-  };
-}
-
 const metrics = (): Promise<string> => fetch(`http://127.0.0.1:${httpPort}/metrics`).then((r) => r.text(), () => '');
 
 /** SIGKILL: the worker crashed; SIGSTOP: its event loop stalled (the supervisor kills it when its beats stop). */
@@ -121,7 +78,7 @@ describe('pgward serve: the proxy apart from its workers', () => {
     const serverPid = server.child.pid!;
     const { projectId, logins } = await provision({ httpUrl: server.httpUrl, env }, { host: '127.0.0.1', port: Number(new URL(upstream.url).port || 5432), database: upstream.name, user: new URL(upstream.url).username || 'postgres', password: 'unused-under-trust' }, { open: { allowed_tables: ['public.*'] } });
 
-    const load = await startLoad(logins.open!);
+    const load = await startAgentLoad(proxyPort, logins.open!, CLIENTS, PAUSE_MS);
     await waitFor('statements flowing', () => load.done.length, (n) => n >= 200);
 
     const pipeline = await killAndAwaitRestart(serverPid, 'pipeline', 0);

@@ -46,16 +46,79 @@ describe('batchMessage', () => {
 
 describe('decision publisher', () => {
   beforeAll(() => loadParser());
-  it('sends decisions that come within a few milliseconds of each other in one bus message', async () => {
+  it('sends decisions that come within a few milliseconds of each other in one bus message, at most 1,024 in one', async () => {
     const bus = createMemoryBus();
     const received: BusRecord[] = [];
     await bus.consume({ durable: 'd', maxInFlight: 8 }, async (d) => void received.push(JSON.parse(Buffer.from(d.data).toString()) as BusRecord));
-    const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 1_000);
-    for (let i = 0; i < 300; i++) publisher.publish(decision(`select ${i}`));
-    await until(() => publisher.stats().published === 300);
+    const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 10_000);
+    for (let i = 0; i < 1_300; i++) publisher.publish(decision(`select ${i}`));
+    await until(() => publisher.stats().published === 1_300);
     await until(() => received.length === 2);
-    expect(received.map((r) => (r.kind === 'batch' ? r.decisions.length : r.kind))).toEqual([256, 44]);
+    expect(received.map((r) => (r.kind === 'batch' ? r.decisions.length : r.kind))).toEqual([1_024, 276]);
     await bus.close();
+  });
+
+  it('under a steady flow, sends what came while the bus took a message after a linger, not at once: a few large messages, not one per publish', async () => {
+    const bus = createMemoryBus();
+    const received: BusRecord[] = [];
+    await bus.consume({ durable: 'd', maxInFlight: 8 }, async (d) => void received.push(JSON.parse(Buffer.from(d.data).toString()) as BusRecord));
+    const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 10_000);
+    // Two decisions a millisecond for 300 ms, as a proxy at 2,000 statements a second.
+    let sent = 0;
+    const started = performance.now();
+    while (performance.now() - started < 300) {
+      publisher.publish(decision(`select ${sent++}`));
+      publisher.publish(decision(`select ${sent++}`));
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    await until(() => publisher.stats().published === sent);
+    const seqs = received.flatMap((r) => (r.kind === 'batch' ? r.decisions : r.kind === 'decision' ? [r.decision] : [])).map((d) => Number(d.seq));
+    expect(seqs).toEqual(Array.from({ length: sent }, (_, i) => i + 1));
+    // A message about every 20 ms: 15 or 16 in 300 ms, where a 5 ms linger sent 60 and more.
+    expect(received.length).toBeLessThanOrEqual(20);
+    await bus.close();
+  });
+
+  it('keeps each message within the bus’s maxMessageBytes: long statements take several messages, every decision in order', async () => {
+    const bus = createMemoryBus({ maxMessageBytes: 64 * 1024 });
+    const sizes: number[] = [];
+    const received: BusRecord[] = [];
+    await bus.consume({ durable: 'd', maxInFlight: 8 }, async (d) => {
+      sizes.push(d.data.length);
+      received.push(JSON.parse(Buffer.from(d.data).toString()) as BusRecord);
+    });
+    const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 10_000);
+    // 4,000 characters of three UTF-8 bytes each: about 12 KB a decision, so five fit in 64 KB.
+    for (let i = 0; i < 100; i++) publisher.publish(decision(`select '${'€'.repeat(4_000)}', ${i}`));
+    await until(() => publisher.stats().published === 100);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(64 * 1024);
+    expect(sizes.length).toBeGreaterThanOrEqual(20);
+    const seqs = received.flatMap((r) => (r.kind === 'batch' ? r.decisions : r.kind === 'decision' ? [r.decision] : [])).map((d) => Number(d.seq));
+    expect(seqs).toEqual(Array.from({ length: 100 }, (_, i) => i + 1));
+    await bus.close();
+  });
+
+  it('sends a strict decision, and the decisions queued before it, without waiting for the linger, also while the bus is taking a message', async () => {
+    const memory = createMemoryBus();
+    let publishes = 0;
+    // The bus takes 30 ms a message, so the strict decision arrives while the first message is under way.
+    const bus = { ...memory, publish: async (message: { id: string; data: Uint8Array }) => {
+      publishes++;
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      await memory.publish(message);
+    } };
+    const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 10_000);
+    const first = publisher.publishStrict(decision('select 1'));
+    publisher.publish(decision('select 2'));
+    const strict = publisher.publishStrict(decision('select 3'));
+    const started = performance.now();
+    await first;
+    await strict;
+    // Two messages back to back (about 60 ms); a linger between them would add 20 ms.
+    expect(performance.now() - started).toBeLessThan(75);
+    expect(publishes).toBe(2);
+    expect(publisher.stats()).toMatchObject({ depth: 0, published: 3 });
+    await memory.close();
   });
 
   it('stamps proxy id, boot epoch and a dense sequence; abridges statement text to 4 KB around its digest', async () => {
