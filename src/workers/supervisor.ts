@@ -29,13 +29,7 @@ import type { MetricsJson } from './whole-registry.js';
 const ASK_TIMEOUT_MS = 2_000;
 
 export const WORKERS: readonly WorkerSpec[] = [
-  /**
-   * Each decision's objects (its bus record, event, entry, row) live for about two appends' lingers
-   * (ingest's batch, then the projection's): with V8's default young generation most of them
-   * outlive two scavenges and are promoted, to be collected by the far costlier full collections.
-   * A 64 MB semi-space lets a batch die young at 10,000 decisions a second.
-   */
-  { name: 'pipeline', roles: ['ingest', 'projector'], nodeArgs: ['--max-semi-space-size=64'] },
+  { name: 'pipeline', roles: ['ingest', 'projector'] },
   { name: 'api', roles: ['api'] },
 ];
 
