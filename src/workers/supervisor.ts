@@ -29,14 +29,7 @@ import type { MetricsJson } from './whole-registry.js';
 const ASK_TIMEOUT_MS = 2_000;
 
 export const WORKERS: readonly WorkerSpec[] = [
-  /**
-   * Each decision's objects (its bus record, event, entry, row) live while ingest's append and then
-   * the projection's batch hold them, tens of milliseconds: a young generation larger than V8's
-   * default lets more of them die young instead of being copied and promoted. Measured on ingest and
-   * the audit projection in one process at 10,000 decisions a second: 69-76 µs of Node CPU a
-   * decision against 78-79 µs with the default (docs/benchmarks.md, session 10).
-   */
-  { name: 'pipeline', roles: ['ingest', 'projector'], nodeArgs: ['--max-semi-space-size=64'] },
+  { name: 'pipeline', roles: ['ingest', 'projector'] },
   { name: 'api', roles: ['api'] },
 ];
 

@@ -23,8 +23,6 @@ export interface WorkerSpec {
   readonly roles: readonly Role[];
   /** The environment of the worker beyond the supervisor's own. */
   readonly env?: NodeJS.ProcessEnv;
-  /** Node options of the worker beyond the supervisor's own (process.execArgv). */
-  readonly nodeArgs?: readonly string[];
 }
 
 export interface WorkerHooks {
@@ -82,7 +80,6 @@ export class WorkerProcess {
     // are the supervisor's to act on, which stops its workers in order.
     const child = fork(BIN, ['worker', this.spec.name, ...this.spec.roles.flatMap((role) => ['--role', role])], {
       env: { ...process.env, ...this.spec.env },
-      execArgv: [...process.execArgv, ...(this.spec.nodeArgs ?? [])],
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       detached: true,
