@@ -14,6 +14,16 @@ import type { ProjectionTx, ReadModelTable } from './projection.js';
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
 
+/** A sum of entries' counts, each at most 2^53 - 1: a number while it is exact, past that a bigint (the column is a bigint). */
+type Sum = number | bigint;
+
+function add(sum: Sum, value: number): Sum {
+  if (typeof sum === 'bigint') return sum + BigInt(value);
+  const added = sum + value;
+  // A sum past 2^53 - 1 is rounded, and how would depend on how the entries were batched: a rebuild would differ.
+  return Number.isSafeInteger(added) ? added : BigInt(sum) + BigInt(value);
+}
+
 interface HourRow {
   project_id: string;
   hour: string;
@@ -22,9 +32,9 @@ interface HourRow {
   cache_status: string;
   timed: boolean;
   entries: number;
-  rows_returned: number;
-  bytes_out: number;
-  latency_us: number;
+  rows_returned: Sum;
+  bytes_out: Sum;
+  latency_us: Sum;
   first_seen: string;
   last_seen: string;
 }
@@ -61,9 +71,9 @@ function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; late
     const row = hours.get(key);
     if (row) {
       row.entries += 1;
-      row.rows_returned += entry.rows_returned;
-      row.bytes_out += entry.bytes_out;
-      row.latency_us += entry.latency_us ?? 0;
+      row.rows_returned = add(row.rows_returned, entry.rows_returned);
+      row.bytes_out = add(row.bytes_out, entry.bytes_out);
+      row.latency_us = add(row.latency_us, entry.latency_us ?? 0);
       if (entry.ts < row.first_seen) row.first_seen = entry.ts;
       if (entry.ts > row.last_seen) row.last_seen = entry.ts;
     } else {
@@ -88,7 +98,8 @@ async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], 
   await tx.query(
     `insert into ${tx.table(table)} as t select * from json_populate_recordset(null::${tx.table(table)}, $1::json)
      on conflict (${key}) do update set ${merge}`,
-    [JSON.stringify(rows)],
+    // A bigint sum travels as a JSON string, which json_populate_recordset reads into its bigint column.
+    [JSON.stringify(rows, (_key, value: unknown) => (typeof value === 'bigint' ? String(value) : value))],
   );
 }
 

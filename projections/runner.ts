@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { migrate } from '../src/pg/migrate.js';
 import { inTransaction } from '../src/pg/transaction.js';
-import type { EventStore } from '../src/store/port.js';
+import type { EventStore, SubscriptionFeed } from '../src/store/port.js';
 import { batches } from '../src/store/batches.js';
 import { NotificationListener } from '../src/pg/listener.js';
 import { projectionTx, tableDdl, type Projection, type ProjectionTx } from './projection.js';
@@ -119,8 +119,10 @@ export function runProjection(options: {
   schema?: string;
   batchSize?: number;
   hooks?: RunnerHooks;
+  /** Events committed in this process to the projection's streams, taken instead of reading them back (src/store/committed-feed.ts). */
+  feed?: SubscriptionFeed;
 }): RunningProjection {
-  const { store, pool, projection, hooks = {} } = options;
+  const { store, pool, projection, hooks = {}, feed } = options;
   const schema = options.schema ?? LIVE_SCHEMA;
   const batchSize = options.batchSize ?? 1000;
   let stopped = false;
@@ -131,7 +133,7 @@ export function runProjection(options: {
 
   async function follow(): Promise<void> {
     let position = await readCheckpoint(pool, projection.name);
-    subscription = store.subscribe(position, { streamPrefixes: projection.streamPrefixes });
+    subscription = store.subscribe(position, { streamPrefixes: projection.streamPrefixes, feed });
     markActive();
     let writing: Promise<void> = Promise.resolve();
     try {

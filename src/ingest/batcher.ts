@@ -3,6 +3,12 @@ import { StoreError, type AppendResult, type EventStore, type NewEvent } from '.
 /** Events per append at most: larger appends hold the store's append lock longer without adding throughput. */
 export const MAX_EVENTS_PER_APPEND = 1_000;
 
+/** The events of one append, exactly as they landed, and its result. */
+export interface Landed<E extends NewEvent> {
+  readonly events: readonly E[];
+  readonly result: AppendResult;
+}
+
 interface Waiter<E extends NewEvent> {
   readonly event: E;
   readonly resolve: () => void;
@@ -30,9 +36,10 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
     private readonly store: EventStore,
     /**
      * Called after a stream's batch committed, with the stream's size before and after, and the
-     * events when they landed at exactly the revisions between (not after a one-by-one retry).
+     * events when they landed at exactly the revisions between (not after a one-by-one retry),
+     * with the result of their one append.
      */
-    private readonly committed: (stream: string, sizeBefore: number, sizeAfter: number, events?: readonly E[]) => Promise<void>,
+    private readonly committed: (stream: string, sizeBefore: number, sizeAfter: number, landed?: Landed<E>) => Promise<void>,
     /**
      * A stream's appends start at least this far apart, unless a full append waits: under load an
      * append then carries what arrived in that time, and the store's cost per transaction (its
@@ -40,6 +47,8 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
      * shared by many events. An append to a stream idle for that long starts at once.
      */
     private readonly lingerMs = 0,
+    /** Told when each append starts and when it settled (after `committed`), whatever its outcome. */
+    private readonly underWay?: { started(): void; settled(): void },
   ) {}
 
   append(stream: string, event: E): Promise<void> {
@@ -93,17 +102,20 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
   private async flushStream(stream: string, waiters: Waiter<E>[]): Promise<void> {
     // A record delivered twice into one batch is one event.
     const events = [...new Map(waiters.map((w) => [w.event.id, w.event])).values()];
+    this.underWay?.started();
     try {
       await this.appendChunk(stream, events);
       for (const waiter of waiters) waiter.resolve();
     } catch (error) {
       for (const waiter of waiters) waiter.reject(error);
+    } finally {
+      this.underWay?.settled();
     }
   }
 
   private async appendChunk(stream: string, events: E[]): Promise<void> {
     const result = await this.store.append(stream, events, 'any').then(
-      (appended) => ({ ...appended, added: events.length, landed: events as readonly E[] | undefined }),
+      (appended) => ({ ...appended, added: events.length, landed: { events, result: appended } as Landed<E> | undefined }),
       async (error: unknown) => {
         if (!(error instanceof StoreError && error.code === 'EVENT_ID_CONFLICT')) throw error;
         // One at a time, each idempotent on its own. The stream's size comes from the last event that

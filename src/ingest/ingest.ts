@@ -13,6 +13,7 @@ import type { HmacKeyring } from '../audit/chain.js';
 import type { AnchorSigner } from '../audit/checkpoints.js';
 import { createCheckpointer } from '../audit/checkpointer.js';
 import type { PreparedEntries } from '../audit/prepared-entries.js';
+import type { CommittedFeed } from '../store/committed-feed.js';
 import { AppendBatcher } from './batcher.js';
 import { HoleTracker, missingRuns, type Hole } from './holes.js';
 
@@ -61,6 +62,8 @@ export interface IngestOptions {
    * waits while that projection has many of them to take (PreparedEntries.room).
    */
   readonly checkpoints?: { readonly every: number; readonly keys: HmacKeyring; readonly anchor: AnchorSigner; readonly handOn?: PreparedEntries };
+  /** Each committed append is handed to it, for a subscriber of the audit streams in the same process (the audit projection). */
+  readonly feed?: CommittedFeed;
   readonly now?: () => Date;
   /** Bus messages handled at once (DEFAULT_MAX_IN_FLIGHT unless given); the records that arrive together are appended in one transaction per project. */
   readonly maxInFlight?: number;
@@ -122,15 +125,23 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     }
   };
   // A decision's event carries the decision it was encoded from, for the checkpointer.
-  const batcher = new AppendBatcher<NewEvent & AuditEventPayload>(store, async (stream, before, after, events) => {
-    if (!cadence || !checkpointer) return;
-    const projectId = stream.slice(auditStream('').length);
-    // The tree takes what was just committed, so a signing need not read it back.
-    if (events) await checkpointer.appended(projectId, before, events);
-    if (Math.floor(after / cadence.every) > Math.floor(before / cadence.every) || unsigned.has(projectId)) await sign(projectId);
-    // The stream's next append waits while the projection of this process has many entries to take.
-    await cadence.handOn?.room();
-  }, options.appendLingerMs ?? APPEND_LINGER_MS);
+  const { feed } = options;
+  const batcher = new AppendBatcher<NewEvent & AuditEventPayload>(
+    store,
+    async (stream, before, after, landed) => {
+      const projectId = stream.slice(auditStream('').length);
+      // The tree takes what was just committed, so a signing need not read it back; its entries are
+      // handed on before the events, so the projection finds them prepared.
+      if (landed && checkpointer) await checkpointer.appended(projectId, before, landed.events);
+      if (landed) feed?.committed(stream, before, landed.events, landed.result);
+      if (!cadence || !checkpointer) return;
+      if (Math.floor(after / cadence.every) > Math.floor(before / cadence.every) || unsigned.has(projectId)) await sign(projectId);
+      // The stream's next append waits while the projection of this process has many entries to take.
+      await cadence.handOn?.room();
+    },
+    options.appendLingerMs ?? APPEND_LINGER_MS,
+    feed,
+  );
 
   const metadataFor = (key: string, at = now().toISOString()): EventMetadata => ({ event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
   const append = <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> =>

@@ -28,6 +28,13 @@ export interface AppendResult {
   readonly position: bigint;
   /** Every event id of the batch was already in the stream: this was a retry and nothing was appended. */
   readonly duplicate: boolean;
+  /**
+   * The position of the newest event of the stream's category (src/store/categories.ts) before
+   * this append, -1n when it had none, when the adapter knows it: a reader of the category that
+   * has consumed it up to there knows the appended events are its next ones. Absent for a
+   * duplicate, a stream without a category, and on adapters that cannot tell (EventStoreDB).
+   */
+  readonly categoryBefore?: bigint;
 }
 
 export interface ReadAllOptions {
@@ -40,11 +47,30 @@ export interface ReadAllOptions {
   readonly limit?: number;
 }
 
+/**
+ * Events a writer of the same process has just committed, handed to a subscription of their
+ * streams so that it need not read them back from the store (src/store/committed-feed.ts).
+ */
+export interface SubscriptionFeed {
+  /**
+   * The subscription's next events after `position` (the last it consumed), when the feed holds
+   * exactly those; undefined when the store must be read.
+   */
+  next(position: bigint): Promise<readonly RecordedEvent[] | undefined>;
+  /** Calls `wake` with the position of the last event of each batch the feed receives; returns the unregister function. */
+  onWake(wake: (head: bigint) => void): () => void;
+}
+
+export interface SubscribeOptions extends Omit<ReadAllOptions, 'limit'> {
+  /** Takes events from the feed where it holds them (adapters whose subscriptions read: PostgreSQL); the store is read for the rest. */
+  readonly feed?: SubscriptionFeed;
+}
+
 export interface Subscription extends AsyncIterable<RecordedEvent> {
   /**
    * Requests this subscription has made to the store so far: each read of a polling adapter
    * (catch-up and every wake-up), each (re)subscribe of a push adapter. Appends to streams it
-   * does not read must not add to it.
+   * does not read must not add to it; events taken from a feed are no request.
    */
   readonly reads: number;
   close(): Promise<void>;
@@ -60,7 +86,7 @@ export interface EventStore {
   /** Events with a position strictly greater than `after`, in position order. */
   readAll(after: bigint, options?: ReadAllOptions): Promise<RecordedEvent[]>;
   /** Catch-up from `after`, then live. Ends when closed. */
-  subscribe(after: bigint, options?: Omit<ReadAllOptions, 'limit'>): Subscription;
+  subscribe(after: bigint, options?: SubscribeOptions): Subscription;
   /**
    * Of `ids`, those a stored event has. Optional: an adapter that cannot look events up by id
    * (EventStoreDB indexes none) leaves it out, and callers do without.

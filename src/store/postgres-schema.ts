@@ -76,9 +76,21 @@ drop function if exists pgward.append_events(text, text, uuid[], text[], bytea[]
 
 -- p_payloads holds each event's data and then its metadata, back to back; event i's data is the
 -- bytes [p_bounds[2i-1], p_bounds[2i]) and its metadata [p_bounds[2i], p_bounds[2i+1]).
+-- Earlier versions returned no category_before: a function's result type changes only by dropping it
+-- (in the one transaction of this script, so no append finds it missing).
+do $do$ begin
+  if exists (select 1 from pg_proc p where p.pronamespace = 'pgward'::regnamespace and p.proname = 'append_events'
+              and pg_get_function_result(p.oid) not like '%category_before%') then
+    drop function pgward.append_events(text, text, uuid[], text[], bytea, integer[]);
+  end if;
+end $do$;
+
+-- category_before is the position of the newest event of the stream's category before this append
+-- (-1 when it had none; null for a stream without a category): a reader that has consumed the
+-- category up to it knows that the appended events are the category's next ones.
 create or replace function pgward.append_events(
   p_stream text, p_expected text, p_ids uuid[], p_types text[], p_payloads bytea, p_bounds integer[]
-) returns table (outcome text, actual integer, last_position bigint)
+) returns table (outcome text, actual integer, last_position bigint, category_before bigint)
 -- Every lookup here is meant to use an index. Plans cached while the table was small and never
 -- analyzed would otherwise scan it whole on each append (measured: 20-30 ms per append at 100k events).
 language plpgsql set enable_seqscan = off as $$
@@ -90,6 +102,7 @@ declare
   v_same_stream boolean;
   v_same_order boolean;
   v_category text := substring(p_stream from '${CATEGORY_PATTERN}');
+  v_category_before bigint;
 begin
   if cardinality(p_bounds) <> 2 * v_count + 1 or p_bounds[1] <> 0 or p_bounds[2 * v_count + 1] <> octet_length(p_payloads) then
     raise exception 'append_events: the bounds do not cover the payloads';
@@ -102,9 +115,9 @@ begin
   if v_existing > 0 then
     if v_existing = v_count and v_same_stream and v_same_order then
       return query
-        select 'duplicate'::text, max(e.revision), max(e.position) from pgward.events e where e.event_id = any(p_ids);
+        select 'duplicate'::text, max(e.revision), max(e.position), null::bigint from pgward.events e where e.event_id = any(p_ids);
     else
-      return query select 'id_conflict'::text, -1, -1::bigint;
+      return query select 'id_conflict'::text, -1, -1::bigint, null::bigint;
     end if;
     return;
   end if;
@@ -114,7 +127,7 @@ begin
           or (p_expected = 'no_stream' and v_actual = -1)
           or (p_expected = 'exists' and v_actual >= 0)
           or (p_expected ~ '^[0-9]+$' and p_expected::integer = v_actual)) then
-    return query select 'wrong_expected'::text, v_actual, -1::bigint;
+    return query select 'wrong_expected'::text, v_actual, -1::bigint, null::bigint;
     return;
   end if;
 
@@ -126,11 +139,12 @@ begin
       from generate_subscripts(p_ids, 1) as i;
   -- One wake-up per category (see categories.ts), so a subscriber of other categories hears nothing.
   if v_category is not null then
+    select coalesce(max(h.position), -1) into v_category_before from pgward.category_heads h where h.category = v_category;
     insert into pgward.category_heads (category, position) values (v_category, v_position + v_count)
       on conflict (category) do update set position = excluded.position;
     perform pg_notify('${CATEGORY_CHANNEL_PREFIX}' || v_category, (v_position + v_count)::text);
   end if;
   perform pg_notify('${ALL_EVENTS_CHANNEL}', (v_position + v_count)::text);
-  return query select 'ok'::text, v_actual + v_count, v_position + v_count;
+  return query select 'ok'::text, v_actual + v_count, v_position + v_count, v_category_before;
 end $$;
 `;

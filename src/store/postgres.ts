@@ -88,7 +88,7 @@ async function appendWith(
     return { nextExpectedRevision: actual, position: -1n, duplicate: false };
   }
   const { payloads, bounds } = packPayloads(events);
-  const { rows } = await client.query<{ outcome: string; actual: number; last_position: bigint }>(
+  const { rows } = await client.query<{ outcome: string; actual: number; last_position: bigint; category_before: bigint | null }>(
     'select * from pgward.append_events($1, $2, $3::uuid[], $4::text[], $5::bytea, $6::integer[])',
     [stream, String(expected), arrayLiteral(events.map((e) => e.id)), arrayLiteral(events.map((e) => e.type)), payloads, arrayLiteral(bounds)],
   );
@@ -96,8 +96,9 @@ async function appendWith(
   if (!row) throw new StoreError('STORE_UNAVAILABLE', 'append returned no result');
   switch (row.outcome) {
     case 'ok':
+      return { nextExpectedRevision: row.actual, position: row.last_position, duplicate: false, ...(row.category_before === null ? {} : { categoryBefore: row.category_before }) };
     case 'duplicate':
-      return { nextExpectedRevision: row.actual, position: row.last_position, duplicate: row.outcome === 'duplicate' };
+      return { nextExpectedRevision: row.actual, position: row.last_position, duplicate: true };
     case 'wrong_expected':
       throw wrongExpectedRevision(stream, expected, row.actual === -1 ? 'no_stream' : row.actual);
     default:
@@ -145,7 +146,8 @@ export async function createPostgresEventStore(connectionString: string, options
     subscribe(after, subscribeOptions = {}): Subscription {
       return wakeableSubscription({
         after,
-        read: (position) => readAll(position, { ...subscribeOptions, limit: DEFAULT_BATCH }),
+        read: (position) => readAll(position, { streamPrefixes: subscribeOptions.streamPrefixes, limit: DEFAULT_BATCH }),
+        feed: subscribeOptions.feed,
         onWake: (wake) => listener.onNotify(wakeChannels(subscribeOptions.streamPrefixes), wake),
       });
     },

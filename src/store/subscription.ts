@@ -1,4 +1,4 @@
-import type { RecordedEvent, Subscription } from './port.js';
+import type { RecordedEvent, Subscription, SubscriptionFeed } from './port.js';
 
 export interface WakeableSource {
   after: bigint;
@@ -7,23 +7,40 @@ export interface WakeableSource {
   /**
    * Registers a callback for "new events of this subscription's categories may exist"; returns
    * the unregister function. The source must also call it whenever such a wake-up may have been
-   * lost (see NotificationListener), since a caught-up subscription reads only when woken.
+   * lost (see NotificationListener), since a caught-up subscription reads only when woken. The
+   * callback takes the notification's payload: the position of the newest event it announces.
    */
-  onWake(wake: () => void): () => void;
+  onWake(wake: (payload?: string) => void): () => void;
+  /** Events committed in this process, taken instead of a read where the feed holds them. */
+  feed?: SubscriptionFeed;
 }
+
+const POSITION = /^[0-9]{1,19}$/;
 
 /**
  * Catch-up then live: reads batches until empty, then sleeps until woken, and repeats. There is
- * no polling: a subscription whose categories do not move makes no round trip at all.
+ * no polling: a subscription whose categories do not move makes no round trip at all. A wake-up
+ * that announces an event the subscription has read already wakes nothing (the notification of
+ * an append it took from its feed). After a batch taken from the feed it sleeps too, unless woken
+ * meanwhile: an append in the store that the feed does not hold announces itself.
  */
 export function wakeableSubscription(source: WakeableSource): Subscription {
   let closed = false;
   let woken = false;
   let reads = 0;
+  let position = source.after;
+  /** The newest event the feed announced: one of this subscription's, so reading reaches it. */
+  let fedHead = -1n;
   let interrupt: (() => void) | undefined;
-  const off = source.onWake(() => {
+  const offStore = source.onWake((payload) => {
+    if (payload !== undefined && POSITION.test(payload) && BigInt(payload) <= position) return;
     woken = true;
     interrupt?.();
+  });
+  const offFeed = source.feed?.onWake((head) => {
+    if (head <= fedHead) return;
+    fedHead = head;
+    if (head > position) interrupt?.();
   });
 
   const sleep = (): Promise<void> =>
@@ -35,21 +52,22 @@ export function wakeableSubscription(source: WakeableSource): Subscription {
     });
 
   async function* run(): AsyncGenerator<RecordedEvent> {
-    let position = source.after;
     try {
       while (!closed) {
         woken = false;
-        reads += 1;
-        const batch = await source.read(position);
+        const fed = await source.feed?.next(position);
+        if (!fed) reads += 1;
+        const batch = fed ?? (await source.read(position));
         for (const event of batch) {
           if (closed) return;
           yield event;
           position = event.position;
         }
-        if (batch.length === 0 && !woken && !closed) await sleep();
+        if ((batch.length === 0 || fed) && !woken && fedHead <= position && !closed) await sleep();
       }
     } finally {
-      off();
+      offStore();
+      offFeed?.();
     }
   }
 

@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { pino } from 'pino';
 import type pg from 'pg';
-import { auditProjection, auditStream } from '../../projections/audit.js';
+import { AUDIT_STREAM_PREFIX, auditProjection, auditStream } from '../../projections/audit.js';
 import { runProjection } from '../../projections/runner.js';
 import { agentUsageRows } from '../../queries/audit-usage.js';
 import { auditCheckpoints, auditEntries, auditEntryPages } from '../../queries/audit.js';
@@ -21,6 +21,7 @@ import { encodeEvent } from '../../src/events/envelope.js';
 import { startIngest } from '../../src/ingest/ingest.js';
 import { plans } from '../../src/plans.js';
 import { createPool } from '../../src/pg/pool.js';
+import { CommittedFeed } from '../../src/store/committed-feed.js';
 import { createPostgresEventStore } from '../../src/store/postgres.js';
 import { CpuMeter } from './e2e-cpu.js';
 import { withBenchServer } from './server.js';
@@ -124,11 +125,12 @@ async function endToEnd(storeUrl: string, pool: pg.Pool, statePids: () => Promis
   const store = await createPostgresEventStore(storeUrl, { poolSize: 4 });
   const bus = createMemoryBus();
   const keys = { keys: new Map() };
-  // As `pgward serve` wires them: ingest hands the projection the entries it prepared.
+  // As `pgward serve` wires them: ingest hands the projection the entries it prepared and the events it appended.
   const handed = new PreparedEntries();
-  const projection = runProjection({ store, pool, projection: auditProjection(keys, handed) });
+  const feed = new CommittedFeed(AUDIT_STREAM_PREFIX);
+  const projection = runProjection({ store, pool, projection: auditProjection(keys, handed), feed });
   await projection.active;
-  const ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 1000, keys, anchor: { keyId: 'bench-anchor', privateKey: anchor.privateKey }, handOn: handed } });
+  const ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 1000, keys, anchor: { keyId: 'bench-anchor', privateKey: anchor.privateKey }, handOn: handed }, feed });
   const samples: Sample[] = [];
   let published = 0;
   const meter = new CpuMeter({ state: statePids });

@@ -98,10 +98,12 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
         const batch = [event(), event()];
         const first = await store.append(stream, batch, 'no_stream');
         expect(first.duplicate).toBe(false);
+        // The category's position before the append (where an adapter tells it) belongs to the first append only.
+        const firstResult = { nextExpectedRevision: first.nextExpectedRevision, position: first.position, duplicate: true };
         const retry = await store.append(stream, batch, 'no_stream');
-        expect(retry).toEqual({ ...first, duplicate: true });
+        expect(retry).toEqual(firstResult);
         const again = await store.append(stream, batch, 'any');
-        expect(again).toEqual({ ...first, duplicate: true });
+        expect(again).toEqual(firstResult);
         expect((await store.readStream(stream)).map((e) => e.id)).toEqual(batch.map((e) => e.id));
       });
 

@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditProjection, auditStream } from '../../projections/audit.js';
+import { rebuildAndVerify } from '../../projections/maintenance.js';
 import { runProjection, type RunningProjection } from '../../projections/runner.js';
 import { agentUsageRows, splitWindow } from '../../queries/audit-usage.js';
 import { GAP_MARKER } from '../../src/audit/entry.js';
@@ -173,5 +174,28 @@ describe('usage report from rollups and exact edges', () => {
       }),
       { numRuns: 40 },
     );
+  });
+});
+
+describe('rollup sums past 2^53 - 1', () => {
+  it('are exact, so a rebuild that batches the entries otherwise gives the same rollups', async () => {
+    const big: Sent = { ts: 0, credential: null, event: 'query', cache: 'miss', rows: Number.MAX_SAFE_INTEGER - 2, bytes: Number.MAX_SAFE_INTEGER, latencyUs: Number.MAX_SAFE_INTEGER - 8, gapCount: null };
+    // Three appends, each projected alone (the sums add up in SQL), then one rebuild of the three in one batch (they add up in JS first).
+    const projectId = await appendTraffic([big]);
+    for (const n of [1, 2]) {
+      await store.append(auditStream(projectId), [eventOf(projectId, big, n)], 'any');
+      const deadline = Date.now() + 10_000;
+      while ((await pool.query('select 1 from rm.audit_entries where project_id = $1', [projectId])).rowCount! <= n) {
+        if (Date.now() > deadline) throw new Error('not projected');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+    const { rows } = await pool.query<{ rows_returned: string; bytes_out: string; latency_us: string }>(
+      'select rows_returned::text, bytes_out::text, latency_us::text from rm.audit_usage_hourly where project_id = $1',
+      [projectId],
+    );
+    const thrice = (n: number) => String(3n * BigInt(n));
+    expect(rows).toEqual([{ rows_returned: thrice(big.rows), bytes_out: thrice(big.bytes), latency_us: thrice(big.latencyUs!) }]);
+    expect(await rebuildAndVerify(store, pool, auditProjection({ keys: new Map() }))).toMatchObject({ identical: true });
   });
 });

@@ -31,4 +31,23 @@ describe('the event store schema', () => {
       await store.close();
     }
   });
+
+  it('replaces the append function that did not report where the category stood (its result type changes)', async () => {
+    const previous = database;
+    database = await freshDatabase('store_migration_category');
+    await previous?.drop();
+    await admin(database.url, (client) =>
+      client.query(`create schema pgward;
+        create function pgward.append_events(p_stream text, p_expected text, p_ids uuid[], p_types text[], p_payloads bytea, p_bounds integer[])
+          returns table (outcome text, actual integer, last_position bigint) language sql as $$ select 'ok'::text, 0, 0::bigint $$`),
+    );
+    const store = await createPostgresEventStore(database.url);
+    try {
+      const event = (n: number) => ({ id: `00000000-0000-4000-8000-00000000000${n}`, type: 'Tested.v1', data: Buffer.from(`{"n":${n}}`), metadata: Buffer.from('{}') });
+      expect(await store.append('migrated-1', [event(1)], 'no_stream')).toEqual({ nextExpectedRevision: 0, position: 0n, duplicate: false, categoryBefore: -1n });
+      expect(await store.append('migrated-2', [event(2)], 'no_stream')).toEqual({ nextExpectedRevision: 0, position: 1n, duplicate: false, categoryBefore: 0n });
+    } finally {
+      await store.close();
+    }
+  });
 });

@@ -46,6 +46,19 @@ describe('PostgreSQL store categories', () => {
     expect(rows.map((row) => row.category ?? undefined)).toEqual(names.map(categoryOf));
   });
 
+  it('an append reports where its category stood before it (-1 for the first), other categories’ appends between not counting; a stream without a category and a retry report none', async () => {
+    const project = randomUUID().slice(0, 8);
+    const first = await store.append(`reported${project}-a`, [event(), event()], 'any');
+    expect(first.categoryBefore).toBe(-1n);
+    await store.append(`other${project}-a`, [event()], 'any');
+    const batch = [event()];
+    const second = await store.append(`reported${project}-b`, batch, 'any');
+    expect(second.categoryBefore).toBe(first.position);
+    expect(second.position).toBe(first.position + 2n);
+    expect((await store.append(`reported${project}-b`, batch, 'any')).categoryBefore).toBeUndefined();
+    expect((await store.append(`nocategory${project}`, [event()], 'any')).categoryBefore).toBeUndefined();
+  });
+
   it('an append notifies its category’s channel and the all-events channel with the head position, and no other category', async () => {
     const heard: [string, string][] = [];
     client.on('notification', (message) => heard.push([message.channel, message.payload ?? '']));
