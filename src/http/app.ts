@@ -22,6 +22,7 @@ import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
+import { approvalRoutes } from './routes/approvals.js';
 import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
 import { policyRoleRoutes } from './routes/policy-roles.js';
 import { discoveryRoutes } from './routes/discovery.js';
@@ -122,6 +123,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyEvaluateRoutes(api, plane.deps, databases);
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
+    approvalRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
     auditRoutes(api, plane.deps);
     auditReportRoutes(api, plane.deps);

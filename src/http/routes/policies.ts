@@ -5,7 +5,7 @@ import { evolvePolicy, type PolicyRow } from '../../../projections/policies.js';
 import { countLiveCredentialsUsingPolicy } from '../../../queries/credentials.js';
 import { unknownHoneytokens } from '../../../queries/honeytokens.js';
 import { findPolicy, listPolicies, policyNameTaken } from '../../../queries/policies.js';
-import { HoneytokenId, QualifiedColumn, StatementKind, text } from '../../events/fields.js';
+import { HoneytokenId, QualifiedColumn, text } from '../../events/fields.js';
 import {
   AuditMode, DEFAULT_MIGRATION_SAFETY, DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_WRITE_MODE, WriteMode, MaskMode, MigrationSafety, POLICY_STATEMENT_KINDS, PolicyStatementKind, STATEMENT_TIMEOUT_MAX_MS,
   STATEMENT_TIMEOUT_MIN_MS,
