@@ -87,7 +87,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const { credentials, databases, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, all: views } = proxyViews(store);
+  const { credentials, databases, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
@@ -161,6 +161,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     maxMessageBytes: options.maxMessageBytes,
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
+    approvals: { store, approvals },
     ...(options.tls ? { tls: options.tls } : {}),
   };
 

@@ -1,4 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { holdFor, holdUnavailable } from '../../../proxy/approval-hold.js';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
 import { statementKind, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
@@ -66,6 +67,13 @@ export async function admit(context: AgentContext, sql: string): Promise<{ allow
   const decision = decideOn(context, sql, catalog);
   for (const progress of decision.action === 'allow' ? decision.progress : []) {
     audit(context, { event: progress.event, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
+  }
+  const hold = decision.action === 'allow' ? holdFor(context.policy, decision) : undefined;
+  if (decision.action === 'allow' && hold) {
+    // Held statements wait for a human on the wire only, for now: on MCP they are refused, never run unheld.
+    const held = { event: 'blocked' as const, ...holdUnavailable(hold, 'through MCP'), tablesBlocked: [] };
+    audit(context, { ...held, sql, kind: decision.statementKind, ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
+    return { refused: refusal(held) };
   }
   if (decision.action === 'allow') {
     // Counted as it is admitted, before it runs: the statements of one batch cannot overrun the budget together.
