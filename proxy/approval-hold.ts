@@ -152,3 +152,25 @@ export function bindingBroken(row: ApprovalRow, credential: CredentialRow, polic
   const binding = bindingOf({ sql, params: [], credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version });
   return binding === row.binding ? undefined : 'the statement is not the one that was approved';
 }
+
+/**
+ * Requests held by wire sessions of an earlier run of this proxy that never ended: those sessions are
+ * gone, so each ends `failed`; none runs (a running one's end was never seen). Pending requests of
+ * other proxies' live sessions, and MCP requests, are left alone.
+ */
+export function lostToRestart(rows: Iterable<ApprovalRow>, identity: { readonly proxyId: string; readonly bootEpoch: number }): { readonly approvalId: string; readonly message: string }[] {
+  const lost: { approvalId: string; message: string }[] = [];
+  const prefix = `${identity.proxyId}.`;
+  for (const row of rows) {
+    if (row.source !== 'wire' || (row.status !== 'pending' && row.status !== 'approved') || !row.session_id.startsWith(prefix)) continue;
+    const epoch = /^(\d+)\.\d+$/.exec(row.session_id.slice(prefix.length))?.[1];
+    if (epoch === undefined || Number(epoch) === identity.bootEpoch) continue;
+    lost.push({
+      approvalId: row.approval_id,
+      message: row.started
+        ? 'the proxy restarted while the approved statement ran; its end was not seen, and it will not run again'
+        : 'the proxy restarted while the statement was held; the session that held it was lost, and the statement did not run',
+    });
+  }
+  return lost;
+}

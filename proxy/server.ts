@@ -13,6 +13,7 @@ import type { Keyring } from '../src/crypto/seal.js';
 import { encodeEvent } from '../src/events/envelope.js';
 import { CredentialUsed } from '../src/events/credentials.js';
 import type { EventStore } from '../src/store/port.js';
+import { lostToRestart, onRequest } from './approval-hold.js';
 import { Budgets, sessionBudgets, type SpentSource } from './budgets.js';
 import { DecisionPublisher } from './decisions.js';
 import { LiveHoneytokens } from './honeytokens.js';
@@ -94,6 +95,12 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const decisions = new DecisionPublisher(options.bus, { proxyId: options.proxyId, bootEpoch }, options.decisionBufferSize ?? 10_000, (error) =>
     logger.warn({ err: error }, 'decision bus refused a record; retrying'),
   );
+  // Wire sessions of an earlier run of this proxy are gone: the statements they held end failed, never run.
+  for (const lost of lostToRestart(approvals.values(), { proxyId: options.proxyId, bootEpoch })) {
+    void onRequest({ store, approvals }, lost.approvalId, { kind: 'fail', sqlstate: '57P01', message: lost.message }, `proxy:${options.proxyId}`).catch((error: unknown) =>
+      logger.warn({ err: error, approval: lost.approvalId }, 'could not record a held statement lost to a restart'),
+    );
+  }
   const upstreams = new Upstreams(databases, options.keyring, { connectTimeoutMs: options.upstreamConnectTimeoutMs ?? 5_000, applicationName: 'pgward', logger });
   const registry = new SessionRegistry();
   const catalogs = new CatalogSnapshots(CATALOG_TIMING, (databaseId, error) =>

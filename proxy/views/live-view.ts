@@ -54,6 +54,11 @@ export class LiveView<R> {
     return this.rows.get(key);
   }
 
+  /** Every row the view holds now. */
+  values(): IterableIterator<R> {
+    return this.rows.values();
+  }
+
   /**
    * The row, folding its stream directly when the view has not seen it yet: a credential
    * registered a moment ago must authenticate at once. The fold is not cached; the live

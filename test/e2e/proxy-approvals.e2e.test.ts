@@ -175,6 +175,21 @@ describe('statements held for approval on the wire', () => {
     await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/agents/${agent.credential.id}`, payload: { status: 'active' } });
   });
 
+  it('a held session lost to a proxy restart ends failed; approving it afterwards is refused and it never runs', async () => {
+    const sql = 'update orders set amount = 4 where id = 7';
+    const run = psql(sql);
+    await run.saw;
+    const request = await pendingFor(sql);
+    await gateway.restartProxy();
+    const result = await run.done;
+    expect(result.code).not.toBe(0);
+    await waitFor(async () => (await approvals()).find((a) => a.id === request.id)?.status === 'failed', 5_000, 'failed');
+    expect((await approvals()).find((a) => a.id === request.id)!.reason).toContain('the session ended while the statement waited');
+    const late = await decide(request.id, 'approve');
+    expect(late.statusCode).toBe(409);
+    expect(await upstreamAmount(7)).toBe('5');
+  });
+
   it('an undecided request expires: the client gets 57014 naming the expiry, the trail approval_expired, nothing ran', async () => {
     const patched = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/policies/${gateway.policyId}`, payload: { approval: { held_kinds: ['update'], expiry_seconds: 1 } } });
     expect(patched.statusCode).toBe(200);

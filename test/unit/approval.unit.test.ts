@@ -4,6 +4,7 @@ import { bindingOf } from '../../commands/approvals/binding.js';
 import { DomainError } from '../../commands/domain-error.js';
 import type { Emit } from '../../commands/handle.js';
 import { evolveApproval, type ApprovalRow } from '../../projections/approvals.js';
+import { lostToRestart } from '../../proxy/approval-hold.js';
 import { decodeEvent, type CatalogEvent } from '../../src/events/catalog.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import type { RecordedEvent } from '../../src/store/port.js';
@@ -120,5 +121,25 @@ describe('approval binding', () => {
     ]) {
       expect(bindingOf(other)).not.toBe(base);
     }
+  });
+});
+
+describe('held statements lost to a restart', () => {
+  const row = (over: Partial<ApprovalRow>): ApprovalRow => ({ ...(fold(run([[{ kind: 'request', request }, BEFORE]]).recorded) as ApprovalRow), ...over });
+  it('fails the pending and approved requests of this proxy’s earlier runs only, saying whether it had started', () => {
+    const rows = [
+      row({ approval_id: 'apr_old_pending', session_id: 'px-1.100.4' }),
+      row({ approval_id: 'apr_old_running', session_id: 'px-1.100.5', status: 'approved', started: true }),
+      row({ approval_id: 'apr_now', session_id: 'px-1.200.1' }),
+      row({ approval_id: 'apr_other_proxy', session_id: 'px-10.100.1' }),
+      row({ approval_id: 'apr_dotted_proxy', session_id: 'px-1.b.100.1' }),
+      row({ approval_id: 'apr_mcp', session_id: 'px-1.100.6', source: 'mcp' }),
+      row({ approval_id: 'apr_done', session_id: 'px-1.100.7', status: 'executed' }),
+      row({ approval_id: 'apr_rejected', session_id: 'px-1.100.8', status: 'rejected' }),
+    ];
+    expect(lostToRestart(rows, { proxyId: 'px-1', bootEpoch: 200 })).toEqual([
+      { approvalId: 'apr_old_pending', message: 'the proxy restarted while the statement was held; the session that held it was lost, and the statement did not run' },
+      { approvalId: 'apr_old_running', message: 'the proxy restarted while the approved statement ran; its end was not seen, and it will not run again' },
+    ]);
   });
 });
