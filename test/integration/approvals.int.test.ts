@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approval, approvalStream } from '../../commands/approvals/approval.js';
 import { sweepExpiredApprovals } from '../../commands/approvals/expiry-sweep.js';
 import { handle } from '../../commands/handle.js';
+import { rebuildAndVerify, projectionStatus } from '../../projections/maintenance.js';
+import { approvalsProjection } from '../../projections/approvals.js';
 import { newId } from '../../src/ids.js';
 import { startApi, type TestApi } from '../support/api.js';
 
@@ -182,5 +184,16 @@ describe('approval requests over REST', () => {
     } finally {
       await client.close();
     }
+  });
+
+  it('rebuilds the approvals read model from position 0 byte for byte (rebuild --verify): every status, expiry on event time included', async () => {
+    const failing = await held();
+    await handle(api.store, approvalStream(failing), approval, { kind: 'fail', sqlstate: '57P01', message: 'the session ended while the statement waited' }, { correlationId: 'test', actor: 'proxy:test' });
+    for (let tries = 0; !(await projectionStatus(api.store, api.pool, [approvalsProjection]))[0]!.caught_up && tries < 200; tries++) await new Promise((resolve) => setTimeout(resolve, 25));
+    const statuses = (await api.pool.query<{ status: string }>('select distinct status from rm.approvals order by status')).rows.map((r) => r.status);
+    expect(statuses).toEqual(['approved', 'expired', 'failed', 'pending', 'rejected']);
+    const result = await rebuildAndVerify(api.store, api.pool, approvalsProjection);
+    expect(result.identical).toBe(true);
+    expect(result.live.approvals!.rows).toBeGreaterThanOrEqual(10);
   });
 });
