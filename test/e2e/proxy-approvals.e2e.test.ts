@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { openSession, waitFor } from '../support/wire.js';
+import { callTool, listenForAgents, textOf, withAgentMcp } from '../support/agent-mcp.js';
 
 let gateway: TestGateway;
 let ingest: RunningIngest;
@@ -156,6 +157,21 @@ describe('statements held for approval on the wire', () => {
     } finally {
       await client.end();
     }
+  });
+
+  it('the hosted MCP refuses a held statement (approval.unavailable) and never runs it unheld; plain EXPLAIN of it runs', async () => {
+    const url = await listenForAgents(gateway);
+    await withAgentMcp(`${url}/mcp`, agent, async (client) => {
+      const held = await callTool(client, 'query', { sql: 'update orders set amount = 3 where id = 8' });
+      expect(held.isError).toBe(true);
+      expect(textOf(held)).toContain('(decision_rule approval.unavailable, SQLSTATE 0A000)');
+      const cte = await callTool(client, 'query', { sql: 'with d as (delete from orders where id = 8 returning id) select * from d' });
+      expect(textOf(cte)).toContain('approval.unavailable');
+      const explained = await callTool(client, 'explain', { sql: 'update orders set amount = 3 where id = 8' });
+      expect(explained.isError, textOf(explained)).toBeFalsy();
+    });
+    expect(await upstreamAmount(8)).toBe('5');
+    expect((await approvals()).some((a) => a.sql.includes('id = 8'))).toBe(false);
   });
 
   it('a kill-switch while held ends the wait: the session ends, the request fails, nothing ran', async () => {
