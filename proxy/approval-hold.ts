@@ -80,7 +80,7 @@ export function heldRequest(facts: {
 }
 
 /** Runs one command on a request's stream as `actor`; a refusal (decided meanwhile) is returned, not thrown. */
-export async function onRequest(services: ApprovalServices, approvalId: string, command: ApprovalCommand, actor: string): Promise<DomainError | undefined> {
+export async function onRequest(services: Pick<ApprovalServices, 'store'>, approvalId: string, command: ApprovalCommand, actor: string): Promise<DomainError | undefined> {
   try {
     await handle(services.store, approvalStream(approvalId), approval, command, { correlationId: `approval-${approvalId}`, actor });
     return undefined;

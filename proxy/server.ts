@@ -97,7 +97,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   );
   // Wire sessions of an earlier run of this proxy are gone: the statements they held end failed, never run.
   for (const lost of lostToRestart(approvals.values(), { proxyId: options.proxyId, bootEpoch })) {
-    void onRequest({ store, approvals }, lost.approvalId, { kind: 'fail', sqlstate: '57P01', message: lost.message }, `proxy:${options.proxyId}`).catch((error: unknown) =>
+    void onRequest({ store }, lost.approvalId, { kind: 'fail', sqlstate: '57P01', message: lost.message }, `proxy:${options.proxyId}`).catch((error: unknown) =>
       logger.warn({ err: error, approval: lost.approvalId }, 'could not record a held statement lost to a restart'),
     );
   }

@@ -159,19 +159,40 @@ describe('statements held for approval on the wire', () => {
     }
   });
 
-  it('the hosted MCP refuses a held statement (approval.unavailable) and never runs it unheld; plain EXPLAIN of it runs', async () => {
+  it('the hosted MCP answers a held query at once with its request; once approved the same call runs it once; approval_status reports it', async () => {
     const url = await listenForAgents(gateway);
+    const sql = 'update orders set amount = amount + 1 where id = 8';
     await withAgentMcp(`${url}/mcp`, agent, async (client) => {
-      const held = await callTool(client, 'query', { sql: 'update orders set amount = 3 where id = 8' });
+      const held = await callTool(client, 'query', { sql });
       expect(held.isError).toBe(true);
-      expect(textOf(held)).toContain('(decision_rule approval.unavailable, SQLSTATE 0A000)');
-      const cte = await callTool(client, 'query', { sql: 'with d as (delete from orders where id = 8 returning id) select * from d' });
-      expect(textOf(cte)).toContain('approval.unavailable');
-      const explained = await callTool(client, 'explain', { sql: 'update orders set amount = 3 where id = 8' });
+      const view = (held._meta as Record<string, { approval_id: string; status: string; expires_at: string; estimated_rows: number | null }>)['pgward/approval']!;
+      expect(view).toMatchObject({ status: 'pending', estimated_rows: null });
+      expect(textOf(held)).toContain(`Held for a human’s approval (decision_rule approval.held, request ${view.approval_id}, expires ${view.expires_at})`);
+      await pendingFor(sql);
+      const again = await callTool(client, 'query', { sql });
+      expect(textOf(again)).toContain(`Still waiting for a human’s approval (decision_rule approval.held, request ${view.approval_id}`);
+      // Other parameters or text are another binding: another request.
+      const other = await callTool(client, 'query', { sql: `${sql} ` });
+      expect((other._meta as Record<string, { approval_id: string }>)['pgward/approval']!.approval_id).not.toBe(view.approval_id);
+      expect(await upstreamAmount(8)).toBe('5');
+      expect((await decide(view.approval_id, 'approve', 'ok')).statusCode).toBe(200);
+      await waitFor(async () => (await approvals()).find((a) => a.id === view.approval_id)?.status === 'approved', 5_000, 'approved in the read model');
+      // Two calls at once: the request is taken once, so it runs once.
+      const [first, second] = await Promise.all([callTool(client, 'query', { sql }), callTool(client, 'query', { sql })]);
+      const ran = [first, second].filter((r) => !r.isError);
+      expect(ran).toHaveLength(1);
+      expect((ran[0]!.structuredContent as { command: string }).command).toBe('UPDATE 1');
+      expect(await upstreamAmount(8)).toBe('6');
+      await waitFor(async () => (await approvals()).find((a) => a.id === view.approval_id)?.status === 'executed', 5_000, 'executed');
+      const status = await callTool(client, 'approval_status', { approval_id: view.approval_id });
+      expect(status.structuredContent).toMatchObject({ approval_id: view.approval_id, status: 'executed', rows_affected: 1, reason: 'ok' });
+      const entries = await entriesOf(view.approval_id, 3);
+      expect(entries.map((e) => e.event)).toEqual(['approval_requested', 'approved', 'query']);
+      // Plain EXPLAIN runs nothing and is not held; EXPLAIN ANALYZE would run the update: refused by explain.
+      const explained = await callTool(client, 'explain', { sql });
       expect(explained.isError, textOf(explained)).toBeFalsy();
     });
-    expect(await upstreamAmount(8)).toBe('5');
-    expect((await approvals()).some((a) => a.sql.includes('id = 8'))).toBe(false);
+    expect(await upstreamAmount(8)).toBe('6');
   });
 
   it('a kill-switch while held ends the wait: the session ends, the request fails, nothing ran', async () => {
