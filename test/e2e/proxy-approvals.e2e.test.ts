@@ -38,7 +38,7 @@ async function upstreamAmount(id: number): Promise<string> {
 }
 
 /** psql -c as a child process: its exit code, stdout and stderr, and a promise of the moment stderr first shows `marker`. */
-function psql(sql: string, marker = 'waiting for a reviewer'): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; saw: Promise<void> } {
+function psql(sql: string, marker = 'waiting for a reviewer'): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; saw: Promise<void>; interrupt: () => void } {
   const child = spawn('psql', [agent.connection_string, '-X', '-v', 'ON_ERROR_STOP=1', '-c', sql], { env: { ...process.env, PGCONNECT_TIMEOUT: '10' } });
   let stdout = '';
   let stderr = '';
@@ -50,7 +50,7 @@ function psql(sql: string, marker = 'waiting for a reviewer'): { done: Promise<{
     if (stderr.includes(marker)) seen();
   });
   const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-  return { done, saw };
+  return { done, saw, interrupt: () => child.kill('SIGINT') };
 }
 
 async function trail(): Promise<Entry[]> {
@@ -210,6 +210,20 @@ describe('statements held for approval on the wire', () => {
     expect((await decide(request.id, 'approve')).statusCode).toBe(409);
     expect(await upstreamAmount(5)).toBe('5');
     await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: `/v1/projects/${gateway.projectId}/agents/${agent.credential.id}`, payload: { status: 'active' } });
+  });
+
+  it('Ctrl-C in psql cancels the wait: 57014, the request fails, nothing runs', async () => {
+    const sql = 'update orders set amount = 2 where id = 9';
+    const run = psql(sql);
+    await run.saw;
+    const request = await pendingFor(sql);
+    run.interrupt();
+    const result = await run.done;
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain(`ERROR:  approval request ${request.id} ended: the client cancelled the statement while it waited (rule approval.failed); the statement did not run`);
+    await waitFor(async () => (await approvals()).find((a) => a.id === request.id)?.status === 'failed', 5_000, 'failed');
+    expect((await decide(request.id, 'approve')).statusCode).toBe(409);
+    expect(await upstreamAmount(9)).toBe('5');
   });
 
   it('a held session lost to a proxy restart ends failed; approving it afterwards is refused and it never runs', async () => {
