@@ -11,7 +11,6 @@ import type { ProxyMetrics } from './metrics.js';
 import { masksColumns, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
 import { decideWithCatalog, type CatalogLease, type CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import {
-  encodeAuthenticationSasl,
   encodeCloseComplete,
   encodeCommandComplete,
   encodeErrorResponse,
@@ -29,11 +28,11 @@ import { PortalRows } from './portal-rows.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements } from './prepared.js';
-import { decodeFrontendMessage, FrontendFramer, type FrontendFrame, type FrontendMessage, type StartupMessage } from './protocol/frontend.js';
+import { decodeFrontendMessage, FrontendFramer, type FrontendFrame, type FrontendMessage } from './protocol/frontend.js';
 import { cancelAbandoned } from './upstream/cancel.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
-import { writeAll } from './socket-write.js';
+import { SessionFlow } from './session-flow.js';
 import { noConnection, type UpstreamHandle } from './upstreams.js';
 import { classifyUpstreamFailure, upstreamFailure, upstreamRule, type UpstreamFailure } from './upstream/failure.js';
 import { logEvent } from '../src/log-events.js';
@@ -41,7 +40,8 @@ import type { SessionRegistry } from './session-registry.js';
 import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
 import { SessionAudit, statementOf, type Allowed, type StatementRefusal } from './session-audit.js';
 import { parseToRun, policyChanged, SessionStatements } from './session-statements.js';
-import { AUTH_FAILED, loginReply, ScramExchange, unusable } from './session-login.js';
+import { loginReply } from './session-login.js';
+import { LoginPhase, type CompletedLogin } from './session-login-phase.js';
 import { UpstreamHold } from './session-upstream.js';
 import { errorsHidden, FLUSH, guardedReplies, guardedSimpleEnd, guardedSimpleWrite, settledOf, simpleEndReplies, undoneSync, type GuardedOutcome } from './guarded-write.js';
 import { rollbackInTransaction, writeGuardOf, type WriteGuard } from './policy/write-guard.js';
@@ -106,12 +106,11 @@ export class Session {
   private readonly framer: FrontendFramer;
   private readonly processId = randomInt(1, 2 ** 31 - 1);
   private readonly secretKey = randomBytes(4);
-  private state: 'startup' | 'sasl-initial' | 'sasl-final' | 'ready' | 'closed' = 'startup';
+  private state: 'login' | 'ready' | 'closed' = 'login';
+  /** Until the login completes (session-login-phase.ts). */
+  private login: LoginPhase | undefined;
   private busy = false;
   private credential: CredentialRow | undefined;
-  private startup: StartupMessage | undefined;
-  /** The SCRAM exchange, from the StartupMessage until the login completes. */
-  private scram: ScramExchange | undefined;
   private catalog: CatalogLease | undefined;
   /** DDL was sent: the catalog is read again once the session is out of its transaction. */
   private schemaChanged = false;
@@ -119,9 +118,6 @@ export class Session {
   private readonly upstream: UpstreamHold;
   private pinned = false;
   private expiresAtMs = Number.POSITIVE_INFINITY;
-  /** What this turn forwards upstream, and where: written together when the turn ends. */
-  private outgoing: Buffer[] = [];
-  private outgoingTo: UpstreamConnection['socket'] | undefined;
   private unsynced = false;
   /** After the proxy refused a message of an extended-protocol batch, the rest is dropped until Sync, as PostgreSQL does. */
   private skipUntilSync = false;
@@ -134,19 +130,13 @@ export class Session {
   /** Rows each portal and cursor has handed the client while a row cap applies. */
   private readonly portalRows = new PortalRows();
   private expiryTimer: NodeJS.Timeout | undefined;
-  /** Until the login completes: a client that connects and stalls must not hold a connection for ever. */
-  private readonly loginTimer: NodeJS.Timeout;
   private readonly audit: SessionAudit;
   /** Ends the wait of a statement held for approval: the client cancelled it, or the session or its policy changed. */
   private holdWait: AbortController | undefined;
-  /** Reasons the client's socket is not read: too much sent while a message is handled asynchronously, a peer that has not taken what it was sent. */
-  private readingHeld = 0;
   /** A message is being handled asynchronously (waiting for an upstream connection, say): what the client sends meanwhile waits in the framer. */
   private awaiting = false;
   private heldWhileAwaiting = false;
-  /** The client has not taken what it was sent: until it has, neither it nor `throttled` is read. */
-  private clientBacklogged = false;
-  private throttled: UpstreamConnection | undefined;
+  private readonly flow = new SessionFlow({ client: () => this.client, server: () => this.upstream.server, closed: () => this.closed });
   private readonly deadline = new StatementDeadline({
     expired: (limitMs) => {
       this.context.logger.info({ session: this.id, limitMs }, 'statement timeout: cancelling upstream');
@@ -167,7 +157,7 @@ export class Session {
     this.audit = new SessionAudit(context, this.id, (client.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline(
-      (pieces) => this.writeClient(pieces),
+      (pieces) => this.flow.writeClient(pieces),
       {
         completed: (statement) => this.audit.completed(this.credential!, statement, this.deadline.cancelledAtMs),
         prepareFailed: (name) => {
@@ -187,16 +177,16 @@ export class Session {
     context.registry.add(this, this.processId);
     context.metrics.connections.inc();
     context.metrics.connectionsTotal.inc();
-    this.loginTimer = setTimeout(() => this.loginTimedOut(), context.loginTimeoutMs).unref();
+    this.login = new LoginPhase({
+      id: this.id,
+      context,
+      audit: this.audit,
+      closed: () => this.closed,
+      write: (bytes) => void this.socket.write(bytes),
+      fatal: (fields) => this.fatal(fields),
+      loggedIn: (login) => this.loggedIn(login),
+    });
     this.attach(client);
-  }
-
-  private loginTimedOut(): void {
-    if (this.state === 'ready' || this.state === 'closed') return;
-    this.context.metrics.logins.inc({ outcome: 'timeout' });
-    this.context.metrics.refused.inc();
-    this.context.logger.info({ session: this.id, state: this.state }, 'login timed out');
-    this.fatal({ severity: 'FATAL', code: '57014', message: `canceling authentication due to timeout: the login did not complete within ${this.context.loginTimeoutMs / 1000} s` });
   }
 
   /** Read through a getter: the state changes across awaits, which narrowing cannot see. */
@@ -223,7 +213,7 @@ export class Session {
     if (!this.busy) void this.drain();
     else if (this.awaiting && !this.heldWhileAwaiting && this.framer.bufferedBytes > AWAIT_BUFFER_BYTES) {
       this.heldWhileAwaiting = true;
-      this.holdReading();
+      this.flow.holdReading();
     }
   }
 
@@ -243,13 +233,13 @@ export class Session {
         const pending = this.handle(frame);
         if (pending) {
           // What is already forwarded goes now: the wait may be long, and what it waits for may need it.
-          this.flushOutgoing();
+          this.flow.flush();
           this.awaiting = true;
           await pending;
           this.awaiting = false;
           if (this.heldWhileAwaiting) {
             this.heldWhileAwaiting = false;
-            this.releaseReading();
+            this.flow.releaseReading();
           }
         }
       }
@@ -260,7 +250,7 @@ export class Session {
       this.fatal({ severity: 'FATAL', code: 'XX000', message: 'internal error in the gateway; the connection is closed' });
     } finally {
       this.busy = false;
-      this.flushOutgoing();
+      this.flow.flush();
     }
   }
 
@@ -268,17 +258,13 @@ export class Session {
     if (frame.kind === 'SSLRequest') return this.startTls();
     if (frame.kind === 'GSSENCRequest') return void this.socket.write(encodeGssEncResponse(false));
     if (frame.kind === 'CancelRequest') return this.cancelOther(frame.processId, frame.secretKey);
-    if (frame.kind === 'StartupMessage') return this.onStartup(frame);
-    const message = frame.type === 'P' ? this.statements.decodeParse(frame) : decodeFrontendMessage(frame);
-    switch (this.state) {
-      case 'sasl-initial':
-      case 'sasl-final':
-        return this.onAuthResponse(message);
-      case 'ready':
-        return this.onMessage(message);
-      default:
-        return this.fatal({ severity: 'FATAL', code: '08P01', message: `unexpected message ${frame.type} before authentication` });
+    if (frame.kind === 'StartupMessage') {
+      return this.login ? this.login.startup(frame) : this.fatal({ severity: 'FATAL', code: '08P01', message: 'unexpected startup message after authentication' });
     }
+    const message = frame.type === 'P' ? this.statements.decodeParse(frame) : decodeFrontendMessage(frame);
+    if (this.state === 'ready') return this.onMessage(message);
+    if (this.login?.exchanging) return this.login.respond(message);
+    return this.fatal({ severity: 'FATAL', code: '08P01', message: `unexpected message ${frame.type} before authentication` });
   }
 
   private startTls(): void {
@@ -307,90 +293,22 @@ export class Session {
     if (server && handle && this.pipeline.awaitingServer) await handle.cancel(server);
   }
 
-  private async onStartup(startup: StartupMessage): Promise<void> {
-    this.startup = startup;
-    const user = startup.parameters.get('user') ?? '';
-    this.credential = user ? await this.context.credentials.getOrRead(user, `credential-${user}`) : undefined;
-    if (this.closed) return;
-    this.scram = new ScramExchange(this.credential, user, this.context.mockSecret);
-    this.socket.write(encodeAuthenticationSasl(['SCRAM-SHA-256']));
-    this.state = 'sasl-initial';
-  }
-
-  private onAuthResponse(message: FrontendMessage): Promise<void> | void {
-    if (message.kind !== 'AuthResponse') return this.fatal({ severity: 'FATAL', code: '08P01', message: 'expected a SASL response' });
-    try {
-      if (this.state === 'sasl-initial') {
-        const first = this.scram!.first(message.body);
-        if (!first) return this.refuseLogin('auth_failed', 'unsupported SASL mechanism');
-        this.state = 'sasl-final';
-        this.socket.write(first);
-        return;
-      }
-      const serverFinal = this.scram!.final(message.body);
-      if (serverFinal === undefined) return this.refuseLogin('auth_failed', 'wrong password or unknown user');
-      return this.completeLogin(serverFinal);
-    } catch (error) {
-      if (error instanceof ProtocolViolation) return this.fatal({ severity: 'FATAL', code: error.code, message: error.message });
-      return this.refuseLogin('auth_failed', (error as Error).message);
-    }
-  }
-
-  private async completeLogin(serverFinal: string): Promise<void> {
-    const credential = this.credential;
-    if (!credential) return this.refuseLogin('auth_failed', 'unknown user');
-    const refusal = unusable(credential);
-    if (refusal) return this.refuseLogin(refusal.event, refusal.reason);
-    await this.context.budgets.prepare(credential);
-    const handle = await this.context.upstreamFor(credential);
-    if (this.closed) return;
-    const requested = this.startup?.parameters.get('database') ?? credential.pg_username;
-    if (!handle || requested !== handle.database.name) return this.refuseLogin('auth_failed', `database ${requested} is not the credential's database`);
+  /** The login completed: the session takes its credential, upstream and catalog, and answers the client. */
+  private loggedIn({ credential, handle, catalog, server, serverFinal }: CompletedLogin): void {
+    this.login = undefined;
+    this.credential = credential;
     this.upstream.handle = handle;
-    // Read first at the database's first login; a failed read refuses statements (catalog.unavailable), not the login.
-    this.catalog = await this.context.catalogs.lease(handle);
-    if (this.closed) return this.catalog.release();
-    let server: UpstreamConnection;
-    try {
-      server = await handle.pool.acquire({ owner: credential.credential_id });
-    } catch (error) {
-      const failure = classifyUpstreamFailure(error);
-      return this.refuseLogin('auth_failed', failure.message, { rule: upstreamRule(failure), reply: this.noUpstream(failure, 'FATAL') });
-    }
-    // The client left while the login waited: the connection goes back, not to a session nobody will close again.
-    if (this.closed) return void handle.pool.release(server, { reset: false });
+    this.catalog = catalog;
     this.useServer(server);
     this.audit.loggedIn(credential);
     this.context.registry.bind(this, credential.credential_id);
     this.expiresAtMs = credential.expires_at ? Date.parse(credential.expires_at) : Number.POSITIVE_INFINITY;
     this.context.onLogin?.(credential.credential_id);
     this.scheduleExpiry(credential);
-    clearTimeout(this.loginTimer);
     this.state = 'ready';
     this.context.metrics.logins.inc({ outcome: 'ok' });
     this.socket.write(loginReply(serverFinal, server.parameters, this.processId, this.secretKey));
     this.releaseIfIdle();
-  }
-
-  /** What the client is told when no upstream connection could be had for it, counted by the failure's reason. */
-  private noUpstream(failure: UpstreamFailure, severity: 'FATAL' | 'ERROR'): ErrorFields {
-    this.context.metrics.upstreamUnavailable.inc({ reason: failure.reason });
-    return noConnection(failure, severity);
-  }
-
-  /** Refuses the login, audited under `rule` (auth.<event> by default), answering `reply` (28P01 by default). */
-  private refuseLogin(event: AuditEventKind, why: string, options: { rule?: string; reply?: ErrorFields } = {}): void {
-    this.context.metrics.logins.inc({ outcome: event });
-    this.context.metrics.refused.inc();
-    const rule = options.rule ?? `auth.${event}`;
-    const projectId = this.credential?.project_id ?? this.context.fallbackProjectId;
-    if (projectId) {
-      this.audit.publish(this.credential, { event, projectId, sql: '', kind: '', rule, reason: why, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString() });
-    }
-    const who = { session: this.id, source: 'wire', credential_id: this.credential?.credential_id ?? null, project_id: projectId ?? null, rule, reason: why };
-    if (event === 'credential_expired') logEvent(this.context.logger, 'credential_expired', { ...who, during: 'login' }, 'login refused: the credential expired');
-    else logEvent(this.context.logger, 'login_refused', who, 'login refused');
-    this.fatal(options.reply ?? AUTH_FAILED);
   }
 
   private scheduleExpiry(credential: CredentialRow): void {
@@ -412,11 +330,7 @@ export class Session {
 
   private useServer(server: UpstreamConnection): void {
     this.upstream.use(server);
-    // A connection taken up while the client is backlogged waits with it.
-    if (this.clientBacklogged) {
-      this.throttled = server;
-      server.inlet.pause();
-    }
+    this.flow.tookUp(server);
   }
 
   private readonly serverReceiver: Receiver = {
@@ -448,39 +362,6 @@ export class Session {
     this.pipeline.onServerChunk(chunk, scanned, this.upstream.scanner!.inErrorResponse);
     if (this.deadline.running && !this.pipeline.awaitingServer) this.deadline.stop();
     this.releaseIfIdle();
-  }
-
-  /**
-   * Flow control towards the client: while it has not taken what it was sent, neither the upstream
-   * nor the client is read, as PostgreSQL stops reading a client it cannot write to. A result the
-   * client does not read waits in the server, and requests it sends meanwhile (even those the
-   * gateway answers itself) wait in the client, rather than either filling the gateway's memory.
-   */
-  private writeClient(pieces: readonly Buffer[]): void {
-    writeAll(this.socket, pieces);
-    if (!this.socket.writableNeedDrain || this.clientBacklogged) return;
-    this.clientBacklogged = true;
-    this.holdReading();
-    this.throttled = this.upstream.server;
-    this.throttled?.inlet.pause();
-    this.socket.once('drain', this.onClientDrained);
-  }
-
-  private readonly onClientDrained = (): void => {
-    const server = this.throttled;
-    this.throttled = undefined;
-    this.clientBacklogged = false;
-    this.releaseReading();
-    // Only a connection this session still holds; one handed over since is its new holder's to run.
-    if (server && server === this.upstream.server && !this.closed) server.inlet.resume();
-  };
-
-  private holdReading(): void {
-    if (this.readingHeld++ === 0) this.client.pause();
-  }
-
-  private releaseReading(): void {
-    if (--this.readingHeld === 0 && !this.closed) this.client.resume();
   }
 
   /**
@@ -528,7 +409,7 @@ export class Session {
     const rule = upstreamRule(failure);
     if (statement) this.audit.notRun(credential, statement, rule, failure.message);
     logEvent(this.context.logger, 'upstream_unavailable', { session: this.id, credential_id: credential.credential_id, database: credential.database_id, rule, retryable: failure.retryable }, 'no upstream connection for a statement');
-    this.refuse(this.noUpstream(failure, 'ERROR'), protocol);
+    this.refuse(noConnection(failure, 'ERROR', this.context.metrics), protocol);
   }
 
   private async withNewPool(work: () => void, protocol: 'simple' | 'extended', audited?: () => Statement | undefined): Promise<void> {
@@ -540,40 +421,10 @@ export class Session {
     return this.withServer(work, protocol, audited);
   }
 
-  /**
-   * Writes to the upstream; what one client chunk yields leaves in one write when the turn ends:
-   * when `drain` has handled every message there is, or (outside it) on the next tick.
-   */
   private forward(raw: Buffer): void {
     this.upstream.unpark();
-    const socket = this.upstream.server!.socket;
-    if (this.outgoingTo !== socket) {
-      this.flushOutgoing();
-      this.outgoingTo = socket;
-      if (!this.busy) process.nextTick(this.flushOutgoing);
-    }
-    this.outgoing.push(raw);
+    this.flow.forward(this.upstream.server!.socket, raw, this.busy);
   }
-
-  private readonly flushOutgoing = (): void => {
-    const socket = this.outgoingTo;
-    const out = this.outgoing;
-    this.outgoingTo = undefined;
-    this.outgoing = [];
-    if (!socket || socket.destroyed || out.length === 0) return;
-    writeAll(socket, out);
-    // Flow control towards the upstream: the client is not read while the server has not taken what it was sent.
-    if (socket.writableNeedDrain) {
-      this.holdReading();
-      const drained = (): void => {
-        socket.off('drain', drained);
-        socket.off('close', drained);
-        this.releaseReading();
-      };
-      socket.on('drain', drained);
-      socket.on('close', drained);
-    }
-  };
 
   private onMessage(message: FrontendMessage): Promise<void> | void {
     // Disable, revoke and rotation end the session when their events arrive; expiry is checked here, before every message.
@@ -627,7 +478,7 @@ export class Session {
       case 'Terminate':
         // What the client sent before it is sent on (PostgreSQL runs every message before a Terminate); a
         // connection with anything in flight is then dropped by close, never handed on.
-        this.flushOutgoing();
+        this.flow.flush();
         return this.close();
       case 'FunctionCall':
         return this.refuse({ severity: 'ERROR', code: '0A000', message: 'the fastpath function call protocol is not supported by the gateway; call the function in a query' }, 'simple');
@@ -907,7 +758,7 @@ export class Session {
       if (protocol === 'simple') this.unsynced = false;
       return;
     }
-    this.flushOutgoing();
+    this.flow.flush();
     await ended;
     if (!this.closed && this.upstream.server) then();
   }
@@ -975,7 +826,7 @@ export class Session {
     this.state = 'closed';
     this.holdWait?.abort('closed');
     clearTimeout(this.expiryTimer);
-    clearTimeout(this.loginTimer);
+    this.login?.abandon();
     this.catalog?.release();
     this.deadline.close();
     this.context.metrics.connections.dec();
@@ -985,8 +836,7 @@ export class Session {
     // Statements sent upstream whose end the session will not see are audited now (as when the upstream is lost): they may have run.
     this.pipeline.abandon();
     // Nothing more goes upstream: the connection is about to belong to the pool again, or to nobody.
-    this.outgoing = [];
-    this.outgoingTo = undefined;
+    this.flow.discardOutgoing();
     this.upstream.unpark();
     const server = this.upstream.detach();
     // A pinned connection goes back after DISCARD ALL (its statements go too); one in the middle of anything cannot be trusted by the next client.

@@ -8,6 +8,7 @@ import { classifyUpstreamFailure, failureLogFields, type UpstreamFailure } from 
 import { logEvent } from '../src/log-events.js';
 import type { BaseLogger } from 'pino';
 import type { ErrorFields } from './protocol/backend.js';
+import type { ProxyMetrics } from './metrics.js';
 import type { LiveView } from './views/live-view.js';
 import type { PolicyRole } from './views/policy-roles.js';
 
@@ -20,9 +21,10 @@ export interface UpstreamHandle {
 
 /**
  * What a client is told when no upstream connection could be had for it, classified (see
- * failure.ts): FATAL at login, ERROR for a statement.
+ * failure.ts): FATAL at login, ERROR for a statement. Counted by the failure's reason.
  */
-export function noConnection(failure: UpstreamFailure, severity: 'FATAL' | 'ERROR'): ErrorFields {
+export function noConnection(failure: UpstreamFailure, severity: 'FATAL' | 'ERROR', metrics: Pick<ProxyMetrics, 'upstreamUnavailable'>): ErrorFields {
+  metrics.upstreamUnavailable.inc({ reason: failure.reason });
   return { severity, code: failure.sqlstate, message: failure.message };
 }
 
