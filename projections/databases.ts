@@ -1,5 +1,5 @@
 import { decodeWith } from '../src/events/envelope.js';
-import { DatabaseRegistered, DatabaseRemoved, DatabaseUpdated, ReplicaAdded, ReplicaRemoved } from '../src/events/databases.js';
+import { DatabaseRegistered, DatabaseRemoved, DatabaseUpdated, ReplicaAdded, ReplicaRemoved, ReplicaUpdated } from '../src/events/databases.js';
 import type { SealedSecret } from '../src/events/fields.js';
 import type { RecordedEvent } from '../src/store/port.js';
 import { rowProjection } from './row-projection.js';
@@ -89,9 +89,10 @@ export const databasesProjection = rowProjection<DatabaseRow>({
   evolve: evolveDatabase,
 });
 
-function replicaIdOf(event: RecordedEvent): string | undefined {
+export function replicaIdOf(event: RecordedEvent): string | undefined {
   if (event.type === ReplicaAdded.type) return decodeWith(ReplicaAdded, event).data.replica_id;
   if (event.type === ReplicaRemoved.type) return decodeWith(ReplicaRemoved, event).data.replica_id;
+  if (event.type === ReplicaUpdated.type) return decodeWith(ReplicaUpdated, event).data.replica_id;
   return undefined;
 }
 
@@ -100,6 +101,7 @@ export function evolveReplica(row: ReplicaRow | undefined, event: RecordedEvent)
     const { data, metadata } = decodeWith(ReplicaAdded, event);
     return { ...data, created_at: metadata.at };
   }
+  if (event.type === ReplicaUpdated.type) return row ? { ...row, ...decodeWith(ReplicaUpdated, event).data.changes } : null;
   if (event.type === ReplicaRemoved.type) return null;
   return row ?? null;
 }

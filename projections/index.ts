@@ -10,6 +10,7 @@ import { honeytokensProjection } from './honeytokens.js';
 import { organizationsProjection } from './organizations.js';
 import { policiesProjection } from './policies.js';
 import { projectsProjection } from './projects.js';
+import { webhooksProjection } from './webhooks.js';
 
 export interface ProjectionOptions {
   /** HMAC keys of the audit chain (PGWARD_AUDIT_HMAC_KEYS); the audit projection hashes with them. */
@@ -20,5 +21,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries)];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries)];
 }

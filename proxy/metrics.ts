@@ -77,6 +77,11 @@ export function createProxyMetrics(registry: Registry) {
     poolConnections: new Gauge({ name: 'pgward_proxy_upstream_connections', help: 'Upstream connections by database and state', labelNames: ['database', 'state'], registers: [registry] }),
     decisionBuffer: new Gauge({ name: 'pgward_proxy_decision_buffer_depth', help: 'Decisions waiting for the bus', registers: [registry] }),
     decisionDrops: new Gauge({ name: 'pgward_proxy_decisions_dropped', help: 'Decisions dropped because the buffer was full (reported as gap markers)', registers: [registry] }),
+    replicaHealthy: new Gauge({ name: 'pgward_proxy_replica_healthy', help: 'Whether a read replica is in rotation (1) or not (0)', labelNames: ['database', 'replica'], registers: [registry] }),
+    replicaLag: new Gauge({ name: 'pgward_proxy_replica_lag_seconds', help: 'A read replica’s replay lag at its last probe', labelNames: ['database', 'replica'], registers: [registry] }),
+    replicaProbes: new Counter({ name: 'pgward_proxy_replica_probes_total', help: 'Health probes of read replicas by outcome (ok, stale, unreachable)', labelNames: ['outcome'], registers: [registry] }),
+    replicaTransitions: new Counter({ name: 'pgward_proxy_replica_transitions_total', help: 'Read replicas entering (in) and leaving (out) rotation', labelNames: ['to'], registers: [registry] }),
+    routed: new Counter({ name: 'pgward_proxy_routed_statements_total', help: 'Statements of auto_read_routing databases by where they were sent (primary, replica)', labelNames: ['target'], registers: [registry] }),
   };
 }
 export type ProxyMetrics = ReturnType<typeof createProxyMetrics>;

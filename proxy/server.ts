@@ -29,6 +29,9 @@ import { UpstreamError } from './upstream/connection.js';
 import { classifyUpstreamFailure, failureLogFields } from './upstream/failure.js';
 import { upstreamChoice } from './views/policy-roles.js';
 import { proxyViews } from './views/proxy-views.js';
+import { DEFAULT_HEALTH_THRESHOLDS, type HealthThresholds } from './replica-health.js';
+import { ReplicaMonitor } from './replica-monitor.js';
+import { DEFAULT_READ_YOUR_WRITES_MS } from './replica-routing.js';
 
 export interface ProxyOptions {
   readonly store: EventStore;
@@ -52,6 +55,16 @@ export interface ProxyOptions {
   readonly spent?: SpentSource;
   /** The process's budget tallies, shared with its hosted MCP so that both count against one figure; else the proxy keeps its own, from `spent`. */
   readonly budgets?: Budgets;
+  /** Read replicas' health probes and read routing (docs/replicas.md); defaults otherwise. */
+  readonly replicas?: Partial<ReplicaOptions>;
+}
+
+export interface ReplicaOptions {
+  /** How often each replica of an auto_read_routing database is probed (PGWARD_REPLICA_CHECK_MS). */
+  readonly checkIntervalMs: number;
+  readonly thresholds: HealthThresholds;
+  /** How long after a statement that may write a session's reads stay on the primary (PGWARD_READ_YOUR_WRITES_MS). */
+  readonly readYourWritesMs: number;
 }
 
 export interface RunningProxy {
@@ -88,7 +101,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const { credentials, databases, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, all: views } = proxyViews(store);
+  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
@@ -102,6 +115,17 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     );
   }
   const upstreams = new Upstreams(databases, options.keyring, { connectTimeoutMs: options.upstreamConnectTimeoutMs ?? 5_000, applicationName: 'pgward', logger });
+  const replicaOptions = { checkIntervalMs: 2_000, thresholds: DEFAULT_HEALTH_THRESHOLDS, readYourWritesMs: DEFAULT_READ_YOUR_WRITES_MS, ...options.replicas };
+  const monitor = new ReplicaMonitor(replicas, databases, {
+    intervalMs: replicaOptions.checkIntervalMs,
+    thresholds: replicaOptions.thresholds,
+    connectTimeoutMs: options.upstreamConnectTimeoutMs ?? 5_000,
+    // Probed as the database's registered user, in a read-only transaction.
+    targetOf: (database, replica) => upstreams.replicaTarget(database, replica, true),
+    metrics,
+    logger,
+  });
+  monitor.start();
   const registry = new SessionRegistry();
   const catalogs = new CatalogSnapshots(CATALOG_TIMING, (databaseId, error) =>
     // An upstream error's message already holds its cause's: logged as classified, not as an error chain that repeats it.
@@ -158,6 +182,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);
       return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role);
     },
+    readRouting: { routes: (databaseId: string) => monitor.routes(databaseId), next: (databaseId: string) => monitor.next(databaseId), readYourWritesMs: replicaOptions.readYourWritesMs, metrics },
     catalogs,
     decisions,
     registry,
@@ -175,6 +200,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   // Paused on connect: the session reads the client through an inlet (Inlet.accept), never through the stream.
   const server: Server = createServer({ noDelay: true, pauseOnConnect: true }, (socket) => new Session(Inlet.accept(socket), context));
   const stopParts = async (): Promise<void> => {
+    monitor.stop();
     await decisions.close();
     catalogs.close();
     await upstreams.close();

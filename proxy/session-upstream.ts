@@ -60,6 +60,16 @@ export class UpstreamHold {
     this.detach();
   };
 
+  /** Draws from another pool from now on; a parked upstream goes back to its own pool first. Only while no upstream is held but a parked one. */
+  moveTo(handle: UpstreamHandle): void {
+    if (this.parked) {
+      this.unpark();
+      const server = this.detach();
+      if (server) void this.handle!.pool.release(server, { reset: false });
+    }
+    this.handle = handle;
+  }
+
   /** Takes the parked upstream up again before using it. */
   unpark(): void {
     if (!this.parked) return;

@@ -43,6 +43,7 @@ import { parseToRun, policyChanged, SessionStatements } from './session-statemen
 import { loginReply } from './session-login.js';
 import { LoginPhase, type CompletedLogin } from './session-login-phase.js';
 import { UpstreamHold } from './session-upstream.js';
+import { SessionReads, type ReadRouting } from './replica-routing.js';
 import { errorsHidden, FLUSH, guardedReplies, guardedSimpleEnd, guardedSimpleWrite, settledOf, simpleEndReplies, undoneSync, type GuardedOutcome } from './guarded-write.js';
 import { rollbackInTransaction, writeGuardOf, type WriteGuard } from './policy/write-guard.js';
 import type { LiveView } from './views/live-view.js';
@@ -54,6 +55,8 @@ export interface SessionContext {
   readonly credentials: LiveView<CredentialRow>;
   readonly policies: LiveView<PolicyRow>;
   readonly upstreamFor: (credential: CredentialRow) => Promise<UpstreamHandle | undefined>;
+  /** Reads of auto_read_routing databases go to their healthy replicas (replica-routing.ts). */
+  readonly readRouting?: ReadRouting;
   /** The upstream catalog snapshots every decision is made on. */
   readonly catalogs: CatalogSnapshots;
   readonly honeytokens: Honeytokens;
@@ -116,6 +119,7 @@ export class Session {
   private schemaChanged = false;
   /** The upstream pool and the connection this session holds, if any. */
   private readonly upstream: UpstreamHold;
+  private readonly reads: SessionReads;
   private pinned = false;
   private expiresAtMs = Number.POSITIVE_INFINITY;
   private unsynced = false;
@@ -154,6 +158,7 @@ export class Session {
     this.client = client;
     this.socket = client.socket;
     this.upstream = new UpstreamHold(this.serverReceiver, this.statements);
+    this.reads = new SessionReads(context.readRouting);
     this.audit = new SessionAudit(context, this.id, (client.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline(
@@ -380,6 +385,7 @@ export class Session {
    * statement `audited` names (one that would have run, or a Parse) is audited as not run, with why.
    */
   private withServer(work: () => void, protocol: 'simple' | 'extended', audited?: () => Statement | undefined): Promise<void> | void {
+    this.reads.place(this.upstream, audited !== undefined);
     if (this.upstream.server) {
       this.upstream.unpark();
       return work();
@@ -398,7 +404,8 @@ export class Session {
         this.useServer(server);
         work();
       },
-      (error: unknown) => this.refuseUnrun(classifyUpstreamFailure(error), protocol, audited),
+      // A replica that gave no connection: the message goes again, to the primary (its read was placed already).
+      (error: unknown) => (this.upstream.handle!.replicaId === undefined || this.closed ? this.refuseUnrun(classifyUpstreamFailure(error), protocol, audited) : this.withServer(work, protocol, audited)),
     );
   }
 
@@ -627,6 +634,7 @@ export class Session {
     if (hold) return this.refuseHeld(sql, decision, hold);
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
     if (decision.changesSession) this.pinned = true;
+    this.reads.decided(sql, decision);
     return decision;
   }
 

@@ -1,4 +1,4 @@
-import type { DatabaseRow } from '../projections/databases.js';
+import type { DatabaseRow, ReplicaRow } from '../projections/databases.js';
 import { DEFAULT_SEARCH_PATH } from './policy/names.js';
 import { openSecret, type Keyring } from '../src/crypto/seal.js';
 import { sendCancel } from './upstream/cancel.js';
@@ -16,7 +16,11 @@ import type { PolicyRole } from './views/policy-roles.js';
 export interface UpstreamHandle {
   readonly database: DatabaseRow;
   readonly pool: UpstreamPool;
+  /** The read replica this pool connects to; undefined for the database itself (the primary). */
+  readonly replicaId?: string;
   cancel(server: UpstreamConnection): Promise<void>;
+  /** The pool of one of the database's read replicas, for the same kind of session (read-only or not, same role): made on first use. */
+  onReplica(replica: ReplicaRow): UpstreamHandle;
 }
 
 /**
@@ -71,19 +75,41 @@ export class Upstreams {
     };
   }
 
+  /** Where a replica is reached: the database's target (its name, user, password, settings) at the replica's address. */
+  replicaTarget(database: DatabaseRow, replica: ReplicaRow, readOnly: boolean, role?: PolicyRole): UpstreamTarget {
+    return { ...this.target(database, readOnly, role), host: replica.host, port: replica.port, sslMode: replica.ssl_mode as UpstreamTarget['sslMode'] };
+  }
+
   /** The pool of a database for sessions of a read-only or a write-capable policy, or of a policy's provisioned role (separate connections). */
   async for(databaseId: string, projectId: string, readOnly: boolean, role?: PolicyRole): Promise<UpstreamHandle | undefined> {
     const database = await this.databases.getOrRead(databaseId, `project-${projectId}`);
     if (!database || database.status !== 'active') return undefined;
-    const key = `${databaseId}:${readOnly ? 'ro' : 'rw'}:${role?.role_name ?? ''}`;
-    const revision = `${database.revision}:${role?.revision ?? ''}`;
+    return this.handle(database, readOnly, role, undefined);
+  }
+
+  private handle(database: DatabaseRow, readOnly: boolean, role: PolicyRole | undefined, replica: ReplicaRow | undefined): UpstreamHandle {
+    const databaseId = database.database_id;
+    const key = `${databaseId}:${readOnly ? 'ro' : 'rw'}:${role?.role_name ?? ''}${replica ? `:${replica.replica_id}` : ''}`;
+    // A replica's pool is made anew when its address or TLS mode changes too.
+    const revision = `${database.revision}:${role?.revision ?? ''}${replica ? `:${replica.host}:${replica.port}:${replica.ssl_mode}` : ''}`;
     const known = this.entries.get(key);
     if (known && known.revision === revision) return known.handle;
-    const target = this.target(database, readOnly, role);
+    const target = replica ? this.replicaTarget(database, replica, readOnly, role) : this.target(database, readOnly, role);
     const onConnectFailure = (error: unknown): void =>
-      logEvent(this.options.logger, 'upstream_connect_failed', { database: databaseId, project: projectId, ...failureLogFields(classifyUpstreamFailure(error)) }, 'could not connect to the upstream database');
+      logEvent(
+        this.options.logger,
+        'upstream_connect_failed',
+        { database: databaseId, project: database.project_id, ...(replica ? { replica: replica.replica_id } : {}), ...failureLogFields(classifyUpstreamFailure(error)) },
+        'could not connect to the upstream database',
+      );
     const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1], onConnectFailure);
-    const handle: UpstreamHandle = { database, pool, cancel: (server) => sendCancel(target, server.backendKey).then(() => undefined) };
+    const handle: UpstreamHandle = {
+      database,
+      pool,
+      ...(replica ? { replicaId: replica.replica_id } : {}),
+      cancel: (server) => sendCancel(target, server.backendKey).then(() => undefined),
+      onReplica: (other) => this.handle(database, readOnly, role, other),
+    };
     this.entries.set(key, { revision, handle });
     // Sessions in the middle of a transaction on the old pool finish it there; the rest move over.
     if (known) void known.handle.pool.close({ graceful: true });

@@ -3,9 +3,21 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseKeyring } from './crypto/seal.js';
+import { parseAllowedNetworks } from './webhooks/networks.js';
 
 const port = z.coerce.number({ message: 'expected a port number' }).int('expected a port number').min(1, 'expected a port number from 1 to 65535').max(65535, 'expected a port number from 1 to 65535');
 const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, message: 'expected a postgresql:// URL' });
+
+/** A string `parse` accepts; what it throws on refusal is quoted after `expected`. */
+function parsedBy(parse: (spec: string) => unknown, expected: string) {
+  return z.string().superRefine((spec, ctx) => {
+    try {
+      parse(spec);
+    } catch (error) {
+      ctx.addIssue({ code: 'custom', message: `${expected} (${(error as Error).message})` });
+    }
+  });
+}
 
 /** Every environment variable pgward reads, validated once at start. */
 export const ConfigSchema = z.object({
@@ -22,15 +34,7 @@ export const ConfigSchema = z.object({
   PGWARD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PGWARD_PUBLIC_HOST: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, 'expected a host name').default('localhost'),
   PGWARD_PUBLIC_MCP_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) URL agents reach the hosted MCP at' }).optional(),
-  PGWARD_MASTER_KEY: z
-    .string()
-    .superRefine((spec, ctx) => {
-      try {
-        parseKeyring(spec);
-      } catch (error) {
-        ctx.addIssue({ code: 'custom', message: `expected a base64 32-byte key or kid:base64key entries, current first (${(error as Error).message})` });
-      }
-    })
+  PGWARD_MASTER_KEY: parsedBy(parseKeyring, 'expected a base64 32-byte key or kid:base64key entries, current first')
     .optional(),
   PGWARD_JWKS_URL: z.url({ protocol: /^https?$/, message: 'expected an http(s) URL of a JWKS' }).optional(),
   PGWARD_JWT_ISSUER: z.string().min(1, 'expected the issuer JWTs carry').optional(),
@@ -40,18 +44,15 @@ export const ConfigSchema = z.object({
   PGWARD_TLS_CA: z.string().min(1, 'expected the path of a PEM CA certificate').optional(),
   PGWARD_MAX_MESSAGE_BYTES: z.coerce.number({ message: 'expected a byte count' }).int('expected a byte count').min(1024, 'expected at least 1024').max(1024 * 1024 * 1024, 'expected at most 1 GiB').default(64 * 1024 * 1024),
   PGWARD_DRAIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(600_000, 'expected at most 600000').default(10_000),
+  PGWARD_REPLICA_CHECK_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(100, 'expected at least 100').max(600_000, 'expected at most 600000').default(2_000),
+  PGWARD_REPLICA_MAX_LAG_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(3_600_000, 'expected at most 3600000').default(10_000),
+  PGWARD_REPLICA_FAILURES: z.coerce.number({ message: 'expected a count' }).int('expected a count').min(1, 'expected at least 1').max(100, 'expected at most 100').default(3),
+  PGWARD_REPLICA_SUCCESSES: z.coerce.number({ message: 'expected a count' }).int('expected a count').min(1, 'expected at least 1').max(100, 'expected at most 100').default(2),
+  PGWARD_READ_YOUR_WRITES_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(600_000, 'expected at most 600000').default(5_000),
   PGWARD_LOGIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(1_000, 'expected at least 1000').max(600_000, 'expected at most 600000').default(60_000),
   PGWARD_REGION: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'expected a region name such as local or eu-west-1').default('local'),
   PGWARD_PROXY_ID: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'expected a proxy id').optional(),
-  PGWARD_AUDIT_HMAC_KEYS: z
-    .string()
-    .superRefine((spec, ctx) => {
-      try {
-        parseKeyring(spec);
-      } catch (error) {
-        ctx.addIssue({ code: 'custom', message: `expected kid:base64secret entries of 32-byte secrets, current first (${(error as Error).message})` });
-      }
-    })
+  PGWARD_AUDIT_HMAC_KEYS: parsedBy(parseKeyring, 'expected kid:base64secret entries of 32-byte secrets, current first')
     .optional(),
   PGWARD_AUDIT_CHECKPOINT_EVERY: z.coerce.number({ message: 'expected a whole number of entries' }).int('expected a whole number of entries').min(1, 'expected at least 1').default(1000),
   PGWARD_AUDIT_ANCHOR_KEY: z.string().min(1, 'expected the path of an Ed25519 private key (PKCS#8 PEM)').optional(),
@@ -60,6 +61,10 @@ export const ConfigSchema = z.object({
   PGWARD_DEMO: z.enum(['on', 'off'], { message: 'expected on or off' }).optional(),
   PGWARD_DEMO_TTL_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(10, 'expected at least 10').max(86_400, 'expected at most 86400').default(900),
   PGWARD_DEMO_MAX_CREDENTIALS: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').max(10_000, 'expected at most 10000').default(50),
+  PGWARD_WEBHOOK_ALLOWED_NETWORKS: parsedBy(parseAllowedNetworks, 'expected comma-separated CIDR ranges and the word public')
+    .default('public'),
+  PGWARD_WEBHOOK_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(100, 'expected at least 100').max(60_000, 'expected at most 60000').default(10_000),
+  PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(1, 'expected at least 1').max(604_800, 'expected at most 604800').default(86_400),
   PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(20),
 });
 export type Config = z.infer<typeof ConfigSchema>;

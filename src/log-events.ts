@@ -21,6 +21,10 @@ const EVENTS = {
   upstream_connect_failed: 'warn',
   /** No upstream connection could be had for a statement or login (the pool was busy, closed, or connecting failed). */
   upstream_unavailable: 'info',
+  /** A webhook message was given up after its retry horizon: its endpoint is marked failing. */
+  webhook_failing: 'warn',
+  /** A read replica joined or left the rotation of its database's reads (its health probes). */
+  replica_health_changed: 'warn',
 } as const satisfies Record<string, 'info' | 'warn'>;
 
 export type LogEvent = keyof typeof EVENTS;

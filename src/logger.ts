@@ -10,7 +10,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     level,
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: {
-      paths: ['password', '*.password', 'api_key', '*.api_key', 'mcp_token', '*.mcp_token', 'connection_string', '*.connection_string', 'authorization', '*.authorization', 'headers.authorization', 'req.headers.authorization'],
+      paths: ['password', '*.password', 'api_key', '*.api_key', 'mcp_token', '*.mcp_token', 'connection_string', '*.connection_string', 'secret', '*.secret', 'authorization', '*.authorization', 'headers.authorization', 'req.headers.authorization'],
       censor: '[redacted]',
     },
   };

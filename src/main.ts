@@ -26,6 +26,8 @@ import { startIngest } from './ingest/ingest.js';
 import { PreparedEntries } from './audit/prepared-entries.js';
 import type { EventStore } from './store/port.js';
 import { createPostgresEventStore } from './store/postgres.js';
+import { parseAllowedNetworks } from './webhooks/networks.js';
+import { startWebhookDelivery } from './webhooks/service.js';
 
 const SWEEP_INTERVAL_MS = 5_000;
 
@@ -190,6 +192,11 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
         loginTimeoutMs: config.PGWARD_LOGIN_TIMEOUT_MS,
         drainTimeoutMs: config.PGWARD_DRAIN_TIMEOUT_MS,
+        replicas: {
+          checkIntervalMs: config.PGWARD_REPLICA_CHECK_MS,
+          thresholds: { failuresToEject: config.PGWARD_REPLICA_FAILURES, successesToRestore: config.PGWARD_REPLICA_SUCCESSES, maxLagMs: config.PGWARD_REPLICA_MAX_LAG_MS },
+          readYourWritesMs: config.PGWARD_READ_YOUR_WRITES_MS,
+        },
       }));
       let stopped: Promise<void> | undefined;
       stopProxy = () => (stopped ??= proxy.stop());
@@ -200,6 +207,22 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     if (roles.has('api')) {
       const sweeps = startSweeps({ store, pool, logger, intervalMs: SWEEP_INTERVAL_MS, audit: { bus, publisherId: instanceId(config) } });
       cleanup.push(() => sweeps.stop());
+    }
+
+    // Webhook delivery runs with the API (the api worker of `pgward serve`), never on the proxy's thread;
+    // of several api processes, one delivers and the others wait on its lock.
+    if (roles.has('api')) {
+      const webhooks = startWebhookDelivery({
+        store,
+        pool,
+        keyring: keyring!,
+        logger: logger.child({ role: 'webhooks' }),
+        allowed: parseAllowedNetworks(config.PGWARD_WEBHOOK_ALLOWED_NETWORKS),
+        timeoutMs: config.PGWARD_WEBHOOK_TIMEOUT_MS,
+        horizonMs: config.PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS * 1000,
+        observe: (outcome) => metrics.webhookAttempts.inc({ outcome }),
+      });
+      cleanup.push(() => webhooks.stop());
     }
 
     const health = async (): Promise<Record<string, PartState>> => ({

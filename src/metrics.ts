@@ -116,6 +116,12 @@ export function createMetrics(role: string) {
       labelNames: ['projection'],
       registers: [registry],
     }),
+    webhookAttempts: new Counter({
+      name: 'pgward_webhook_attempts_total',
+      help: 'Webhook delivery attempts, by outcome: delivered, retrying, failed (given up after the retry horizon)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
   };
 }
 export type Metrics = ReturnType<typeof createMetrics>;

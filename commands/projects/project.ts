@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { CatalogEvent } from '../../src/events/catalog.js';
-import { DatabaseRegistered, DatabaseRemoved, DatabaseUpdated, ReplicaAdded, ReplicaRemoved } from '../../src/events/databases.js';
+import { DatabaseRegistered, DatabaseRemoved, DatabaseUpdated, ReplicaAdded, ReplicaRemoved, ReplicaUpdated } from '../../src/events/databases.js';
 import { ProjectCreated, ProjectDeleted, ProjectUpdated } from '../../src/events/projects.js';
 import { DomainError } from '../domain-error.js';
 import { emit, type Aggregate, type Emit } from '../handle.js';
@@ -13,7 +13,8 @@ import { emit, type Aggregate, type Emit } from '../handle.js';
 export interface DatabaseState {
   readonly removed: boolean;
   readonly revision: number;
-  readonly replicas: ReadonlySet<string>;
+  /** Each live replica's revision: the stream revision of its last change, its ETag. */
+  readonly replicas: ReadonlyMap<string, number>;
 }
 
 export interface ProjectState {
@@ -31,6 +32,7 @@ type DatabaseData = z.input<typeof DatabaseRegistered.schema>;
 type ProjectChanges = z.input<typeof ProjectUpdated.schema>['changes'];
 type DatabaseChanges = z.input<typeof DatabaseUpdated.schema>['changes'];
 type ReplicaData = z.input<typeof ReplicaAdded.schema>;
+type ReplicaChanges = z.input<typeof ReplicaUpdated.schema>['changes'];
 
 export type ProjectCommand =
   | { readonly kind: 'create'; readonly project: ProjectCreatedData; readonly database: DatabaseData }
@@ -41,11 +43,22 @@ export type ProjectCommand =
   | { readonly kind: 'update-database'; readonly databaseId: string; readonly changes: DatabaseChanges; readonly ifRevision?: number }
   | { readonly kind: 'remove-database'; readonly databaseId: string; readonly ifRevision?: number }
   | { readonly kind: 'add-replica'; readonly replica: ReplicaData }
+  | { readonly kind: 'update-replica'; readonly databaseId: string; readonly replicaId: string; readonly changes: ReplicaChanges; readonly ifRevision?: number }
   | { readonly kind: 'remove-replica'; readonly databaseId: string; readonly replicaId: string };
 
 function withDatabase(state: ProjectState, id: string, change: (db: DatabaseState) => DatabaseState, revision: number): ProjectState {
-  const current = state.databases.get(id) ?? { removed: false, revision, replicas: new Set<string>() };
+  const current = state.databases.get(id) ?? { removed: false, revision, replicas: new Map<string, number>() };
   return { ...state, databases: new Map(state.databases).set(id, { ...change(current), revision }) };
+}
+
+/** A replica's change moves the replica's revision, not its database's (the database's ETag stays). */
+function withReplica(state: ProjectState, databaseId: string, replicaId: string, revision: number | undefined): ProjectState {
+  const db = state.databases.get(databaseId);
+  if (!db) return state;
+  const replicas = new Map(db.replicas);
+  if (revision === undefined) replicas.delete(replicaId);
+  else replicas.set(replicaId, revision);
+  return { ...state, databases: new Map(state.databases).set(databaseId, { ...db, replicas }) };
 }
 
 function evolve(state: ProjectState, event: CatalogEvent): ProjectState {
@@ -63,11 +76,10 @@ function evolve(state: ProjectState, event: CatalogEvent): ProjectState {
     case DatabaseRemoved.type:
       return withDatabase(state, event.data.database_id, (db) => ({ ...db, removed: true }), event.revision);
     case ReplicaAdded.type:
-      return withDatabase(state, event.data.database_id, (db) => ({ ...db, replicas: new Set(db.replicas).add(event.data.replica_id) }), event.revision);
-    case ReplicaRemoved.type: {
-      const replicaId = event.data.replica_id;
-      return withDatabase(state, event.data.database_id, (db) => ({ ...db, replicas: new Set([...db.replicas].filter((r) => r !== replicaId)) }), event.revision);
-    }
+    case ReplicaUpdated.type:
+      return withReplica(state, event.data.database_id, event.data.replica_id, event.revision);
+    case ReplicaRemoved.type:
+      return withReplica(state, event.data.database_id, event.data.replica_id, undefined);
     default:
       return state;
   }
@@ -121,6 +133,16 @@ function decide(state: ProjectState, command: ProjectCommand): Emit[] | DomainEr
     case 'add-replica': {
       const db = liveDatabase(state, command.replica.database_id);
       return db instanceof DomainError ? db : [emit(ReplicaAdded, command.replica)];
+    }
+    case 'update-replica': {
+      const db = liveDatabase(state, command.databaseId);
+      if (db instanceof DomainError) return db;
+      const revision = db.replicas.get(command.replicaId);
+      if (revision === undefined) return new DomainError('NOT_FOUND', `replica ${command.replicaId} not found`);
+      return (
+        precondition(revision, command.ifRevision, 'the replica') ??
+        [emit(ReplicaUpdated, { replica_id: command.replicaId, database_id: command.databaseId, changes: command.changes })]
+      );
     }
     case 'remove-replica': {
       const db = liveDatabase(state, command.databaseId);

@@ -1,6 +1,6 @@
 /**
  * The vetted function allowlist: pg_catalog functions that only compute a value from their
- * arguments (or read the clock), with no side effect, no file, network, lock, sequence or session
+ * arguments (or read the clock, or whether the server is a standby), with no side effect, no file, network, lock, sequence or session
  * state, and no query text of their own. Everything else is refused by default. Volatile entries
  * are listed on purpose (random, clock_timestamp, gen_random_uuid): volatile is not a side effect.
  * pg_sleep is left out on purpose: read-only, but a way to hold upstream connections.
@@ -37,7 +37,7 @@ const vetted = `
   jsonb_populate_record jsonb_populate_recordset
   to_tsvector to_tsquery plainto_tsquery phraseto_tsquery websearch_to_tsquery ts_rank ts_rank_cd setweight strip numnode querytree
   tsvector_to_array array_to_tsvector
-  pg_size_pretty pg_size_bytes
+  pg_size_pretty pg_size_bytes pg_is_in_recovery
   like_escape similar_to_escape overlaps
 `;
 

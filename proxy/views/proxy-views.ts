@@ -1,6 +1,6 @@
 import { approvalIdOf, evolveApproval, type ApprovalRow } from '../../projections/approvals.js';
 import { evolveCredential, type CredentialRow } from '../../projections/credentials.js';
-import { databaseIdOf, evolveDatabase, type DatabaseRow } from '../../projections/databases.js';
+import { databaseIdOf, evolveDatabase, evolveReplica, replicaIdOf, type DatabaseRow, type ReplicaRow } from '../../projections/databases.js';
 import { evolveHoneytoken, honeytokenIdOf, type HoneytokenRow } from '../../projections/honeytokens.js';
 import { evolveOrganization, type OrganizationRow } from '../../projections/organizations.js';
 import { evolvePolicy, type PolicyRow } from '../../projections/policies.js';
@@ -19,6 +19,7 @@ export function proxyViews(store: EventStore) {
   const views = {
     credentials: new LiveView<CredentialRow>(store, { streamPrefix: 'credential-', keyOf: afterPrefix('credential-'), evolve: evolveCredential }),
     databases: new LiveView<DatabaseRow>(store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase }),
+    replicas: new LiveView<ReplicaRow>(store, { streamPrefix: 'project-', keyOf: replicaIdOf, evolve: evolveReplica }),
     policies: new LiveView<PolicyRow>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicy }),
     honeytokens: new LiveView<HoneytokenRow>(store, { streamPrefix: 'honeytoken-', keyOf: honeytokenIdOf, evolve: evolveHoneytoken }),
     policyRoles: new LiveView<PolicyRoles>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicyRoles }),

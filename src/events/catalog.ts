@@ -11,6 +11,7 @@ import * as honeytokens from './honeytokens.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
 import * as projects from './projects.js';
+import * as webhooks from './webhooks.js';
 
 /** Every event definition the system reads or writes. */
 export const catalog = [
@@ -26,6 +27,7 @@ export const catalog = [
   databases.DatabaseRemoved,
   databases.ReplicaAdded,
   databases.ReplicaRemoved,
+  databases.ReplicaUpdated,
   policies.PolicyProfileCreated,
   policies.PolicyProfileUpdated,
   policies.PolicyProfileDeleted,
@@ -56,6 +58,11 @@ export const catalog = [
   demo.DemoProvisioned,
   demo.DemoPaused,
   demo.DemoResumed,
+  webhooks.WebhookCreated,
+  webhooks.WebhookUpdated,
+  webhooks.WebhookSecretRotated,
+  webhooks.WebhookDeleted,
+  webhooks.WebhookTestRequested,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

@@ -96,3 +96,9 @@ export type ReplicaAdded = z.infer<typeof ReplicaAdded.schema>;
 /** A read replica was removed; reads stop routing to it. */
 export const ReplicaRemoved = defineEvent('ReplicaRemoved', 1, z.strictObject({ replica_id: ReplicaId, database_id: DatabaseId }));
 export type ReplicaRemoved = z.infer<typeof ReplicaRemoved.schema>;
+
+const replicaFields = { host: Host, port: Port, ssl_mode: SslMode };
+
+/** A read replica's address or TLS mode changed; `changes` holds only the fields that changed. */
+export const ReplicaUpdated = defineEvent('ReplicaUpdated', 1, z.strictObject({ replica_id: ReplicaId, database_id: DatabaseId, changes: changes(replicaFields) }));
+export type ReplicaUpdated = z.infer<typeof ReplicaUpdated.schema>;

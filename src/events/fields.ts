@@ -33,6 +33,7 @@ export const AnomalyId = idSchema('ano_');
 export const AuditEntryId = idSchema('aud_');
 export const HoneytokenId = idSchema('hnt_');
 export const ApiKeyId = idSchema('key_');
+export const WebhookId = idSchema('whk_');
 
 /** UTC instant with millisecond precision: `2025-01-31T12:00:00.000Z`. */
 export const Timestamp = z.iso.datetime({ offset: false, precision: 3 });

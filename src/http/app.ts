@@ -23,6 +23,8 @@ import { demoRoutes } from './routes/demo.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
 import { approvalRoutes } from './routes/approvals.js';
+import { webhookRoutes } from './routes/webhooks.js';
+import { ensureWebhookTables } from '../webhooks/schema.js';
 import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
 import { policyRoleRoutes } from './routes/policy-roles.js';
 import { discoveryRoutes } from './routes/discovery.js';
@@ -124,6 +126,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
     approvalRoutes(api, plane.deps);
+    // The deliveries list reads the delivering role's tables, which may not have run yet.
+    await ensureWebhookTables(plane.deps.pool);
+    webhookRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
     auditRoutes(api, plane.deps);
     auditReportRoutes(api, plane.deps);

@@ -4,7 +4,7 @@
  *
  *   supervisor (this process): embedded PostgreSQL, the in-process decision bus, the proxy and its live views
  *   worker `pipeline`: ingest and the projections (ingest hands its prepared entries to the audit projection)
- *   worker `api`: REST, the management MCP, the hosted agent MCP, sweeps; /healthz and /metrics of every process
+ *   worker `api`: REST, the management MCP, the hosted agent MCP, sweeps, webhook delivery; /healthz and /metrics of every process
  *
  * A worker that exits or stalls is started again with backoff (pgward_worker_restarts_total); the
  * proxy keeps serving meanwhile, its decisions waiting on the bus. SIGINT/SIGTERM/SIGHUP drain the

@@ -28,7 +28,14 @@ function handleAs(user: string): UpstreamHandle {
     { host: url.hostname, port: Number(url.port || 5432), database: upstream.name, user, password: user === owner() ? decodeURIComponent(url.password) || 'unused' : 'unused', sslMode: 'disable', applicationName: 'catalog-test', connectTimeoutMs: 5_000, extraStartupParameters: {} },
     { mode: 'transaction', max_connections: 2, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 },
   );
-  const handle = { database: { database_id: `db-${user}`, revision: 1 } as DatabaseRow, pool, cancel: async () => undefined };
+  const handle: UpstreamHandle = {
+    database: { database_id: `db-${user}`, revision: 1 } as DatabaseRow,
+    pool,
+    cancel: async () => undefined,
+    onReplica: () => {
+      throw new Error('the catalog is read from the primary');
+    },
+  };
   handles.push(handle);
   return handle;
 }

@@ -54,6 +54,45 @@ describe('databases', () => {
     expect((refused.json() as { error: string }).error).toMatch(/ECONNREFUSED/);
   });
 
+  it('gets and changes a replica under its ETag; a replica change leaves the database’s ETag alone', async () => {
+    const created = await project('pw');
+    const base = `/v1/projects/${created.project.id}/databases/${created.database.id}`;
+    const dbEtag = (await api.call(owner.apiKey, { method: 'GET', url: base })).headers.etag;
+    const added = await api.call(owner.apiKey, { method: 'POST', url: `${base}/replicas`, payload: { host: 'replica.internal', port: 5433 } });
+    const id = (added.json() as { id: string }).id;
+    const fetched = await api.call(owner.apiKey, { method: 'GET', url: `${base}/replicas/${id}` });
+    expect(fetched.statusCode).toBe(200);
+    expect(fetched.json()).toEqual(added.json());
+    const etag = fetched.headers.etag as string;
+    expect(etag).toMatch(/^"\d+"$/);
+    const changed = await api.call(owner.apiKey, { method: 'PATCH', url: `${base}/replicas/${id}`, headers: { 'if-match': etag }, payload: { port: 5434, ssl_mode: 'require' } });
+    expect(changed.statusCode).toBe(200);
+    expect(changed.json()).toMatchObject({ id, host: 'replica.internal', port: 5434, ssl_mode: 'require' });
+    expect(changed.headers.etag).not.toBe(etag);
+    const stale = await api.call(owner.apiKey, { method: 'PATCH', url: `${base}/replicas/${id}`, headers: { 'if-match': etag }, payload: { port: 5435 } });
+    expect(stale.statusCode).toBe(412);
+    expect(stale.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect((stale.json() as { code: string }).code).toBe('PRECONDITION_FAILED');
+    const empty = await api.call(owner.apiKey, { method: 'PATCH', url: `${base}/replicas/${id}`, payload: {} });
+    expect(empty.statusCode).toBe(400);
+    const unknown = await api.call(owner.apiKey, { method: 'PATCH', url: `${base}/replicas/${id}`, payload: { password: 'x' } });
+    expect(unknown.statusCode).toBe(400);
+    const spaced = await api.call(owner.apiKey, { method: 'PATCH', url: `${base}/replicas/${id}`, payload: { host: 'a b' } });
+    expect(spaced.statusCode).toBe(400);
+    expect((await api.call(owner.apiKey, { method: 'GET', url: `${base}/replicas/${id}` })).json()).toMatchObject({ port: 5434, ssl_mode: 'require' });
+    // The database's ETag is its own: adding or changing a replica does not move it.
+    expect((await api.call(owner.apiKey, { method: 'PATCH', url: base, headers: { 'if-match': dbEtag as string }, payload: { query_timeout_ms: 1000 } })).statusCode).toBe(200);
+    const listed = await api.call(owner.apiKey, { method: 'GET', url: `${base}/replicas` });
+    expect((listed.json() as { replicas: unknown[] }).replicas).toEqual([expect.objectContaining({ id, port: 5434, ssl_mode: 'require' })]);
+    expect((await api.call(owner.apiKey, { method: 'DELETE', url: `${base}/replicas/${id}` })).statusCode).toBe(204);
+    const gone = await api.call(owner.apiKey, { method: 'GET', url: `${base}/replicas/${id}` });
+    expect(gone.statusCode).toBe(404);
+    expect((gone.json() as { code: string }).code).toBe('NOT_FOUND');
+    expect((await api.call(owner.apiKey, { method: 'PATCH', url: `${base}/replicas/${id}`, payload: { port: 5 } })).statusCode).toBe(404);
+    const other = await project('pw');
+    expect((await api.call(owner.apiKey, { method: 'GET', url: `/v1/projects/${other.project.id}/databases/${other.database.id}/replicas/${id}` })).statusCode).toBe(404);
+  });
+
   it('adds and removes replicas, and keeps the last database of a project', async () => {
     const created = await project('pw');
     const base = `/v1/projects/${created.project.id}/databases/${created.database.id}`;

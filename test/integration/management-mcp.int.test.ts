@@ -221,6 +221,19 @@ describe('call_endpoint', () => {
     expect(rest.json()).toEqual(listed.body);
   });
 
+  it('reaches a database’s replicas: add, get, change', async () => {
+    const listed = await invoke({ operation_id: 'listDatabases', path_params: { project_id: projectId }, query_params: { page_size: 100 } });
+    const databaseId = (listed.body.databases as { id: string }[])[0]!.id;
+    const params = { project_id: projectId, database_id: databaseId };
+    const added = await invoke({ operation_id: 'createReplica', path_params: params, body: { host: 'replica.internal', port: 5433 } });
+    expect(added.status).toBe(201);
+    const replicaId = added.body.id as string;
+    const fetched = await invoke({ operation_id: 'getReplica', path_params: { ...params, replica_id: replicaId } });
+    expect(fetched).toEqual({ status: 200, body: added.body });
+    const changed = await invoke({ operation_id: 'updateReplica', path_params: { ...params, replica_id: replicaId }, body: { host: 'replica2.internal' } });
+    expect(changed).toMatchObject({ status: 200, body: { id: replicaId, host: 'replica2.internal', port: 5433 } });
+  });
+
   it('returns a problem as a tool error carrying code, detail and request_id', async () => {
     const result = await call('call_endpoint', { operation_id: 'getProject', path_params: { project_id: 'prj_missing' } });
     expect(result.isError).toBe(true);

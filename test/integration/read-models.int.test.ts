@@ -46,6 +46,11 @@ async function workload(): Promise<void> {
     await appendAuditDecision(project.project.id, p);
     const held = await holdStatement(project.project.id, project.database.id, policy.id, agent.credential.id);
     await call('POST', `${base}/approvals/${held}/${p === 1 ? 'reject' : 'approve'}`, { reason: `decided ${p}` });
+    const hook = (await call('POST', `${base}/webhooks`, { url: `https://hooks.example.com/${p}`, event_types: ['canary_tripped', 'audit_checkpoint'], description: `hook ${p}` })).json() as { id: string };
+    await call('PATCH', `${base}/webhooks/${hook.id}`, { enabled: p !== 1 });
+    await call('POST', `${base}/webhooks/${hook.id}/rotate-secret`, { grace_period_seconds: 60 });
+    await call('POST', `${base}/webhooks/${hook.id}/test`);
+    if (p === 1) await call('DELETE', `${base}/webhooks/${hook.id}`);
     if (p === 2) await call('DELETE', base);
   }
 }

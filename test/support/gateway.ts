@@ -5,7 +5,7 @@ import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import pg from 'pg';
 import { Budgets } from '../../proxy/budgets.js';
-import { startProxy, type RunningProxy } from '../../proxy/server.js';
+import { startProxy, type ProxyOptions, type RunningProxy } from '../../proxy/server.js';
 import { spentSince } from '../../queries/budget-usage.js';
 import { waitFor } from './wire.js';
 import { loadTls } from '../../proxy/tls.js';
@@ -48,9 +48,16 @@ export interface TestGateway {
  * The control plane and the proxy over one event store, an in-process bus whose decisions the test
  * can read, and a fresh upstream database (tables `orders` and `customers`) registered as a
  * project's primary database, on the test server or on `upstreamServerUrl`; `env` adds to the
- * control plane's configuration; `logger` is the proxy's and the API's.
+ * control plane's configuration; `logger` is the proxy's and the API's; `replicas` the proxy's replica options.
  */
-export async function startGateway(label: string, upstreamServerUrl?: string, loginTimeoutMs = 60_000, env: NodeJS.ProcessEnv = {}, logger: Logger = pino({ level: 'silent' })): Promise<TestGateway> {
+export async function startGateway(
+  label: string,
+  upstreamServerUrl?: string,
+  loginTimeoutMs = 60_000,
+  env: NodeJS.ProcessEnv = {},
+  logger: Logger = pino({ level: 'silent' }),
+  replicas: ProxyOptions['replicas'] = {},
+): Promise<TestGateway> {
   const proxyPort = await freePort();
   const bus = createMemoryBus();
   // As in one `pgward serve` process: the proxy and the hosted MCP count budgets against one tally (the pool is the API's, known once it runs).
@@ -95,6 +102,7 @@ export async function startGateway(label: string, upstreamServerUrl?: string, lo
     maxMessageBytes: 1024 * 1024,
     loginTimeoutMs,
     spent: (scope, day, month) => spentSince(api.pool, scope, day, month),
+    replicas,
   });
   let proxy = await launch();
   const owner = await api.org('pro');

@@ -26,6 +26,11 @@ describe('configuration', () => {
       PGWARD_MAX_MESSAGE_BYTES: 67108864,
       PGWARD_LOGIN_TIMEOUT_MS: 60000,
       PGWARD_DRAIN_TIMEOUT_MS: 10000,
+      PGWARD_REPLICA_CHECK_MS: 2000,
+      PGWARD_REPLICA_MAX_LAG_MS: 10000,
+      PGWARD_REPLICA_FAILURES: 3,
+      PGWARD_REPLICA_SUCCESSES: 2,
+      PGWARD_READ_YOUR_WRITES_MS: 5000,
       PGWARD_REGION: 'local',
       PGWARD_AUDIT_CHECKPOINT_EVERY: 1000,
       PGWARD_NATS_STREAM: 'PGWARD_DECISIONS',
@@ -33,6 +38,9 @@ describe('configuration', () => {
       PGWARD_DEMO_TTL_SECONDS: 900,
       PGWARD_DEMO_MAX_CREDENTIALS: 50,
       PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: 20,
+      PGWARD_WEBHOOK_ALLOWED_NETWORKS: 'public',
+      PGWARD_WEBHOOK_TIMEOUT_MS: 10000,
+      PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS: 86400,
     });
   });
 
@@ -41,6 +49,11 @@ describe('configuration', () => {
     expect(refusal({ PGWARD_PROXY_PORT: '0' }).variable).toBe('PGWARD_PROXY_PORT');
     expect(refusal({ PGWARD_EMBEDDED_PG_PORT: '65536' }).message).toBe('invalid configuration: PGWARD_EMBEDDED_PG_PORT expected a port number from 1 to 65535');
     expect(refusal({ PGWARD_DRAIN_TIMEOUT_MS: '-1' }).message).toBe('invalid configuration: PGWARD_DRAIN_TIMEOUT_MS expected at least 0');
+    expect(refusal({ PGWARD_WEBHOOK_ALLOWED_NETWORKS: 'public,10.0.0.0/40' }).message).toBe(
+      'invalid configuration: PGWARD_WEBHOOK_ALLOWED_NETWORKS expected comma-separated CIDR ranges and the word public (10.0.0.0/40 has a prefix length outside 0-32)',
+    );
+    expect(refusal({ PGWARD_REPLICA_FAILURES: '0' }).message).toBe('invalid configuration: PGWARD_REPLICA_FAILURES expected at least 1');
+    expect(refusal({ PGWARD_REPLICA_CHECK_MS: '5' }).message).toBe('invalid configuration: PGWARD_REPLICA_CHECK_MS expected at least 100');
     expect(refusal({ NATS_URL: 'http://127.0.0.1:4222' }).message).toBe('invalid configuration: NATS_URL expected a nats:// URL');
     expect(refusal({ EVENTSTORE_URL: 'postgres://x' }).variable).toBe('EVENTSTORE_URL');
     expect(refusal({ PGWARD_TLS_CA: '/etc/ca.pem' }).message).toBe('invalid configuration: PGWARD_TLS_CA is set only with PGWARD_TLS_CERT and PGWARD_TLS_KEY (a generated certificate’s CA is in the data directory)');

@@ -108,6 +108,7 @@ const samples: Record<string, Record<string, unknown>> = {
   'DatabaseRemoved.v1': { database_id: id('db_') },
   'ReplicaAdded.v1': { replica_id: id('rep_'), database_id: id('db_'), host: '10.0.0.7', port: 5432, ssl_mode: 'require' },
   'ReplicaRemoved.v1': { replica_id: id('rep_'), database_id: id('db_') },
+  'ReplicaUpdated.v1': { replica_id: id('rep_'), database_id: id('db_'), changes: { port: 5433 } },
   'PolicyProfileCreated.v1': { policy_id: id('pol_'), project_id: id('prj_'), ...policy },
   'PolicyProfileUpdated.v1': { policy_id: id('pol_'), changes: { read_only: false, max_rows: null }, version: 2 },
   'PolicyProfileDeleted.v1': { policy_id: id('pol_') },
@@ -201,6 +202,19 @@ const samples: Record<string, Record<string, unknown>> = {
     disable_credential: true,
   },
   'HoneytokenDeleted.v1': { honeytoken_id: id('hnt_') },
+  'WebhookCreated.v1': {
+    webhook_id: id('whk_'),
+    project_id: id('prj_'),
+    url: 'https://hooks.example.com/pgward',
+    event_types: ['canary_tripped', 'webhook.test'],
+    enabled: true,
+    description: 'pager',
+    secret: sealed,
+  },
+  'WebhookUpdated.v1': { webhook_id: id('whk_'), changes: { enabled: false } },
+  'WebhookSecretRotated.v1': { webhook_id: id('whk_'), secret: sealed, previous_valid_until: at },
+  'WebhookDeleted.v1': { webhook_id: id('whk_') },
+  'WebhookTestRequested.v1': { webhook_id: id('whk_') },
   'PolicyRoleProvisioned.v1': { policy_id: id('pol_'), database_id: id('db_'), role_name: 'pgward_0f3a9c', password: sealed, tables: ['public.orders'] },
 };
 

@@ -27,8 +27,8 @@ describe('the logger (src/logger.ts)', () => {
 
   it('redacts secrets wherever they appear', () => {
     const logs = captureLogs();
-    logs.logger.info({ password: 'p', body: { mcp_token: 't', connection_string: 'postgresql://a:b@c/d' }, headers: { authorization: 'Bearer x' } }, 'secrets');
-    expect(JSON.parse(logs.lines[0]!)).toMatchObject({ password: '[redacted]', body: { mcp_token: '[redacted]', connection_string: '[redacted]' }, headers: { authorization: '[redacted]' } });
+    logs.logger.info({ password: 'p', secret: 'whsec_x', body: { mcp_token: 't', connection_string: 'postgresql://a:b@c/d', secret: 'whsec_y' }, headers: { authorization: 'Bearer x' } }, 'secrets');
+    expect(JSON.parse(logs.lines[0]!)).toMatchObject({ password: '[redacted]', secret: '[redacted]', body: { mcp_token: '[redacted]', connection_string: '[redacted]', secret: '[redacted]' }, headers: { authorization: '[redacted]' } });
   });
 
   it('writes each security event with its `event` first and at its level', () => {
@@ -43,6 +43,8 @@ describe('the logger (src/logger.ts)', () => {
       '30 credential_expired',
       '40 upstream_connect_failed',
       '30 upstream_unavailable',
+      '40 webhook_failing',
+      '40 replica_health_changed',
     ]);
   });
 });

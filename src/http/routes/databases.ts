@@ -1,7 +1,8 @@
 import pg from 'pg';
 import { z } from 'zod';
 import { project } from '../../../commands/projects/project.js';
-import { databaseIdOf, evolveDatabase, evolveReplica, type DatabaseRow, type ReplicaRow } from '../../../projections/databases.js';
+import { databaseIdOf, evolveDatabase, evolveReplica, replicaIdOf, type DatabaseRow, type ReplicaRow } from '../../../projections/databases.js';
+import type { RecordedEvent } from '../../store/port.js';
 import { findDatabase, listDatabases, listReplicas, type DatabaseView } from '../../../queries/databases.js';
 import { openSecret, sealSecret } from '../../crypto/seal.js';
 import { SslMode } from '../../events/databases.js';
@@ -15,17 +16,35 @@ const ProjectParams = z.object({ project_id: IdParam('project id') });
 const DatabaseParams = ProjectParams.extend({ database_id: IdParam('database id') });
 const ReplicaParams = DatabaseParams.extend({ replica_id: IdParam('replica id') });
 
-const CreateReplicaRequest = z
-  .strictObject({
-    host: z.string().regex(/^[^\s\0]{1,255}$/, { message: 'must be 1-255 characters without whitespace or NUL' }),
-    port: z.int().min(1).max(65_535),
-    ssl_mode: SslMode.default('prefer'),
-  })
-  .meta({ title: 'CreateReplicaRequest' });
+const replicaAddress = {
+  host: z.string().regex(/^[^\s\0]{1,255}$/, { message: 'must be 1-255 characters without whitespace or NUL' }),
+  port: z.int().min(1).max(65_535),
+};
+
+const CreateReplicaRequest = z.strictObject({ ...replicaAddress, ssl_mode: SslMode.default('prefer') }).meta({ title: 'CreateReplicaRequest' });
 
 const Replica = z
   .object({ id: z.string(), database_id: z.string(), host: z.string(), port: z.int(), ssl_mode: SslMode, created_at: Timestamp })
   .meta({ id: 'Replica' });
+
+const UpdateReplicaRequest = z
+  .strictObject({ ...replicaAddress, ssl_mode: SslMode })
+  .partial()
+  .refine((body) => Object.keys(body).length > 0, { message: 'name at least one field to change' })
+  .meta({ title: 'UpdateReplicaRequest' });
+
+type ReplicaAt = ReplicaRow & { revision: number };
+
+/** The replica as stored, with its revision (its ETag), from the project's stream: authoritative, and right after a write too. */
+async function replicaFromStream(deps: ApiDeps, projectId: string, databaseId: string, replicaId: string): Promise<ReplicaAt> {
+  const evolve = (row: ReplicaAt | undefined, event: RecordedEvent): ReplicaAt | null => {
+    const next = evolveReplica(row, event);
+    return next && { ...next, revision: event.revision };
+  };
+  const row = await foldStream(deps, `project-${projectId}`, evolve, (event) => replicaIdOf(event) === replicaId);
+  if (!row || row.database_id !== databaseId) throw new Problem('NOT_FOUND', `replica ${replicaId} not found on database ${databaseId}`);
+  return row;
+}
 
 function toReplica(row: ReplicaRow): z.infer<typeof Replica> {
   return { id: row.replica_id, database_id: row.database_id, host: row.host, port: row.port, ssl_mode: row.ssl_mode as z.infer<typeof SslMode>, created_at: iso(row.created_at) };
@@ -256,6 +275,51 @@ export function databaseRoutes(app: Api, deps: ApiDeps): void {
       const row = fold(evolveReplica, result.recorded);
       void reply.header('location', `/v1/projects/${projectId}/databases/${databaseId}/replicas/${row.replica_id}`);
       return reply.code(201).send(toReplica(row));
+    },
+  );
+
+  app.get(
+    '/v1/projects/:project_id/databases/:database_id/replicas/:replica_id',
+    {
+      schema: {
+        operationId: 'getReplica',
+        summary: 'Get a read replica',
+        tags: ['replicas'],
+        params: ReplicaParams,
+        response: { 200: Replica, ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'viewer');
+      const { project_id: projectId, database_id: databaseId, replica_id: replicaId } = request.params;
+      await visibleDatabase(deps, caller.orgId, projectId, databaseId);
+      const row = await replicaFromStream(deps, projectId, databaseId, replicaId);
+      etag(reply, row.revision);
+      return toReplica(row);
+    },
+  );
+
+  app.patch(
+    '/v1/projects/:project_id/databases/:database_id/replicas/:replica_id',
+    {
+      schema: {
+        operationId: 'updateReplica',
+        summary: 'Change a read replica’s address or TLS mode',
+        description: 'If-Match with the replica’s ETag makes the change conditional (412 when it changed since). The replica keeps authenticating with its database’s credentials.',
+        tags: ['replicas'],
+        params: ReplicaParams,
+        body: UpdateReplicaRequest,
+        response: { 200: Replica, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED', 'UNSUPPORTED_MEDIA_TYPE') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'member');
+      const { project_id: projectId, database_id: databaseId, replica_id: replicaId } = request.params;
+      await visibleDatabase(deps, caller.orgId, projectId, databaseId);
+      await execute(deps, request, `project-${projectId}`, project, { kind: 'update-replica', databaseId, replicaId, changes: request.body, ifRevision: ifMatch(request) });
+      const row = await replicaFromStream(deps, projectId, databaseId, replicaId);
+      etag(reply, row.revision);
+      return toReplica(row);
     },
   );
 

@@ -1,0 +1,77 @@
+import type { ReplicaRow } from '../projections/databases.js';
+import type { ProxyMetrics } from './metrics.js';
+import type { StatementDecision } from './policy/hook.js';
+import type { UpstreamHold } from './session-upstream.js';
+import type { UpstreamHandle } from './upstreams.js';
+
+/** The comment that sends a statement to the primary whatever it is: `/* pgward:primary *\/`, anywhere in the text. */
+export const PRIMARY_HINT = /\/\*\s*pgward:primary\s*\*\//i;
+
+/** How long after a statement that may write (or change state) a session's reads stay on the primary, by default. */
+export const DEFAULT_READ_YOUR_WRITES_MS = 5_000;
+
+type Allowed = Extract<StatementDecision, { action: 'allow' }>;
+
+/** What every session's read routing shares: the replicas' rotation, the read-your-writes window, the metrics. */
+export interface ReadRouting {
+  /** Whether a database routes reads (auto_read_routing) now. */
+  readonly routes: (databaseId: string) => boolean;
+  /** The next healthy replica of a database, in turn; undefined when none is. */
+  readonly next: (databaseId: string) => ReplicaRow | undefined;
+  readonly readYourWritesMs: number;
+  readonly metrics: Pick<ProxyMetrics, 'routed'>;
+}
+
+/** Why a statement of an auto_read_routing database goes to the primary, or 'replica' when it may go to one. */
+export type Placement = 'replica' | 'not_a_read' | 'hint' | 'read_your_writes';
+
+/**
+ * Where a statement the policy allowed may run: on a replica when it only reads, carries no
+ * primary hint, and the session wrote nothing within the read-your-writes window. (Whether a
+ * replica is healthy, and whether the session is outside a transaction, is the caller's.)
+ */
+export function placementOf(sql: string, decision: Allowed, msSinceWrite: number, readYourWritesMs: number): Placement {
+  if (!decision.readsOnly) return 'not_a_read';
+  if (PRIMARY_HINT.test(sql)) return 'hint';
+  if (msSinceWrite < readYourWritesMs) return 'read_your_writes';
+  return 'replica';
+}
+
+/**
+ * A session's read routing. The session tells it each statement the policy allowed (`decided`)
+ * and, before it takes up an upstream connection, lets it point its hold at the pool that
+ * connection should come from (`place`): a healthy replica's for a read outside a transaction,
+ * the primary's for everything else. A connection the session holds (in a transaction, a batch,
+ * or pinned by session state) is never moved; a parked one is handed back to its pool first.
+ */
+export class SessionReads {
+  private pending: { readonly sql: string; readonly decision: Allowed } | undefined;
+  private wroteAtMs = Number.NEGATIVE_INFINITY;
+  private primary: UpstreamHandle | undefined;
+
+  constructor(private readonly routing: ReadRouting | undefined) {}
+
+  decided(sql: string, decision: Allowed): void {
+    if (!this.routing) return;
+    this.pending = { sql, decision };
+    if (!decision.readsOnly) this.wroteAtMs = Date.now();
+  }
+
+  /** `forStatement`: the connection is taken up to run (or prepare) the statement last decided; otherwise (Bind, Describe, Sync, ...) it comes from the primary. */
+  place(hold: UpstreamHold, forStatement: boolean): void {
+    const pending = forStatement ? this.pending : undefined;
+    this.pending = undefined;
+    const current = hold.handle;
+    if (!this.routing || !current) return;
+    if (current.replicaId === undefined) this.primary = current;
+    if (hold.server && !hold.parked) return;
+    const primary = this.primary!;
+    if (!this.routing.routes(primary.database.database_id)) return;
+    const placement = pending ? placementOf(pending.sql, pending.decision, Date.now() - this.wroteAtMs, this.routing.readYourWritesMs) : 'not_a_read';
+    // A closed primary pool (the database changed) is renewed by the session before a replica's is derived from it.
+    const replica = placement === 'replica' && !primary.pool.isClosed ? this.routing.next(primary.database.database_id) : undefined;
+    const wanted = replica ? primary.onReplica(replica) : primary;
+    if (pending) this.routing.metrics.routed.inc({ target: replica ? 'replica' : 'primary' });
+    if (wanted !== current) hold.moveTo(wanted);
+  }
+}

@@ -1,0 +1,118 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { replicaUnavailable, startStreamingReplica, type StreamingReplica } from '../support/streaming-replica.js';
+import { waitFor } from '../support/wire.js';
+
+const serverUrl = process.env.PGWARD_TEST_PG_URL;
+const unavailable = replicaUnavailable(serverUrl);
+const CHECK_MS = 200;
+const READ_YOUR_WRITES_MS = 1_500;
+
+let gateway: TestGateway;
+let replica: StreamingReplica;
+let agent: AgentSecrets;
+let client: pg.Client;
+let base: string;
+
+async function onReplica(sql = 'select pg_is_in_recovery() as r', values: unknown[] = []): Promise<boolean> {
+  const { rows } = await client.query<{ r: boolean }>(sql, values);
+  return rows[0]!.r;
+}
+
+/** Reads answered by the replica within `ms` (the health window), tolerating the errors of reads sent to it while it went away. */
+async function settlesOn(expected: boolean, ms: number): Promise<void> {
+  await waitFor(() => onReplica().then((r) => r === expected, () => false), ms, `reads on ${expected ? 'the replica' : 'the primary'}`);
+}
+
+describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing against a real streaming replica${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
+  beforeAll(async () => {
+    gateway = await startGateway('replicas', serverUrl, 60_000, {}, undefined, {
+      checkIntervalMs: CHECK_MS,
+      // Ten failed probes (2 s) to leave: the reads sent to it meanwhile show the fallback to the primary.
+      thresholds: { failuresToEject: 10, successesToRestore: 2, maxLagMs: 30_000 },
+      readYourWritesMs: READ_YOUR_WRITES_MS,
+    });
+    replica = await startStreamingReplica(serverUrl!);
+    const listed = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
+    const databaseId = (listed.json() as { databases: { id: string }[] }).databases[0]!.id;
+    base = `/v1/projects/${gateway.projectId}/databases/${databaseId}`;
+    const added = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `${base}/replicas`, payload: { host: '127.0.0.1', port: replica.port, ssl_mode: 'disable' } });
+    expect(added.statusCode).toBe(201);
+    agent = await gateway.register('reader');
+    client = new pg.Client({ connectionString: agent.connection_string });
+    await client.connect();
+  }, 300_000);
+
+  afterAll(async () => {
+    await client?.end().catch(() => undefined);
+    await gateway?.stop();
+    await replica?.destroy();
+  }, 120_000);
+
+  it('sends nothing to the replica while the database does not route reads', async () => {
+    // The replica is registered and up: only auto_read_routing sends reads to it.
+    await new Promise((resolve) => setTimeout(resolve, CHECK_MS * 4));
+    expect(await onReplica()).toBe(false);
+  });
+
+  it('with auto_read_routing, a SELECT outside a transaction runs on the replica, on both protocols', async () => {
+    const changed = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: base, payload: { auto_read_routing: true } });
+    expect(changed.statusCode).toBe(200);
+    await settlesOn(true, 10_000);
+    expect(await onReplica('select pg_is_in_recovery() as r where $1::int = 1', [1])).toBe(true);
+    const { rows } = await client.query<{ n: string }>('select count(*) as n from orders');
+    expect(rows[0]!.n).toBe('1000');
+  });
+
+  it('a write runs on the primary, and the session reads its own writes from the primary for the window', async () => {
+    await client.query("insert into orders values (5001, 'ryw', 1)");
+    expect(await onReplica()).toBe(false);
+    const { rows } = await client.query<{ customer: string; r: boolean }>('select customer, pg_is_in_recovery() as r from orders where id = 5001');
+    expect(rows).toEqual([{ customer: 'ryw', r: false }]);
+    await new Promise((resolve) => setTimeout(resolve, READ_YOUR_WRITES_MS + 100));
+    expect(await onReplica()).toBe(true);
+    // Streamed: the replica has the row too.
+    await waitFor(async () => (await client.query('select 1 from orders where id = 5001')).rowCount === 1, 20_000, 'the row on the replica');
+  });
+
+  it('a transaction, and a statement with the primary hint, run on the primary', async () => {
+    expect(await onReplica('/* pgward:primary */ select pg_is_in_recovery() as r')).toBe(false);
+    expect(await onReplica('select pg_is_in_recovery() as r /* PGWARD:PRIMARY */')).toBe(false);
+    await client.query('begin');
+    expect(await onReplica()).toBe(false);
+    await client.query('commit');
+    await new Promise((resolve) => setTimeout(resolve, READ_YOUR_WRITES_MS + 100));
+    expect(await onReplica()).toBe(true);
+  });
+
+  it('another session is not held to this one’s read-your-writes window', async () => {
+    const other = new pg.Client({ connectionString: agent.connection_string });
+    await other.connect();
+    try {
+      await client.query("update orders set customer = 'x' where id = 5001");
+      const { rows } = await other.query<{ r: boolean }>('select pg_is_in_recovery() as r');
+      expect(rows[0]!.r).toBe(true);
+    } finally {
+      await other.end();
+    }
+  });
+
+  it('the replica stopped: reads fall back to the primary within the health window; restarted: they return', async () => {
+    await new Promise((resolve) => setTimeout(resolve, READ_YOUR_WRITES_MS + 100));
+    expect(await onReplica()).toBe(true);
+    await replica.stop();
+    // Still in rotation for a moment: a read that gets no connection from the replica runs on the primary.
+    for (let i = 0; i < 5; i += 1) expect(await onReplica()).toBe(false);
+    await waitFor(async () => (await gateway.metrics.getSingleMetric('pgward_proxy_replica_healthy')!.get()).values[0]?.value === 0, 5_000, 'the replica out of rotation');
+    for (let i = 0; i < 5; i += 1) expect(await onReplica()).toBe(false);
+    await replica.start();
+    await settlesOn(true, 10_000);
+    const metrics = await gateway.metrics.getMetricsAsJSON();
+    const routed = metrics.find((metric) => metric.name === 'pgward_proxy_routed_statements_total')!.values;
+    expect(routed.find((value) => value.labels.target === 'replica')!.value).toBeGreaterThan(0);
+    const transitions = metrics.find((metric) => metric.name === 'pgward_proxy_replica_transitions_total')!.values;
+    expect(transitions.find((value) => value.labels.to === 'out')!.value).toBe(1);
+    expect(transitions.find((value) => value.labels.to === 'in')!.value).toBe(2);
+  }, 60_000);
+});

@@ -1,0 +1,75 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { CredentialRow } from '../../projections/credentials.js';
+import type { PolicyRow } from '../../projections/policies.js';
+import { decideStatement, type StatementDecision } from '../../proxy/policy/hook.js';
+import { loadParser } from '../../proxy/policy/parser.js';
+import { placementOf } from '../../proxy/replica-routing.js';
+
+beforeAll(loadParser);
+
+const policy = {
+  policy_id: 'pol_routing',
+  revision: 1,
+  status: 'active',
+  read_only: false,
+  allowed_tables: ['public.*'],
+  masked_columns: {},
+  allow_catalog: false,
+  max_rows: null,
+  honeytokens: [],
+  statement_allow: null,
+  statement_deny: [],
+  denied_tables: [],
+  migration_safety: 'off',
+  row_filters: {},
+  max_affected_rows: null,
+  write_mode: 'normal',
+} as unknown as PolicyRow;
+
+function allowed(sql: string): Extract<StatementDecision, { action: 'allow' }> {
+  const decision = decideStatement(sql, { credential: { credential_id: 'cred_routing' } as CredentialRow, policy, protocol: 'simple', honeytokens: { canariesOf: () => [], tripped: () => undefined } });
+  if (decision.action !== 'allow') throw new Error(`${sql}: ${decision.reason}`);
+  return decision;
+}
+
+describe('read routing: where an allowed statement may run', () => {
+  it.each([
+    'select * from orders where id = 1',
+    'select count(*) from orders join customers on customers.id = orders.id',
+    'with recent as (select * from orders) select * from recent',
+    'select pg_is_in_recovery()',
+    'select 1; select 2',
+  ])('a pure read goes to a replica: %s', (sql) => {
+    expect(placementOf(sql, allowed(sql), Number.POSITIVE_INFINITY, 5_000)).toBe('replica');
+  });
+
+  it.each([
+    'insert into orders values (1)',
+    'update orders set total = 1',
+    'delete from orders',
+    'with moved as (delete from orders returning *) select * from moved',
+    'select * from orders for update',
+    'select * from orders for share',
+    'begin',
+    'commit',
+    'set statement_timeout = 1000',
+    "select set_config('statement_timeout', '1000', false)",
+    'select 1; insert into orders values (1)',
+    'create table t (id int)',
+  ])('anything else goes to the primary: %s', (sql) => {
+    expect(placementOf(sql, allowed(sql), Number.POSITIVE_INFINITY, 5_000)).toBe('not_a_read');
+  });
+
+  it('the primary hint, in any case and spacing, sends a read to the primary', () => {
+    for (const sql of ['/* pgward:primary */ select 1', 'select 1 /*PGWARD:PRIMARY*/', 'select /*  pgward:primary  */ 1']) {
+      expect(placementOf(sql, allowed(sql), Number.POSITIVE_INFINITY, 5_000)).toBe('hint');
+    }
+    expect(placementOf('select 1 -- pgward:primary', allowed('select 1 -- pgward:primary'), Number.POSITIVE_INFINITY, 5_000)).toBe('replica');
+  });
+
+  it('a read within the read-your-writes window goes to the primary, after it to a replica', () => {
+    const read = allowed('select 1');
+    expect(placementOf('select 1', read, 4_999, 5_000)).toBe('read_your_writes');
+    expect(placementOf('select 1', read, 5_000, 5_000)).toBe('replica');
+  });
+});
