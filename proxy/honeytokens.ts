@@ -11,10 +11,10 @@ const NO_CANARIES: readonly Canary[] = [];
  * The proxy's honeytokens: a policy's ids resolved through the live view of the project's
  * honeytokens, and a trip of one that says `disable_credential` handed to `disable`.
  */
-export class LiveHoneytokens implements Honeytokens {
+export class LiveHoneytokens<C = CredentialRow> implements Honeytokens<C> {
   constructor(
     private readonly view: Pick<LiveView<HoneytokenRow>, 'get'>,
-    private readonly disable: (credential: CredentialRow, honeytoken: HoneytokenRow) => void,
+    private readonly disable: (credential: C, honeytoken: HoneytokenRow) => void,
   ) {}
 
   canariesOf(policy: PolicyRow): readonly Canary[] {
@@ -25,7 +25,7 @@ export class LiveHoneytokens implements Honeytokens {
     });
   }
 
-  tripped(credential: CredentialRow, honeytokenId: string): void {
+  tripped(credential: C, honeytokenId: string): void {
     const row = this.view.get(honeytokenId);
     if (row?.disable_credential) this.disable(credential, row);
   }

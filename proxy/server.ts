@@ -17,6 +17,7 @@ import { lostToRestart, onRequest } from './approval-hold.js';
 import { Budgets, sessionBudgets, type SpentSource } from './budgets.js';
 import { DecisionPublisher } from './decisions.js';
 import { LiveHoneytokens } from './honeytokens.js';
+import { HashKeys } from './hash-keys.js';
 import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
 import { Inlet } from './inlet.js';
@@ -172,11 +173,16 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     },
   );
 
+  const hashKeys = new HashKeys(store, options.keyring, `proxy:${options.proxyId}`);
+  // A policy that starts masking with hash: its project's key is read before its sessions' next statements need it.
+  policies.onChange((_, __, after) => void hashKeys.forPolicy(after, (error) => logger.warn({ err: error, project_id: after?.project_id }, 'could not read a project’s hash key')));
+
   const context = {
     credentials,
     budgets,
     policies,
     honeytokens,
+    hashKeys,
     // A read-only policy provisioned on the credential's database runs as its own upstream role.
     upstreamFor: (credential: CredentialRow) => {
       const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);

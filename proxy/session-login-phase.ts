@@ -4,6 +4,7 @@ import { logEvent } from '../src/log-events.js';
 import { encodeAuthenticationSasl, type ErrorFields } from './protocol/backend.js';
 import { ProtocolViolation } from './protocol/errors.js';
 import type { FrontendMessage, StartupMessage } from './protocol/frontend.js';
+import { masksWithHash } from './policy/hash-key.js';
 import type { SessionAudit } from './session-audit.js';
 import { AUTH_FAILED, ScramExchange, unusable } from './session-login.js';
 import type { SessionContext } from './session.js';
@@ -114,6 +115,11 @@ export class LoginPhase {
     const catalog = await context.catalogs.lease(handle);
     if (this.host.closed()) return catalog.release();
     this.catalog = catalog;
+    // The project's hash key is read (or made) before the first statement needs it; failing that, hash-masked statements are refused until it is at hand.
+    if (masksWithHash(context.policies.get(credential.policy_profile_id))) {
+      await context.hashKeys.load(credential.project_id).catch((error: unknown) => context.logger.warn({ err: error, session: this.host.id }, 'could not read the project’s hash key; statements a hash mask applies to are refused until it is at hand'));
+      if (this.host.closed()) return;
+    }
     let server: UpstreamConnection;
     try {
       server = await handle.pool.acquire({ owner: credential.credential_id });

@@ -49,6 +49,8 @@ import { rollbackInTransaction, writeGuardOf, type WriteGuard } from './policy/w
 import type { LiveView } from './views/live-view.js';
 import { holdFor, holdUnavailable, type ApprovalServices, type Hold } from './approval-hold.js';
 import { holdOnWire } from './approval-wire.js';
+import type { HashKeys } from './hash-keys.js';
+import type { HashKey } from './policy/hash-key.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
 export interface SessionContext {
@@ -60,6 +62,8 @@ export interface SessionContext {
   /** The upstream catalog snapshots every decision is made on. */
   readonly catalogs: CatalogSnapshots;
   readonly honeytokens: Honeytokens;
+  /** Each project's key for `hash` masks. */
+  readonly hashKeys: HashKeys;
   readonly budgets: SessionBudgets;
   readonly decisions: DecisionPublisher;
   readonly registry: SessionRegistry;
@@ -296,6 +300,11 @@ export class Session {
     const server = this.upstream.server;
     const handle = this.upstream.handle;
     if (server && handle && this.pipeline.awaitingServer) await handle.cancel(server);
+  }
+
+  /** The project's hash key for a decision under `policy`, when the policy needs it and it is at hand. */
+  private hashKeyOf(policy: PolicyRow | undefined): HashKey | undefined {
+    return this.context.hashKeys.forPolicy(policy, (error) => this.context.logger.warn({ err: error, session: this.id }, 'could not read the project’s hash key; statements a hash mask applies to are refused until it is at hand'));
   }
 
   /** The login completed: the session takes its credential, upstream and catalog, and answers the client. */
@@ -584,7 +593,7 @@ export class Session {
   private stillAllowed(name: string, prepared: Allowed): Allowed | undefined {
     const credential = this.credential!;
     const policy = this.context.policies.get(credential.policy_profile_id);
-    const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens }, this.catalog!.current());
+    const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy) }, this.catalog!.current());
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
     const hold = holdFor(policy, decision);
@@ -624,7 +633,7 @@ export class Session {
     }
     // A Query runs now; a Parse runs nothing: its statement's budget is checked at each Execute.
     if (protocol === 'simple' && this.overBudget(sql, protocol)) return undefined;
-    const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens }, this.catalog!.current());
+    const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy) }, this.catalog!.current());
     if (decision.action === 'allow' && decision.progress.length > 0) this.schemaChanged = true;
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
       this.audit.publish(credential, { event: progress.event, projectId: credential.project_id, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });

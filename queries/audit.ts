@@ -4,6 +4,7 @@ import type { AuditEntry } from '../src/audit/entry.js';
 import { AuditCheckpointSigned } from '../src/events/audit.js';
 import { decodeWith } from '../src/events/envelope.js';
 import type { EventStore } from '../src/store/port.js';
+import type { RecordedStatement } from '../proxy/policy/replay.js';
 import { decisionGroup, type AuditDecision } from '../src/events/audit.js';
 
 const selectEntry = auditEntryColumns.map((c) => `"${c}"`).join(', ');
@@ -122,4 +123,35 @@ export async function listAuditEntries(db: pg.Pool, projectId: string, filter: A
 export async function auditCheckpoints(store: EventStore, projectId: string) {
   const events = await store.readStream(checkpointStream(projectId));
   return events.filter((e) => e.type === AuditCheckpointSigned.type).map((e) => decodeWith(AuditCheckpointSigned, e).data);
+}
+
+/** The window of a policy replay: entries at or after `start` and before `end`, of one credential if named. */
+export interface ReplayWindow {
+  readonly start: string;
+  readonly end: string;
+  readonly credentialId?: string;
+}
+
+const REPLAY_WHERE = `e.project_id = $1 and e.ts_at >= $2 and e.ts_at < $3 and ($4::text is null or e.credential_id = $4)
+  and e.event = any($5) and e.source in ('wire', 'mcp') and e.credential_id is not null`;
+
+/** A page of the window's statements in ascending seq after `afterSeq`, each with its credential's database (null when the credential is unknown). */
+export async function replayStatements(db: pg.Pool, projectId: string, window: ReplayWindow, events: readonly string[], afterSeq: number, limit: number): Promise<(RecordedStatement & { database_id: string | null })[]> {
+  const { rows } = await db.query<RecordedStatement & { seq: string; database_id: string | null }>(
+    `select e.seq, e.id, e.ts, e.credential_id, e.session_id, e.source, e.sql, e.event, e.decision_rule, c.database_id
+       from rm.audit_entries e left join rm.credentials c on c.credential_id = e.credential_id and c.project_id = e.project_id
+      where ${REPLAY_WHERE} and e.seq > $6
+      order by e.seq limit $7`,
+    [projectId, window.start, window.end, window.credentialId ?? null, events, afterSeq, limit],
+  );
+  return rows.map((row) => ({ ...row, seq: Number(row.seq) }));
+}
+
+/** How many statements the window holds, and how many of them come at or before `throughSeq`. */
+export async function replayProgress(db: pg.Pool, projectId: string, window: ReplayWindow, events: readonly string[], throughSeq: number): Promise<{ total: number; done: number }> {
+  const { rows } = await db.query<{ total: string; done: string }>(
+    `select count(*) as total, count(*) filter (where e.seq <= $6) as done from rm.audit_entries e where ${REPLAY_WHERE}`,
+    [projectId, window.start, window.end, window.credentialId ?? null, events, throughSeq],
+  );
+  return { total: Number(rows[0]!.total), done: Number(rows[0]!.done) };
 }

@@ -19,6 +19,7 @@ import { Problem } from './http/problem.js';
 import type { Logger } from './logger.js';
 import type { StateDatabase } from './state.js';
 import type { EventStore } from './store/port.js';
+import { HashKeys } from '../proxy/hash-keys.js';
 
 /** How long a write waits for its read models before answering anyway. */
 const SETTLE_MS = 2_000;
@@ -92,6 +93,7 @@ export function controlPlane(
       store,
       pool,
       keyring,
+      hashKeys: new HashKeys(store, keyring, 'control-plane'),
       publicHost: config.PGWARD_PUBLIC_HOST,
       // The embedded default serves the hosted MCP on its own HTTP port; deployments behind TLS set the URL.
       mcpUrl: config.PGWARD_PUBLIC_MCP_URL ?? `http://${config.PGWARD_PUBLIC_HOST}:${config.PGWARD_HTTP_PORT}/mcp`,

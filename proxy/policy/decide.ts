@@ -4,6 +4,7 @@ import type { AnalysisSession } from './analyze.js';
 import { DEFAULT_MIGRATION_SAFETY, type MaskMode } from '../../src/events/policies.js';
 import { catalogRowFilters } from './catalog-rows.js';
 import { expandForMasks } from './expansion.js';
+import { SIZING_KEY } from './hash-key.js';
 import { applyMasks, maskExpression, type MaskEdit } from './mask.js';
 import { qualified } from './names.js';
 import { MAX_SQL_BYTES, MAX_TREE_NODES, measureTree, tooComplex, type ParseFailure } from './parser.js';
@@ -90,7 +91,9 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   if (edits.length === 0 && expanded.edits.length === 0 && filters.length === 0) return allowed(facts, 'query', '', '', [], expanded.sql);
   const oversized = oversizedRewrite(expanded, edits);
   if (oversized) return refused(facts, parseRefusal(oversized));
-  const outcome = applyMasks(filters.length === 0 ? expanded : { ...expanded, edits: [...expanded.edits, ...filters] }, edits, policy.masked_columns, session);
+  const hashed = hashRefusal(expanded, edits, policy);
+  if (hashed) return refused(facts, hashed);
+  const outcome = applyMasks(filters.length === 0 ? expanded : { ...expanded, edits: [...expanded.edits, ...filters] }, edits, policy.masked_columns, session, policy.hash_key);
   if (!outcome.ok && edits.length === 0) {
     return refused(facts, {
       rule: 'statement.rewrite_failed',
@@ -112,11 +115,27 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   return allowed(facts, 'masked', 'masked_columns.masked', reason, edits, outcome.sql, rowFiltering.tables);
 }
 
+/**
+ * What a hash mask refuses: a statement it applies to when the project's key is not at hand (fail
+ * closed), and EXPLAIN of one, whose plan would print the key's pads in the mask expression.
+ */
+function hashRefusal(analysis: StatementAnalysis, edits: readonly MaskEdit[], policy: PolicyRules): Refusal | undefined {
+  const hashed = edits.find((edit) => edit.mode === 'hash');
+  if (!hashed) return undefined;
+  if (!policy.hash_key) {
+    return { rule: 'masked_columns.hash_key_unavailable', sqlstate: '58000', reason: `${hashed.column} is masked with hash, and the gateway does not have the project's hash key at hand yet (rule masked_columns.hash_key_unavailable); retry shortly` };
+  }
+  if (analysis.kind === 'explain') {
+    return { rule: 'masked_columns.explain', sqlstate: INSUFFICIENT_PRIVILEGE, reason: `${hashed.column} is masked with hash, and EXPLAIN would show the mask's key (rule masked_columns.explain); run the statement itself.` };
+  }
+  return undefined;
+}
+
 /** Nodes a mask expression adds in place of a column reference. */
 const maskGrowth = new Map<MaskMode, number>();
 function growthOf(mode: MaskMode): number {
   let nodes = maskGrowth.get(mode);
-  if (nodes === undefined) maskGrowth.set(mode, (nodes = measureTree(maskExpression(mode, {}).node, Infinity, Infinity).nodes - 1));
+  if (nodes === undefined) maskGrowth.set(mode, (nodes = measureTree(maskExpression(mode, {}, SIZING_KEY).node, Infinity, Infinity).nodes - 1));
   return nodes;
 }
 

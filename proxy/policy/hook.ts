@@ -3,6 +3,7 @@ import type { PolicyRow } from '../../projections/policies.js';
 import type { AnalysisSession } from './analyze.js';
 import { AnalysisCache } from './cache.js';
 import { DRIVER_METADATA } from './catalog.js';
+import type { HashKey } from './hash-key.js';
 import { AllowedDecisions } from './decision-cache.js';
 import type { PolicyDecision, Progress } from './decide.js';
 import { MAX_SQL_BYTES, parseStatements } from './parser.js';
@@ -34,22 +35,25 @@ export type StatementDecision =
     })
   | Extract<PolicyDecision, { action: 'refuse' }>;
 
-/** The honeytokens statements are checked against, and who hears when one trips. */
-export interface Honeytokens {
+/** The honeytokens statements are checked against, and who hears when one trips (with `C`, what the caller knows of the credential: none for a what-if). */
+export interface Honeytokens<C = CredentialRow> {
   /** The canaries a policy plants: its honeytoken ids resolved; ids of removed honeytokens resolve to nothing. */
   canariesOf(policy: PolicyRow): readonly Canary[];
   /** A statement of `credential` touched honeytoken `honeytokenId` and was refused. */
-  tripped(credential: CredentialRow, honeytokenId: string): void;
+  tripped(credential: C, honeytokenId: string): void;
 }
 
-export interface StatementContext {
-  readonly credential: CredentialRow;
+export interface StatementContext<C = CredentialRow> {
+  /** Who sends the statement; the decision itself never reads it, it only hands it to `honeytokens.tripped`. */
+  readonly credential: C;
   /** The credential's policy profile; undefined when it cannot be found, which refuses everything. */
   readonly policy: PolicyRow | undefined;
   readonly protocol: 'simple' | 'extended';
-  readonly honeytokens: Honeytokens;
+  readonly honeytokens: Honeytokens<C>;
   /** The upstream database's catalog as the proxy last read it; undefined when not (yet) known. */
   readonly catalog?: UpstreamCatalog;
+  /** The project's key for `hash` masks (hash-key.ts); undefined when not (yet) at hand, which refuses what a hash mask applies to. */
+  readonly hashKey?: HashKey;
 }
 
 const KIND = /^\s*(?:(?:--[^\n]*\n|\/\*[\s\S]*?\*\/)\s*)*([A-Za-z]+)/;
@@ -75,8 +79,9 @@ interface ShapeTemplate {
 const allowedShapes = new AllowedDecisions<ShapeTemplate>();
 const SHAPED_KINDS: ReadonlySet<string> = new Set(['select', 'with', 'values', 'table', 'insert', 'update', 'delete']);
 
-function rulesOf(policy: PolicyRow, canaries: readonly Canary[]): PolicyRules {
+function rulesOf(policy: PolicyRow, canaries: readonly Canary[], hashKey: HashKey | undefined): PolicyRules {
   return {
+    ...(hashKey ? { hash_key: hashKey } : {}),
     read_only: policy.read_only,
     allowed_tables: policy.allowed_tables,
     masked_columns: policy.masked_columns,
@@ -163,7 +168,7 @@ function uniqueProgress(lists: readonly (readonly Progress[])[]): Progress[] {
  * several statements runs only if every one of them is allowed; a tripped canary in any of them
  * decides (and is reported to `honeytokens`), else the first refusal does.
  */
-export function decideStatement(sql: string, context: StatementContext): StatementDecision {
+export function decideStatement<C>(sql: string, context: StatementContext<C>): StatementDecision {
   const policy = context.policy;
   if (!policy || policy.status !== 'active') {
     return {
@@ -179,7 +184,7 @@ export function decideStatement(sql: string, context: StatementContext): Stateme
   const shape = shapeable(canaries, sql) ? numericShape(sql) : undefined;
   const template = shape && allowedShapes.get(policy, canaries, withCatalog(context.catalog, shape.key));
   if (shape && template) return limitRefusal(template.decision, policy, context.protocol) ?? { ...template.decision, sql: shapedSql(template, sql, shape) };
-  const rules = rulesOf(policy, canaries);
+  const rules = rulesOf(policy, canaries, context.hashKey);
   const decision = combine(sql, decideSql(sql, rules, session, analyses), session);
   if (decision.action === 'refuse') {
     if (decision.trip !== undefined) context.honeytokens.tripped(context.credential, decision.trip.honeytokenId);

@@ -3,6 +3,7 @@ import type { StatementAnalysis } from './analysis.js';
 import { analyzeStatement, type AnalysisSession } from './analyze.js';
 import { cloneTree, getAt, isObject, type Node, type Path } from './ast.js';
 import { deparseStatement } from './deparse.js';
+import type { HashKey } from './hash-key.js';
 import { DEFAULT_SEARCH_PATH, qualified, searchPathOf } from './names.js';
 import { parseOne } from './parser.js';
 import { unqualifyBuiltinTypes } from './types.js';
@@ -29,21 +30,27 @@ const call = (name: string, args: Node[]): Node => ({
 /**
  * The mask expression for a column reference, and where the reference sits inside it (null when
  * the value is dropped). Functions are pg_catalog-qualified so no schema on the search path can
- * stand in for them.
+ * stand in for them. `hash` is HMAC-SHA-256 under the project's key (hash-key.ts), without which
+ * it cannot be made: `sha256(opad || sha256(ipad || convert_to(col::text, 'UTF8')))`, hex.
  */
-export function maskExpression(mode: MaskMode, ref: Node): { node: Node; inner: Path | null } {
+export function maskExpression(mode: MaskMode, ref: Node, key: HashKey | undefined): { node: Node; inner: Path | null } {
   const arg = ['FuncCall', 'args', 0];
+  const second = ['FuncCall', 'args', 1];
   switch (mode) {
     case 'redact':
       return { node: asText(str('[redacted]')), inner: null };
     case 'null':
       // CASE WHEN false THEN col END: NULL of the column's own type, so typed contexts still resolve.
       return { node: { CaseExpr: { args: [{ CaseWhen: { expr: { A_Const: { boolval: {} } }, result: ref } }] } }, inner: ['CaseExpr', 'args', 0, 'CaseWhen', 'result'] };
-    case 'hash':
+    case 'hash': {
+      if (!key) throw new Error('a hash mask needs the project’s hash key');
+      const pad = (hex: string) => call('decode', [str(hex), str('hex')]);
+      const innerHash = call('sha256', [call('byteacat', [pad(key.inner), call('convert_to', [asText(ref), str('UTF8')])])]);
       return {
-        node: call('encode', [call('sha256', [call('convert_to', [asText(ref), str('UTF8')])]), str('hex')]),
-        inner: [...arg, ...arg, ...arg, 'TypeCast', 'arg'],
+        node: call('encode', [call('sha256', [call('byteacat', [pad(key.outer), innerHash])]), str('hex')]),
+        inner: [...arg, ...arg, ...second, ...arg, ...second, ...arg, 'TypeCast', 'arg'],
       };
+    }
     case 'partial':
       return { node: call('concat', [call('substr', [asText(ref), int(1), int(1)]), str('***')]), inner: [...arg, ...arg, 'TypeCast', 'arg'] };
   }
@@ -114,6 +121,7 @@ export function applyMasks(
   edits: readonly MaskEdit[],
   masked: Readonly<Record<string, MaskMode>>,
   session: AnalysisSession = {},
+  hashKey?: HashKey,
 ): MaskOutcome {
   if (edits.length > 0 && !searchPathOf(session.searchPath ?? DEFAULT_SEARCH_PATH).catalogFirst) {
     return { ok: false, why: 'the search_path puts a schema before pg_catalog, so the mask expression could be shadowed' };
@@ -127,7 +135,7 @@ export function applyMasks(
     const slot = container as Record<string | number, unknown>;
     const ref = slot[key as string | number];
     if (!isObject(ref) || !('ColumnRef' in ref)) return { ok: false, why: `${edit.text} is not a column reference node` };
-    const { node, inner } = maskExpression(edit.mode, ref);
+    const { node, inner } = maskExpression(edit.mode, ref, hashKey);
     slot[key as string | number] = node;
     if (inner) expected.add(JSON.stringify([...edit.path, ...inner]));
     keepOutputName(stmt, edit.path, ref);

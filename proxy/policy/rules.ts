@@ -1,3 +1,4 @@
+import type { HashKey } from './hash-key.js';
 import type { HoneytokenKind } from '../../src/events/honeytokens.js';
 import { DEFAULT_MIGRATION_SAFETY, type MaskMode, type MigrationSafety, type PolicyStatementKind } from '../../src/events/policies.js';
 import type { Effect, StatementAnalysis, WholeRowForm } from './analysis.js';
@@ -37,6 +38,8 @@ export interface PolicyRules {
   readonly migration_safety?: MigrationSafety;
   /** `schema.table` → a vetted predicate ANDed into every read of the table and every UPDATE or DELETE of it (row-filters.ts); absent: none. */
   readonly row_filters?: Readonly<Record<string, string>>;
+  /** The project's key for `hash` masks (hash-key.ts); absent: a statement a hash mask applies to is refused. */
+  readonly hash_key?: HashKey;
 }
 
 export interface Refusal {

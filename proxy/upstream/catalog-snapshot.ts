@@ -236,9 +236,9 @@ export function catalogRefusal(sql: string, catalog: CatalogUnavailable): Extrac
 }
 
 /** The policy's decision on `sql`, made on the database's catalog snapshot; refused when there is none to use. */
-export function decideWithCatalog(sql: string, context: Omit<StatementContext, 'catalog'>, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
+export function decideWithCatalog<C>(sql: string, context: Omit<StatementContext<C>, 'catalog'>, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
   if (isUnavailable(catalog)) return catalogRefusal(sql, catalog);
   // Field by field: on Node 20 a spread costs microseconds, and this runs for every statement.
-  const { credential, policy, protocol, honeytokens } = context;
-  return decideStatement(sql, { credential, policy, protocol, honeytokens, catalog });
+  const { credential, policy, protocol, honeytokens, hashKey } = context;
+  return decideStatement(sql, { credential, policy, protocol, honeytokens, catalog, hashKey });
 }

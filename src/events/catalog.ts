@@ -22,6 +22,7 @@ export const catalog = [
   projects.ProjectCreated,
   projects.ProjectUpdated,
   projects.ProjectDeleted,
+  projects.ProjectHashKeyGenerated,
   databases.DatabaseRegistered,
   databases.DatabaseUpdated,
   databases.DatabaseRemoved,

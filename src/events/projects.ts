@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineEvent } from './envelope.js';
-import { changes, OrgId, ProjectId, text } from './fields.js';
+import { changes, OrgId, ProjectId, SealedSecret, text } from './fields.js';
 
 export const Cloud = z.enum(['aws', 'azure', 'gcp']);
 export type Cloud = z.infer<typeof Cloud>;
@@ -37,3 +37,11 @@ export type ProjectUpdated = z.infer<typeof ProjectUpdated.schema>;
 /** A project was deleted. */
 export const ProjectDeleted = defineEvent('ProjectDeleted', 1, z.strictObject({ project_id: ProjectId }));
 export type ProjectDeleted = z.infer<typeof ProjectDeleted.schema>;
+
+/**
+ * A project's key for the `hash` mask, generated once (on its stream `hashkey-<project id>`, whose
+ * first event wins): 32 random bytes, hex, sealed under the keyring with `hash-key:<project id>` as
+ * associated data. Never shown, logged or sent to an agent.
+ */
+export const ProjectHashKeyGenerated = defineEvent('ProjectHashKeyGenerated', 1, z.strictObject({ project_id: ProjectId, key: SealedSecret }));
+export type ProjectHashKeyGenerated = z.infer<typeof ProjectHashKeyGenerated.schema>;

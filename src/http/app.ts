@@ -26,6 +26,7 @@ import { approvalRoutes } from './routes/approvals.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { ensureWebhookTables } from '../webhooks/schema.js';
 import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
+import { policyReplayRoutes } from './routes/policy-replay.js';
 import { policyRoleRoutes } from './routes/policy-roles.js';
 import { discoveryRoutes } from './routes/discovery.js';
 import { organizationRoutes } from './routes/organizations.js';
@@ -123,6 +124,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     app.addHook('onClose', () => databases.close());
     policyRoutes(api, plane.deps);
     policyEvaluateRoutes(api, plane.deps, databases);
+    policyReplayRoutes(api, plane.deps, databases);
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
     approvalRoutes(api, plane.deps);

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadParser } from '../../proxy/policy/parser.js';
 import { decideSql } from '../../proxy/policy/policy.js';
 import type { PolicyRules } from '../../proxy/policy/rules.js';
+import { CORPUS_HASH_KEY } from '../security/corpus.js';
 import { handCatalog } from '../support/catalog.js';
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
 
@@ -23,6 +24,7 @@ const policy: PolicyRules = {
   masked_columns: { 'public.customers.email': MASKS.email, 'public.customers.ssn': MASKS.ssn },
   allow_catalog: false,
   canaries: [],
+  hash_key: CORPUS_HASH_KEY,
 };
 const RAW = /@corp\.example|\d{3}-\d{2}-\d{4}/;
 

@@ -118,7 +118,7 @@ async function plantCanaries(): Promise<Map<string, string>> {
 async function registerPolicies(): Promise<void> {
   const planted = await plantCanaries();
   for (const [name, policy] of Object.entries(corpusPolicies) as [CorpusPolicyName, (typeof corpusPolicies)[CorpusPolicyName]][]) {
-    const { canaries, ...rules } = policy;
+    const { canaries, hash_key: _key, ...rules } = policy;
     const created = await post<{ id: string }>('/policies', { name, ...rules, honeytokens: canaries.map((canary) => planted.get(canary.honeytoken_id)) });
     const agent = await post<{ credential: { id: string }; connection_string: string }>('/agents', { name, policy_profile_id: created.id });
     credentials.set(name, { id: agent.credential.id, url: agent.connection_string });

@@ -4,6 +4,7 @@
  * several statements, the first refused statement decides; when none is refused, the most severe
  * allow event does (masked over query).
  */
+import { hashKeyOf, type HashKey } from '../../proxy/policy/hash-key.js';
 
 export type CorpusPolicyName = 'readonly_orders' | 'readonly_catalog' | 'readonly_none' | 'readwrite_orders';
 
@@ -13,7 +14,12 @@ export interface CorpusPolicy {
   readonly masked_columns: Readonly<Record<string, 'redact' | 'hash' | 'partial' | 'null'>>;
   readonly allow_catalog: boolean;
   readonly canaries: readonly { readonly honeytoken_id: string; readonly kind: 'table' | 'column' | 'value'; readonly target: string }[];
+  /** The project's key for hash masks, for deciding without a gateway (a gateway has the project's own); not part of a policy document. */
+  readonly hash_key?: HashKey;
 }
+
+/** The hash key the corpus is decided with outside a gateway. */
+export const CORPUS_HASH_KEY = hashKeyOf(Buffer.alloc(32, 1));
 
 export interface CorpusEntry {
   readonly family: string;
@@ -112,6 +118,7 @@ export const corpusPolicies: Readonly<Record<CorpusPolicyName, CorpusPolicy>> = 
     masked_columns: masked,
     allow_catalog: false,
     canaries,
+    hash_key: CORPUS_HASH_KEY,
   },
   readonly_catalog: { read_only: true, allowed_tables: ['public.orders'], masked_columns: {}, allow_catalog: true, canaries: [] },
   readonly_none: { read_only: true, allowed_tables: [], masked_columns: {}, allow_catalog: false, canaries: [] },
@@ -121,6 +128,7 @@ export const corpusPolicies: Readonly<Record<CorpusPolicyName, CorpusPolicy>> = 
     masked_columns: { 'public.customers.email': 'hash' },
     allow_catalog: false,
     canaries,
+    hash_key: CORPUS_HASH_KEY,
   },
 };
 

@@ -44,7 +44,7 @@ beforeAll(async () => {
   gateway = await startGateway('policy_evaluate');
   await admin(gateway.upstream.url, (client) => client.query(CORPUS_SCHEMA));
   const planted = new Map<string, string>();
-  for (const [name, { canaries, ...rules }] of Object.entries(corpusPolicies) as [CorpusPolicyName, (typeof corpusPolicies)[CorpusPolicyName]][]) {
+  for (const [name, { canaries, hash_key: _key, ...rules }] of Object.entries(corpusPolicies) as [CorpusPolicyName, (typeof corpusPolicies)[CorpusPolicyName]][]) {
     for (const canary of canaries) {
       if (!planted.has(canary.honeytoken_id)) planted.set(canary.honeytoken_id, (await created<{ id: string }>(project('/honeytokens'), { kind: canary.kind, target: canary.target, disable_credential: false })).id);
     }
@@ -59,6 +59,10 @@ afterAll(async () => {
   await gateway?.stop();
 });
 
+/** The hash mask as an operator is shown it: the project's key as a placeholder. */
+const hashed = (column: string) =>
+  `pg_catalog.encode(pg_catalog.sha256(pg_catalog.byteacat(pg_catalog.decode('<project hash key>', 'hex'), pg_catalog.sha256(pg_catalog.byteacat(pg_catalog.decode('<project hash key>', 'hex'), pg_catalog.convert_to(${column}::text, 'UTF8'))))), 'hex')`;
+
 const MASKING = { name: 'masking', read_only: true, allowed_tables: ['public.*'], masked_columns: { 'public.customers.email': 'hash', 'public.customers.ssn': 'redact' } };
 
 describe('an inline policy', () => {
@@ -66,7 +70,7 @@ describe('an inline policy', () => {
     const derived = await evaluate({ policy: MASKING, sql: 'WITH c AS (SELECT id, email FROM customers) SELECT id, upper(email) AS shout FROM c' });
     expect(derived).toMatchObject({ statusCode: 200, body: { verdict: 'mask', event: 'masked', decision_rule: 'masked_columns.masked', sqlstate: null, masked_columns: ['public.customers.email:hash'], row_filtered: false } });
     expect(derived.body.runs_as).toBe(
-      "WITH c AS (SELECT id, pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(email::text, 'UTF8')), 'hex') AS email FROM customers) SELECT id, pg_catalog.upper(email) AS shout FROM c",
+      `WITH c AS (SELECT id, ${hashed('email')} AS email FROM customers) SELECT id, pg_catalog.upper(email) AS shout FROM c`,
     );
     const star = await evaluate({ policy: MASKING, sql: 'SELECT * FROM customers' });
     expect(star.body).toMatchObject({
@@ -77,7 +81,7 @@ describe('an inline policy', () => {
       not_evaluated: ['budgets', 'kill_switch', 'audit_mode', 'upstream'],
     });
     expect(star.body.runs_as).toBe(
-      "SELECT customers.id, customers.name, pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(customers.email::text, 'UTF8')), 'hex') AS email, customers.phone, '[redacted]'::text AS ssn, customers.birth_date, customers.region, customers.text FROM customers",
+      `SELECT customers.id, customers.name, ${hashed('customers.email')} AS email, customers.phone, '[redacted]'::text AS ssn, customers.birth_date, customers.region, customers.text FROM customers`,
     );
     expect(star.body.database_id).toMatch(/^db_/);
   });

@@ -10,6 +10,7 @@ import { idSchema, Int64String, SealedSecret, text } from '../../src/events/fiel
 import { HoneytokenCreated } from '../../src/events/honeytokens.js';
 import { AnomalyRaised } from '../../src/events/anomalies.js';
 import { PolicyProfileCreated } from '../../src/events/policies.js';
+import { ProjectHashKeyGenerated } from '../../src/events/projects.js';
 import type { RecordedEvent } from '../../src/store/port.js';
 
 const id = (prefix: string) => `${prefix}01j9zq8x4m7k2n5p6r3s8t0v1w`;
@@ -88,6 +89,7 @@ const samples: Record<string, Record<string, unknown>> = {
   },
   'ProjectUpdated.v1': { project_id: id('prj_'), changes: { description: 'the shop' } },
   'ProjectDeleted.v1': { project_id: id('prj_') },
+  'ProjectHashKeyGenerated.v1': { project_id: id('prj_'), key: sealed },
   'DatabaseRegistered.v1': {
     database_id: id('db_'),
     project_id: id('prj_'),
@@ -310,10 +312,11 @@ describe('integers, never floats', () => {
 });
 
 describe('no plaintext secrets', () => {
-  const secretBearing = definitions.filter((d) => d.name.startsWith('Credential') || d.name.startsWith('Database') || d.name.startsWith('Replica') || d.name === 'PolicyRoleProvisioned');
+  const secretBearing = definitions.filter((d) => d.name.startsWith('Credential') || d.name.startsWith('Database') || d.name.startsWith('Replica') || d.name === 'PolicyRoleProvisioned' || d.name === 'ProjectHashKeyGenerated');
 
   it.each(secretBearing.map((d) => [d.type, d] as const))('%s refuses a plaintext password', (_type, definition) => {
     expect(rejects(definition, { ...sampleOf(definition), password: 'hunter2' })).toBe(true);
+    if (definition === ProjectHashKeyGenerated) expect(rejects(definition, { ...sampleOf(definition), key: 'ab'.repeat(32) })).toBe(true);
   });
 
   it('refuses a plaintext password inside database changes or a sealed secret', () => {

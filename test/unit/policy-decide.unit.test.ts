@@ -5,7 +5,7 @@ import { decideParseFailure, decidePolicy, SCHEMA_CHANGE, type PolicyDecision } 
 import { loadParser, parseStatements } from '../../proxy/policy/parser.js';
 import { decideSql } from '../../proxy/policy/policy.js';
 import type { PolicyRules } from '../../proxy/policy/rules.js';
-import { corpus, corpusColumns, corpusPolicies } from '../security/corpus.js';
+import { corpus, corpusColumns, corpusPolicies, CORPUS_HASH_KEY } from '../security/corpus.js';
 import { recordedRefusal } from '../../proxy/decision-record.js';
 import { handCatalog } from '../support/catalog.js';
 
@@ -133,9 +133,21 @@ describe('decisions', () => {
   });
 
   it('refuses a reference that could be two masked columns with different masks', () => {
-    const policy = { ...readOnly, allowed_tables: ['public.*'], masked_columns: { 'public.a.x': 'hash', 'public.b.x': 'null' } } as const;
+    const policy = { ...readOnly, allowed_tables: ['public.*'], masked_columns: { 'public.a.x': 'hash', 'public.b.x': 'null' }, hash_key: CORPUS_HASH_KEY } as const;
     expect(decide('SELECT x FROM a, b', policy)).toMatchObject({ rule: 'masked_columns.ambiguous' });
     expect(decide('SELECT a.x FROM a, b', policy)).toMatchObject({ event: 'masked' });
+  });
+
+  it('refuses what a hash mask applies to without the project’s key, and EXPLAIN of it with the key', () => {
+    const policy = { ...readOnly, allowed_tables: ['public.*'], masked_columns: { 'public.a.x': 'hash', 'public.a.y': 'redact' } } as const;
+    expect(decide('SELECT a.x FROM a', policy)).toMatchObject({ action: 'refuse', rule: 'masked_columns.hash_key_unavailable', sqlstate: '58000' });
+    expect(decide('SELECT a.y FROM a', policy)).toMatchObject({ action: 'allow', event: 'masked' });
+    const keyed = { ...policy, hash_key: CORPUS_HASH_KEY };
+    expect(decide('SELECT a.x FROM a', keyed)).toMatchObject({ action: 'allow', event: 'masked' });
+    for (const sql of ['EXPLAIN SELECT a.x FROM a', 'EXPLAIN (VERBOSE) SELECT 1 FROM a WHERE x = $1', 'explain select count(*) from a group by x']) {
+      expect(decide(sql, keyed)).toMatchObject({ action: 'refuse', rule: 'masked_columns.explain', sqlstate: '42501' });
+    }
+    expect(decide('EXPLAIN SELECT a.y FROM a', keyed)).toMatchObject({ action: 'allow' });
   });
 });
 

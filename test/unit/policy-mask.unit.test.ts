@@ -3,11 +3,14 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import type { StatementAnalysis } from '../../proxy/policy/analysis.js';
 import { analyzeStatement } from '../../proxy/policy/analyze.js';
 import { decidePolicy } from '../../proxy/policy/decide.js';
+import { hashKeyOf } from '../../proxy/policy/hash-key.js';
 import { applyMasks, maskExpression, type MaskEdit } from '../../proxy/policy/mask.js';
 import { loadParser, parseStatements } from '../../proxy/policy/parser.js';
 import type { PolicyRules } from '../../proxy/policy/rules.js';
 
 beforeAll(loadParser);
+
+const KEY = hashKeyOf(Buffer.alloc(32, 7));
 
 const policy: PolicyRules = {
   read_only: true,
@@ -20,6 +23,7 @@ const policy: PolicyRules = {
   },
   allow_catalog: false,
   canaries: [],
+  hash_key: KEY,
 };
 
 function analyze(sql: string): StatementAnalysis {
@@ -40,7 +44,9 @@ function insideMask(path: readonly (string | number)[]): boolean {
   return tail === 'FuncCall.args.0.TypeCast.arg' || path.slice(-2).join('.') === 'CaseWhen.result';
 }
 
-const HASH = "pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(email::text, 'UTF8')), 'hex')";
+const HASH =
+  `pg_catalog.encode(pg_catalog.sha256(pg_catalog.byteacat(pg_catalog.decode('${KEY.outer}', 'hex'), ` +
+  `pg_catalog.sha256(pg_catalog.byteacat(pg_catalog.decode('${KEY.inner}', 'hex'), pg_catalog.convert_to(email::text, 'UTF8'))))), 'hex')`;
 
 describe('mask expressions', () => {
   it('rewrites each mode at the source and keeps the output name', () => {
@@ -75,11 +81,14 @@ describe('mask expressions', () => {
 
   it('builds expressions whose functions are pg_catalog-qualified', () => {
     const ref = { ColumnRef: { fields: [{ String: { sval: 'email' } }] } };
-    const { node, inner } = maskExpression('hash', ref);
+    const { node, inner } = maskExpression('hash', ref, KEY);
     const schemas = [...JSON.stringify(node).matchAll(/"funcname":\[\{"String":\{"sval":"(\w+)"\}\},/g)].map((match) => match[1]);
-    expect(schemas).toEqual(['pg_catalog', 'pg_catalog', 'pg_catalog']);
-    expect(inner).toEqual(['FuncCall', 'args', 0, 'FuncCall', 'args', 0, 'FuncCall', 'args', 0, 'TypeCast', 'arg']);
-    expect(maskExpression('redact', ref).inner).toBeNull();
+    expect(schemas).toEqual(Array(8).fill('pg_catalog'));
+    const arg = ['FuncCall', 'args', 0];
+    const second = ['FuncCall', 'args', 1];
+    expect(inner).toEqual([...arg, ...arg, ...second, ...arg, ...second, ...arg, 'TypeCast', 'arg']);
+    expect(maskExpression('redact', ref, undefined).inner).toBeNull();
+    expect(() => maskExpression('hash', ref, undefined)).toThrow('a hash mask needs the project’s hash key');
   });
 });
 
@@ -88,13 +97,13 @@ describe('round-trip verification', () => {
     const analysis = analyze('SELECT email FROM customers WHERE email IS NOT NULL');
     const first = analysis.columns[0]!;
     const edits: MaskEdit[] = [{ column: 'public.customers.email', mode: 'hash', path: first.path, text: first.text }];
-    expect(applyMasks(analysis, edits, policy.masked_columns)).toEqual({ ok: false, why: 'email would still reach a masked column' });
+    expect(applyMasks(analysis, edits, policy.masked_columns, {}, KEY)).toEqual({ ok: false, why: 'email would still reach a masked column' });
   });
 
   it('refuses when the path does not hold a column reference', () => {
     const analysis = analyze('SELECT 1 FROM customers');
     const edits: MaskEdit[] = [{ column: 'public.customers.email', mode: 'hash', path: ['SelectStmt', 'targetList', 0, 'ResTarget', 'val'], text: '1' }];
-    expect(applyMasks(analysis, edits, policy.masked_columns)).toMatchObject({ ok: false });
+    expect(applyMasks(analysis, edits, policy.masked_columns, {}, KEY)).toMatchObject({ ok: false });
   });
 
   it('refuses when the deparsed text does not parse back to the edited tree', () => {

@@ -18,6 +18,7 @@ import { fold, visibleProject } from './projects.js';
 import { actorOf, errorResponses, etag, execute, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, readModelOrStream } from './support.js';
 import type { Caller } from '../plugins/auth.js';
 import { logEvent } from '../../log-events.js';
+import { masksWithHash } from '../../../proxy/policy/hash-key.js';
 
 const identifier = '[^.\\s\\0]{1,63}';
 const AllowedTable = z
@@ -257,6 +258,8 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
       requireAdminToChangeHoneytokens(request, [], request.body.honeytokens);
       await assertNameFree(deps, projectId, request.body.name);
       await assertHoneytokensExist(deps, projectId, request.body.honeytokens);
+      // The project's hash key exists before any session decides under a policy that needs it.
+      if (request.body.masked_columns && masksWithHash({ masked_columns: request.body.masked_columns })) await deps.hashKeys.load(projectId);
       const policyId = newId('pol_');
       const fields = toEventFields(request.body) as Required<ReturnType<typeof toEventFields<typeof request.body>>>;
       const result = await execute(deps, request, `policy-${policyId}`, policy, { kind: 'create', policy: { policy_id: policyId, project_id: projectId, ...fields } });
@@ -305,6 +308,7 @@ export function policyRoutes(app: Api, deps: ApiDeps): void {
       requireAdminToChangeHoneytokens(request, current.honeytokens, request.body.honeytokens);
       await assertNameFree(deps, current.project_id, request.body.name, current.policy_id);
       await assertHoneytokensExist(deps, current.project_id, request.body.honeytokens);
+      if (request.body.masked_columns && masksWithHash({ masked_columns: request.body.masked_columns })) await deps.hashKeys.load(current.project_id);
       const result = await execute(deps, request, `policy-${current.policy_id}`, policy, { kind: 'update', changes: toEventFields(request.body), ifRevision: ifMatch(request) });
       const row = fold(evolvePolicy, result.recorded, current);
       policyChanged(request, caller, row, 'updated', result.recorded.length);

@@ -1,17 +1,12 @@
 import { z } from 'zod';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
-import { LiveHoneytokens } from '../../../proxy/honeytokens.js';
-import type { StatementContext, StatementDecision } from '../../../proxy/policy/hook.js';
+import { withoutHashKey, type HashKey } from '../../../proxy/policy/hash-key.js';
+import type { StatementDecision } from '../../../proxy/policy/hook.js';
 import { decideWithCatalog } from '../../../proxy/upstream/catalog-snapshot.js';
-import { upstreamChoice } from '../../../proxy/views/policy-roles.js';
-import type { PolicyRow } from '../../../projections/policies.js';
-import { findDatabase, listDatabases } from '../../../queries/databases.js';
-import { honeytokensById } from '../../../queries/honeytokens.js';
-import { upstreamOf } from '../../mcp/agent/route.js';
 import type { AgentDatabases } from '../../mcp/agent/upstream.js';
-import { Problem } from '../problem.js';
-import { assertHoneytokensExist, CreatePolicyRequest, ProjectParams, toEventFields, visiblePolicy } from './policies.js';
+import { assertHoneytokensExist, CreatePolicyRequest, ProjectParams, visiblePolicy } from './policies.js';
 import { visibleProject } from './projects.js';
+import { catalogOf, databaseOf, inlinePolicy, whatIfContext } from './what-if.js';
 import { errorResponses, IdParam, requireRole, type Api, type ApiDeps } from './support.js';
 
 /** As large as a wire message may be: a longer text is the policy engine's to refuse (parse.too_large), as the proxy does. */
@@ -58,38 +53,8 @@ const PolicyEvaluation = z
   })
   .meta({ id: 'PolicyEvaluation' });
 
-type Body = z.infer<typeof EvaluateRequest>;
-
-/** An inline policy as the row a create would make of it; its id names no stream, so nothing it decides is cached beyond the request. */
-function inlinePolicy(projectId: string, body: NonNullable<Body['policy']>, at: string): PolicyRow {
-  return { ...(toEventFields(body) as Omit<PolicyRow, 'policy_id'>), policy_id: 'pol_whatif', project_id: projectId, version: 0, status: 'active', revision: 0, created_at: at, updated_at: at };
-}
-
-/** The database named, else the project's only one. */
-async function databaseOf(deps: ApiDeps, projectId: string, named: string | undefined): Promise<string> {
-  if (named !== undefined) {
-    if (!(await findDatabase(deps.pool, projectId, named))) throw new Problem('NOT_FOUND', `database ${named} not found in project ${projectId}`);
-    return named;
-  }
-  const databases = await listDatabases(deps.pool, projectId, undefined, 2);
-  if (databases.length === 1) return databases[0]!.database_id;
-  throw new Problem('INVALID_INPUT', `project ${projectId} has ${databases.length === 0 ? 'no database' : 'several databases'}; name the one to decide on in database_id`, {
-    errors: [{ field: 'database_id', message: databases.length === 0 ? 'the project has no database' : 'required when the project has several databases' }],
-  });
-}
-
-/**
- * The policy's canaries, read from the read model; a trip here is only an answer, so it disables
- * nothing. The hook reads no more of the credential than it hands to `tripped`.
- */
-async function whatIfContext(deps: ApiDeps, policy: PolicyRow, protocol: 'simple' | 'extended'): Promise<Omit<StatementContext, 'catalog'>> {
-  const rows = policy.honeytokens.length > 0 ? await honeytokensById(deps.pool, policy.project_id, policy.honeytokens) : new Map();
-  const credential = { credential_id: 'whatif', project_id: policy.project_id, policy_profile_id: policy.policy_id } as unknown as StatementContext['credential'];
-  return { credential, policy, protocol, honeytokens: new LiveHoneytokens(rows, () => undefined) };
-}
-
 /** The answer; a tripped canary shows as the audit trail records it only to callers who may see honeytokens, else as the agent is told. */
-function evaluation(decision: StatementDecision, databaseId: string, seesHoneytokens: boolean): z.infer<typeof PolicyEvaluation> {
+function evaluation(decision: StatementDecision, databaseId: string, seesHoneytokens: boolean, hashKey: HashKey | undefined): z.infer<typeof PolicyEvaluation> {
   const common = {
     statement_kind: decision.statementKind,
     row_filtered: decision.action === 'allow' && decision.rowFiltered.length > 0,
@@ -119,7 +84,8 @@ function evaluation(decision: StatementDecision, databaseId: string, seesHoneyto
     reason: decision.reason,
     sqlstate: null,
     masked_columns: [...decision.maskedColumns],
-    runs_as: decision.sql,
+    // The hash mask's key is the gateway's alone: shown as a placeholder.
+    runs_as: withoutHashKey(decision.sql, hashKey),
     tables: { read: [...decision.tablesRead], written: [...decision.tablesWritten], blocked: [] },
     flags: decision.progress.map(({ event, rule, reason }) => ({ event, rule, reason })),
   };
@@ -150,10 +116,10 @@ export function policyEvaluateRoutes(app: Api, deps: ApiDeps, databases: AgentDa
       const policy = saved ?? inlinePolicy(projectId, body.policy!, deps.now().toISOString());
       const databaseId = await databaseOf(deps, projectId, body.database_id);
       const protocol = body.protocol ?? (body.params.length > 0 ? 'extended' : 'simple');
-      const upstream = saved ? await upstreamOf(deps.store, saved, databaseId) : upstreamChoice(policy, undefined, databaseId);
-      const catalog = await databases.catalog({ database_id: databaseId, project_id: projectId }, upstream);
-      const decision = decideWithCatalog(body.sql, await whatIfContext(deps, policy, protocol), catalog);
-      return evaluation(decision, databaseId, caller.role !== 'viewer');
+      const catalog = await catalogOf(deps, databases, policy, saved !== undefined, databaseId);
+      const context = await whatIfContext(deps, policy, protocol);
+      const decision = decideWithCatalog(body.sql, context, catalog);
+      return evaluation(decision, databaseId, caller.role !== 'viewer', context.hashKey);
     },
   );
 }

@@ -13,6 +13,7 @@ import type { AnchorSigner } from '../../audit/checkpoints.js';
 import type { DemoSettings } from '../../demo/settings.js';
 import { callerOf, type Caller, type Role } from '../plugins/auth.js';
 import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
+import type { HashKeys } from '../../../proxy/hash-keys.js';
 
 export type Api = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, ZodTypeProvider>;
 
@@ -21,6 +22,8 @@ export interface ApiDeps {
   readonly store: EventStore & { transaction?: unknown };
   readonly pool: pg.Pool;
   readonly keyring: Keyring;
+  /** Each project's key for `hash` masks, as the what-if, replay and hosted MCP decide with it. */
+  readonly hashKeys: HashKeys;
   /** Host agents use to reach the proxy and the hosted MCP endpoint ({project_host}). */
   readonly publicHost: string;
   /** The hosted agent MCP's URL as agents reach it (`mcp_url` of a registration). */

@@ -11,6 +11,7 @@ import type { DocsLibrary } from '../docs.js';
 import type { McpTool } from '../tool.js';
 import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
 import type { AgentDatabases } from './upstream.js';
+import type { HashKey } from '../../../proxy/policy/hash-key.js';
 
 /** What every agent MCP request shares: the upstream pools, the decision publisher, the docs. */
 export interface AgentServices {
@@ -33,7 +34,9 @@ export interface AgentContext {
   readonly credential: TokenCredential;
   /** Undefined when the credential's policy profile is gone: every statement is then refused. */
   readonly policy: PolicyRow | undefined;
-  readonly honeytokens: Honeytokens;
+  readonly honeytokens: Honeytokens<TokenCredential>;
+  /** The project's key for `hash` masks, when the policy masks with hash and the key could be read. */
+  readonly hashKey: HashKey | undefined;
   /** The credential's budgets (its policy's and its organization's plan's), read from the trail for this period. */
   readonly budgets: SessionBudgets;
   /** The upstream pool its statements run on, as the wire would choose it. */

@@ -1,7 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { holdFor, holdUnavailable, type Hold } from '../../../proxy/approval-hold.js';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
-import { statementKind, type StatementContext, type StatementDecision } from '../../../proxy/policy/hook.js';
+import { statementKind, type StatementDecision } from '../../../proxy/policy/hook.js';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import { decideWithCatalog, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
 import { upstreamRule, type UpstreamFailure } from '../../../proxy/upstream/failure.js';
@@ -35,17 +35,16 @@ export function upstreamRefusal(failure: UpstreamFailure): CallToolResult {
 
 /**
  * The policy engine's decision on `sql`, exactly as the wire decides an extended-protocol Parse,
- * on the database's catalog snapshot (refused, catalog.unavailable, when there is none). The hook's
- * context names a whole CredentialRow, verifier included, though nothing in it reads the
- * verifier; the MCP never loads one.
+ * on the database's catalog snapshot (refused, catalog.unavailable, when there is none). The
+ * credential is the token's (no SCRAM verifier: the MCP never loads one), which is all its
+ * honeytokens need to disable it.
  */
 export async function decide(context: AgentContext, sql: string): Promise<StatementDecision> {
   return decideOn(context, sql, await context.services.databases.catalog(context.credential, context.upstream));
 }
 
 function decideOn(context: AgentContext, sql: string, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
-  const credential = context.credential as StatementContext['credential'];
-  return decideWithCatalog(sql, { credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens }, catalog);
+  return decideWithCatalog(sql, { credential: context.credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens, hashKey: context.hashKey }, catalog);
 }
 
 /**

@@ -18,6 +18,7 @@ import type { AgentContext, AgentServices } from './context.js';
 import { requestHoneytokens } from './honeytokens.js';
 import { createAgentServer } from './server.js';
 import type { AgentDatabases } from './upstream.js';
+import { masksWithHash } from '../../../proxy/policy/hash-key.js';
 
 /** As the proxy chooses: a read-only policy's pool, as the role provisioned for it on this database when there is one. */
 export async function upstreamOf(store: EventStore, policy: PolicyRow | undefined, databaseId: string): Promise<UpstreamChoice> {
@@ -64,6 +65,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
       credential,
       policy,
       honeytokens: await requestHoneytokens(deps.pool, deps.store, policy, request.id, request.log),
+      hashKey: masksWithHash(policy) ? await deps.hashKeys.load(credential.project_id).catch((error: unknown) => void request.log.warn({ err: error }, 'could not read the project’s hash key; statements a hash mask applies to are refused')) : undefined,
       budgets: credentialBudgets,
       upstream: await upstreamOf(deps.store, policy, credential.database_id),
       // The request id may be the client's own X-Request-Id: prefixed with the credential, no agent can put its records in another's session.

@@ -3,6 +3,7 @@ import { structuredResult } from '../../tool.js';
 import type { AgentTool } from '../context.js';
 import { auditRefusal, decide } from '../gate.js';
 import { filtersAny } from '../../../../proxy/policy/row-filters.js';
+import { withoutHashKey } from '../../../../proxy/policy/hash-key.js';
 
 export const ValidateSqlInput = z.strictObject({
   sql: z.string().min(1).max(100_000).describe('The statement to check, as you would send it to query'),
@@ -43,7 +44,7 @@ export const validateSql: AgentTool<typeof ValidateSqlInput> = {
       tables_read: [...decision.tablesRead],
       tables_written: [...decision.tablesWritten],
       tables_blocked: decision.action === 'refuse' ? [...decision.tablesBlocked] : [],
-      runs_as: decision.action === 'allow' && !filtersAny(context.policy?.row_filters, [...decision.tablesRead, ...decision.tablesWritten]) ? decision.sql : null,
+      runs_as: decision.action === 'allow' && !filtersAny(context.policy?.row_filters, [...decision.tablesRead, ...decision.tablesWritten]) ? withoutHashKey(decision.sql, context.hashKey) : null,
     });
   },
 };
