@@ -3,6 +3,7 @@ import type { PreparedEntries } from '../src/audit/prepared-entries.js';
 import { auditProjection } from './audit.js';
 import type { Projection } from './projection.js';
 import { apiKeysProjection } from './api-keys.js';
+import { approvalsProjection } from './approvals.js';
 import { credentialsProjection } from './credentials.js';
 import { databasesProjection, replicasProjection } from './databases.js';
 import { honeytokensProjection } from './honeytokens.js';
@@ -20,5 +21,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, auditProjection(options.auditKeys, options.preparedEntries)];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries)];
 }

@@ -1,4 +1,4 @@
-import type { AuditEventKind } from '../src/events/audit.js';
+import type { AuditEventKind, AuditSource } from '../src/events/audit.js';
 import type { Decision } from './decisions.js';
 import { statementIdentity } from './policy/identity.js';
 import type { Trip } from './policy/rules.js';
@@ -14,7 +14,7 @@ export interface DecisionFacts {
   readonly projectId: string;
   readonly credentialId: string | null;
   readonly sessionId: string;
-  readonly source: 'wire' | 'mcp';
+  readonly source: AuditSource;
   readonly region: string;
   readonly clientIp: string;
   /** When it started, ISO 8601. */
@@ -31,6 +31,8 @@ export interface DecisionFacts {
   readonly tablesRead?: readonly string[];
   readonly tablesWritten?: readonly string[];
   readonly tablesBlocked?: readonly string[];
+  /** The approval request the entry concerns (approval_requested, approved, rejected, approval_expired, and the outcome of an approved statement). */
+  readonly approvalId?: string;
 }
 
 /** The StatementDecided record of a decision, less what the publisher stamps. */
@@ -57,7 +59,7 @@ export function decisionRecord(facts: DecisionFacts): Decision {
     tables_written: [...(facts.tablesWritten ?? [])],
     tables_blocked: [...(facts.tablesBlocked ?? [])],
     parsed: facts.kind !== '',
-    approval_id: null,
+    approval_id: facts.approvalId ?? null,
   };
 }
 

@@ -25,6 +25,9 @@ export interface Statement {
   verdict?: { readonly event: 'blocked' | 'query' | 'masked'; readonly rule: string; readonly reason: string; readonly rows: number } | undefined;
   /** Called as it finishes, `ok` unless it failed (the cursors it declared or closed are confirmed then). */
   settled?: ((ok: boolean) => void) | undefined;
+  /** The approval request it runs under: its audit record names it, and hears its command tags through `tagged`. */
+  approvalId?: string | undefined;
+  tagged?: ((tag: string) => void) | undefined;
 }
 
 /** What a server error becomes for the client; returning `error` itself passes it on unchanged. */
@@ -175,6 +178,7 @@ export class ResponsePipeline {
     if (statement) {
       statement.bytes += message.bytes;
       if (delivered && message.kind === 'Run' && message.type === 'D') statement.rows += message.count;
+      else if (message.kind === 'CommandComplete' && statement.tagged) statement.tagged(message.tag);
     }
     if (message.kind === 'ErrorResponse') {
       if (statement) statement.failed = true;

@@ -13,6 +13,7 @@ import type { Keyring } from '../src/crypto/seal.js';
 import { encodeEvent } from '../src/events/envelope.js';
 import { CredentialUsed } from '../src/events/credentials.js';
 import type { EventStore } from '../src/store/port.js';
+import { lostToRestart, onRequest } from './approval-hold.js';
 import { Budgets, sessionBudgets, type SpentSource } from './budgets.js';
 import { DecisionPublisher } from './decisions.js';
 import { LiveHoneytokens } from './honeytokens.js';
@@ -101,13 +102,19 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, all: views } = proxyViews(store);
+  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
   const decisions = new DecisionPublisher(options.bus, { proxyId: options.proxyId, bootEpoch }, options.decisionBufferSize ?? 10_000, (error) =>
     logger.warn({ err: error }, 'decision bus refused a record; retrying'),
   );
+  // Wire sessions of an earlier run of this proxy are gone: the statements they held end failed, never run.
+  for (const lost of lostToRestart(approvals.values(), { proxyId: options.proxyId, bootEpoch })) {
+    void onRequest({ store }, lost.approvalId, { kind: 'fail', sqlstate: '57P01', message: lost.message }, `proxy:${options.proxyId}`).catch((error: unknown) =>
+      logger.warn({ err: error, approval: lost.approvalId }, 'could not record a held statement lost to a restart'),
+    );
+  }
   const upstreams = new Upstreams(databases, options.keyring, { connectTimeoutMs: options.upstreamConnectTimeoutMs ?? 5_000, applicationName: 'pgward', logger });
   const replicaOptions = { checkIntervalMs: 2_000, thresholds: DEFAULT_HEALTH_THRESHOLDS, readYourWritesMs: DEFAULT_READ_YOUR_WRITES_MS, ...options.replicas };
   const monitor = new ReplicaMonitor(replicas, databases, {
@@ -192,6 +199,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     maxMessageBytes: options.maxMessageBytes,
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
+    approvals: { store, approvals },
     ...(options.tls ? { tls: options.tls } : {}),
   };
 

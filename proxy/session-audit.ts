@@ -118,6 +118,7 @@ export class SessionAudit {
         bytes: statement.bytes,
         latencyUs,
         ts: statement.ts,
+        ...(statement.approvalId === undefined ? {} : { approvalId: statement.approvalId }),
       }),
     );
   }

@@ -47,6 +47,8 @@ import { SessionReads, type ReadRouting } from './replica-routing.js';
 import { errorsHidden, FLUSH, guardedReplies, guardedSimpleEnd, guardedSimpleWrite, settledOf, simpleEndReplies, undoneSync, type GuardedOutcome } from './guarded-write.js';
 import { rollbackInTransaction, writeGuardOf, type WriteGuard } from './policy/write-guard.js';
 import type { LiveView } from './views/live-view.js';
+import { holdFor, holdUnavailable, type ApprovalServices, type Hold } from './approval-hold.js';
+import { holdOnWire } from './approval-wire.js';
 import type { HashKeys } from './hash-keys.js';
 import type { HashKey } from './policy/hash-key.js';
 
@@ -78,6 +80,8 @@ export interface SessionContext {
   readonly fallbackProjectId?: string;
   /** Called after every successful login (feeds last_used_at). */
   readonly onLogin?: (credentialId: string) => void;
+  /** Where held statements are recorded and their decisions followed; without it a held statement is refused. */
+  readonly approvals?: ApprovalServices;
 }
 
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
@@ -135,6 +139,8 @@ export class Session {
   private readonly portalRows = new PortalRows();
   private expiryTimer: NodeJS.Timeout | undefined;
   private readonly audit: SessionAudit;
+  /** Ends the wait of a statement held for approval: the client cancelled it, or the session or its policy changed. */
+  private holdWait: AbortController | undefined;
   /** A message is being handled asynchronously (waiting for an upstream connection, say): what the client sends meanwhile waits in the framer. */
   private awaiting = false;
   private heldWhileAwaiting = false;
@@ -290,6 +296,7 @@ export class Session {
   }
 
   async cancelRunningQuery(): Promise<void> {
+    this.holdWait?.abort('cancel');
     const server = this.upstream.server;
     const handle = this.upstream.handle;
     if (server && handle && this.pipeline.awaitingServer) await handle.cancel(server);
@@ -589,6 +596,8 @@ export class Session {
     const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy) }, this.catalog!.current());
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
+    const hold = holdFor(policy, decision);
+    if (hold) return this.refuseHeld(prepared.sql, decision, hold);
     if (decision.sql !== prepared.decision.sql) return this.refuseStatement(prepared.sql, 'extended', policyChanged(name, decision));
     return this.statements.redecided(name, prepared, decision);
   }
@@ -630,6 +639,8 @@ export class Session {
       this.audit.publish(credential, { event: progress.event, projectId: credential.project_id, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
     }
     if (decision.action !== 'allow') return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
+    const hold = protocol === 'extended' ? holdFor(policy, decision) : undefined;
+    if (hold) return this.refuseHeld(sql, decision, hold);
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
     if (decision.changesSession) this.pinned = true;
     this.reads.decided(sql, decision);
@@ -661,16 +672,58 @@ export class Session {
     return undefined;
   }
 
+  /** A statement the approval rules hold, sent where it cannot be held (the extended protocol): refused, saying how to send it. */
+  private refuseHeld(sql: string, decision: Allowed['decision'], hold: Hold): undefined {
+    return this.refuseStatement(sql, 'extended', { event: 'blocked', ...holdUnavailable(hold, 'through the extended query protocol (Parse, Bind, Execute)'), kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, tablesBlocked: [] });
+  }
+
   private onQuery(sql: string, raw: Buffer): Promise<void> | void {
     const decision = this.decide(sql, 'simple');
     if (!decision) return;
-    const statement = statementOf({ sql, decision });
+    const hold = holdFor(this.context.policies.get(this.credential!.policy_profile_id), decision);
+    if (hold) return this.holdQuery(sql, raw, decision, hold);
+    return this.runQuery(sql, raw, decision, statementOf({ sql, decision }));
+  }
+
+  /** A simple query held for approval (approval-wire.ts): waits with no upstream connection held, then runs once approved, or answers why not. */
+  private async holdQuery(sql: string, raw: Buffer, decision: Allowed['decision'], hold: Hold): Promise<void> {
+    const wait = new AbortController();
+    this.holdWait = wait;
+    try {
+      const run = await holdOnWire({
+        services: this.context.approvals,
+        credential: this.credential!,
+        policies: this.context.policies,
+        sql,
+        decision,
+        hold,
+        sessionId: this.id,
+        region: this.context.identity.region,
+        inTransaction: this.status !== 'I',
+        wait: wait.signal,
+        publish: (record) => this.context.decisions.publish(record),
+        notice: (bytes) => this.pipeline.expect({ kind: 'synthetic', reply: () => bytes }),
+        released: () => this.releaseIfIdle(),
+        closed: () => this.closed,
+        refuse: (refusal) => this.refuseStatement(sql, 'simple', refusal),
+        answer: (code, message) => this.refuse({ severity: 'ERROR', code, message }, 'simple'),
+        redecide: () => this.decide(sql, 'simple'),
+      });
+      if (run && !this.closed) await this.runQuery(sql, raw, run.decision, run.statement);
+    } finally {
+      if (this.holdWait === wait) this.holdWait = undefined;
+    }
+  }
+
+  private runQuery(sql: string, raw: Buffer, decision: Allowed['decision'], statement: Statement): Promise<void> | void {
     const guard = writeGuardOf(this.context.policies.get(this.credential!.policy_profile_id), decision.writes);
     if (guard) return this.guardedQuery(sql, decision, statement, guard);
     const cap = this.rowCap(decision);
     const capped = cap === undefined ? undefined : cappedQuery(decision, cap, this.portalRows, statement);
     if (capped?.refused) return this.refuseStatement(sql, 'simple', { event: 'blocked', rule: 'max_rows.uncapped', reason: capped.refused, sqlstate: '0A000', kind: decision.statementKind, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
-    statement.settled = capped?.settled;
+    const own = statement.settled;
+    const cappedSettled = capped?.settled;
+    if (cappedSettled) statement.settled = own ? (ok) => (cappedSettled(ok), own(ok)) : cappedSettled;
     this.context.budgets.admit(this.credential!);
     return this.toServer(capped?.message ?? (decision.sql === sql ? raw : encodeQuery(decision.sql)), { ends: 'Z', statement, rewrite: capped?.rewrite });
   }
@@ -788,6 +841,7 @@ export class Session {
   close(): void {
     if (this.state === 'closed') return;
     this.state = 'closed';
+    this.holdWait?.abort('closed');
     clearTimeout(this.expiryTimer);
     this.login?.abandon();
     this.catalog?.release();

@@ -212,7 +212,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     }
 
     if (roles.has('api')) {
-      const sweeps = startSweeps({ store, pool, logger, intervalMs: SWEEP_INTERVAL_MS });
+      const sweeps = startSweeps({ store, pool, logger, intervalMs: SWEEP_INTERVAL_MS, audit: { bus, publisherId: instanceId(config) } });
       cleanup.push(() => sweeps.stop());
     }
 

@@ -13,6 +13,8 @@ import { deparsedNumberTexts, distinctNumbers, numericShape, rewrittenNumbers, w
 import type { Canary, PolicyRules } from './rules.js';
 import { ROW_FILTERED } from './row-filters.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
+import { statementKinds } from './kinds.js';
+import { POLICY_STATEMENT_KINDS } from '../../src/events/policies.js';
 import { writeRefusal, writeShape, type WriteShape } from './write-guard.js';
 
 /** What the policy engine says about one client message's SQL (one or several statements): a statement's decision, less its mask edits. */
@@ -26,6 +28,8 @@ export type StatementDecision =
       readonly maskedColumns: readonly string[];
       /** What it writes, as the gateway can count it (max_affected_rows, write_mode). */
       readonly writes: WriteShape;
+      /** Every kind its statements run (kinds.ts), for the approval rules. */
+      readonly kinds: readonly string[];
       /** Every statement in it is a SELECT with no effect beyond reading (no lock, write, setting, ...): a standby can run it. */
       readonly readsOnly: boolean;
     })
@@ -100,17 +104,18 @@ export function masksColumns(policy: Pick<PolicyRow, 'masked_columns'> | null | 
 export type UncappedRows = Uncappable | null;
 
 /** What of a message's results a row cap (max_rows) cannot bound (null when the cap holds for all of them), and what it writes. */
-function rowsOf(sql: string, session: AnalysisSession): { uncapped: UncappedRows; writes: WriteShape; readsOnly: boolean } {
+function rowsOf(sql: string, session: AnalysisSession): { uncapped: UncappedRows; writes: WriteShape; readsOnly: boolean; kinds: readonly string[] } {
   // The decision's own analysis, from the cache: the statements' trees and kinds do not depend on the session.
   const analyzed = analyses.analyze(sql, session);
-  // An allowed text was analyzed; were it not to be, it is counted as a write no tag counts (fail closed).
-  if (!analyzed.ok) return { uncapped: null, writes: { rows: 'uncounted', ddl: true, what: 'this statement' }, readsOnly: false };
+  // An allowed text was analyzed; were it not to be, it is counted as a write no tag counts, of every kind (fail closed).
+  if (!analyzed.ok) return { uncapped: null, writes: { rows: 'uncounted', ddl: true, what: 'this statement' }, readsOnly: false, kinds: POLICY_STATEMENT_KINDS };
   return {
     uncapped: uncappable(analyzed.statements.map((statement) => resultRows(statement.stmt, statement.kind))),
     writes: writeShape(analyzed.statements),
     readsOnly: analyzed.statements.every(
       (statement) => statement.kind === 'select' && !statement.ddl && statement.effects.length === 0 && statement.sessionChanges.length === 0 && statement.relations.every((use) => !use.written),
     ),
+    kinds: unique(analyzed.statements.map((statement) => statementKinds(statement.stmt))),
   };
 }
 

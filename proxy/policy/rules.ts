@@ -154,7 +154,7 @@ export function functionCheck(analysis: StatementAnalysis, policy: PolicyRules):
 }
 
 /** Whether a table list (allowed_tables, denied_tables) names the table, or its schema with `*`; part by part, case-sensitively. */
-function listNames(entries: readonly string[], table: RelationName): boolean {
+export function listNames(entries: readonly string[], table: RelationName): boolean {
   return entries.some((entry) => {
     const dot = entry.indexOf('.');
     return entry.slice(0, dot) === table.schema && (entry.slice(dot + 1) === '*' || entry.slice(dot + 1) === table.name);

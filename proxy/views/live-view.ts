@@ -54,6 +54,7 @@ export class LiveView<R> {
     return this.rows.get(key);
   }
 
+  /** Every row the view holds now. */
   values(): IterableIterator<R> {
     return this.rows.values();
   }

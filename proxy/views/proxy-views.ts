@@ -1,3 +1,4 @@
+import { approvalIdOf, evolveApproval, type ApprovalRow } from '../../projections/approvals.js';
 import { evolveCredential, type CredentialRow } from '../../projections/credentials.js';
 import { databaseIdOf, evolveDatabase, evolveReplica, replicaIdOf, type DatabaseRow, type ReplicaRow } from '../../projections/databases.js';
 import { evolveHoneytoken, honeytokenIdOf, type HoneytokenRow } from '../../projections/honeytokens.js';
@@ -12,7 +13,7 @@ const afterPrefix = (prefix: string) => (event: { stream: string }) => event.str
 
 /**
  * The proxy's in-memory views. Each follows only its own control-plane category (`credential-`,
- * `project-`, `policy-`, `honeytoken-`, `org-`), so audit appends never wake one.
+ * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`), so audit appends never wake one.
  */
 export function proxyViews(store: EventStore) {
   const views = {
@@ -24,6 +25,8 @@ export function proxyViews(store: EventStore) {
     policyRoles: new LiveView<PolicyRoles>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicyRoles }),
     projects: new LiveView<ProjectRow>(store, { streamPrefix: 'project-', keyOf: afterPrefix('project-'), evolve: evolveProject }),
     organizations: new LiveView<OrganizationRow>(store, { streamPrefix: 'org-', keyOf: afterPrefix('org-'), evolve: evolveOrganization }),
+    /** Held statements wait on their request's decision here. */
+    approvals: new LiveView<ApprovalRow>(store, { streamPrefix: 'approval-', keyOf: approvalIdOf, evolve: evolveApproval }),
   };
   return { ...views, all: Object.values(views) };
 }

@@ -11,13 +11,22 @@ import {
   Reason,
   Region,
   SessionId,
+  Sha256Hex,
   StatementKind,
   TableName,
   text,
   Timestamp,
 } from './fields.js';
 
-/** A statement was held for a human decision (spec §2.8). The full text is kept, since it may be executed. */
+/** Where a held statement came from: its wire session waits for it; an MCP request is run by the agent's next call. */
+export const ApprovalSource = z.enum(['wire', 'mcp']);
+export type ApprovalSource = z.infer<typeof ApprovalSource>;
+
+/**
+ * A statement was held for a human decision (spec §2.8). The full text is kept, since it may be
+ * executed; `binding` is the SHA-256 of what an approval is bound to (commands/approvals/binding.ts):
+ * the statement's exact bytes, its parameters, the credential, the policy and its version.
+ */
 export const ApprovalRequested = defineEvent(
   'ApprovalRequested',
   1,
@@ -37,6 +46,12 @@ export const ApprovalRequested = defineEvent(
     /** A planner estimate or a rolled-back trial count; null when unknown. */
     estimated_rows: Int64String.nullable(),
     expires_at: Timestamp,
+    source: ApprovalSource,
+    policy_version: z.int().min(1),
+    binding: Sha256Hex,
+    /** The approval rule that held it, and why, as the agent was told. */
+    hold_rule: z.string().regex(/^[a-z0-9_.]{1,64}$/, { message: 'expected a machine-readable rule name' }),
+    hold_reason: text(2_000),
   }),
 );
 export type ApprovalRequested = z.infer<typeof ApprovalRequested.schema>;
@@ -55,11 +70,18 @@ export type ApprovalRejected = z.infer<typeof ApprovalRejected.schema>;
 export const ApprovalExpired = defineEvent('ApprovalExpired', 1, z.strictObject({ approval_id: ApprovalId, expired_at: Timestamp }));
 export type ApprovalExpired = z.infer<typeof ApprovalExpired.schema>;
 
+/**
+ * The one party allowed to run an approved statement took it: its wire session, or an MCP call of its
+ * credential. Appended at the stream revision it read, so a second taker conflicts: it runs at most once.
+ */
+export const ApprovalExecutionStarted = defineEvent('ApprovalExecutionStarted', 1, z.strictObject({ approval_id: ApprovalId, executor: text(200, 1) }));
+export type ApprovalExecutionStarted = z.infer<typeof ApprovalExecutionStarted.schema>;
+
 /** An approved statement ran upstream. */
 export const ApprovalExecuted = defineEvent('ApprovalExecuted', 1, z.strictObject({ approval_id: ApprovalId, rows_affected: Int64String }));
 export type ApprovalExecuted = z.infer<typeof ApprovalExecuted.schema>;
 
-/** An approved statement failed upstream. */
+/** A held or approved statement did not run to its end: it failed upstream, its wait was ended (kill-switch, revocation, policy change), or its session was lost. */
 export const ApprovalFailed = defineEvent(
   'ApprovalFailed',
   1,

@@ -45,6 +45,7 @@ export const catalog = [
   approvals.ApprovalApproved,
   approvals.ApprovalRejected,
   approvals.ApprovalExpired,
+  approvals.ApprovalExecutionStarted,
   approvals.ApprovalExecuted,
   approvals.ApprovalFailed,
   audit.StatementDecided,

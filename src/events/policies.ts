@@ -44,12 +44,23 @@ export const WriteMode = z.enum(['commit', 'rollback', 'sandbox']);
 export type WriteMode = z.infer<typeof WriteMode>;
 export const DEFAULT_WRITE_MODE: WriteMode = 'commit';
 
-/** Which statements are held for a human decision, and for how long. */
+/** A ceiling under which a write to one table runs without a human decision. */
+export const AutoApprove = z.strictObject({ max_rows: z.int().min(1).max(2_147_483_647) });
+export type AutoApprove = z.infer<typeof AutoApprove>;
+
+/**
+ * Which statements are held for a human decision, and for how long. `held_kinds` is kept as the
+ * event schema always had it (any lowercase kind); the API accepts only the policy statement kinds.
+ */
 export const ApprovalRule = z.strictObject({
   held_kinds: z.array(StatementKind).max(32),
-  /** Also hold a statement whose estimated rows exceed this; null means no row threshold. */
+  /** Also hold a write whose estimated rows exceed this (or cannot be estimated); null means no row threshold. */
   row_threshold: z.int().min(0).nullable(),
   expiry_seconds: z.int().min(1).max(604_800),
+  /** Hold every write to these tables (`schema.table` or `schema.*`); absent: none. */
+  tables: z.array(QualifiedTable).max(10_000).optional(),
+  /** `schema.table` → a ceiling under which a counted write to it is not held; never a schema change. Absent: none. */
+  auto_approve: z.record(QualifiedTable, AutoApprove).optional(),
 });
 export type ApprovalRule = z.infer<typeof ApprovalRule>;
 

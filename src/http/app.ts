@@ -22,6 +22,7 @@ import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
+import { approvalRoutes } from './routes/approvals.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { ensureWebhookTables } from '../webhooks/schema.js';
 import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
@@ -126,6 +127,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyReplayRoutes(api, plane.deps, databases);
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
+    approvalRoutes(api, plane.deps);
     // The deliveries list reads the delivering role's tables, which may not have run yet.
     await ensureWebhookTables(plane.deps.pool);
     webhookRoutes(api, plane.deps);

@@ -14,7 +14,7 @@ let base: string;
 let masked: AgentSecrets;
 let maskedClient: Client;
 
-const TOOLS = ['briefing', 'query', 'validate_sql', 'list_tables', 'describe_table', 'schema_catalog', 'explain', 'my_permissions', 'search_docs', 'read_doc'];
+const TOOLS = ['briefing', 'query', 'validate_sql', 'list_tables', 'describe_table', 'schema_catalog', 'explain', 'my_permissions', 'search_docs', 'read_doc', 'approval_status'];
 
 const agentWith = (policy: Record<string, unknown>): Promise<AgentSecrets> => registerAgentWith(gateway, policy);
 const connect = (token: string, path = '/mcp'): Promise<Client> => connectAgent(`${base}${path}`, token, 'pgward-agent-test');

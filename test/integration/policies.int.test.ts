@@ -31,7 +31,7 @@ describe('policy profiles', () => {
       max_rows: null,
       queries_per_day: 0,
       bytes_per_month: 0,
-      approval: { held_kinds: [], row_threshold: null, expiry_seconds: 3600 },
+      approval: { held_kinds: [], row_threshold: null, expiry_seconds: 3600, tables: [], auto_approve: {} },
       honeytokens: [],
       audit_mode: 'best_effort',
       allow_catalog: false,
@@ -51,6 +51,49 @@ describe('policy profiles', () => {
     expect(response.statusCode).toBe(400);
     const fields = (response.json() as { errors: { field: string }[] }).errors.map((e) => e.field).sort();
     expect(fields).toEqual(['allowed_tables.0', 'masked_columns.public.customers', 'masked_columns.public.customers.email', 'max_rows']);
+  });
+
+  it('keeps approval rules as given: held kinds, row threshold, tables, per-table auto-approve ceilings, expiry', async () => {
+    const approval = { held_kinds: ['update', 'delete'], row_threshold: 100, expiry_seconds: 600, tables: ['public.orders', 'audit.*'], auto_approve: { 'public.orders': { max_rows: 5 } } };
+    const response = await api.call(owner.apiKey, { method: 'POST', url: url(), payload: { name: 'approvals kept', read_only: false, approval } });
+    expect(response.statusCode).toBe(201);
+    expect((response.json() as { approval: unknown }).approval).toEqual(approval);
+  });
+
+  it('refuses malformed approval rules strictly, naming each field, and saves nothing', async () => {
+    const before = await api.call(owner.apiKey, { method: 'GET', url: url() });
+    const response = await api.call(owner.apiKey, {
+      method: 'POST',
+      url: url(),
+      payload: {
+        name: 'bad approvals',
+        approval: {
+          held_kinds: ['update', 'updates', 'update'],
+          row_threshold: -1,
+          expiry_seconds: 0,
+          tables: ['orders', 'public.orders', 'public.orders'],
+          auto_approve: { 'public.*': { max_rows: 5 }, 'public.orders': { max_rows: 0 }, 'public.items': { max_rows: 1.5 }, 'public.x': { max_rows: 3, ddl: true } },
+          hold_everything: true,
+        },
+      },
+    });
+    expect(response.statusCode).toBe(400);
+    const fields = [...new Set((response.json() as { errors: { field: string }[] }).errors.map((e) => e.field))].sort();
+    expect(fields).toEqual([
+      'approval',
+      'approval.auto_approve.public.*',
+      'approval.auto_approve.public.items.max_rows',
+      'approval.auto_approve.public.orders.max_rows',
+      'approval.auto_approve.public.x',
+      'approval.expiry_seconds',
+      'approval.held_kinds.1',
+      'approval.row_threshold',
+      'approval.tables',
+      'approval.tables.0',
+    ]);
+    const twice = await api.call(owner.apiKey, { method: 'POST', url: url(), payload: { name: 'bad approvals', approval: { held_kinds: ['update', 'update'] } } });
+    expect((twice.json() as { errors: { field: string; message: string }[] }).errors).toEqual([{ field: 'approval.held_kinds', message: 'lists a statement kind twice' }]);
+    expect((await api.call(owner.apiKey, { method: 'GET', url: url() })).json()).toEqual(before.json());
   });
 
   it('versions every change and honours If-Match', async () => {

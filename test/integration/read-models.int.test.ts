@@ -6,6 +6,9 @@ import { StatementDecided } from '../../src/events/audit.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import { rebuildAndVerify } from '../../projections/maintenance.js';
 import { startApi, type TestApi } from '../support/api.js';
+import { approval, approvalStream } from '../../commands/approvals/approval.js';
+import { handle } from '../../commands/handle.js';
+import { newId } from '../../src/ids.js';
 
 let api: TestApi;
 
@@ -41,6 +44,8 @@ async function workload(): Promise<void> {
     const agent = (await call('POST', `${base}/agents`, { name: `agent ${p}`, policy_profile_id: policy.id })).json() as { credential: { id: string } };
     await call('PATCH', `${base}/agents/${agent.credential.id}`, { name: `renamed agent ${p}` });
     await appendAuditDecision(project.project.id, p);
+    const held = await holdStatement(project.project.id, project.database.id, policy.id, agent.credential.id);
+    await call('POST', `${base}/approvals/${held}/${p === 1 ? 'reject' : 'approve'}`, { reason: `decided ${p}` });
     const hook = (await call('POST', `${base}/webhooks`, { url: `https://hooks.example.com/${p}`, event_types: ['canary_tripped', 'audit_checkpoint'], description: `hook ${p}` })).json() as { id: string };
     await call('PATCH', `${base}/webhooks/${hook.id}`, { enabled: p !== 1 });
     await call('POST', `${base}/webhooks/${hook.id}/rotate-secret`, { grace_period_seconds: 60 });
@@ -48,6 +53,21 @@ async function workload(): Promise<void> {
     if (p === 1) await call('DELETE', `${base}/webhooks/${hook.id}`);
     if (p === 2) await call('DELETE', base);
   }
+}
+
+/** What the proxy records for a statement its policy holds for approval. */
+async function holdStatement(projectId: string, databaseId: string, policyId: string, credentialId: string): Promise<string> {
+  const approvalId = newId('apr_');
+  const sql = 'update orders set total = 0 where id = 1';
+  await handle(api.store, approvalStream(approvalId), approval, {
+    kind: 'request',
+    request: {
+      approval_id: approvalId, project_id: projectId, database_id: databaseId, policy_profile_id: policyId, credential_id: credentialId, session_id: 'px.1.1', region: 'local',
+      sql, normalized_sql: sql, statement_kind: 'update', target_tables: ['public.orders'], estimated_rows: null, expires_at: '2099-01-01T00:00:00.000Z', source: 'wire',
+      policy_version: 2, binding: 'd'.repeat(64), hold_rule: 'approval.held_kind', hold_reason: 'held',
+    },
+  }, { correlationId: 'test', actor: 'proxy:test' });
+  return approvalId;
 }
 
 /** What ingest appends for a decision the proxy made, so the audit chain has entries too. */

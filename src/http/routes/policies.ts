@@ -5,7 +5,7 @@ import { evolvePolicy, type PolicyRow } from '../../../projections/policies.js';
 import { countLiveCredentialsUsingPolicy } from '../../../queries/credentials.js';
 import { unknownHoneytokens } from '../../../queries/honeytokens.js';
 import { findPolicy, listPolicies, policyNameTaken } from '../../../queries/policies.js';
-import { HoneytokenId, QualifiedColumn, StatementKind, text } from '../../events/fields.js';
+import { HoneytokenId, QualifiedColumn, text } from '../../events/fields.js';
 import {
   AuditMode, DEFAULT_MIGRATION_SAFETY, DEFAULT_STATEMENT_TIMEOUT_MS, DEFAULT_WRITE_MODE, WriteMode, MaskMode, MigrationSafety, POLICY_STATEMENT_KINDS, PolicyStatementKind, STATEMENT_TIMEOUT_MAX_MS,
   STATEMENT_TIMEOUT_MIN_MS,
@@ -29,12 +29,6 @@ const AllowedTable = z
 /** The read models store these counts as PostgreSQL integer: a larger one would stop the policies projection for every tenant. */
 const INT4_MAX = 2_147_483_647;
 
-const Approval = z.strictObject({
-  held_kinds: z.array(StatementKind).max(32).default([]).describe('Statement kinds held for a human decision, e.g. update, delete, ddl'),
-  row_threshold: z.int().min(0).nullable().default(null).describe('Also hold statements estimated to touch more rows; null for none'),
-  expiry_seconds: z.int().min(1).max(604_800).default(3600).describe('An undecided request lapses after this'),
-});
-
 const StatementKinds = z
   .array(PolicyStatementKind)
   .max(POLICY_STATEMENT_KINDS.length)
@@ -42,6 +36,21 @@ const StatementKinds = z
   .describe(`Statement kinds: ${POLICY_STATEMENT_KINDS.join(', ')}`);
 
 const ExactTable = z.string().regex(new RegExp(`^${identifier}\\.(?!\\*$)${identifier}$`), { message: 'must be schema.table, one table' });
+
+const unique = (items: readonly string[]): boolean => new Set(items).size === items.length;
+
+const Approval = z.strictObject({
+  held_kinds: StatementKinds.default([]).describe('Statement kinds held for a human decision, e.g. update, delete, ddl; a statement running one anywhere (a writable CTE is a delete) is held'),
+  row_threshold: z.int().min(0).max(INT4_MAX).nullable().default(null).describe('Also hold writes estimated to affect more rows, and writes whose rows cannot be counted; null for none'),
+  expiry_seconds: z.int().min(1).max(604_800).default(3600).describe('An undecided request lapses after this'),
+  tables: z.array(AllowedTable).max(10_000).refine(unique, { message: 'lists a table twice' }).default([]).describe('Hold every write to these tables (schema.table or schema.*)'),
+  auto_approve: z
+    .record(ExactTable, z.strictObject({ max_rows: z.int().min(1).max(INT4_MAX).describe('Writes estimated at most this many rows run without a decision, capped at it') }))
+    .default({})
+    .describe('schema.table → a ceiling under which a held single INSERT, UPDATE or DELETE of it is not held; never a schema change or a write whose rows cannot be counted'),
+});
+export const DEFAULT_APPROVAL = { held_kinds: [], row_threshold: null, expiry_seconds: 3600, tables: [], auto_approve: {} };
+
 
 const RowFilters = z
   .record(ExactTable, z.string().min(1).max(MAX_ROW_FILTER_CHARS))
@@ -88,7 +97,7 @@ export const CreatePolicyRequest = z
     max_rows: policyShape.max_rows.default(null),
     queries_per_day: policyShape.queries_per_day.default(0),
     bytes_per_month: policyShape.bytes_per_month.default(0),
-    approval: Approval.default({ held_kinds: [], row_threshold: null, expiry_seconds: 3600 }),
+    approval: Approval.default(DEFAULT_APPROVAL),
     honeytokens: policyShape.honeytokens.default([]),
     audit_mode: policyShape.audit_mode.default('best_effort'),
     allow_catalog: policyShape.allow_catalog.default(false),
@@ -109,12 +118,20 @@ const UpdatePolicyRequest = z
   .refine((body) => Object.keys(body).length > 0, { message: 'name at least one field to change' })
   .meta({ title: 'UpdatePolicyProfileRequest' });
 
+const PolicyApproval = z.object({
+  held_kinds: z.array(z.string()),
+  row_threshold: z.int().nullable(),
+  expiry_seconds: z.int(),
+  tables: z.array(z.string()),
+  auto_approve: z.record(z.string(), z.object({ max_rows: z.int() })),
+});
+
 export const PolicyProfile = z
   .object({
     id: z.string(),
     project_id: z.string(),
     ...policyShape,
-    approval: z.object({ held_kinds: z.array(z.string()), row_threshold: z.int().nullable(), expiry_seconds: z.int() }),
+    approval: PolicyApproval,
     version: z.int().describe('Increments with every change'),
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -132,7 +149,7 @@ export function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
     max_rows: row.max_rows,
     queries_per_day: row.queries_per_day,
     bytes_per_month: Number(row.bytes_per_month),
-    approval: row.approval,
+    approval: { tables: [], auto_approve: {}, ...row.approval },
     honeytokens: row.honeytokens,
     audit_mode: row.audit_mode as z.infer<typeof AuditMode>,
     allow_catalog: row.allow_catalog,

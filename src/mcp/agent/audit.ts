@@ -21,6 +21,8 @@ export interface Outcome {
   readonly tablesRead?: readonly string[];
   readonly tablesWritten?: readonly string[];
   readonly tablesBlocked?: readonly string[];
+  /** The approval request it concerns (its progress rows, and the outcome of an approved statement). */
+  readonly approvalId?: string;
 }
 
 /** The audit record of an outcome: a StatementDecided of source `mcp`, shaped as the wire's are. */

@@ -1,3 +1,4 @@
+import type { EventStore } from '../../store/port.js';
 import type pg from 'pg';
 import type { BaseLogger } from 'pino';
 import type { z } from 'zod';
@@ -23,6 +24,8 @@ export interface AgentServices {
   /** The data-plane region audit entries carry. */
   readonly region: string;
   readonly docs: DocsLibrary;
+  /** The event store: statements the policy holds are recorded there as approval requests. */
+  readonly store: Pick<EventStore, 'readStream' | 'append'>;
 }
 
 /** One authenticated agent MCP request: the credential, its policy and honeytokens, and where it came from. */

@@ -1,4 +1,5 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { holdFor, holdUnavailable, type Hold } from '../../../proxy/approval-hold.js';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
 import { statementKind, type StatementDecision } from '../../../proxy/policy/hook.js';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
@@ -51,7 +52,10 @@ function decideOn(context: AgentContext, sql: string, catalog: UpstreamCatalog |
  * refusal (returned as the tool error). Under `audit_mode: strict` nothing runs while the audit
  * trail cannot take records.
  */
-export async function admit(context: AgentContext, sql: string): Promise<{ allowed: Allowed } | { refused: CallToolResult }> {
+export async function admit(context: AgentContext, sql: string): Promise<{ allowed: Allowed } | { refused: CallToolResult }>;
+/** With `holds`, a statement the approval rules hold is returned as held, for the caller to hold it (approval.ts). */
+export async function admit(context: AgentContext, sql: string, options: { readonly holds: true }): Promise<{ allowed: Allowed } | { refused: CallToolResult } | { held: Allowed; hold: Hold }>;
+export async function admit(context: AgentContext, sql: string, options: { readonly holds?: boolean } = {}): Promise<{ allowed: Allowed } | { refused: CallToolResult } | { held: Allowed; hold: Hold }> {
   const catalog = await context.services.databases.catalog(context.credential, context.upstream);
   // Synchronous from here: a batch's calls run concurrently, and no await may split the budget check from the count.
   if (context.policy?.audit_mode === 'strict' && !context.services.decisions.acceptingStrict()) {
@@ -65,6 +69,14 @@ export async function admit(context: AgentContext, sql: string): Promise<{ allow
   const decision = decideOn(context, sql, catalog);
   for (const progress of decision.action === 'allow' ? decision.progress : []) {
     audit(context, { event: progress.event, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
+  }
+  const hold = decision.action === 'allow' ? holdFor(context.policy, decision) : undefined;
+  if (decision.action === 'allow' && hold && options.holds) return { held: decision, hold };
+  if (decision.action === 'allow' && hold) {
+    // A tool that cannot hold a statement (explain) refuses it: it never runs unheld.
+    const held = { event: 'blocked' as const, ...holdUnavailable(hold, 'through MCP'), tablesBlocked: [] };
+    audit(context, { ...held, sql, kind: decision.statementKind, ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
+    return { refused: refusal(held) };
   }
   if (decision.action === 'allow') {
     // Counted as it is admitted, before it runs: the statements of one batch cannot overrun the budget together.

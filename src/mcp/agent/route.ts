@@ -52,7 +52,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
     await decisions.close();
   });
 
-  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadAgentDocs()) });
+  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadAgentDocs()), store: deps.store });
 
   const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
     const credential = await authenticateAgent(deps, request, projectId);

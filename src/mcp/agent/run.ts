@@ -50,11 +50,11 @@ export interface Ran {
  * Runs an allowed statement (its masked rewrite when masked) and audits the outcome as the wire
  * does: the decision's event, or `truncated` when the cap cut rows (it outranks masking).
  */
-export async function runAllowed(context: AgentContext, sql: string, decision: Allowed, params: readonly (string | null)[], cap: Cap): Promise<Ran | CallToolResult> {
+export async function runAllowed(context: AgentContext, sql: string, decision: Allowed, params: readonly (string | null)[], cap: Cap, approvalId?: string): Promise<Ran | CallToolResult> {
   const readOnly = (context.policy?.read_only ?? true) || (decision.tablesWritten.length === 0 && READ_KINDS.has(decision.statementKind));
   const ts = new Date().toISOString();
   const started = process.hrtime.bigint();
-  const facts = { sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, ts };
+  const facts = { sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, ts, ...(approvalId === undefined ? {} : { approvalId }) };
   try {
     const beforeRun = async (): Promise<void> => {
       if (!(await stillUsable(context.services.pool, context.credential))) throw new CredentialWithdrawn('the credential may no longer be used');

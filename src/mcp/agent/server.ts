@@ -1,6 +1,7 @@
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { toolbox, type ToolCallObserver } from '../tool.js';
 import type { AgentContext } from './context.js';
+import { approvalStatus } from './tools/approval-status.js';
 import { briefing } from './tools/briefing.js';
 import { describeTable } from './tools/describe-table.js';
 import { explain } from './tools/explain.js';
@@ -12,7 +13,7 @@ import { schemaCatalog } from './tools/schema-catalog.js';
 import { searchDocs } from './tools/search-docs.js';
 import { validateSql } from './tools/validate-sql.js';
 
-const tools = toolbox<AgentContext>([briefing, query, validateSql, listTables, describeTable, schemaCatalog, explain, myPermissions, searchDocs, readDoc]);
+const tools = toolbox<AgentContext>([briefing, query, validateSql, listTables, describeTable, schemaCatalog, explain, myPermissions, searchDocs, readDoc, approvalStatus]);
 
 const INSTRUCTIONS =
   'Policy-guarded access to one PostgreSQL database with your agent token. Start with briefing (what you may do), then list_tables or schema_catalog, validate_sql to check a statement and query to run it. ' +

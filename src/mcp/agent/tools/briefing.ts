@@ -64,7 +64,7 @@ export const briefing: AgentTool<typeof BriefingInput> = {
       approval: {
         held_kinds: policy?.approval.held_kinds ?? [],
         how_to_ask:
-          'Statements your policy refuses do not run, and holding a statement for human approval is not available yet. Tell the person who gave you this credential which statement you need and the decision_rule that refused it; they can change the policy profile.',
+          'Statements of the held kinds (and writes your policy holds by table or row count) wait for a human: over a Postgres connection, sent as a simple query (psql -c, a driver query without parameters) outside a transaction block, the session gets a NOTICE naming the request (apr_...) and then the statement’s own result once a reviewer approves it, or an error naming the rejection and its reason, or the expiry. Through MCP, query answers at once with the held request (decision_rule approval.held, approval_id); call query again with the same sql and params once approved (it runs once), or approval_status to see the decision. Statements your policy refuses do not run: tell the person who gave you this credential which statement you need and the decision_rule that refused it.',
       },
       how_to_work: HOW_TO_WORK,
     });

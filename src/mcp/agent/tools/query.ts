@@ -3,7 +3,9 @@ import { statementKind } from '../../../../proxy/policy/hook.js';
 import { toolError } from '../../tool.js';
 import type { AgentTool } from '../context.js';
 import { admit } from '../gate.js';
-import { isRan, runAllowed, untrustedResult, type Cap } from '../run.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { heldQuery } from '../approval.js';
+import { isRan, runAllowed, untrustedResult, type Cap, type Ran } from '../run.js';
 
 const noCopy = () => toolError('COPY does not run through MCP; select the rows you need instead.');
 
@@ -55,24 +57,32 @@ export const query: AgentTool<typeof QueryInput> = {
   async handler({ sql, params, max_rows }, context) {
     // Before admission, which counts the statement against the budget (the parser's kind is checked after it too).
     if (statementKind(sql) === 'copy') return noCopy();
-    const admitted = await admit(context, sql);
+    const admitted = await admit(context, sql, { holds: true });
     if ('refused' in admitted) return admitted.refused;
-    if (admitted.allowed.statementKind === 'copy') return noCopy();
+    const allowed = 'held' in admitted ? admitted.held : admitted.allowed;
+    if (allowed.statementKind === 'copy') return noCopy();
     const policyCap = context.policy?.max_rows ?? null;
     const cap: Cap = policyCap !== null && policyCap <= max_rows ? { rows: policyCap, by: 'policy' } : { rows: max_rows, by: 'request' };
-    const ran = await runAllowed(context, sql, admitted.allowed, params.map(bound), cap);
-    if (!isRan(ran)) return ran;
-    const { result } = ran;
-    return untrustedResult({
-      columns: result.columns,
-      rows: result.rows,
-      row_count: result.rows.length,
-      truncated: result.truncated,
-      command: commandTag(result),
-      rolled_back: ran.rolledBack,
-      event: ran.event,
-      decision_rule: ran.rule,
-      reason: ran.reason,
-    });
+    const values = params.map(bound);
+    const answer = async (approvalId?: string): Promise<CallToolResult> => {
+      const ran = await runAllowed(context, sql, allowed, values, cap, approvalId);
+      return isRan(ran) ? resultOf(ran) : ran;
+    };
+    return 'held' in admitted ? heldQuery(context, sql, values, admitted.held, admitted.hold, answer) : answer();
   },
 };
+
+function resultOf(ran: Ran): CallToolResult {
+  const { result } = ran;
+  return untrustedResult({
+    columns: result.columns,
+    rows: result.rows,
+    row_count: result.rows.length,
+    truncated: result.truncated,
+    command: commandTag(result),
+    rolled_back: ran.rolledBack,
+    event: ran.event,
+    decision_rule: ran.rule,
+    reason: ran.reason,
+  });
+}

@@ -1,0 +1,20 @@
+import { canonicalBytes } from '../../src/crypto/canonical-json.js';
+import { sha256 } from '../../src/crypto/sha256.js';
+
+/** What an approval is bound to: running anything else under it is refused. */
+export interface BindingFacts {
+  /** The statement exactly as the client sent it. */
+  readonly sql: string;
+  /** Its parameters as sent (text or null); none for a simple query. */
+  readonly params: readonly (string | null)[];
+  readonly credentialId: string | null;
+  readonly policyId: string;
+  readonly policyVersion: number;
+}
+
+/** SHA-256 (lowercase hex) of the RFC 8785 canonical JSON of the facts: one byte changed anywhere is another binding. */
+export function bindingOf(facts: BindingFacts): string {
+  return sha256(
+    canonicalBytes({ sql: facts.sql, params: [...facts.params], credential_id: facts.credentialId, policy_id: facts.policyId, policy_version: facts.policyVersion }),
+  ).toString('hex');
+}

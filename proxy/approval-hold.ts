@@ -1,0 +1,176 @@
+/**
+ * A statement held for a human decision on the wire (spec §2.8): recorded as an ApprovalRequested
+ * event, announced to the client with a NOTICE, then waited for with no upstream connection held,
+ * until a reviewer decides, it expires, or the wait is ended. The session runs it once approved.
+ */
+import type { z } from 'zod';
+import { approval, approvalStream, type ApprovalCommand } from '../commands/approvals/approval.js';
+import { bindingOf } from '../commands/approvals/binding.js';
+import { DomainError } from '../commands/domain-error.js';
+import { handle } from '../commands/handle.js';
+import type { ApprovalRow } from '../projections/approvals.js';
+import type { CredentialRow } from '../projections/credentials.js';
+import type { PolicyRow } from '../projections/policies.js';
+import type { ApprovalRequested } from '../src/events/approvals.js';
+import { newId } from '../src/ids.js';
+import type { EventStore } from '../src/store/port.js';
+import { holdOf, type HoldDecision } from './policy/approval-rules.js';
+import type { StatementDecision } from './policy/hook.js';
+import { statementIdentity } from './policy/identity.js';
+import type { LiveView } from './views/live-view.js';
+
+type Allowed = Extract<StatementDecision, { action: 'allow' }>;
+export type Hold = Extract<HoldDecision, { held: true }>;
+
+/** What holding needs: the event store (requests and their ends are appended there) and the live view of requests. */
+export interface ApprovalServices {
+  readonly store: Pick<EventStore, 'readStream' | 'append'>;
+  readonly approvals: LiveView<ApprovalRow>;
+}
+
+/** The hold the policy's approval rules put on an allowed statement, if any. Estimates are not made yet: a row threshold holds every counted write it needs one for. */
+export function holdFor(policy: PolicyRow | undefined, decision: Allowed): Hold | undefined {
+  const hold = holdOf(policy?.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: null });
+  return hold.held ? hold : undefined;
+}
+
+/** A held statement sent where the gateway cannot hold it yet (the extended protocol, MCP): refused, saying how to send it. */
+export function holdUnavailable(hold: Hold, where: string): { readonly rule: 'approval.unavailable'; readonly sqlstate: '0A000'; readonly reason: string } {
+  return {
+    rule: 'approval.unavailable',
+    sqlstate: '0A000',
+    reason: `this statement needs a human's approval: ${hold.reason}; the gateway holds statements for approval only when they are sent as a simple query on the Postgres wire (psql -c, or a driver's query without parameters), not ${where}, so it did not run (rule approval.unavailable)`,
+  };
+}
+
+export const noticeOf = (approvalId: string): string => `statement held for approval (request ${approvalId}); waiting for a reviewer`;
+
+/** The request a held statement becomes, bound to its exact text, its credential and its policy's version. */
+export function heldRequest(facts: {
+  readonly credential: CredentialRow;
+  readonly policy: PolicyRow;
+  readonly sql: string;
+  readonly decision: Allowed;
+  readonly hold: Hold;
+  readonly sessionId: string;
+  readonly region: string;
+  readonly now: Date;
+}): z.input<typeof ApprovalRequested.schema> {
+  const { credential, policy, sql, decision, hold } = facts;
+  return {
+    approval_id: newId('apr_'),
+    project_id: credential.project_id,
+    database_id: credential.database_id,
+    policy_profile_id: policy.policy_id,
+    credential_id: credential.credential_id,
+    session_id: facts.sessionId,
+    region: facts.region,
+    sql,
+    normalized_sql: statementIdentity(sql).normalized_sql || sql,
+    statement_kind: decision.statementKind || 'other',
+    target_tables: [...decision.tablesWritten],
+    estimated_rows: null,
+    expires_at: new Date(facts.now.getTime() + policy.approval.expiry_seconds * 1000).toISOString(),
+    source: 'wire',
+    policy_version: policy.version,
+    binding: bindingOf({ sql, params: [], credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version }),
+    hold_rule: hold.rule,
+    hold_reason: hold.reason,
+  };
+}
+
+/** Runs one command on a request's stream as `actor`; a refusal (decided meanwhile) is returned, not thrown. */
+export async function onRequest(services: Pick<ApprovalServices, 'store'>, approvalId: string, command: ApprovalCommand, actor: string): Promise<DomainError | undefined> {
+  try {
+    await handle(services.store, approvalStream(approvalId), approval, command, { correlationId: `approval-${approvalId}`, actor });
+    return undefined;
+  } catch (error) {
+    if (error instanceof DomainError) return error;
+    throw error;
+  }
+}
+
+/**
+ * Resolves with the request once it is no longer pending, or with undefined once `ended` aborts.
+ * At its expires_at the waiter records the lapse itself (`expire` is refused before then, and
+ * records expires_at as the time, whoever runs it); `expired` hears whether it did.
+ */
+export function awaitDecision(services: ApprovalServices, request: z.input<typeof ApprovalRequested.schema>, ended: AbortSignal, expired: (row: ApprovalRow) => void): Promise<ApprovalRow | undefined> {
+  const approvalId = request.approval_id;
+  return new Promise((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    const finish = (row: ApprovalRow | undefined): void => {
+      stop();
+      clearTimeout(timer);
+      ended.removeEventListener('abort', aborted);
+      resolve(row);
+    };
+    const aborted = (): void => finish(undefined);
+    const stop = services.approvals.onChange((key, _before, after) => {
+      if (key === approvalId && after && after.status !== 'pending') finish(after);
+    });
+    ended.addEventListener('abort', aborted);
+    const lapse = async (): Promise<void> => {
+      const refused = await onRequest(services, approvalId, { kind: 'expire' }, 'system:approval-expiry').catch(() => new DomainError('CONFLICT', 'could not record the expiry'));
+      const row = services.approvals.get(approvalId) ?? (await services.approvals.getOrRead(approvalId, approvalStream(approvalId)));
+      if (!refused && row) expired(row);
+      // Not yet expired (clock skew), or the store refused: look again shortly.
+      if (refused && row?.status === 'pending') timer = setTimeout(() => void lapse(), 1_000).unref();
+      else if (row && row.status !== 'pending') finish(row);
+    };
+    timer = setTimeout(() => void lapse(), Math.max(0, Date.parse(request.expires_at) - Date.now()) + 50).unref();
+    // Decided before the listener was attached.
+    const known = services.approvals.get(approvalId);
+    if (known && known.status !== 'pending') finish(known);
+  });
+}
+
+/** What the client is told when a held statement will not run. */
+export function notRunError(row: ApprovalRow): { readonly sqlstate: string; readonly rule: string; readonly message: string } {
+  switch (row.status) {
+    case 'rejected':
+      return {
+        sqlstate: '42501',
+        rule: 'approval.rejected',
+        message: `statement rejected by a reviewer (request ${row.approval_id}, decided by ${row.decided_by ?? 'unknown'}): ${row.reason === '' ? 'no reason given' : row.reason} (rule approval.rejected); it did not run`,
+      };
+    case 'expired':
+      return { sqlstate: '57014', rule: 'approval.expired', message: `approval request ${row.approval_id} expired undecided at ${new Date(row.expires_at).toISOString()} (rule approval.expired); the statement did not run` };
+    default:
+      return { sqlstate: '55000', rule: 'approval.failed', message: `approval request ${row.approval_id} ended without running: ${row.reason === '' ? row.status : row.reason} (rule approval.failed); the statement did not run` };
+  }
+}
+
+/**
+ * Why an approved request may not run in this session now, if it may not: it is bound to the
+ * exact text, the credential, and the policy at the version it was held under.
+ */
+export function bindingBroken(row: ApprovalRow, credential: CredentialRow, policy: PolicyRow | undefined, sql: string): string | undefined {
+  if (!policy || policy.status !== 'active') return 'the credential’s policy profile is gone';
+  if (policy.policy_id !== row.policy_profile_id || policy.version !== row.policy_version) return `the policy profile changed since the statement was held (version ${row.policy_version}, now ${policy.version})`;
+  if (credential.status !== 'active') return `the credential is ${credential.status}`;
+  const binding = bindingOf({ sql, params: [], credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version });
+  return binding === row.binding ? undefined : 'the statement is not the one that was approved';
+}
+
+/**
+ * Requests held by wire sessions of an earlier run of this proxy that never ended: those sessions are
+ * gone, so each ends `failed`; none runs (a running one's end was never seen). Pending requests of
+ * other proxies' live sessions, and MCP requests, are left alone.
+ */
+export function lostToRestart(rows: Iterable<ApprovalRow>, identity: { readonly proxyId: string; readonly bootEpoch: number }): { readonly approvalId: string; readonly message: string }[] {
+  const lost: { approvalId: string; message: string }[] = [];
+  const prefix = `${identity.proxyId}.`;
+  for (const row of rows) {
+    if (row.source !== 'wire' || (row.status !== 'pending' && row.status !== 'approved') || !row.session_id.startsWith(prefix)) continue;
+    const epoch = /^(\d+)\.\d+$/.exec(row.session_id.slice(prefix.length))?.[1];
+    if (epoch === undefined || Number(epoch) === identity.bootEpoch) continue;
+    lost.push({
+      approvalId: row.approval_id,
+      message: row.started
+        ? 'the proxy restarted while the approved statement ran; its end was not seen, and it will not run again'
+        : 'the proxy restarted while the statement was held; the session that held it was lost, and the statement did not run',
+    });
+  }
+  return lost;
+}

@@ -1,0 +1,94 @@
+/**
+ * Whether a policy's `approval` rules hold a statement for a human decision, and why. Pure. The
+ * rules only add holds: they are consulted for statements the policy already allows, and an
+ * auto-approve ceiling lifts only the holds of a write whose rows the gateway can count.
+ */
+import type { ApprovalRule } from '../../src/events/policies.js';
+import { listNames } from './rules.js';
+import type { WriteShape } from './write-guard.js';
+
+/** What the rules read of an allowed statement (one client message). */
+export interface HoldFacts {
+  /** Every kind the message runs (kinds.ts): a writable CTE is also a delete, EXPLAIN ANALYZE of an UPDATE also an update. */
+  readonly kinds: readonly string[];
+  /** Tables it writes, `schema.table`. */
+  readonly tablesWritten: readonly string[];
+  readonly writes: WriteShape;
+  /** Rows it is estimated to affect; null when not estimated (or not estimable). */
+  readonly estimatedRows: number | null;
+}
+
+export type HoldRule = 'approval.held_kind' | 'approval.held_table' | 'approval.row_threshold';
+
+export type HoldDecision =
+  | { readonly held: false; readonly autoApproved?: { readonly cap: number; readonly tables: readonly string[] } }
+  | { readonly held: true; readonly rule: HoldRule; readonly reason: string };
+
+const NOT_HELD: HoldDecision = { held: false };
+
+function relation(table: string): { schema: string; name: string } {
+  const dot = table.indexOf('.');
+  return { schema: table.slice(0, dot), name: table.slice(dot + 1) };
+}
+
+/** Whether it writes anything the row threshold and table rules speak of: rows, or a schema change. */
+function writes(facts: HoldFacts): boolean {
+  return facts.writes.rows !== 'none' || facts.writes.ddl || facts.tablesWritten.length > 0;
+}
+
+/** Whether an estimate is needed to decide: only for a row threshold or an auto-approve ceiling, and only for a counted write. */
+export function needsEstimate(rule: ApprovalRule | undefined, facts: Omit<HoldFacts, 'estimatedRows'>): boolean {
+  if (!rule || facts.writes.rows !== 'counted') return false;
+  return rule.row_threshold !== null || Object.keys(rule.auto_approve ?? {}).length > 0;
+}
+
+/** The holds the rules put on the statement, first the kinds, then the tables, then the threshold. */
+function holds(rule: ApprovalRule, facts: HoldFacts): { rule: HoldRule; reason: string }[] {
+  const found: { rule: HoldRule; reason: string }[] = [];
+  const kinds = facts.kinds.filter((kind) => rule.held_kinds.includes(kind));
+  if (kinds.length > 0) found.push({ rule: 'approval.held_kind', reason: `it runs a statement of kind ${kinds.join(', ')}, which this credential's policy holds for approval` });
+  const tables = facts.tablesWritten.filter((table) => listNames(rule.tables ?? [], relation(table)));
+  if (tables.length > 0) found.push({ rule: 'approval.held_table', reason: `it writes ${tables.join(', ')}, whose writes this credential's policy holds for approval` });
+  if (rule.row_threshold !== null && writes(facts)) {
+    const threshold = rule.row_threshold;
+    if (facts.writes.rows !== 'counted') {
+      const what = facts.writes.rows === 'uncounted' ? facts.writes.what : 'a schema change';
+      found.push({ rule: 'approval.row_threshold', reason: `the rows ${what} affects cannot be counted, and this credential's policy holds writes of more than ${threshold} rows` });
+    } else if (facts.estimatedRows === null) {
+      found.push({ rule: 'approval.row_threshold', reason: `its rows could not be estimated, and this credential's policy holds writes of more than ${threshold} rows` });
+    } else if (facts.estimatedRows > threshold) {
+      found.push({ rule: 'approval.row_threshold', reason: `it is estimated to affect ${facts.estimatedRows} rows, more than the ${threshold} this credential's policy lets run without approval` });
+    }
+  }
+  return found;
+}
+
+/**
+ * The ceiling under which every table the statement writes is auto-approved: only a counted write
+ * (one INSERT, UPDATE or DELETE) that changes no schema, with an estimate, each written table listed.
+ */
+function autoApproval(rule: ApprovalRule, facts: HoldFacts): { cap: number; tables: readonly string[] } | undefined {
+  const ceilings = rule.auto_approve ?? {};
+  if (facts.writes.rows !== 'counted' || facts.writes.ddl || facts.kinds.includes('ddl') || facts.estimatedRows === null || facts.tablesWritten.length === 0) return undefined;
+  let cap = Number.POSITIVE_INFINITY;
+  for (const table of facts.tablesWritten) {
+    const ceiling = Object.hasOwn(ceilings, table) ? ceilings[table] : undefined;
+    if (!ceiling) return undefined;
+    cap = Math.min(cap, ceiling.max_rows);
+  }
+  return facts.estimatedRows <= cap ? { cap, tables: facts.tablesWritten } : undefined;
+}
+
+/**
+ * Held or not, and why. An auto-approved write is not held, and runs under its ceiling as a cap
+ * (`autoApproved.cap`): the estimate is an estimate, the count at run time decides.
+ */
+export function holdOf(rule: ApprovalRule | undefined, facts: HoldFacts): HoldDecision {
+  if (!rule) return NOT_HELD;
+  const found = holds(rule, facts);
+  const first = found[0];
+  if (!first) return NOT_HELD;
+  const auto = autoApproval(rule, facts);
+  if (auto) return { held: false, autoApproved: auto };
+  return { held: true, rule: first.rule, reason: `${found.map((hold) => hold.reason).join('; ')} (rule ${first.rule})` };
+}
