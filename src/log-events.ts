@@ -21,6 +21,8 @@ const EVENTS = {
   upstream_connect_failed: 'warn',
   /** No upstream connection could be had for a statement or login (the pool was busy, closed, or connecting failed). */
   upstream_unavailable: 'info',
+  /** An anomaly detector raised an alert (docs/anomalies.md). */
+  anomaly_raised: 'warn',
 } as const satisfies Record<string, 'info' | 'warn'>;
 
 export type LogEvent = keyof typeof EVENTS;

@@ -15,6 +15,7 @@ import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
 import { installRequestMetrics, type RequestObserver } from './plugins/request-metrics.js';
 import { agentRoutes } from './routes/agents.js';
+import { anomalyRoutes } from './routes/anomalies.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditRoutes } from './routes/audit.js';
 import { auditReportRoutes } from './routes/audit-reports.js';
@@ -122,6 +123,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyEvaluateRoutes(api, plane.deps, databases);
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
+    anomalyRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
     auditRoutes(api, plane.deps);
     auditReportRoutes(api, plane.deps);

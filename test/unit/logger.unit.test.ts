@@ -43,6 +43,7 @@ describe('the logger (src/logger.ts)', () => {
       '30 credential_expired',
       '40 upstream_connect_failed',
       '30 upstream_unavailable',
+      '40 anomaly_raised',
     ]);
   });
 });

@@ -1,0 +1,199 @@
+/**
+ * The anomaly windows (docs/anomalies.md): per credential, hourly windows of its audit entries and
+ * the baseline of its closed hours, the query shapes it has run, its project's rules, and what the
+ * detectors found. Detections are rows here, computed from the events alone (event time, never the
+ * clock), so a rebuild reproduces them; src/anomalies/raiser.ts turns each into an AnomalyRaised event.
+ */
+import { observe, type Activity, type Baseline, type Detection } from '../src/anomalies/detect.js';
+import { AnomalyRulesSet } from '../src/events/anomalies.js';
+import { StatementDecided, type AuditEventKind } from '../src/events/audit.js';
+import type { StoredRules } from '../src/events/anomaly-rules.js';
+import { decodeWith, parseJson } from '../src/events/envelope.js';
+import type { RecordedEvent } from '../src/store/port.js';
+import { AUDIT_STREAM_PREFIX } from './audit.js';
+import type { Projection, ProjectionTx, ReadModelTable } from './projection.js';
+
+export const ANOMALY_RULES_PREFIX = 'anomalyrules-';
+export const ANOMALY_WINDOWS = 'anomaly_windows';
+
+export function anomalyRulesStream(projectId: string): string {
+  return `${ANOMALY_RULES_PREFIX}${projectId}`;
+}
+
+type Input = { readonly kind: 'activity'; readonly activity: Activity } | { readonly kind: 'rules'; readonly projectId: string; readonly rules: StoredRules; readonly at: string; readonly revision: number };
+
+/** The members of a decision the detectors read; the rest of the payload is never looked at. */
+interface DecisionFields {
+  project_id: string;
+  credential_id: string | null;
+  ts: string;
+  event: AuditEventKind;
+  bytes_out: string;
+  query_hash: string;
+  decision_rule: string;
+}
+
+function inputOf(event: RecordedEvent): Input | undefined {
+  if (event.type === StatementDecided.type) {
+    const d = parseJson(event.data) as DecisionFields;
+    if (d.credential_id === null) return undefined;
+    const activity: Activity = {
+      projectId: d.project_id,
+      credentialId: d.credential_id,
+      ts: d.ts,
+      event: d.event,
+      bytesOut: BigInt(d.bytes_out),
+      queryHash: d.query_hash,
+      rule: d.decision_rule,
+      position: event.position,
+    };
+    return { kind: 'activity', activity };
+  }
+  if (event.type === AnomalyRulesSet.type) {
+    const { data, metadata } = decodeWith(AnomalyRulesSet, event);
+    const { project_id: projectId, ...rules } = data;
+    return { kind: 'rules', projectId, rules, at: metadata.at, revision: event.revision };
+  }
+  return undefined;
+}
+
+const key = (projectId: string, credentialId: string) => `${projectId}\u0000${credentialId}`;
+
+interface RulesRow {
+  project_id: string;
+  rules: StoredRules;
+  revision: number;
+  updated_at: string;
+}
+
+interface WindowRow {
+  project_id: string;
+  credential_id: string;
+  hour: string;
+  statements: number;
+  bytes_out: string;
+  refusals: number;
+  novel_shapes: number;
+}
+
+async function loadRules(tx: ProjectionTx, projectIds: string[]): Promise<Map<string, RulesRow>> {
+  const { rows } = await tx.query<{ row: RulesRow }>(`select to_jsonb(r) as row from ${tx.table('anomaly_rules')} r where project_id = any($1::text[])`, [projectIds]);
+  return new Map(rows.map(({ row }) => [row.project_id, row]));
+}
+
+async function loadBaselines(tx: ProjectionTx, projects: string[], credentials: string[]): Promise<Map<string, Baseline>> {
+  const { rows } = await tx.query<{ project_id: string; credential_id: string; state: Baseline }>(
+    `select b.project_id, b.credential_id, b.state from ${tx.table('anomaly_baselines')} b
+      join unnest($1::text[], $2::text[]) as k (project_id, credential_id) using (project_id, credential_id)`,
+    [projects, credentials],
+  );
+  return new Map(rows.map((row) => [key(row.project_id, row.credential_id), row.state]));
+}
+
+async function loadShapes(tx: ProjectionTx, pairs: readonly [string, string, string][]): Promise<Set<string>> {
+  if (pairs.length === 0) return new Set();
+  const { rows } = await tx.query<{ project_id: string; credential_id: string; query_hash: string }>(
+    `select s.project_id, s.credential_id, s.query_hash from ${tx.table('anomaly_shapes')} s
+      join unnest($1::text[], $2::text[], $3::text[]) as k (project_id, credential_id, query_hash) using (project_id, credential_id, query_hash)`,
+    [pairs.map((p) => p[0]), pairs.map((p) => p[1]), pairs.map((p) => p[2])],
+  );
+  return new Set(rows.map((row) => `${key(row.project_id, row.credential_id)}\u0000${row.query_hash}`));
+}
+
+async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], conflict: string): Promise<void> {
+  if (rows.length === 0) return;
+  await tx.query(`insert into ${tx.table(table)} as t select * from json_populate_recordset(null::${tx.table(table)}, $1::json) on conflict ${conflict}`, [JSON.stringify(rows)]);
+}
+
+const replaceAll = (columns: readonly string[]) => columns.map((c) => `${c} = excluded.${c}`).join(', ');
+
+/** Folds the inputs in order onto the stored state and writes what changed: two to four reads and up to five writes a batch. */
+async function write(tx: ProjectionTx, inputs: readonly Input[]): Promise<void> {
+  if (inputs.length === 0) return;
+  const activities = inputs.flatMap((i) => (i.kind === 'activity' ? [i.activity] : []));
+  const credentialKeys = new Map(activities.map((a) => [key(a.projectId, a.credentialId), a]));
+  const shapeKeys = new Map(activities.filter((a) => a.queryHash !== '').map((a) => [`${key(a.projectId, a.credentialId)}\u0000${a.queryHash}`, [a.projectId, a.credentialId, a.queryHash] as [string, string, string]]));
+  const projectIds = [...new Set(inputs.map((i) => (i.kind === 'activity' ? i.activity.projectId : i.projectId)))];
+  const [rules, baselines, seen] = await Promise.all([
+    loadRules(tx, projectIds),
+    credentialKeys.size === 0 ? new Map<string, Baseline>() : loadBaselines(tx, [...credentialKeys.values()].map((a) => a.projectId), [...credentialKeys.values()].map((a) => a.credentialId)),
+    loadShapes(tx, [...shapeKeys.values()]),
+  ]);
+  const changedRules = new Map<string, RulesRow>();
+  const windows = new Map<string, WindowRow>();
+  const newShapes = new Map<string, { project_id: string; credential_id: string; query_hash: string; first_seen: string }>();
+  const detections: Detection[] = [];
+  for (const input of inputs) {
+    if (input.kind === 'rules') {
+      const row = { project_id: input.projectId, rules: input.rules, revision: input.revision, updated_at: input.at };
+      rules.set(input.projectId, row);
+      changedRules.set(input.projectId, row);
+      continue;
+    }
+    const a = input.activity;
+    const credential = key(a.projectId, a.credentialId);
+    const shapes = {
+      has: (h: string) => seen.has(`${credential}\u0000${h}`),
+      add: (h: string) => {
+        seen.add(`${credential}\u0000${h}`);
+        newShapes.set(`${credential}\u0000${h}`, { project_id: a.projectId, credential_id: a.credentialId, query_hash: h, first_seen: a.ts });
+      },
+    };
+    const result = observe(baselines.get(credential), a, rules.get(a.projectId)?.rules, shapes);
+    const b = result.baseline;
+    baselines.set(credential, b);
+    windows.set(`${credential}\u0000${b.hour}`, {
+      project_id: a.projectId, credential_id: a.credentialId, hour: b.hour, statements: b.statements, bytes_out: b.bytes_out, refusals: b.refusals, novel_shapes: b.novel_shapes,
+    });
+    detections.push(...result.detections);
+  }
+  await upsert(tx, 'anomaly_rules', [...changedRules.values()], `(project_id) do update set ${replaceAll(['rules', 'revision', 'updated_at'])}`);
+  const touched = [...credentialKeys.values()].map((a) => ({ project_id: a.projectId, credential_id: a.credentialId, state: baselines.get(key(a.projectId, a.credentialId)) }));
+  await upsert(tx, 'anomaly_baselines', touched, '(project_id, credential_id) do update set state = excluded.state');
+  await upsert(tx, 'anomaly_windows', [...windows.values()], `(project_id, credential_id, hour) do update set ${replaceAll(['statements', 'bytes_out', 'refusals', 'novel_shapes'])}`);
+  await upsert(tx, 'anomaly_shapes', [...newShapes.values()], 'do nothing');
+  await upsert(tx, 'anomaly_detections', detections, 'do nothing');
+}
+
+export const anomalyWindowsTables: readonly ReadModelTable[] = [
+  {
+    name: 'anomaly_rules',
+    columns: 'project_id text primary key, rules jsonb not null, revision integer not null, updated_at timestamptz not null',
+    orderBy: 'project_id',
+  },
+  {
+    name: 'anomaly_baselines',
+    columns: 'project_id text not null, credential_id text not null, state jsonb not null, primary key (project_id, credential_id)',
+    orderBy: 'project_id, credential_id',
+  },
+  {
+    name: 'anomaly_windows',
+    columns: `project_id text not null, credential_id text not null, hour timestamptz not null, statements bigint not null, bytes_out numeric not null,
+      refusals bigint not null, novel_shapes bigint not null, primary key (project_id, credential_id, hour)`,
+    orderBy: 'project_id, credential_id, hour',
+  },
+  {
+    name: 'anomaly_shapes',
+    columns: 'project_id text not null, credential_id text not null, query_hash text not null, first_seen timestamptz not null, primary key (project_id, credential_id, query_hash)',
+    orderBy: 'project_id, credential_id, query_hash',
+  },
+  {
+    name: 'anomaly_detections',
+    columns: `anomaly_id text primary key, project_id text not null, credential_id text not null, kind text not null, severity text not null, title text not null,
+      details jsonb not null, window_start timestamptz not null, window_end timestamptz not null, detected_at timestamptz not null, position bigint not null,
+      disable_credential boolean not null`,
+    orderBy: 'anomaly_id',
+    indexes: ['position, anomaly_id'],
+  },
+];
+
+export const anomalyWindowsProjection: Projection = {
+  name: ANOMALY_WINDOWS,
+  streamPrefixes: [AUDIT_STREAM_PREFIX, ANOMALY_RULES_PREFIX],
+  tables: anomalyWindowsTables,
+  prepare: async (events) => {
+    const inputs = events.map(inputOf).filter((i): i is Input => i !== undefined);
+    return (tx) => write(tx, inputs);
+  },
+  apply: (tx, events) => write(tx, events.map(inputOf).filter((i): i is Input => i !== undefined)),
+};
