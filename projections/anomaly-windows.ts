@@ -107,18 +107,18 @@ async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], 
 
 const replaceAll = (columns: readonly string[]) => columns.map((c) => `${c} = excluded.${c}`).join(', ');
 
-/** Folds the inputs in order onto the stored state and writes what changed: two to four reads and up to five writes a batch. */
+/** Folds the inputs in order onto the stored state and writes what changed: three reads and up to five writes a batch. */
 async function write(tx: ProjectionTx, inputs: readonly Input[]): Promise<void> {
   if (inputs.length === 0) return;
   const activities = inputs.flatMap((i) => (i.kind === 'activity' ? [i.activity] : []));
   const credentialKeys = new Map(activities.map((a) => [key(a.projectId, a.credentialId), a]));
   const shapeKeys = new Map(activities.filter((a) => a.queryHash !== '').map((a) => [`${key(a.projectId, a.credentialId)}\u0000${a.queryHash}`, [a.projectId, a.credentialId, a.queryHash] as [string, string, string]]));
   const projectIds = [...new Set(inputs.map((i) => (i.kind === 'activity' ? i.activity.projectId : i.projectId)))];
-  const [rules, baselines, seen] = await Promise.all([
-    loadRules(tx, projectIds),
-    credentialKeys.size === 0 ? new Map<string, Baseline>() : loadBaselines(tx, [...credentialKeys.values()].map((a) => a.projectId), [...credentialKeys.values()].map((a) => a.credentialId)),
-    loadShapes(tx, [...shapeKeys.values()]),
-  ]);
+  // One transaction's client: the reads go one after the other.
+  const rules = await loadRules(tx, projectIds);
+  const owners = [...credentialKeys.values()];
+  const baselines = owners.length === 0 ? new Map<string, Baseline>() : await loadBaselines(tx, owners.map((a) => a.projectId), owners.map((a) => a.credentialId));
+  const seen = await loadShapes(tx, [...shapeKeys.values()]);
   const changedRules = new Map<string, RulesRow>();
   const windows = new Map<string, WindowRow>();
   const newShapes = new Map<string, { project_id: string; credential_id: string; query_hash: string; first_seen: string }>();

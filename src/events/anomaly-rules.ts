@@ -45,19 +45,20 @@ const sigma = z
   .refine((n) => Math.abs(n * 1000 - Math.round(n * 1000)) < 1e-6, { message: 'at most three decimals' })
   .describe('How many standard deviations above the credential’s mean an hour must be to alert');
 
-/** The schemas of one set of rules, with `sigma` in the given form; every kind and member optional (a partial override). */
-function ruleSetSchemas<S extends z.ZodType>(sigmaField: Record<string, S>) {
-  const spike = z.strictObject({ enabled, ...sigmaField, floor, learning_hours: learningHours, disable_credential: disableCredential }).partial();
-  const offHours = z.strictObject({ enabled, floor, learning_hours: learningHours, disable_credential: disableCredential }).partial();
+const common = { enabled, floor, learning_hours: learningHours, disable_credential: disableCredential };
+
+/** The schema of one set of rules, given its spike detectors' (which carry the sigma); every kind and member optional (a partial override). */
+function ruleSet<Spike extends z.ZodType>(spike: Spike) {
+  const offHours = z.strictObject(common).partial();
   const canary = z.strictObject({ enabled, disable_credential: disableCredential }).partial();
   return z
     .strictObject({ volume_spike: spike, egress_spike: spike, novel_query_shape: spike, error_spike: spike, off_hours: offHours, canary_tripped: canary })
     .partial();
 }
 
-export const StoredRuleSet = ruleSetSchemas({ sigma_milli: sigmaMilli });
+export const StoredRuleSet = ruleSet(z.strictObject({ ...common, sigma_milli: sigmaMilli }).partial());
 export type StoredRuleSet = z.infer<typeof StoredRuleSet>;
-export const ApiRuleSet = ruleSetSchemas({ sigma });
+export const ApiRuleSet = ruleSet(z.strictObject({ ...common, sigma }).partial());
 export type ApiRuleSet = z.infer<typeof ApiRuleSet>;
 
 const credentials = <S extends z.ZodType>(set: S) =>

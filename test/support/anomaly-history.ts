@@ -27,7 +27,8 @@ export interface SyntheticEntry {
   readonly rule: string;
 }
 
-const hash = (name: string) => name.padEnd(16, '0');
+/** A query hash (lowercase hex, as the proxy's) named after its shape. */
+const hash = (name: string) => Buffer.from(name).toString('hex').padEnd(16, '0');
 
 /** `count` entries spread over the hour starting at `hourStart`, in order, `each(i)` making the i-th. */
 function hour(hourStart: number, count: number, each: (i: number) => Omit<SyntheticEntry, 'ts'>): SyntheticEntry[] {

@@ -106,7 +106,7 @@ const quietHistory = fc
     const unique = new Map(hours.map((h) => [`${h.credential} ${h.hour}`, h]));
     return [...unique.values()]
       .flatMap((h) =>
-        h.entries.map((e): SyntheticEntry => ({ ts: new Date(START + h.hour * HOUR + e.offset).toISOString(), credentialId: h.credential, event: e.event, bytesOut: e.bytes, queryHash: `q${e.shape}`.padEnd(16, '0'), rule: 'r' })),
+        h.entries.map((e): SyntheticEntry => ({ ts: new Date(START + h.hour * HOUR + e.offset).toISOString(), credentialId: h.credential, event: e.event, bytesOut: e.bytes, queryHash: e.shape.toString(16).padStart(16, '0'), rule: 'r' })),
       )
       .sort((a, b) => a.ts.localeCompare(b.ts));
   });
