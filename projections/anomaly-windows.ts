@@ -4,7 +4,7 @@
  * detectors found. Detections are rows here, computed from the events alone (event time, never the
  * clock), so a rebuild reproduces them; src/anomalies/raiser.ts turns each into an AnomalyRaised event.
  */
-import { observe, type Activity, type Baseline, type Detection } from '../src/anomalies/detect.js';
+import { Detector, type Activity, type Baseline, type Detection } from '../src/anomalies/detect.js';
 import { AnomalyRulesSet } from '../src/events/anomalies.js';
 import { StatementDecided, type AuditEventKind } from '../src/events/audit.js';
 import type { StoredRules } from '../src/events/anomaly-rules.js';
@@ -42,7 +42,7 @@ function inputOf(event: RecordedEvent): Input | undefined {
       credentialId: d.credential_id,
       ts: d.ts,
       event: d.event,
-      bytesOut: BigInt(d.bytes_out),
+      bytesOut: Number(d.bytes_out),
       queryHash: d.query_hash,
       rule: d.decision_rule,
       position: event.position,
@@ -59,6 +59,32 @@ function inputOf(event: RecordedEvent): Input | undefined {
 
 const key = (projectId: string, credentialId: string) => `${projectId}\u0000${credentialId}`;
 
+interface NewShape {
+  project_id: string;
+  credential_id: string;
+  query_hash: string;
+  first_seen: string;
+}
+
+/** The query hashes of one credential known in this batch; a new one is also queued for anomaly_shapes. */
+class KnownShapes {
+  readonly known = new Set<string>();
+  constructor(
+    private readonly projectId: string,
+    private readonly credentialId: string,
+    private readonly queued: NewShape[],
+  ) {}
+
+  has(queryHash: string): boolean {
+    return this.known.has(queryHash);
+  }
+
+  add(queryHash: string, ts: string): void {
+    this.known.add(queryHash);
+    this.queued.push({ project_id: this.projectId, credential_id: this.credentialId, query_hash: queryHash, first_seen: ts });
+  }
+}
+
 interface RulesRow {
   project_id: string;
   rules: StoredRules;
@@ -71,7 +97,7 @@ interface WindowRow {
   credential_id: string;
   hour: string;
   statements: number;
-  bytes_out: string;
+  bytes_out: number;
   refusals: number;
   novel_shapes: number;
 }
@@ -90,14 +116,15 @@ async function loadBaselines(tx: ProjectionTx, projects: string[], credentials: 
   return new Map(rows.map((row) => [key(row.project_id, row.credential_id), row.state]));
 }
 
-async function loadShapes(tx: ProjectionTx, pairs: readonly [string, string, string][]): Promise<Set<string>> {
-  if (pairs.length === 0) return new Set();
-  const { rows } = await tx.query<{ project_id: string; credential_id: string; query_hash: string }>(
-    `select s.project_id, s.credential_id, s.query_hash from ${tx.table('anomaly_shapes')} s
-      join unnest($1::text[], $2::text[], $3::text[]) as k (project_id, credential_id, query_hash) using (project_id, credential_id, query_hash)`,
-    [pairs.map((p) => p[0]), pairs.map((p) => p[1]), pairs.map((p) => p[2])],
+/** Which of the (project, credential, query hash) triples are not in anomaly_shapes yet, by index: usually none. */
+async function unseenShapes(tx: ProjectionTx, triples: readonly (readonly [string, string, string])[]): Promise<Set<number>> {
+  if (triples.length === 0) return new Set();
+  const { rows } = await tx.query<{ i: number }>(
+    `select (k.i - 1)::int as i from unnest($1::text[], $2::text[], $3::text[]) with ordinality as k (project_id, credential_id, query_hash, i)
+      where not exists (select from ${tx.table('anomaly_shapes')} s where (s.project_id, s.credential_id, s.query_hash) = (k.project_id, k.credential_id, k.query_hash))`,
+    [triples.map((t) => t[0]), triples.map((t) => t[1]), triples.map((t) => t[2])],
   );
-  return new Set(rows.map((row) => `${key(row.project_id, row.credential_id)}\u0000${row.query_hash}`));
+  return new Set(rows.map((row) => row.i));
 }
 
 async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], conflict: string): Promise<void> {
@@ -118,40 +145,45 @@ async function write(tx: ProjectionTx, inputs: readonly Input[]): Promise<void> 
   const rules = await loadRules(tx, projectIds);
   const owners = [...credentialKeys.values()];
   const baselines = owners.length === 0 ? new Map<string, Baseline>() : await loadBaselines(tx, owners.map((a) => a.projectId), owners.map((a) => a.credentialId));
-  const seen = await loadShapes(tx, [...shapeKeys.values()]);
+  const triples = [...shapeKeys.values()];
+  const unseen = await unseenShapes(tx, triples);
   const changedRules = new Map<string, RulesRow>();
-  const windows = new Map<string, WindowRow>();
-  const newShapes = new Map<string, { project_id: string; credential_id: string; query_hash: string; first_seen: string }>();
+  const detector = new Detector(new Map([...rules].map(([projectId, row]) => [projectId, row.rules])));
+  const newShapes: NewShape[] = [];
+  const shapeMemory = new Map<string, KnownShapes>();
+  const shapesOf = (projectId: string, credentialId: string, credential: string): KnownShapes => {
+    let known = shapeMemory.get(credential);
+    if (!known) shapeMemory.set(credential, (known = new KnownShapes(projectId, credentialId, newShapes)));
+    return known;
+  };
+  for (const [i, [projectId, credentialId, queryHash]] of triples.entries()) {
+    if (!unseen.has(i)) shapesOf(projectId, credentialId, key(projectId, credentialId)).known.add(queryHash);
+  }
+  // Each hour of a credential is one Baseline object: the windows to write are the objects touched.
+  const windows = new Map<Baseline, Activity>();
   const detections: Detection[] = [];
   for (const input of inputs) {
     if (input.kind === 'rules') {
       const row = { project_id: input.projectId, rules: input.rules, revision: input.revision, updated_at: input.at };
-      rules.set(input.projectId, row);
+      detector.setRules(input.projectId, input.rules);
       changedRules.set(input.projectId, row);
       continue;
     }
     const a = input.activity;
     const credential = key(a.projectId, a.credentialId);
-    const shapes = {
-      has: (h: string) => seen.has(`${credential}\u0000${h}`),
-      add: (h: string) => {
-        seen.add(`${credential}\u0000${h}`);
-        newShapes.set(`${credential}\u0000${h}`, { project_id: a.projectId, credential_id: a.credentialId, query_hash: h, first_seen: a.ts });
-      },
-    };
-    const result = observe(baselines.get(credential), a, rules.get(a.projectId)?.rules, shapes);
-    const b = result.baseline;
-    baselines.set(credential, b);
-    windows.set(`${credential}\u0000${b.hour}`, {
-      project_id: a.projectId, credential_id: a.credentialId, hour: b.hour, statements: b.statements, bytes_out: b.bytes_out, refusals: b.refusals, novel_shapes: b.novel_shapes,
-    });
-    detections.push(...result.detections);
+    const result = detector.observe(baselines.get(credential), a, shapesOf(a.projectId, a.credentialId, credential));
+    baselines.set(credential, result.baseline);
+    windows.set(result.baseline, a);
+    if (result.detections.length > 0) detections.push(...result.detections);
   }
+  const windowRows: WindowRow[] = [...windows].map(([b, a]) => ({
+    project_id: a.projectId, credential_id: a.credentialId, hour: b.hour, statements: b.statements, bytes_out: b.bytes_out, refusals: b.refusals, novel_shapes: b.novel_shapes,
+  }));
   await upsert(tx, 'anomaly_rules', [...changedRules.values()], `(project_id) do update set ${replaceAll(['rules', 'revision', 'updated_at'])}`);
   const touched = [...credentialKeys.values()].map((a) => ({ project_id: a.projectId, credential_id: a.credentialId, state: baselines.get(key(a.projectId, a.credentialId)) }));
   await upsert(tx, 'anomaly_baselines', touched, '(project_id, credential_id) do update set state = excluded.state');
-  await upsert(tx, 'anomaly_windows', [...windows.values()], `(project_id, credential_id, hour) do update set ${replaceAll(['statements', 'bytes_out', 'refusals', 'novel_shapes'])}`);
-  await upsert(tx, 'anomaly_shapes', [...newShapes.values()], 'do nothing');
+  await upsert(tx, 'anomaly_windows', windowRows, `(project_id, credential_id, hour) do update set ${replaceAll(['statements', 'bytes_out', 'refusals', 'novel_shapes'])}`);
+  await upsert(tx, 'anomaly_shapes', newShapes, 'do nothing');
   await upsert(tx, 'anomaly_detections', detections, 'do nothing');
 }
 

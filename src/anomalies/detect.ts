@@ -5,7 +5,7 @@
  */
 import { hash } from 'node:crypto';
 import { decisionGroup, type AuditEventKind } from '../events/audit.js';
-import { effectiveRule, type AnomalyKind, type Rule, type SpikeKind, type StoredRules } from '../events/anomaly-rules.js';
+import { AnomalyKind, effectiveRule, type Rule, type SpikeKind, type StoredRules } from '../events/anomaly-rules.js';
 import type { AnomalySeverity } from '../events/anomalies.js';
 
 export const HOUR_MS = 3_600_000;
@@ -18,7 +18,7 @@ export interface Activity {
   /** The entry's time (ISO 8601, milliseconds). */
   readonly ts: string;
   readonly event: AuditEventKind;
-  readonly bytesOut: bigint;
+  readonly bytesOut: number;
   readonly queryHash: string;
   readonly rule: string;
   /** The event's global position: detections are raised in this order. */
@@ -39,7 +39,8 @@ export interface Baseline {
   /** Start of the open hour (ISO). */
   hour: string;
   statements: number;
-  bytes_out: string;
+  /** Summed as a double: exact up to 2^53 bytes (8 PiB) an hour. */
+  bytes_out: number;
   refusals: number;
   novel_shapes: number;
   samples: string[];
@@ -71,7 +72,8 @@ export interface Detection {
 /** The knowledge of which query hashes a credential has run before. */
 export interface ShapeMemory {
   has(queryHash: string): boolean;
-  add(queryHash: string): void;
+  /** `ts`: when it was first run. */
+  add(queryHash: string, ts: string): void;
 }
 
 export const SEVERITY: Readonly<Record<AnomalyKind, AnomalySeverity>> = {
@@ -94,6 +96,9 @@ export function anomalyId(projectId: string, credentialId: string, kind: Anomaly
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
+/** The start of the UTC hour of a timestamp in the stored form (`YYYY-MM-DDTHH:mm:ss.sssZ`, which the decision's schema fixes). */
+const hourStart = (ts: string) => `${ts.slice(0, 13)}:00:00.000Z`;
+const hourOfDay = (hour: string) => Number(hour.slice(11, 13));
 const emptyMoments = (): Moments => ({ n: 0, sum: '0', sumsq: '0' });
 
 export function newBaseline(hour: string): Baseline {
@@ -101,7 +106,7 @@ export function newBaseline(hour: string): Baseline {
     first_hour: hour,
     hour,
     statements: 0,
-    bytes_out: '0',
+    bytes_out: 0,
     refusals: 0,
     novel_shapes: 0,
     samples: [],
@@ -121,10 +126,11 @@ function withValue(m: Moments, value: bigint): Moments {
   return { n: m.n + 1, sum: String(BigInt(m.sum) + value), sumsq: String(BigInt(m.sumsq) + value * value) };
 }
 
-/** Past its learning period: the hour starts at least `learningHours` after the credential's first hour. */
-function learned(b: Baseline, rule: Rule): boolean {
-  return Date.parse(b.hour) >= Date.parse(b.first_hour) + rule.learningHours * HOUR_MS;
-}
+/** Whole hours from the credential's first hour to the open one. */
+const ageOf = (b: Baseline) => (Date.parse(b.hour) - Date.parse(b.first_hour)) / HOUR_MS;
+
+/** Past its learning period: the open hour starts at least `learningHours` after the credential's first hour. */
+const learned = (age: number, rule: Rule) => age >= rule.learningHours;
 
 /** Folds the open hour into the moments (novel shapes only once learned) and opens `hour`. */
 function closeHour(b: Baseline, hour: string, novelRule: Rule): Baseline {
@@ -132,9 +138,9 @@ function closeHour(b: Baseline, hour: string, novelRule: Rule): Baseline {
     volume_spike: withValue(b.moments.volume_spike, BigInt(b.statements)),
     egress_spike: withValue(b.moments.egress_spike, BigInt(b.bytes_out)),
     error_spike: withValue(b.moments.error_spike, BigInt(b.refusals)),
-    novel_query_shape: learned(b, novelRule) ? withValue(b.moments.novel_query_shape, BigInt(b.novel_shapes)) : b.moments.novel_query_shape,
+    novel_query_shape: learned(ageOf(b), novelRule) ? withValue(b.moments.novel_query_shape, BigInt(b.novel_shapes)) : b.moments.novel_query_shape,
   };
-  const hoursOfDay = b.hours_of_day | (1 << new Date(b.hour).getUTCHours());
+  const hoursOfDay = b.hours_of_day | (1 << hourOfDay(b.hour));
   return { ...newBaseline(hour), first_hour: b.first_hour, hours_of_day: hoursOfDay, moments };
 }
 
@@ -164,7 +170,7 @@ function integral(value: bigint): number | string {
   return value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : String(value);
 }
 
-function bytesText(value: bigint): string {
+function bytesText(value: number | bigint): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let v = Number(value);
   let unit = 0;
@@ -175,28 +181,28 @@ function bytesText(value: bigint): string {
   return unit === 0 ? `${v} B` : `${v.toFixed(1)} ${units[unit]}`;
 }
 
-const SPIKES: readonly { kind: SpikeKind; observed: (b: Baseline) => bigint; samples: (b: Baseline) => string[]; title: (c: string, o: bigint, t: Threshold) => string }[] = [
+const SPIKES: readonly { kind: SpikeKind; observed: (b: Baseline) => number; samples: (b: Baseline) => string[]; title: (c: string, o: number, t: Threshold) => string }[] = [
   {
     kind: 'volume_spike',
-    observed: (b) => BigInt(b.statements),
+    observed: (b) => b.statements,
     samples: (b) => b.samples,
     title: (c, o, t) => `Credential ${c} ran ${o} statements in one hour; its usual is ${t.mean.toFixed(1)} an hour (alerts from ${t.threshold})`,
   },
   {
     kind: 'egress_spike',
-    observed: (b) => BigInt(b.bytes_out),
+    observed: (b) => b.bytes_out,
     samples: (b) => b.samples,
-    title: (c, o, t) => `Credential ${c} read ${bytesText(o)} out in one hour; its usual is ${bytesText(BigInt(Math.round(t.mean)))} an hour (alerts from ${bytesText(t.threshold)})`,
+    title: (c, o, t) => `Credential ${c} read ${bytesText(o)} out in one hour; its usual is ${bytesText(Math.round(t.mean))} an hour (alerts from ${bytesText(t.threshold)})`,
   },
   {
     kind: 'novel_query_shape',
-    observed: (b) => BigInt(b.novel_shapes),
+    observed: (b) => b.novel_shapes,
     samples: (b) => b.novel_samples,
     title: (c, o) => `Credential ${c} ran ${o} query shapes in one hour that it had never run before`,
   },
   {
     kind: 'error_spike',
-    observed: (b) => BigInt(b.refusals),
+    observed: (b) => b.refusals,
     samples: (b) => b.refused_samples,
     title: (c, o, t) => `Credential ${c} had ${o} statements refused in one hour; its usual is ${t.mean.toFixed(1)} an hour (alerts from ${t.threshold})`,
   },
@@ -220,18 +226,22 @@ function detection(a: Activity, b: Baseline, kind: AnomalyKind, rule: Rule, titl
   };
 }
 
-function detect(a: Activity, b: Baseline, rules: StoredRules | undefined): Detection[] {
+function detect(a: Activity, b: Baseline, memo: HourMemo, rules: Readonly<Record<AnomalyKind, Rule>>): Detection[] {
+  const age = memo.age;
   const out: Detection[] = [];
-  const ruleOf = (kind: AnomalyKind) => effectiveRule(rules, a.credentialId, kind);
   const armed = (kind: AnomalyKind, rule: Rule) => rule.enabled && !b.fired.includes(kind);
   for (const spike of SPIKES) {
-    const rule = ruleOf(spike.kind);
-    if (!armed(spike.kind, rule) || !learned(b, rule)) continue;
-    const observed = spike.observed(b);
-    const t = thresholdOf(b.moments[spike.kind], rule);
+    const rule = rules[spike.kind];
+    if (!armed(spike.kind, rule) || !learned(age, rule)) continue;
+    const value = spike.observed(b);
+    // The threshold is never below the floor: most entries stop here without computing it.
+    if (value < rule.floor) continue;
+    let t = memo.thresholds.get(spike.kind);
+    if (!t) memo.thresholds.set(spike.kind, (t = thresholdOf(b.moments[spike.kind], rule)));
+    const observed = BigInt(value);
     if (observed < t.threshold) continue;
     out.push(
-      detection(a, b, spike.kind, rule, spike.title(a.credentialId, observed, t), {
+      detection(a, b, spike.kind, rule, spike.title(a.credentialId, value, t), {
         observed: integral(observed),
         threshold: integral(t.threshold),
         baseline: { mean: t.mean.toFixed(2), stddev: t.stddev.toFixed(2), hours: b.moments[spike.kind].n },
@@ -241,11 +251,11 @@ function detect(a: Activity, b: Baseline, rules: StoredRules | undefined): Detec
       }),
     );
   }
-  const offHours = ruleOf('off_hours');
-  const hourOfDay = new Date(b.hour).getUTCHours();
+  const offHours = rules.off_hours;
+  const hour = hourOfDay(b.hour);
   const threshold = Math.max(offHours.floor, 1);
-  if (armed('off_hours', offHours) && learned(b, offHours) && (b.hours_of_day & (1 << hourOfDay)) === 0 && b.statements >= threshold) {
-    const hh = String(hourOfDay).padStart(2, '0');
+  if (armed('off_hours', offHours) && learned(age, offHours) && (b.hours_of_day & (1 << hour)) === 0 && b.statements >= threshold) {
+    const hh = String(hour).padStart(2, '0');
     out.push(
       detection(a, b, 'off_hours', offHours, `Credential ${a.credentialId} ran ${b.statements} statements between ${hh}:00 and ${hh}:59 UTC, an hour of day it had never been active in`, {
         observed: b.statements,
@@ -256,7 +266,7 @@ function detect(a: Activity, b: Baseline, rules: StoredRules | undefined): Detec
       }),
     );
   }
-  const canary = ruleOf('canary_tripped');
+  const canary = rules.canary_tripped;
   if (a.event === 'canary_tripped' && armed('canary_tripped', canary)) {
     out.push(
       detection(a, b, 'canary_tripped', canary, `Credential ${a.credentialId} touched a honeytoken (rule ${a.rule})`, {
@@ -275,37 +285,77 @@ function activeHours(mask: number): number[] {
   return hours;
 }
 
+/** What a Detector worked out for one hour of one credential (one Baseline object): its age and the thresholds computed so far. */
+interface HourMemo {
+  readonly age: number;
+  readonly thresholds: Map<SpikeKind, Threshold>;
+}
+
 /**
- * One entry: closes the open hour when the entry's hour is later, counts the entry into the open
- * hour (an entry dated before it, from a proxy whose clock trails, counts there too), then runs
- * every detector once for the window. `baseline` is not modified; the result holds the new state.
+ * The detectors of one batch: each project's rules, and the rules and thresholds worked out so far
+ * (a credential's moments change only when an hour closes, its rules only with AnomalyRulesSet,
+ * so most entries reuse them). The caches never change a result, only how often it is computed.
  */
-export function observe(
-  baseline: Baseline | undefined,
-  a: Activity,
-  rules: StoredRules | undefined,
-  shapes: ShapeMemory,
-): { baseline: Baseline; detections: Detection[] } {
-  const hour = iso(Math.floor(Date.parse(a.ts) / HOUR_MS) * HOUR_MS);
-  let b: Baseline;
-  if (!baseline) b = newBaseline(hour);
-  else if (hour > baseline.hour) b = closeHour(baseline, hour, effectiveRule(rules, a.credentialId, 'novel_query_shape'));
-  else b = { ...baseline, samples: [...baseline.samples], novel_samples: [...baseline.novel_samples], refused_samples: [...baseline.refused_samples], fired: [...baseline.fired] };
-  b.statements += 1;
-  b.bytes_out = String(BigInt(b.bytes_out) + a.bytesOut);
-  addSample(b.samples, a.queryHash);
-  if (decisionGroup(a.event) === 'block') {
-    b.refusals += 1;
-    addSample(b.refused_samples, a.queryHash);
+export class Detector {
+  private readonly rules = new Map<string, Record<AnomalyKind, Rule>>();
+  private readonly hours = new Map<Baseline, HourMemo>();
+
+  constructor(private readonly stored: Map<string, StoredRules | undefined> = new Map()) {}
+
+  /** A project's rules were set: from this entry on, they apply. */
+  setRules(projectId: string, rules: StoredRules): void {
+    this.stored.set(projectId, rules);
+    this.rules.clear();
+    this.hours.clear();
   }
-  if (a.queryHash !== '' && !shapes.has(a.queryHash)) {
-    shapes.add(a.queryHash);
-    if (learned(b, effectiveRule(rules, a.credentialId, 'novel_query_shape'))) {
-      b.novel_shapes += 1;
-      addSample(b.novel_samples, a.queryHash);
+
+  private rulesOf(a: Activity): Record<AnomalyKind, Rule> {
+    const key = `${a.projectId}\u0000${a.credentialId}`;
+    let rules = this.rules.get(key);
+    if (!rules) {
+      const stored = this.stored.get(a.projectId);
+      rules = Object.fromEntries(AnomalyKind.options.map((kind) => [kind, effectiveRule(stored, a.credentialId, kind)])) as Record<AnomalyKind, Rule>;
+      this.rules.set(key, rules);
     }
+    return rules;
   }
-  const detections = detect(a, b, rules);
-  for (const d of detections) b.fired.push(d.kind);
-  return { baseline: b, detections };
+
+  private memoOf(b: Baseline): HourMemo {
+    let memo = this.hours.get(b);
+    if (!memo) this.hours.set(b, (memo = { age: ageOf(b), thresholds: new Map() }));
+    return memo;
+  }
+
+  /**
+   * One entry: closes the open hour when the entry's hour is later, counts the entry into the open
+   * hour (an entry dated before it, from a proxy whose clock trails, counts there too), then runs
+   * every detector once for the window. Updates `baseline` in place within an hour; a new hour is a
+   * new object (the closed hour's stays as it was). Returns the credential's state and what fired.
+   */
+  observe(baseline: Baseline | undefined, a: Activity, shapes: ShapeMemory): { baseline: Baseline; detections: Detection[] } {
+    const hour = hourStart(a.ts);
+    const rules = this.rulesOf(a);
+    let b: Baseline;
+    if (!baseline) b = newBaseline(hour);
+    else if (hour > baseline.hour) b = closeHour(baseline, hour, rules.novel_query_shape);
+    else b = baseline;
+    const memo = this.memoOf(b);
+    b.statements += 1;
+    b.bytes_out += a.bytesOut;
+    addSample(b.samples, a.queryHash);
+    if (decisionGroup(a.event) === 'block') {
+      b.refusals += 1;
+      addSample(b.refused_samples, a.queryHash);
+    }
+    if (a.queryHash !== '' && !shapes.has(a.queryHash)) {
+      shapes.add(a.queryHash, a.ts);
+      if (learned(memo.age, rules.novel_query_shape)) {
+        b.novel_shapes += 1;
+        addSample(b.novel_samples, a.queryHash);
+      }
+    }
+    const detections = detect(a, b, memo, rules);
+    for (const d of detections) b.fired.push(d.kind);
+    return { baseline: b, detections };
+  }
 }

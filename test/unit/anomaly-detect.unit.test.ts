@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { anomalyId, observe, thresholdOf, type Activity, type Baseline, type Detection } from '../../src/anomalies/detect.js';
+import { anomalyId, Detector, thresholdOf, type Activity, type Baseline, type Detection } from '../../src/anomalies/detect.js';
 import { DEFAULT_RULES, effectiveRule, storedRules, type StoredRules } from '../../src/events/anomaly-rules.js';
 import type { AuditEventKind } from '../../src/events/audit.js';
 import { CREDENTIAL_A, CREDENTIAL_B, EXPECTED_ALERTS, HISTORY_PROJECT, syntheticHistory, type SyntheticEntry } from '../support/anomaly-history.js';
@@ -10,11 +10,12 @@ function run(entries: readonly SyntheticEntry[], rules?: StoredRules, projectId 
   const baselines = new Map<string, Baseline>();
   const shapes = new Map<string, Set<string>>();
   const out: Detection[] = [];
+  const detector = new Detector(new Map([[projectId, rules]]));
   entries.forEach((e, i) => {
-    const activity: Activity = { projectId, credentialId: e.credentialId, ts: e.ts, event: e.event, bytesOut: BigInt(e.bytesOut), queryHash: e.queryHash, rule: e.rule, position: BigInt(i) };
+    const activity: Activity = { projectId, credentialId: e.credentialId, ts: e.ts, event: e.event, bytesOut: e.bytesOut, queryHash: e.queryHash, rule: e.rule, position: BigInt(i) };
     const seen = shapes.get(e.credentialId) ?? new Set<string>();
     shapes.set(e.credentialId, seen);
-    const result = observe(baselines.get(e.credentialId), activity, rules, seen);
+    const result = detector.observe(baselines.get(e.credentialId), activity, seen);
     baselines.set(e.credentialId, result.baseline);
     out.push(...result.detections);
   });
