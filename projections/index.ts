@@ -2,6 +2,8 @@ import type { HmacKeyring } from '../src/audit/chain.js';
 import type { PreparedEntries } from '../src/audit/prepared-entries.js';
 import { auditProjection } from './audit.js';
 import type { Projection } from './projection.js';
+import { anomaliesProjection } from './anomalies.js';
+import { anomalyWindowsProjection } from './anomaly-windows.js';
 import { apiKeysProjection } from './api-keys.js';
 import { approvalsProjection } from './approvals.js';
 import { credentialsProjection } from './credentials.js';
@@ -21,5 +23,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries)];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection];
 }

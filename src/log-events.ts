@@ -25,6 +25,8 @@ const EVENTS = {
   webhook_failing: 'warn',
   /** A read replica joined or left the rotation of its database's reads (its health probes). */
   replica_health_changed: 'warn',
+  /** An anomaly detector raised an alert (docs/anomalies.md). */
+  anomaly_raised: 'warn',
 } as const satisfies Record<string, 'info' | 'warn'>;
 
 export type LogEvent = keyof typeof EVENTS;

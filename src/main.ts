@@ -1,7 +1,9 @@
 import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
+import { ANOMALY_WINDOWS } from '../projections/anomaly-windows.js';
 import { projectionsFor } from '../projections/index.js';
+import { startAnomalyRaiser } from './anomalies/raiser.js';
 import { ANCHOR_KEY_NAME, auditKeysFrom, loadAnchor } from './audit/keys.js';
 import type { AnchorKeyPair } from './crypto/checkpoint.js';
 import { projectionStatus } from '../projections/maintenance.js';
@@ -143,6 +145,9 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     const bus = options.bus ?? (await openBus(config));
     if (!options.bus) cleanup.push(() => bus.close());
 
+    // The anomaly raiser follows the detections of anomaly_windows, woken by each batch that projection commits here.
+    const raiser = roles.has('projector') ? startAnomalyRaiser({ store, pool, logger: logger.child({ role: 'projector' }) }) : undefined;
+    if (raiser) cleanup.push(() => raiser.stop());
     const runners: RunningProjection[] = (roles.has('projector') ? projections : []).map((projection) =>
       runProjection({
         store,
@@ -150,7 +155,10 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         projection,
         feed: auditFeed && projection.streamPrefixes.length === 1 && projection.streamPrefixes[0] === auditFeed.streamPrefix ? auditFeed : undefined,
         hooks: {
-          onBatch: (name, _count, position) => metrics.projectionPosition.set({ projection: name }, Number(position)),
+          onBatch: (name, _count, position) => {
+            metrics.projectionPosition.set({ projection: name }, Number(position));
+            if (name === ANOMALY_WINDOWS) raiser?.wake();
+          },
           onError: (name, error) => {
             metrics.projectionErrors.inc({ projection: name });
             logger.error({ err: error, projection: name }, 'projection batch failed; retrying');

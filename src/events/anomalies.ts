@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { StoredRules } from './anomaly-rules.js';
 import { defineEvent } from './envelope.js';
 import { Actor, AnomalyId, CredentialId, IntegralJson, ProjectId, text, Timestamp } from './fields.js';
 
@@ -36,3 +37,7 @@ export type AnomalyAcknowledged = z.infer<typeof AnomalyAcknowledged.schema>;
 /** Someone resolved an anomaly. */
 export const AnomalyResolved = defineEvent('AnomalyResolved', 1, z.strictObject({ anomaly_id: AnomalyId, resolved_by: Actor }));
 export type AnomalyResolved = z.infer<typeof AnomalyResolved.schema>;
+
+/** A project's anomaly rules were replaced (stream `anomalyrules-<project_id>`, docs/anomalies.md). */
+export const AnomalyRulesSet = defineEvent('AnomalyRulesSet', 1, StoredRules.extend({ project_id: ProjectId }));
+export type AnomalyRulesSet = z.infer<typeof AnomalyRulesSet.schema>;

@@ -54,6 +54,7 @@ export const catalog = [
   anomalies.AnomalyRaised,
   anomalies.AnomalyAcknowledged,
   anomalies.AnomalyResolved,
+  anomalies.AnomalyRulesSet,
   honeytokens.HoneytokenCreated,
   honeytokens.HoneytokenDeleted,
   demo.DemoProvisioned,

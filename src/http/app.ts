@@ -15,6 +15,7 @@ import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
 import { installRequestMetrics, type RequestObserver } from './plugins/request-metrics.js';
 import { agentRoutes } from './routes/agents.js';
+import { anomalyRoutes } from './routes/anomalies.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditRoutes } from './routes/audit.js';
 import { auditReportRoutes } from './routes/audit-reports.js';
@@ -131,6 +132,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // The deliveries list reads the delivering role's tables, which may not have run yet.
     await ensureWebhookTables(plane.deps.pool);
     webhookRoutes(api, plane.deps);
+    anomalyRoutes(api, plane.deps);
     apiKeyRoutes(api, plane.deps);
     auditRoutes(api, plane.deps);
     auditReportRoutes(api, plane.deps);

@@ -5,7 +5,9 @@ import type pg from 'pg';
 import { pino, type Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { createOrganization } from '../../commands/organizations/create-organization.js';
+import { ANOMALY_WINDOWS } from '../../projections/anomaly-windows.js';
 import { projectionsFor } from '../../projections/index.js';
+import { startAnomalyRaiser } from '../../src/anomalies/raiser.js';
 import { runProjection, type RunningProjection } from '../../projections/runner.js';
 import type { HmacKeyring } from '../../src/audit/chain.js';
 import { auditKeysFrom } from '../../src/audit/keys.js';
@@ -59,9 +61,11 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, optio
   const anchorPem = generateAnchorKey();
   // The hosted agent MCP publishes its decisions here; the test gateway passes the proxy's bus.
   const bus = options.bus ?? createMemoryBus();
-  const runners: RunningProjection[] = projections.map((projection) => runProjection({ store, pool, projection }));
-  await Promise.all(runners.map((r) => r.active));
   const logger = options.logger ?? pino({ level: 'silent' });
+  // As in serve: the anomaly raiser runs beside the projections, woken by the anomaly windows' batches.
+  const raiser = startAnomalyRaiser({ store, pool, logger });
+  const runners: RunningProjection[] = projections.map((projection) => runProjection({ store, pool, projection, hooks: { onBatch: (name) => name === ANOMALY_WINDOWS && raiser.wake() } }));
+  await Promise.all(runners.map((r) => r.active));
   const metrics = createMetrics('api');
   const app = await buildApp({
     logger,
@@ -99,6 +103,7 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, optio
       await app.close();
       if (!options.bus) await bus.close();
       await Promise.all(runners.map((r) => r.stop()));
+      await raiser.stop();
       await store.close();
       await pool.end();
       await database.drop();

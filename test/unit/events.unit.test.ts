@@ -196,6 +196,11 @@ const samples: Record<string, Record<string, unknown>> = {
   },
   'AnomalyAcknowledged.v1': { anomaly_id: id('ano_'), acknowledged_by: 'usr_2' },
   'AnomalyResolved.v1': { anomaly_id: id('ano_'), resolved_by: 'usr_2' },
+  'AnomalyRulesSet.v1': {
+    project_id: id('prj_'),
+    rules: { volume_spike: { sigma_milli: 6000, floor: 500 }, canary_tripped: { disable_credential: true } },
+    credentials: { [id('agt_')]: { egress_spike: { enabled: false } } },
+  },
   'HoneytokenCreated.v1': {
     honeytoken_id: id('hnt_'),
     project_id: id('prj_'),

@@ -45,6 +45,7 @@ describe('the logger (src/logger.ts)', () => {
       '30 upstream_unavailable',
       '40 webhook_failing',
       '40 replica_health_changed',
+      '40 anomaly_raised',
     ]);
   });
 });
