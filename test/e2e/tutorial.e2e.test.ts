@@ -49,7 +49,7 @@ describe('docs/tutorial.md', () => {
       'refused: the policy is read-only',
       "[('BR', 5), ('DE', 5), ('FR', 5), ('GB', 5), ('IN', 5), ('JP', 5), ('NL', 5), ('US', 5)]",
       'customers whose real address starts with ada.: 0',
-      'briefing query validate_sql list_tables describe_table schema_catalog explain my_permissions search_docs read_doc',
+      'briefing query validate_sql list_tables describe_table schema_catalog explain my_permissions search_docs read_doc approval_status',
       '10',
       'live session sees 200 customers',
       '{"status":"paused","detail":"the demo is paused by its operator: tutorial"}',

@@ -139,8 +139,10 @@ describe('the audit projection fed by ingest in the same process', () => {
     const before = reads();
     await publish(randomDecisions(600, 17), 20);
     await expectComplete(projection);
-    // 30 appends: the read at start is before `before`; at most a few reads for notifications that raced a batch.
-    expect(reads() - before).toBeLessThanOrEqual(3);
+    // 30 appends, each read back without the feed (80 reads): the read at start is before `before`; a
+    // few reads for notifications that raced a batch, more on a loaded machine, where a projection
+    // woken mid-append may wait out its 50 ms for the hand-over.
+    expect(reads() - before).toBeLessThanOrEqual(10);
   });
 
   it('reads from the store what the feed does not hold: another writer’s append between ingest’s, and batches dropped for room', async () => {
