@@ -8,7 +8,7 @@ import type { AuditEventKind } from '../src/events/audit.js';
 import type { SessionBudgets } from './budgets.js';
 import type { DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
-import { masksColumns, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
+import { masksColumns, sessionValuesOf, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
 import { decideWithCatalog, type CatalogLease, type CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import {
   encodeCloseComplete,
@@ -593,7 +593,7 @@ export class Session {
   private stillAllowed(name: string, prepared: Allowed): Allowed | undefined {
     const credential = this.credential!;
     const policy = this.context.policies.get(credential.policy_profile_id);
-    const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy) }, this.catalog!.current());
+    const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: sessionValuesOf(credential) }, this.catalog!.current());
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
     const hold = holdFor(policy, decision);
@@ -633,7 +633,7 @@ export class Session {
     }
     // A Query runs now; a Parse runs nothing: its statement's budget is checked at each Execute.
     if (protocol === 'simple' && this.overBudget(sql, protocol)) return undefined;
-    const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy) }, this.catalog!.current());
+    const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: sessionValuesOf(credential) }, this.catalog!.current());
     if (decision.action === 'allow' && decision.progress.length > 0) this.schemaChanged = true;
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
       this.audit.publish(credential, { event: progress.event, projectId: credential.project_id, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });

@@ -11,7 +11,7 @@ import { decideSql, type StatementVerdict } from './policy.js';
 import { resultRows, uncappable, type Uncappable } from './result-rows.js';
 import { deparsedNumberTexts, distinctNumbers, numericShape, rewrittenNumbers, withNumbers, type NumericShape } from './shape.js';
 import type { Canary, PolicyRules } from './rules.js';
-import { ROW_FILTERED } from './row-filters.js';
+import { filtersUseSessionValues, ROW_FILTERED, type SessionValues } from './row-filters.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
 import { statementKinds } from './kinds.js';
 import { POLICY_STATEMENT_KINDS } from '../../src/events/policies.js';
@@ -54,6 +54,8 @@ export interface StatementContext<C = CredentialRow> {
   readonly catalog?: UpstreamCatalog;
   /** The project's key for `hash` masks (hash-key.ts); undefined when not (yet) at hand, which refuses what a hash mask applies to. */
   readonly hashKey?: HashKey;
+  /** The session values row filters may name (`pgward.credential_id()`); absent ones refuse a statement a filter naming them applies to. */
+  readonly sessionValues?: SessionValues;
 }
 
 const KIND = /^\s*(?:(?:--[^\n]*\n|\/\*[\s\S]*?\*\/)\s*)*([A-Za-z]+)/;
@@ -61,6 +63,11 @@ const KIND = /^\s*(?:(?:--[^\n]*\n|\/\*[\s\S]*?\*\/)\s*)*([A-Za-z]+)/;
 /** The statement's kind from its first keyword (`select`, `update`, ...); '' when there is none. */
 export function statementKind(sql: string): string {
   return KIND.exec(sql)?.[1]?.toLowerCase().slice(0, 32) ?? '';
+}
+
+/** The session values of a credential's statements. */
+export function sessionValuesOf(credential: Pick<CredentialRow, 'credential_id' | 'project_id'>): SessionValues {
+  return { credential_id: credential.credential_id, project_id: credential.project_id };
 }
 
 /** Analyses depend on the text and search_path only; decisions are made per policy each time. */
@@ -79,9 +86,10 @@ interface ShapeTemplate {
 const allowedShapes = new AllowedDecisions<ShapeTemplate>();
 const SHAPED_KINDS: ReadonlySet<string> = new Set(['select', 'with', 'values', 'table', 'insert', 'update', 'delete']);
 
-function rulesOf(policy: PolicyRow, canaries: readonly Canary[], hashKey: HashKey | undefined): PolicyRules {
+function rulesOf(policy: PolicyRow, canaries: readonly Canary[], hashKey: HashKey | undefined, sessionValues: SessionValues | undefined): PolicyRules {
   return {
     ...(hashKey ? { hash_key: hashKey } : {}),
+    ...(sessionValues ? { session_values: sessionValues } : {}),
     read_only: policy.read_only,
     allowed_tables: policy.allowed_tables,
     masked_columns: policy.masked_columns,
@@ -178,13 +186,14 @@ export function decideStatement<C>(sql: string, context: StatementContext<C>): S
   }
   const canaries = context.honeytokens.canariesOf(policy);
   const session = context.catalog ? { catalog: context.catalog } : {};
-  const key = withCatalog(context.catalog, sql);
+  const scope = sessionScope(policy, context.sessionValues);
+  const key = withCatalog(context.catalog, scope + sql);
   const known = allowedDecisions.get(policy, canaries, key);
   if (known) return limitRefusal(known, policy, context.protocol) ?? known;
   const shape = shapeable(canaries, sql) ? numericShape(sql) : undefined;
-  const template = shape && allowedShapes.get(policy, canaries, withCatalog(context.catalog, shape.key));
+  const template = shape && allowedShapes.get(policy, canaries, withCatalog(context.catalog, scope + shape.key));
   if (shape && template) return limitRefusal(template.decision, policy, context.protocol) ?? { ...template.decision, sql: shapedSql(template, sql, shape) };
-  const rules = rulesOf(policy, canaries, context.hashKey);
+  const rules = rulesOf(policy, canaries, context.hashKey, context.sessionValues);
   const decision = combine(sql, decideSql(sql, rules, session, analyses), session);
   if (decision.action === 'refuse') {
     if (decision.trip !== undefined) context.honeytokens.tripped(context.credential, decision.trip.honeytokenId);
@@ -192,8 +201,16 @@ export function decideStatement<C>(sql: string, context: StatementContext<C>): S
   }
   allowedDecisions.set(policy, canaries, key, decision);
   const made = shape && reusableAcrossNumbers(decision) ? shapeTemplate(sql, shape, decision, (variant) => combine(variant, decideSql(variant, rules, session, analyses), session)) : undefined;
-  if (shape && made) allowedShapes.set(policy, canaries, withCatalog(context.catalog, shape.key), made);
+  if (shape && made) allowedShapes.set(policy, canaries, withCatalog(context.catalog, scope + shape.key), made);
   return limitRefusal(decision, policy, context.protocol) ?? decision;
+}
+
+/**
+ * The part of a cache key that keeps one session's decisions to it: the session values, when the
+ * policy's row filters name any (its rewrites hold them); '' otherwise.
+ */
+function sessionScope(policy: PolicyRow, values: SessionValues | undefined): string {
+  return filtersUseSessionValues(policy.row_filters) ? `${JSON.stringify(values ?? {})}\u0000` : '';
 }
 
 /** Allowed decisions depend on the catalog they were made with: their cache keys carry its version. */

@@ -31,11 +31,67 @@ const REFUSED_IN_FILTERS: ReadonlySet<string> = new Set(
   jsonb_array_elements_text jsonb_path_query json_to_recordset jsonb_to_recordset json_populate_recordset jsonb_populate_recordset`.split(/\s+/),
 );
 
-/** A vetted predicate: its parse tree (column references unqualified) and the columns it reads. */
+/**
+ * The session values a predicate may name, each as a call of the reserved function
+ * `pgward.<name>()`: the rewrite puts the value in its place as a string constant, so the call
+ * never reaches the upstream database.
+ */
+export const SESSION_VALUES = ['credential_id', 'project_id'] as const;
+export type SessionValueName = (typeof SESSION_VALUES)[number];
+/** The values of the session a statement is decided for; a filter naming one that is absent refuses the statement. */
+export type SessionValues = Readonly<Partial<Record<SessionValueName, string>>>;
+const SESSION_SCHEMA = 'pgward';
+
+/** A vetted predicate: its parse tree (column references unqualified), the columns it reads and the session values it names. */
 interface ParsedFilter {
   readonly predicate: Node;
   readonly columns: readonly string[];
+  readonly sessionValues: readonly SessionValueName[];
 }
+
+const isSessionValue = (name: string): name is SessionValueName => (SESSION_VALUES as readonly string[]).includes(name);
+
+/** The call's name parts (`['pgward', 'credential_id']`). */
+function callName(call: Node): string[] {
+  const parts = Array.isArray(call.funcname) ? (call.funcname as Node[]) : [];
+  return parts.map((part) => (isObject(part.String) ? String(part.String.sval) : ''));
+}
+
+/** The session value a `pgward.<name>()` call names, or why it names none; undefined when the call is not in the reserved schema. */
+function sessionCall(call: Node): SessionValueName | { why: string } | undefined {
+  const parts = callName(call);
+  if (parts.length !== 2 || parts[0] !== SESSION_SCHEMA) return undefined;
+  const name = parts[1]!;
+  const spelled = `${SESSION_SCHEMA}.${name}()`;
+  if (!isSessionValue(name)) return { why: `it calls ${SESSION_SCHEMA}.${name}, and the only session values are ${SESSION_VALUES.map((v) => `${SESSION_SCHEMA}.${v}()`).join(' and ')}` };
+  const extra = call.args !== undefined || call.agg_star || call.agg_distinct || call.agg_filter !== undefined || call.agg_order !== undefined || call.agg_within_group || call.over !== undefined || call.func_variadic;
+  return extra ? { why: `${spelled} takes no arguments` } : name;
+}
+
+/** A copy of `predicate` with each session value call replaced by `value(name)`, a constant node. */
+function withSessionValues(predicate: Node, value: (name: SessionValueName) => Node): Node {
+  const holder: Node = { root: cloneTree(predicate) };
+  const walk = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      node.forEach((item, index) => {
+        const name = isObject(item) && isObject(item.FuncCall) ? sessionCall(item.FuncCall) : undefined;
+        if (typeof name === 'string') node[index] = value(name);
+        else walk(item);
+      });
+    }
+    if (!isObject(node)) return;
+    for (const key of Object.keys(node)) {
+      const child = node[key];
+      const name = isObject(child) && isObject(child.FuncCall) ? sessionCall(child.FuncCall) : undefined;
+      if (typeof name === 'string') node[key] = value(name);
+      else walk(child);
+    }
+  };
+  walk(holder);
+  return holder.root as Node;
+}
+
+const stringConstant = (text: string): Node => ({ A_Const: { sval: { sval: text } } });
 
 const ident = (text: string): string => `"${text.replaceAll('"', '""')}"`;
 
@@ -46,11 +102,11 @@ function relationOf(table: string): RelationName {
 
 const standInText = (table: RelationName, predicate: string): string => `SELECT * FROM ONLY ${ident(table.schema)}.${ident(table.name)} WHERE ${predicate}`;
 
-/** Why a predicate node may not filter rows, collecting the columns it reads; undefined when it may. */
-function vetNode(value: unknown, columns: Set<string>): string | undefined {
+/** Why a predicate node may not filter rows, collecting the columns and session values it reads; undefined when it may. */
+function vetNode(value: unknown, columns: Set<string>, sessionValues: Set<SessionValueName>): string | undefined {
   if (Array.isArray(value)) {
     for (const item of value) {
-      const why = vetNode(item, columns);
+      const why = vetNode(item, columns, sessionValues);
       if (why) return why;
     }
     return undefined;
@@ -68,15 +124,19 @@ function vetNode(value: unknown, columns: Set<string>): string | undefined {
   }
   const call = value.FuncCall;
   if (isObject(call)) {
-    const parts = Array.isArray(call.funcname) ? (call.funcname as Node[]) : [];
-    const last = parts[parts.length - 1]?.String;
-    const name = isObject(last) ? String(last.sval) : '';
+    const session = sessionCall(call);
+    if (typeof session === 'string') {
+      sessionValues.add(session);
+      return undefined;
+    }
+    if (session) return session.why;
+    const name = callName(call).at(-1) ?? '';
     if (call.over !== undefined) return `it calls the window function ${name}`;
     if (call.agg_star || call.agg_distinct || call.agg_filter !== undefined || call.agg_order !== undefined || call.agg_within_group) return `it calls the aggregate ${name}`;
     if (REFUSED_IN_FILTERS.has(name)) return `it calls ${name}, an aggregate, window, set-returning or volatile function`;
   }
   for (const key of Object.keys(value)) {
-    const why = vetNode(value[key], columns);
+    const why = vetNode(value[key], columns, sessionValues);
     if (why) return why;
   }
   return undefined;
@@ -97,16 +157,20 @@ function parseFilter(table: string, predicate: string): ParsedFilter | string {
   reshaped.SelectStmt.whereClause = (shell.statements[0]!.stmt.SelectStmt as Node).whereClause;
   if (!sameTree(reshaped, shell.statements[0]!.stmt)) return 'it is not one boolean expression';
   const columns = new Set<string>();
-  const why = vetNode(select.whereClause, columns);
+  const sessionValues = new Set<SessionValueName>();
+  const why = vetNode(select.whereClause, columns, sessionValues);
   if (why) return why;
-  const analysis = analyzeStatement(statement);
+  // The rest is vetted as it will run: with each session value a string constant.
+  const analysed = cloneTree(statement.stmt) as { SelectStmt: Node };
+  analysed.SelectStmt.whereClause = withSessionValues(select.whereClause as Node, () => stringConstant(''));
+  const analysis = analyzeStatement({ ...statement, stmt: analysed });
   if (analysis.unsupported.length > 0) return `it uses ${analysis.unsupported[0]}, which the gateway does not analyze`;
   if (analysis.effects.length > 0) return `it does more than compute a value (${analysis.effects[0]!.detail})`;
   const other = analysis.relations.find((use) => use.candidates.some((candidate) => qualified(candidate) !== table));
   if (other) return `it reaches ${other.text}, which is not the filtered table`;
   const refusal = functionCheck(analysis, { read_only: true, allowed_tables: [], masked_columns: {}, allow_catalog: false, canaries: [] });
   if (refusal) return refusal.reason.replace(/ \(rule [^)]*\)/, '');
-  return { predicate: select.whereClause as Node, columns: [...columns] };
+  return { predicate: select.whereClause as Node, columns: [...columns], sessionValues: [...sessionValues] };
 }
 
 /** Why the policy may not hold this row filter (a sentence for a 400), or undefined when it may. */
@@ -118,6 +182,19 @@ export function rowFilterProblem(table: string, predicate: string): string | und
 /** Whether any of `tables` (`schema.table`) has a row filter: then the text a statement runs as is not shown, since it holds the predicate. */
 export function filtersAny(filters: Readonly<Record<string, string>> | undefined, tables: readonly string[]): boolean {
   return filters !== undefined && tables.some((table) => filters[table] !== undefined);
+}
+
+/**
+ * Whether any of the filters names a session value (`only`: that one): then a statement's rewrite holds that session's
+ * values, and a decision made for one credential must never serve another.
+ */
+export function filtersUseSessionValues(filters: Readonly<Record<string, string>> | undefined, only?: SessionValueName): boolean {
+  if (filters === undefined) return false;
+  return Object.entries(filters).some(([table, predicate]) => {
+    const filter = filterOf(table, predicate);
+    // A refused filter refuses every statement it applies to; counted as naming every value all the same (fail closed).
+    return typeof filter === 'string' || (only === undefined ? filter.sessionValues.length > 0 : filter.sessionValues.includes(only));
+  });
 }
 
 /** Vetted predicates by table and text; a few per policy. */
@@ -134,9 +211,12 @@ function filterOf(table: string, predicate: string): ParsedFilter | string {
   return parsed;
 }
 
-/** The predicate with each column reference qualified by the range name it filters, so it can bind nowhere else. */
-function qualify(predicate: Node, rangeName: string): Node {
-  const copy = cloneTree(predicate);
+/**
+ * The predicate with each column reference qualified by the range name it filters, so it can bind
+ * nowhere else, and each session value a string constant.
+ */
+function qualify(predicate: Node, rangeName: string, values: SessionValues): Node {
+  const copy = withSessionValues(predicate, (name) => stringConstant(values[name]!));
   const walk = (value: unknown): void => {
     if (Array.isArray(value)) for (const item of value) walk(item);
     if (!isObject(value)) return;
@@ -168,7 +248,7 @@ function replaceableFromItem(path: readonly (string | number)[]): boolean {
 }
 
 /** The edit that makes a read of `table` read its filtered rows: `orders o` becomes `(SELECT * FROM ONLY public.orders WHERE ...) o`. */
-function standIn(use: { path: readonly (string | number)[] }, table: RelationName, filter: ParsedFilter): TreeEdit {
+function standIn(use: { path: readonly (string | number)[] }, table: RelationName, filter: ParsedFilter, values: SessionValues): TreeEdit {
   const name = table.name;
   return {
     path: use.path.slice(0, -1),
@@ -179,7 +259,7 @@ function standIn(use: { path: readonly (string | number)[] }, table: RelationNam
       const subquery = parseStatements(standInText(table, 'true'));
       if (!subquery.ok) return `the row filter of ${qualified(table)} does not parse`;
       const stmt = subquery.statements[0]!.stmt;
-      (stmt.SelectStmt as Node).whereClause = qualify(filter.predicate, name);
+      (stmt.SelectStmt as Node).whereClause = qualify(filter.predicate, name, values);
       const alias = isObject(rangeVar.alias) ? rangeVar.alias : { aliasname: name };
       delete node.RangeVar;
       node.RangeSubselect = { subquery: stmt, alias };
@@ -189,7 +269,7 @@ function standIn(use: { path: readonly (string | number)[] }, table: RelationNam
 }
 
 /** The edit that ANDs the row filter into an UPDATE's or DELETE's WHERE, qualified by the target's range name. */
-function targetFilter(path: readonly (string | number)[], table: RelationName, filter: ParsedFilter): TreeEdit {
+function targetFilter(path: readonly (string | number)[], table: RelationName, filter: ParsedFilter, values: SessionValues): TreeEdit {
   return {
     path: path.slice(0, -1),
     what: `the row filter of ${qualified(table)} on the rows it changes`,
@@ -199,7 +279,7 @@ function targetFilter(path: readonly (string | number)[], table: RelationName, f
       const rangeName = isObject(relation.alias) && typeof relation.alias.aliasname === 'string' ? relation.alias.aliasname : table.name;
       const where = node.whereClause as Node | undefined;
       if (where !== undefined && 'CurrentOfExpr' in where) return 'WHERE CURRENT OF cannot take a row filter';
-      const args = [...andArgs(qualify(filter.predicate, rangeName)), ...(where === undefined ? [] : andArgs(where))];
+      const args = [...andArgs(qualify(filter.predicate, rangeName, values)), ...(where === undefined ? [] : andArgs(where))];
       node.whereClause = args.length === 1 ? args[0] : { BoolExpr: { boolop: 'AND_EXPR', args } };
       return undefined;
     },
@@ -253,6 +333,11 @@ export function rowFilterEdits(analysis: StatementAnalysis, policy: PolicyRules,
     }
     const filter = filterOf(name, filters[name]!);
     if (typeof filter === 'string') return refuse('row_filters.invalid', `the row filter of ${name} cannot be applied (rule row_filters.invalid); the policy must be fixed.`, [name]);
+    const values = policy.session_values ?? {};
+    const absent = filter.sessionValues.find((value) => values[value] === undefined);
+    if (absent !== undefined) {
+      return refuse('row_filters.session_value', `the row filter of ${name} names the session's ${absent}, which is not known here (rule row_filters.session_value).`, [name]);
+    }
     const table = relationOf(name);
     const known = catalog?.relation(table)?.columns ?? [];
     const missing = filter.columns.find((column) => !known.includes(column));
@@ -268,13 +353,13 @@ export function rowFilterEdits(analysis: StatementAnalysis, policy: PolicyRules,
       }
       const assigned = parent === 'UpdateStmt' ? assignedColumns(analysis.stmt, path).find((column) => filter.columns.includes(column)) : undefined;
       if (assigned !== undefined) return refuse('row_filters.write', `${name}.${assigned} is a column of its row filter: an UPDATE may not set it (rule row_filters.write).`, [name]);
-      edits.push(targetFilter(path, table, filter));
+      edits.push(targetFilter(path, table, filter, values));
       continue;
     }
     if (!path || path[path.length - 1] !== 'RangeVar' || !replaceableFromItem(path)) {
       return refuse('row_filters.unsupported', `${name} has a row filter and is read here where the gateway cannot filter it (rule row_filters.unsupported); read it in a FROM clause.`, [name]);
     }
-    edits.push(standIn({ path }, table, filter));
+    edits.push(standIn({ path }, table, filter, values));
   }
   // EXPLAIN would print the predicate the agent may not see.
   if (tables.size > 0 && analysis.kind === 'explain') {

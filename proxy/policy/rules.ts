@@ -1,3 +1,4 @@
+import type { SessionValues } from './row-filters.js';
 import type { HashKey } from './hash-key.js';
 import type { HoneytokenKind } from '../../src/events/honeytokens.js';
 import { DEFAULT_MIGRATION_SAFETY, type MaskMode, type MigrationSafety, type PolicyStatementKind } from '../../src/events/policies.js';
@@ -38,6 +39,8 @@ export interface PolicyRules {
   readonly migration_safety?: MigrationSafety;
   /** `schema.table` → a vetted predicate ANDed into every read of the table and every UPDATE or DELETE of it (row-filters.ts); absent: none. */
   readonly row_filters?: Readonly<Record<string, string>>;
+  /** The values of the session decided for that row filters may name (`pgward.credential_id()`); absent: a filter naming one refuses. */
+  readonly session_values?: SessionValues;
   /** The project's key for `hash` masks (hash-key.ts); absent: a statement a hash mask applies to is refused. */
   readonly hash_key?: HashKey;
 }

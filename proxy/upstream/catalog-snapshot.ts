@@ -239,6 +239,6 @@ export function catalogRefusal(sql: string, catalog: CatalogUnavailable): Extrac
 export function decideWithCatalog<C>(sql: string, context: Omit<StatementContext<C>, 'catalog'>, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
   if (isUnavailable(catalog)) return catalogRefusal(sql, catalog);
   // Field by field: on Node 20 a spread costs microseconds, and this runs for every statement.
-  const { credential, policy, protocol, honeytokens, hashKey } = context;
-  return decideStatement(sql, { credential, policy, protocol, honeytokens, catalog, hashKey });
+  const { credential, policy, protocol, honeytokens, hashKey, sessionValues } = context;
+  return decideStatement(sql, { credential, policy, protocol, honeytokens, catalog, hashKey, sessionValues });
 }

@@ -7,6 +7,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { analyzeStatement } from '../../proxy/policy/analyze.js';
 import { decidePolicy, type PolicyDecision } from '../../proxy/policy/decide.js';
+import type { PolicyRow } from '../../projections/policies.js';
+import { decideStatement } from '../../proxy/policy/hook.js';
 import { loadParser, parseStatements } from '../../proxy/policy/parser.js';
 import { rowFilterProblem } from '../../proxy/policy/row-filters.js';
 import type { PolicyRules } from '../../proxy/policy/rules.js';
@@ -159,4 +161,65 @@ describe('vetting the predicate when the policy is saved', () => {
   for (const [predicate, why] of REFUSED) {
     it(predicate, () => expect(rowFilterProblem('public.orders', predicate)).toBe(`the row filter of public.orders is refused: ${why}`));
   }
+});
+
+describe('session values: pgward.credential_id() and pgward.project_id()', () => {
+  const own = { 'public.orders': 'tenant_id::text = pgward.credential_id() OR pgward.project_id() = \'prj_x\'' };
+  const rules = (session_values?: PolicyRules['session_values']): PolicyRules => ({ ...policy, row_filters: own, ...(session_values ? { session_values } : {}) });
+
+  it('are accepted at save time as the only pgward.* calls, with no arguments', () => {
+    expect(rowFilterProblem('public.orders', own['public.orders'])).toBeUndefined();
+    expect(rowFilterProblem('public.orders', 'tenant_id::text = "pgward".credential_id()')).toBeUndefined();
+    const refused: [string, string][] = [
+      ['tenant_id::text = pgward.session_user()', 'it calls pgward.session_user, and the only session values are pgward.credential_id() and pgward.project_id()'],
+      ['tenant_id::text = pgward.credential_id(1)', 'pgward.credential_id() takes no arguments'],
+      ['tenant_id::text = pgward.credential_id(VARIADIC array[1])', 'pgward.credential_id() takes no arguments'],
+      ['tenant_id::text = credential_id()', 'function credential_id is not on the vetted function list'],
+      ['tenant_id::text = other.pgward.credential_id()', 'other.pgward.credential_id is not a built-in'],
+    ];
+    for (const [predicate, why] of refused) expect(rowFilterProblem('public.orders', predicate), predicate).toContain(why);
+  });
+
+  it('become string constants in the rewrite, quoted faithfully', () => {
+    const decision = decide('SELECT id FROM orders', rules({ credential_id: "cred_a'; drop table orders; --", project_id: 'prj_1' }));
+    expect(decision).toMatchObject({ action: 'allow', rule: 'row_filters.filtered' });
+    expect(decision.action === 'allow' && decision.sql).toBe(
+      "SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.tenant_id::text = 'cred_a''; drop table orders; --' OR 'prj_1' = 'prj_x' ) AS orders",
+    );
+    const update = decide('UPDATE orders SET total = 0 WHERE id = 1', rules({ credential_id: 'cred_b', project_id: 'prj_1' }));
+    expect(update.action === 'allow' && update.sql).toBe("UPDATE ONLY orders SET total = 0 WHERE (orders.tenant_id::text = 'cred_b' OR 'prj_1' = 'prj_x') AND id = 1");
+  });
+
+  it('refuse a statement the filter applies to when the session does not have them (fail closed)', () => {
+    expect(decide('SELECT id FROM orders', rules())).toMatchObject({ action: 'refuse', rule: 'row_filters.session_value', sqlstate: '42501' });
+    expect(decide('SELECT id FROM orders', rules({ project_id: 'prj_1' }))).toMatchObject({ action: 'refuse', rule: 'row_filters.session_value' });
+    expect(decide('SELECT 1 FROM customers', rules())).toMatchObject({ action: 'allow' });
+  });
+
+  it('an agent’s own statement may not call them', () => {
+    expect(decide("SELECT id FROM customers WHERE pgward.credential_id() = 'x'", rules({ credential_id: 'a', project_id: 'p' }))).toMatchObject({ action: 'refuse', rule: 'function.not_allowed' });
+  });
+
+  it('keep one credential’s cached decision from another’s, on one policy row', () => {
+    const row: PolicyRow = {
+      policy_id: 'pol_1', project_id: 'prj_1', name: 'p', read_only: false, allowed_tables: ['public.*'], masked_columns: { 'public.customers.email': 'redact' }, max_rows: null, queries_per_day: 0,
+      bytes_per_month: '0', approval: { held_kinds: [], row_threshold: null, expiry_seconds: 3600, tables: [], auto_approve: {} }, honeytokens: [], audit_mode: 'best_effort', allow_catalog: false,
+      statement_timeout_ms: 30_000, statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'warn', row_filters: { 'public.orders': 'tenant_id::text = pgward.credential_id()' },
+      max_affected_rows: null, write_mode: 'commit', version: 1, status: 'active', revision: 1, created_at: '', updated_at: '',
+    } as PolicyRow;
+    const as = (credential_id: string | undefined) => ({
+      credential: null, policy: row, protocol: 'simple' as const, catalog, honeytokens: { canariesOf: () => [], tripped: () => undefined },
+      ...(credential_id ? { sessionValues: { credential_id, project_id: 'prj_1' } } : {}),
+    });
+    // Read and masked (the numeric shape cache serves masked reads across numbers), written: each decided for its own credential.
+    for (const sql of ['SELECT id FROM orders', 'SELECT c.email FROM customers c JOIN orders o USING (id) WHERE o.id = 1', 'SELECT c.email FROM customers c JOIN orders o USING (id) WHERE o.id = 2', 'DELETE FROM orders WHERE id = 1']) {
+      const a = decideStatement(sql, as('cred_a'));
+      const b = decideStatement(sql, as('cred_b'));
+      expect(a.action === 'allow' ? 'allow' : a.reason, sql).toBe('allow');
+      expect(a.action === 'allow' && a.sql, sql).toContain("'cred_a'");
+      expect(b.action === 'allow' && b.sql, sql).toContain("'cred_b'");
+      expect(b.action === 'allow' && b.sql, sql).not.toContain("'cred_a'");
+      expect(decideStatement(sql, as(undefined)), sql).toMatchObject({ action: 'refuse', rule: 'row_filters.session_value' });
+    }
+  });
 });

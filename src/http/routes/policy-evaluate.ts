@@ -2,7 +2,9 @@ import { z } from 'zod';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
 import { withoutHashKey, type HashKey } from '../../../proxy/policy/hash-key.js';
 import type { StatementDecision } from '../../../proxy/policy/hook.js';
+import { filtersUseSessionValues } from '../../../proxy/policy/row-filters.js';
 import { decideWithCatalog } from '../../../proxy/upstream/catalog-snapshot.js';
+import { Problem } from '../problem.js';
 import type { AgentDatabases } from '../../mcp/agent/upstream.js';
 import { assertHoneytokensExist, CreatePolicyRequest, ProjectParams, visiblePolicy } from './policies.js';
 import { visibleProject } from './projects.js';
@@ -18,6 +20,9 @@ const EvaluateRequest = z
     policy_id: IdParam('policy id').optional().describe('A saved policy profile of the project'),
     database_id: IdParam('database id').optional().describe('The database whose catalog to decide on; may be left out when the project has one database'),
     sql: z.string().min(1).max(MAX_SQL_CHARS).describe('The query string, as a client would send it'),
+    credential_id: IdParam('credential id')
+      .optional()
+      .describe('The credential to decide for, used as given: its id is what pgward.credential_id() in a row filter stands for. Required when the policy’s row filters name pgward.credential_id()'),
     params: z
       .array(z.union([z.string(), z.number(), z.boolean(), z.null()]))
       .max(65_535)
@@ -117,7 +122,12 @@ export function policyEvaluateRoutes(app: Api, deps: ApiDeps, databases: AgentDa
       const databaseId = await databaseOf(deps, projectId, body.database_id);
       const protocol = body.protocol ?? (body.params.length > 0 ? 'extended' : 'simple');
       const catalog = await catalogOf(deps, databases, policy, saved !== undefined, databaseId);
-      const context = await whatIfContext(deps, policy, protocol);
+      if (body.credential_id === undefined && filtersUseSessionValues(policy.row_filters, 'credential_id')) {
+        const message = 'the policy’s row filters name pgward.credential_id(), so the decision depends on the credential; name one in credential_id';
+        throw new Problem('INVALID_INPUT', message, { errors: [{ field: 'credential_id', message: 'required when the policy’s row filters name pgward.credential_id()' }] });
+      }
+      const sessionValues = { project_id: projectId, ...(body.credential_id === undefined ? {} : { credential_id: body.credential_id }) };
+      const context = { ...(await whatIfContext(deps, policy, protocol)), sessionValues };
       const decision = decideWithCatalog(body.sql, context, catalog);
       return evaluation(decision, databaseId, caller.role !== 'viewer', context.hashKey);
     },

@@ -128,7 +128,8 @@ async function replayPage(deps: ApiDeps, databases: AgentDatabases, policy: Poli
     }
     // The proxy decides a wire Query as a simple query; MCP runs each statement as a Parse.
     const context = statement.source === 'mcp' ? contexts.extended : contexts.simple;
-    tally.add(statement, decidedOutcome(decideWithCatalog(statement.sql, context, await catalogFor(statement.database_id!))));
+    const sessionValues = { credential_id: statement.credential_id, project_id: policy.project_id };
+    tally.add(statement, decidedOutcome(decideWithCatalog(statement.sql, { ...context, sessionValues }, await catalogFor(statement.database_id!))));
   }
   const { total, done } = await replayProgress(deps.pool, policy.project_id, window, REPLAYED_EVENTS, lastSeq);
   const scanned = tally.changedCount + tally.unchangedCount + Object.values(tally.skipped).reduce((a, b) => a + b, 0);

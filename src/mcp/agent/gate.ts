@@ -1,7 +1,7 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { holdFor, holdUnavailable, type Hold } from '../../../proxy/approval-hold.js';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
-import { statementKind, type StatementDecision } from '../../../proxy/policy/hook.js';
+import { sessionValuesOf, statementKind, type StatementDecision } from '../../../proxy/policy/hook.js';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import { decideWithCatalog, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
 import { upstreamRule, type UpstreamFailure } from '../../../proxy/upstream/failure.js';
@@ -44,7 +44,7 @@ export async function decide(context: AgentContext, sql: string): Promise<Statem
 }
 
 function decideOn(context: AgentContext, sql: string, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
-  return decideWithCatalog(sql, { credential: context.credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens, hashKey: context.hashKey }, catalog);
+  return decideWithCatalog(sql, { credential: context.credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens, hashKey: context.hashKey, sessionValues: sessionValuesOf(context.credential) }, catalog);
 }
 
 /**
