@@ -4,6 +4,8 @@
  * `tenant_id = 7` on public.orders, no read at any depth returns a tenant-8 row, UPDATE and DELETE
  * change tenant-7 rows only (the upstream is checked after each), and what could reach the rows
  * unfiltered (INSERT, SET of the filter column, views, inheritance children, COPY) is refused.
+ * A filter naming the session's credential (`agent_id = pgward.credential_id()`) shows two agents
+ * on one policy their own rows only, through one pooled upstream connection and the decision cache.
  */
 import pg from 'pg';
 import postgres from 'postgres';
@@ -11,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callTool, listenForAgents, registerAgentWith, textOf, withAgentMcp } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { admin } from '../support/pg.js';
-import { withAgentClient } from '../support/proxy-agents.js';
+import { createPolicy, patchDatabase, registerOn, withAgentClient } from '../support/proxy-agents.js';
 import { recordedFor } from '../support/recorded.js';
 
 let gateway: TestGateway;
@@ -31,7 +33,7 @@ type Mode = 'simple' | 'extended';
 beforeAll(async () => {
   gateway = await startGateway('row_filters');
   await admin(gateway.upstream.url, (client) =>
-    client.query(`alter table orders add column tenant_id int not null default 8; update orders set tenant_id = 7 where id % 10 = 0;
+    client.query(`alter table orders add column tenant_id int not null default 8; update orders set tenant_id = 7 where id % 10 = 0; alter table orders add column agent_id text not null default '';
       create table orders_extra () inherits (orders); insert into orders_extra values (5001, 'x', 1, 8);
       create view orders_view as select * from orders;
       create table "TenantNotes" ("Tenant" int, note text); insert into "TenantNotes" values (7, 'mine'), (8, 'theirs'), (7, null);
@@ -196,5 +198,97 @@ describe('the policy document', () => {
     const accepted = await create({ 'public.orders': "tenant_id = 7 and lower(customer) <> 'x'" });
     expect(accepted.statusCode, accepted.body).toBe(201);
     expect((accepted.json() as { row_filters: unknown }).row_filters).toEqual({ 'public.orders': "tenant_id = 7 and lower(customer) <> 'x'" });
+  });
+});
+
+describe('a filter on the session’s credential: agent_id = pgward.credential_id()', () => {
+  let a: AgentSecrets;
+  let b: AgentSecrets;
+  let policyId: string;
+  const mine = 'select id from orders order by id';
+
+  beforeAll(async () => {
+    policyId = await createPolicy(gateway, { name: 'own rows', read_only: false, allowed_tables: ['public.*'], row_filters: { 'public.orders': 'agent_id = pgward.credential_id()' } });
+    a = await registerOn(gateway, policyId, 'agent a');
+    b = await registerOn(gateway, policyId, 'agent b');
+    await admin(gateway.upstream.url, (client) =>
+      client.query("update orders set agent_id = case when id between 101 and 103 then $1 when id between 104 and 106 then $2 else '' end", [a.credential.id, b.credential.id]),
+    );
+    // One upstream connection serves both agents' sessions, turn by turn.
+    await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 5_000 } });
+  });
+
+  const ids = (result: pg.QueryResult) => result.rows.map((row: { id: number }) => row.id);
+
+  it('each agent reads its own rows, interleaved on both protocols, through one pooled connection', async () => {
+    await withAgentClient(a, (ca) =>
+      withAgentClient(b, async (cb) => {
+        for (const mode of ['simple', 'extended', 'simple'] as const) {
+          expect(ids(await run(ca, mine, mode)), `a ${mode}`).toEqual([101, 102, 103]);
+          expect(ids(await run(cb, mine, mode)), `b ${mode}`).toEqual([104, 105, 106]);
+          expect(ids(await run(cb, 'select o.id from orders o join orders p using (id) where o.id between 100 and 110 order by 1', mode))).toEqual([104, 105, 106]);
+          expect(ids(await run(ca, 'select o.id from orders o join orders p using (id) where o.id between 100 and 110 order by 1', mode))).toEqual([101, 102, 103]);
+        }
+        // A named prepared statement of a is never b's, and b's of the same name and text never a's.
+        const prepared = { name: 'mine', text: 'select id from orders where id > $1 order by id', values: [0] };
+        expect(ids(await ca.query(prepared))).toEqual([101, 102, 103]);
+        expect(ids(await cb.query(prepared))).toEqual([104, 105, 106]);
+        expect(ids(await ca.query(prepared))).toEqual([101, 102, 103]);
+        expect(ids(await cb.query({ ...prepared, values: [104] }))).toEqual([105, 106]);
+      }),
+    );
+  });
+
+  it('each agent reads its own rows on the hosted MCP query tool; the predicate is never shown', async () => {
+    for (const [agentSecrets, expected] of [[a, [[101], [102], [103]]], [b, [[104], [105], [106]]], [a, [[101], [102], [103]]]] as const) {
+      await withAgentMcp(mcpUrl, agentSecrets, async (client) => {
+        const result = await callTool(client, 'query', { sql: mine });
+        expect(result.isError, textOf(result)).toBeFalsy();
+        expect((result.structuredContent as { rows: unknown[][] }).rows).toEqual(expected);
+        expect((await callTool(client, 'validate_sql', { sql: mine })).structuredContent).toMatchObject({ allowed: true, decision_rule: 'row_filters.filtered', runs_as: null });
+        const permissions = JSON.stringify((await callTool(client, 'my_permissions')).structuredContent);
+        expect(permissions).toContain('"row_filtered_tables":["public.orders"]');
+        expect(permissions).not.toContain('credential_id()');
+        // The reserved function is the policy's alone: an agent's statement may not call it.
+        const called = await callTool(client, 'query', { sql: 'select pgward.credential_id()' });
+        expect(called.isError).toBe(true);
+        expect(textOf(called)).toContain('SQLSTATE 42501');
+      });
+    }
+  });
+
+  it('UPDATE and DELETE change the agent’s own rows only; the upstream shows it', async () => {
+    await withAgentClient(a, (ca) =>
+      withAgentClient(b, async (cb) => {
+        expect(ids(await run(ca, 'update orders set total = -1 returning id', 'extended')).sort()).toEqual([101, 102, 103]);
+        expect(ids(await run(cb, 'delete from orders where id in (101, 104) returning id', 'simple'))).toEqual([104]);
+        expect((await run(cb, 'update orders set total = -1 where id = 102', 'extended')).rowCount).toBe(0);
+        expect((await run(ca, 'delete from orders where id = 105', 'simple')).rowCount).toBe(0);
+        await expect(run(ca, "update orders set agent_id = 'x' where id = 101", 'simple')).rejects.toMatchObject({ code: '42501', message: expect.stringContaining('(rule row_filters.write)') });
+      }),
+    );
+    await withAgentMcp(mcpUrl, b, async (client) => {
+      const result = await callTool(client, 'query', { sql: 'delete from orders where id in (102, 105) returning id' });
+      expect((result.structuredContent as { rows: unknown[][] }).rows).toEqual([[105]]);
+    });
+    expect(await upstream('select id, agent_id, total::int from only orders where id between 101 and 106 order by id')).toEqual([
+      { id: 101, agent_id: a.credential.id, total: -1 },
+      { id: 102, agent_id: a.credential.id, total: -1 },
+      { id: 103, agent_id: a.credential.id, total: -1 },
+      { id: 106, agent_id: b.credential.id, total: 159 },
+    ]);
+  });
+
+  it('the policy document refuses other pgward.* calls, arguments, and session values outside a row filter, with 400 and the reason', async () => {
+    const cases: [Record<string, unknown>, string][] = [
+      [{ row_filters: { 'public.orders': 'agent_id = pgward.user_id()' } }, 'the only session values are pgward.credential_id() and pgward.project_id()'],
+      [{ row_filters: { 'public.orders': "agent_id = pgward.credential_id('x')" } }, 'pgward.credential_id() takes no arguments'],
+      [{ row_filters: { 'public.orders': 'agent_id = credential_id()' } }, 'function credential_id is not on the vetted function list'],
+    ];
+    for (const [payload, message] of cases) {
+      const response = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `/v1/projects/${gateway.projectId}/policies`, payload: { name: 'bad session value', ...payload } });
+      expect(response.statusCode, JSON.stringify(payload)).toBe(400);
+      expect(response.body, JSON.stringify(payload)).toContain(message);
+    }
   });
 });
