@@ -106,6 +106,19 @@ describe('an inline policy', () => {
     expect(unfiltered.body).toMatchObject({ verdict: 'allow', row_filtered: false, runs_as: 'SELECT id FROM customers' });
   });
 
+  it('decides a filter on pgward.credential_id() for the credential_id it is given, and refuses without one (400, the field)', async () => {
+    const OWN = { name: 'own notes', read_only: true, allowed_tables: ['public.*'], row_filters: { 'public.orders': 'note = pgward.credential_id()' } };
+    const credentialId = credentials.get('readonly_orders')!.id;
+    const decided = await evaluate({ policy: OWN, sql: 'SELECT id FROM orders', credential_id: credentialId });
+    expect(decided).toMatchObject({ statusCode: 200, body: { verdict: 'row_filter', decision_rule: 'row_filters.filtered', row_filtered: true } });
+    expect(decided.body.runs_as).toBe(`SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.note = '${credentialId}' ) AS orders`);
+    const missing = await evaluate({ policy: OWN, sql: 'SELECT id FROM orders' });
+    expect(missing).toMatchObject({ statusCode: 400, body: { code: 'INVALID_INPUT', errors: [{ field: 'credential_id', message: 'required when the policy’s row filters name pgward.credential_id()' }] } });
+    // A policy without a session value in its filters needs none; pgward.project_id() is the project's own.
+    const project = await evaluate({ policy: { ...OWN, row_filters: { 'public.orders': 'note = pgward.project_id()' } }, sql: 'SELECT id FROM orders' });
+    expect(project.body.runs_as).toBe(`SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.note = '${gateway.projectId}' ) AS orders`);
+  });
+
   it('is validated as a create validates it: 400 with the field, and exactly one of policy and policy_id', async () => {
     const invalid = await evaluate({ policy: { name: 'bad', allowed_tables: ['no_schema'] }, sql: 'SELECT 1' });
     expect(invalid.statusCode).toBe(400);
