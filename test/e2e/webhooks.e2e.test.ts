@@ -125,7 +125,7 @@ describe('webhooks in pgward serve', () => {
     expect(envelopes().find((e) => e.type === 'credential_disabled')!.data).toMatchObject({ credential_id: tripper.id, actor: expect.stringMatching(/^honeytoken:hnt_/) });
   });
 
-  it.skipIf(noPsql)(`a honeytoken tripped through psql: a signed canary_tripped within 5 s${noPsql ? ` (skipped: ${noPsql})` : ''}`, async () => {
+  it.skipIf(noPsql)(`a honeytoken tripped through psql: a signed canary_tripped and an open critical alert within 5 s, acknowledged and resolved once each${noPsql ? ` (skipped: ${noPsql})` : ''}`, async () => {
     const tripper = await agent('psql-tripper');
     const before = envelopes().filter((e) => e.type === 'canary_tripped').length;
     const tripped = Date.now();
@@ -136,6 +136,20 @@ describe('webhooks in pgward serve', () => {
     await waitFor('the psql canary_tripped delivery', () => envelopes().filter((e) => e.type === 'canary_tripped' && e.data.credential_id === tripper.id).length, (n) => n === 1, 5_000);
     expect(Date.now() - tripped).toBeLessThan(5_000);
     expect(envelopes().filter((e) => e.type === 'canary_tripped')).toHaveLength(before + 1);
+    // The same trip is an open critical alert (issue 21's acceptance, end to end).
+    const alerts = await waitFor(
+      'the open critical alert',
+      async () => ((await call('GET', `/v1/projects/${projectId}/anomalies?status=open&severity=critical&credential_id=${tripper.id}`)).body.anomalies as { id: string; kind: string }[]) ?? [],
+      (found) => found.length === 1,
+      5_000,
+    );
+    expect(Date.now() - tripped).toBeLessThan(5_000);
+    expect(alerts[0]).toMatchObject({ kind: 'canary_tripped', severity: 'critical', status: 'open', credential_id: tripper.id });
+    const alert = `/v1/projects/${projectId}/anomalies/${alerts[0]!.id}`;
+    expect(await call('POST', `${alert}/acknowledge`)).toMatchObject({ status: 200, body: { status: 'acknowledged' } });
+    expect(await call('POST', `${alert}/acknowledge`)).toMatchObject({ status: 409, body: { code: 'INVALID_STATE' } });
+    expect(await call('POST', `${alert}/resolve`)).toMatchObject({ status: 200, body: { status: 'resolved' } });
+    expect(await call('POST', `${alert}/resolve`)).toMatchObject({ status: 409, body: { code: 'INVALID_STATE' } });
     await waitFor('its credential_disabled delivery', () => envelopes().filter((e) => e.type === 'credential_disabled' && e.data.credential_id === tripper.id).length, (n) => n === 1, 5_000);
   });
 
