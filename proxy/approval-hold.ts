@@ -30,7 +30,8 @@ export interface ApprovalServices {
 
 /** The hold the policy's approval rules put on an allowed statement, if any. Estimates are not made yet: a row threshold holds every counted write it needs one for. */
 export function holdFor(policy: PolicyRow | undefined, decision: Allowed): Hold | undefined {
-  const hold = holdOf(policy?.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: null });
+  if (!policy?.approval) return undefined;
+  const hold = holdOf(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: null });
   return hold.held ? hold : undefined;
 }
 

@@ -9,6 +9,7 @@ import type { SessionBudgets } from './budgets.js';
 import type { DecisionPublisher } from './decisions.js';
 import type { ProxyMetrics } from './metrics.js';
 import { masksColumns, sessionValuesOf, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
+import type { SessionValues } from './policy/row-filters.js';
 import { decideWithCatalog, type CatalogLease, type CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import {
   encodeCloseComplete,
@@ -118,6 +119,8 @@ export class Session {
   private login: LoginPhase | undefined;
   private busy = false;
   private credential: CredentialRow | undefined;
+  /** What the credential's row filters may name (`pgward.credential_id()`), set at login. */
+  private sessionValues: SessionValues | undefined;
   private catalog: CatalogLease | undefined;
   /** DDL was sent: the catalog is read again once the session is out of its transaction. */
   private schemaChanged = false;
@@ -302,6 +305,11 @@ export class Session {
     if (server && handle && this.pipeline.awaitingServer) await handle.cancel(server);
   }
 
+  /** The policy's decision on `sql` for this session, on its database's catalog snapshot. */
+  private decideOn(sql: string, credential: CredentialRow, policy: PolicyRow | undefined, protocol: 'simple' | 'extended'): StatementDecision {
+    return decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: this.sessionValues }, this.catalog!.current());
+  }
+
   /** The project's hash key for a decision under `policy`, when the policy needs it and it is at hand. */
   private hashKeyOf(policy: PolicyRow | undefined): HashKey | undefined {
     return this.context.hashKeys.forPolicy(policy, (error) => this.context.logger.warn({ err: error, session: this.id }, 'could not read the project’s hash key; statements a hash mask applies to are refused until it is at hand'));
@@ -311,6 +319,7 @@ export class Session {
   private loggedIn({ credential, handle, catalog, server, serverFinal }: CompletedLogin): void {
     this.login = undefined;
     this.credential = credential;
+    this.sessionValues = sessionValuesOf(credential);
     this.upstream.handle = handle;
     this.catalog = catalog;
     this.useServer(server);
@@ -593,7 +602,7 @@ export class Session {
   private stillAllowed(name: string, prepared: Allowed): Allowed | undefined {
     const credential = this.credential!;
     const policy = this.context.policies.get(credential.policy_profile_id);
-    const decision = decideWithCatalog(prepared.sql, { credential, policy, protocol: 'extended', honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: sessionValuesOf(credential) }, this.catalog!.current());
+    const decision = this.decideOn(prepared.sql, credential, policy, 'extended');
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
     const hold = holdFor(policy, decision);
@@ -633,7 +642,7 @@ export class Session {
     }
     // A Query runs now; a Parse runs nothing: its statement's budget is checked at each Execute.
     if (protocol === 'simple' && this.overBudget(sql, protocol)) return undefined;
-    const decision = decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: sessionValuesOf(credential) }, this.catalog!.current());
+    const decision = this.decideOn(sql, credential, policy, protocol);
     if (decision.action === 'allow' && decision.progress.length > 0) this.schemaChanged = true;
     for (const progress of decision.action === 'allow' ? decision.progress : []) {
       this.audit.publish(credential, { event: progress.event, projectId: credential.project_id, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });

@@ -210,7 +210,18 @@ export function decideStatement<C>(sql: string, context: StatementContext<C>): S
  * policy's row filters name any (its rewrites hold them); '' otherwise.
  */
 function sessionScope(policy: PolicyRow, values: SessionValues | undefined): string {
-  return filtersUseSessionValues(policy.row_filters) ? `${JSON.stringify(values ?? {})}\u0000` : '';
+  return scopedPolicy(policy) ? `${JSON.stringify(values ?? {})}\u0000` : '';
+}
+
+/** Whether a policy's filters name session values, once per policy row and revision (as the decision caches hold them), not per statement. */
+const scopedPolicies = new WeakMap<PolicyRow, { readonly revision: PolicyRow['revision']; readonly scoped: boolean }>();
+
+function scopedPolicy(policy: PolicyRow): boolean {
+  const known = scopedPolicies.get(policy);
+  if (known?.revision === policy.revision) return known.scoped;
+  const scoped = filtersUseSessionValues(policy.row_filters);
+  scopedPolicies.set(policy, { revision: policy.revision, scoped });
+  return scoped;
 }
 
 /** Allowed decisions depend on the catalog they were made with: their cache keys carry its version. */
