@@ -52,6 +52,8 @@ import { holdFor, holdUnavailable, type ApprovalServices, type Hold } from './ap
 import { holdOnWire } from './approval-wire.js';
 import type { HashKeys } from './hash-keys.js';
 import type { HashKey } from './policy/hash-key.js';
+import type { IpRulesRow } from '../projections/ip-rules.js';
+import { normalAddress } from '../src/net/cidr.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
 export interface SessionContext {
@@ -83,6 +85,8 @@ export interface SessionContext {
   readonly onLogin?: (credentialId: string) => void;
   /** Where held statements are recorded and their decisions followed; without it a held statement is refused. */
   readonly approvals?: ApprovalServices;
+  /** Each project's IP rules, checked at login (proxy/ip-rules.ts); without them every address may connect. */
+  readonly ipRules?: LiveView<IpRulesRow>;
 }
 
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
@@ -108,6 +112,8 @@ const AWAIT_BUFFER_BYTES = 1024 * 1024;
  */
 export class Session {
   readonly id: string;
+  /** The client's address: the socket's peer, or what a trusted proxy's PROXY header said (proxy/proxy-protocol-gate.ts). */
+  readonly clientAddress: string;
   /** The client's socket and its reader: plain, or TLS once the client asked for it. */
   private client: Inlet;
   private socket: Socket;
@@ -160,13 +166,15 @@ export class Session {
   constructor(
     client: Inlet,
     private readonly context: SessionContext,
+    peer?: string,
   ) {
     this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
     this.client = client;
     this.socket = client.socket;
     this.upstream = new UpstreamHold(this.serverReceiver, this.statements);
     this.reads = new SessionReads(context.readRouting);
-    this.audit = new SessionAudit(context, this.id, (client.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
+    this.clientAddress = normalAddress(peer ?? client.socket.remoteAddress ?? '');
+    this.audit = new SessionAudit(context, this.id, this.clientAddress);
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline(
       (pieces) => this.flow.writeClient(pieces),
@@ -193,6 +201,7 @@ export class Session {
       id: this.id,
       context,
       audit: this.audit,
+      clientAddress: this.clientAddress,
       closed: () => this.closed,
       write: (bytes) => void this.socket.write(bytes),
       fatal: (fields) => this.fatal(fields),
