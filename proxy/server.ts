@@ -21,6 +21,8 @@ import { HashKeys } from './hash-keys.js';
 import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
 import { Inlet } from './inlet.js';
+import { endRefusedSessions } from './ip-rules.js';
+import { throughProxyProtocol, type ProxyProtocolOptions } from './proxy-protocol-gate.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
 import { Upstreams } from './upstreams.js';
@@ -58,6 +60,8 @@ export interface ProxyOptions {
   readonly budgets?: Budgets;
   /** Read replicas' health probes and read routing (docs/replicas.md); defaults otherwise. */
   readonly replicas?: Partial<ReplicaOptions>;
+  /** Accept PROXY protocol v2 headers from these peers (PGWARD_PROXY_PROTOCOL_TRUSTED); without it no header is parsed. */
+  readonly proxyProtocol?: ProxyProtocolOptions;
 }
 
 export interface ReplicaOptions {
@@ -102,7 +106,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, all: views } = proxyViews(store);
+  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, ipRules, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
@@ -147,6 +151,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     for (const session of sessions) session.terminate('auth_failed', reason);
     if (sessions.length > 0) logEvent(logger, 'sessions_closed', { credential_id: credentialId, project_id: after?.project_id ?? before?.project_id ?? null, sessions: sessions.length, reason }, 'closed the live sessions of a credential that may no longer be used');
   });
+
+  endRefusedSessions({ ipRules, credentials }, (credentialId) => registry.sessionsOf(credentialId), logger);
 
   const lastUsed = new Map<string, number>();
   const recordUse = (credentialId: string): void => {
@@ -200,11 +206,17 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
     approvals: { store, approvals },
+    ipRules,
     ...(options.tls ? { tls: options.tls } : {}),
   };
 
   // Paused on connect: the session reads the client through an inlet (Inlet.accept), never through the stream.
-  const server: Server = createServer({ noDelay: true, pauseOnConnect: true }, (socket) => new Session(Inlet.accept(socket), context));
+  const { proxyProtocol } = options;
+  const server: Server = createServer({ noDelay: true, pauseOnConnect: true }, (socket) =>
+    proxyProtocol
+      ? throughProxyProtocol(Inlet.accept(socket), { proxyProtocol, loginTimeoutMs: options.loginTimeoutMs, logger, metrics }, (inlet, clientAddress) => new Session(inlet, context, clientAddress))
+      : new Session(Inlet.accept(socket), context),
+  );
   const stopParts = async (): Promise<void> => {
     monitor.stop();
     await decisions.close();

@@ -1,3 +1,4 @@
+import type { IpRulesRow } from '../projections/ip-rules.js';
 import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { CredentialRow } from '../projections/credentials.js';
@@ -53,6 +54,8 @@ export interface SessionContext {
   readonly onLogin?: (credentialId: string) => void;
   /** Where held statements are recorded and their decisions followed; without it a held statement is refused. */
   readonly approvals?: ApprovalServices;
+  /** Each project's IP rules, checked at login (proxy/ip-rules.ts); without them every address may connect. */
+  readonly ipRules?: LiveView<IpRulesRow>;
 }
 
 export type Protocol = 'simple' | 'extended';

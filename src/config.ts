@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { parseKeyring } from './crypto/seal.js';
+import { parseCidrList } from './net/cidr.js';
 import { parseAllowedNetworks } from './webhooks/networks.js';
 
 const port = z.coerce.number({ message: 'expected a port number' }).int('expected a port number').min(1, 'expected a port number from 1 to 65535').max(65535, 'expected a port number from 1 to 65535');
@@ -65,6 +66,8 @@ export const ConfigSchema = z.object({
     .default('public'),
   PGWARD_WEBHOOK_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(100, 'expected at least 100').max(60_000, 'expected at most 60000').default(10_000),
   PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(1, 'expected at least 1').max(604_800, 'expected at most 604800').default(86_400),
+  PGWARD_PROXY_PROTOCOL_TRUSTED: parsedBy(parseCidrList, 'expected comma-separated addresses or CIDR ranges of the load balancers that send PROXY protocol v2 headers').optional(),
+  PGWARD_HTTP_TRUSTED_PROXIES: parsedBy(parseCidrList, 'expected comma-separated addresses or CIDR ranges of the reverse proxies whose X-Forwarded-For is believed').optional(),
   PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(20),
 });
 export type Config = z.infer<typeof ConfigSchema>;

@@ -31,6 +31,7 @@ import { AUDIT_STREAM_PREFIX } from '../projections/audit.js';
 import type { EventStore } from './store/port.js';
 import { createPostgresEventStore } from './store/postgres.js';
 import { parseAllowedNetworks } from './webhooks/networks.js';
+import { parseCidrList } from './net/cidr.js';
 import { startWebhookDelivery } from './webhooks/service.js';
 
 const SWEEP_INTERVAL_MS = 5_000;
@@ -207,6 +208,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
         loginTimeoutMs: config.PGWARD_LOGIN_TIMEOUT_MS,
         drainTimeoutMs: config.PGWARD_DRAIN_TIMEOUT_MS,
+        ...(config.PGWARD_PROXY_PROTOCOL_TRUSTED ? { proxyProtocol: { trusted: parseCidrList(config.PGWARD_PROXY_PROTOCOL_TRUSTED) } } : {}),
         replicas: {
           checkIntervalMs: config.PGWARD_REPLICA_CHECK_MS,
           thresholds: { failuresToEject: config.PGWARD_REPLICA_FAILURES, successesToRestore: config.PGWARD_REPLICA_SUCCESSES, maxLagMs: config.PGWARD_REPLICA_MAX_LAG_MS },
@@ -262,6 +264,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       logger,
       metrics: http.metrics ? http.metrics(metrics.registry) : metrics.registry,
       observe: metrics.observe,
+      ...(config.PGWARD_HTTP_TRUSTED_PROXIES ? { trustProxy: parseCidrList(config.PGWARD_HTTP_TRUSTED_PROXIES).map((range) => range.text) } : {}),
       health: async () => ({ ...(await health()), ...(await http.health?.()) }),
     });
     // The HTTP server and the proxy drain together: neither takes new work once pgward is stopping.

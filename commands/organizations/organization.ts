@@ -12,7 +12,8 @@ export interface OrganizationState {
 export type OrganizationCommand =
   | { readonly kind: 'create'; readonly orgId: string; readonly name: string; readonly plan: Plan; readonly features: string[]; readonly ownerKey: NewApiKey }
   | { readonly kind: 'create-api-key'; readonly orgId: string; readonly key: NewApiKey }
-  | { readonly kind: 'revoke-api-key'; readonly orgId: string; readonly keyId: string };
+  /** `ifVersion` is the key's ETag (apiKeyVersion) the caller read, when it sent If-Match. */
+  | { readonly kind: 'revoke-api-key'; readonly orgId: string; readonly keyId: string; readonly ifVersion?: number };
 
 export interface NewApiKey {
   readonly keyId: string;
@@ -24,6 +25,11 @@ export interface NewApiKey {
 
 function apiKeyCreated(orgId: string, key: NewApiKey) {
   return emit(ApiKeyCreated, { org_id: orgId, key_id: key.keyId, name: key.name, role: key.role, prefix: key.prefix, token_hash: key.tokenHash });
+}
+
+/** An API key's ETag: how many times it changed since its creation (0 while active, 1 once revoked, the only change a key has). */
+export function apiKeyVersion(key: { readonly revoked: boolean }): number {
+  return key.revoked ? 1 : 0;
 }
 
 export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
@@ -59,6 +65,9 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
       case 'revoke-api-key': {
         const key = state.apiKeys.get(command.keyId);
         if (!state.exists || !key) return new DomainError('NOT_FOUND', `API key ${command.keyId} not found`);
+        if (command.ifVersion !== undefined && command.ifVersion !== apiKeyVersion(key)) {
+          return new DomainError('PRECONDITION_FAILED', `API key ${command.keyId} is at version ${apiKeyVersion(key)}, not ${command.ifVersion}: fetch it again and retry with its ETag`);
+        }
         if (key.revoked) return new DomainError('INVALID_STATE', `API key ${command.keyId} is already revoked`);
         const liveOwners = [...state.apiKeys.values()].filter((k) => k.role === 'owner' && !k.revoked).length;
         if (key.role === 'owner' && liveOwners === 1) return new DomainError('CONFLICT', 'this is the organization’s last owner key; create another owner key first');

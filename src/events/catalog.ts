@@ -8,6 +8,7 @@ import * as databases from './databases.js';
 import * as demo from './demo.js';
 import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
 import * as honeytokens from './honeytokens.js';
+import * as ipRules from './ip-rules.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
 import * as projects from './projects.js';
@@ -65,6 +66,7 @@ export const catalog = [
   webhooks.WebhookSecretRotated,
   webhooks.WebhookDeleted,
   webhooks.WebhookTestRequested,
+  ipRules.IpRulesSet,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

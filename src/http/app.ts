@@ -23,6 +23,7 @@ import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
+import { ipRuleRoutes } from './routes/ip-rules.js';
 import { approvalRoutes } from './routes/approvals.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { ensureWebhookTables } from '../webhooks/schema.js';
@@ -53,6 +54,12 @@ export interface AppOptions {
   controlPlane?: ControlPlane;
   /** Where every answered request and every MCP tool call is told of (the process's metrics). */
   observe?: { readonly request: RequestObserver; readonly toolCall: (server: 'agent' | 'management') => ToolCallObserver };
+  /**
+   * Reverse proxies whose X-Forwarded-For names the client (PGWARD_HTTP_TRUSTED_PROXIES, as CIDR
+   * ranges): request.ip, which the per-address rate limit and the hosted MCP's IP rules see, is
+   * then the address before the nearest trusted hop. Without it, the socket's peer.
+   */
+  trustProxy?: readonly string[];
 }
 
 export const BODY_LIMIT_BYTES = 2 * 1024 * 1024;
@@ -80,6 +87,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: frameworkError,
     genReqId: requestId,
+    ...(options.trustProxy ? { trustProxy: [...options.trustProxy] } : {}),
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -128,6 +136,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyReplayRoutes(api, plane.deps, databases);
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
+    ipRuleRoutes(api, plane.deps);
     approvalRoutes(api, plane.deps);
     // The deliveries list reads the delivering role's tables, which may not have run yet.
     await ensureWebhookTables(plane.deps.pool);

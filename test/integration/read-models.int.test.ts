@@ -53,6 +53,8 @@ async function workload(): Promise<void> {
     await call('POST', `${base}/webhooks/${hook.id}/rotate-secret`, { grace_period_seconds: 60 });
     await call('POST', `${base}/webhooks/${hook.id}/test`);
     if (p === 1) await call('DELETE', `${base}/webhooks/${hook.id}`);
+    await call('PUT', `${base}/ip-rules`, { allow: [{ cidr: '10.0.0.0/8', label: `office ${p}` }], deny: [{ cidr: '10.6.6.6' }] });
+    if (p === 1) await call('PUT', `${base}/ip-rules`, { deny: [{ cidr: '2001:db8::/32' }] });
     if (p === 2) await call('DELETE', base);
   }
 }

@@ -209,6 +209,7 @@ const samples: Record<string, Record<string, unknown>> = {
     disable_credential: true,
   },
   'HoneytokenDeleted.v1': { honeytoken_id: id('hnt_') },
+  'IpRulesSet.v1': { project_id: id('prj_'), allow: [{ cidr: '10.0.0.0/8', label: 'office' }, { cidr: '2001:db8::/32' }], deny: [{ cidr: '127.0.0.2/32' }] },
   'WebhookCreated.v1': {
     webhook_id: id('whk_'),
     project_id: id('prj_'),
