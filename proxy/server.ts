@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { SecureContext } from 'node:tls';
+import type { DomainCertificates } from '../src/domains/certificates.js';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { disableForHoneytoken } from '../commands/credentials/disable-for-honeytoken.js';
@@ -43,6 +44,8 @@ export interface ProxyOptions {
   readonly host: string;
   readonly port: number;
   readonly tls?: SecureContext;
+  /** Custom domains' certificates, served by SNI (PGWARD_DOMAIN_CERT_DIR, docs/domains.md). */
+  readonly domainCertificates?: Pick<DomainCertificates, 'sniCallback'>;
   readonly region: string;
   readonly proxyId: string;
   readonly maxMessageBytes: number;
@@ -201,6 +204,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     onLogin: recordUse,
     approvals: { store, approvals },
     ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.tls && options.domainCertificates ? { sni: options.domainCertificates.sniCallback } : {}),
   };
 
   // Paused on connect: the session reads the client through an inlet (Inlet.accept), never through the stream.

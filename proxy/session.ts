@@ -1,6 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { TLSSocket, type SecureContext } from 'node:tls';
+import type { SniCallback } from '../src/domains/certificates.js';
 import type { Logger } from 'pino';
 import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
@@ -74,6 +75,8 @@ export interface SessionContext {
   /** Seeds the stable fake SCRAM salts of unknown users. */
   readonly mockSecret: Buffer;
   readonly tls?: SecureContext;
+  /** Picks a custom domain's certificate by the name the client asked for (SNI); the default `tls` otherwise. */
+  readonly sni?: SniCallback;
   readonly maxMessageBytes: number;
   /** How long a client may take from connecting to a completed login (PostgreSQL's authentication_timeout). */
   readonly loginTimeoutMs: number;
@@ -285,7 +288,7 @@ export class Session {
     this.socket.write(encodeSslResponse(true));
     const plain = this.client;
     plain.receive(undefined);
-    this.attach(Inlet.over(new TLSSocket(plain.socket, { isServer: true, secureContext: this.context.tls })));
+    this.attach(Inlet.over(new TLSSocket(plain.socket, { isServer: true, secureContext: this.context.tls, ...(this.context.sni ? { SNICallback: this.context.sni } : {}) })));
   }
 
   private async cancelOther(processId: number, secretKey: Buffer): Promise<void> {

@@ -21,6 +21,8 @@ import { auditRoutes } from './routes/audit.js';
 import { auditReportRoutes } from './routes/audit-reports.js';
 import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
+import { domainRoutes } from './routes/domains.js';
+import { branchRoutes } from './routes/branches.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
 import { approvalRoutes } from './routes/approvals.js';
@@ -128,6 +130,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyReplayRoutes(api, plane.deps, databases);
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
+    domainRoutes(api, plane.deps);
+    branchRoutes(api, plane.deps);
     approvalRoutes(api, plane.deps);
     // The deliveries list reads the delivering role's tables, which may not have run yet.
     await ensureWebhookTables(plane.deps.pool);
