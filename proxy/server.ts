@@ -30,6 +30,7 @@ import { CATALOG_TIMING, CatalogSnapshots } from './upstream/catalog-snapshot.js
 import { UpstreamError } from './upstream/connection.js';
 import { classifyUpstreamFailure, failureLogFields } from './upstream/failure.js';
 import { upstreamChoice } from './views/policy-roles.js';
+import { sandboxBranchOf } from './sandbox.js';
 import { proxyViews } from './views/proxy-views.js';
 import { DEFAULT_HEALTH_THRESHOLDS, type HealthThresholds } from './replica-health.js';
 import { ReplicaMonitor } from './replica-monitor.js';
@@ -105,7 +106,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, all: views } = proxyViews(store);
+  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, branches, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
@@ -188,8 +189,9 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     hashKeys,
     // A read-only policy provisioned on the credential's database runs as its own upstream role.
     upstreamFor: (credential: CredentialRow) => {
-      const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);
-      return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role);
+      const policy = policies.get(credential.policy_profile_id);
+      const choice = upstreamChoice(policy, policyRoles.get(credential.policy_profile_id), credential.database_id);
+      return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role, sandboxBranchOf(policy, branches.values(), credential.database_id));
     },
     readRouting: { routes: (databaseId: string) => monitor.routes(databaseId), next: (databaseId: string) => monitor.next(databaseId), readYourWritesMs: replicaOptions.readYourWritesMs, metrics },
     catalogs,

@@ -310,7 +310,7 @@ export class Session {
 
   /** The policy's decision on `sql` for this session, on its database's catalog snapshot. */
   private decideOn(sql: string, credential: CredentialRow, policy: PolicyRow | undefined, protocol: 'simple' | 'extended'): StatementDecision {
-    return decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: this.sessionValues }, this.catalog!.current());
+    return decideWithCatalog(sql, { credential, policy, protocol, honeytokens: this.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: this.sessionValues, sandboxed: this.upstream.handle?.branchId !== undefined }, this.catalog!.current());
   }
 
   /** The project's hash key for a decision under `policy`, when the policy needs it and it is at hand. */
