@@ -14,8 +14,12 @@ export async function listDomains(db: pg.Pool, projectId: string, after: string 
   return rows.map((r) => r.row);
 }
 
-/** The live domain holding `hostname` in any project, when one does: a host name belongs to one project. */
+/** The live domain holding `hostname` in any live project, when one does: a host name belongs to one project. */
 export async function domainHolding(db: pg.Pool, hostname: string): Promise<DomainRow | undefined> {
-  const { rows } = await db.query<{ row: DomainRow }>(`select to_jsonb(d) as row from rm.domains d where domain = $1 and status = 'active' order by verified_at nulls last limit 1`, [hostname]);
+  const { rows } = await db.query<{ row: DomainRow }>(
+    `select to_jsonb(d) as row from rm.domains d join rm.projects p using (project_id)
+     where d.domain = $1 and d.status = 'active' and p.status = 'active' order by d.verified_at nulls last limit 1`,
+    [hostname],
+  );
   return rows[0]?.row;
 }

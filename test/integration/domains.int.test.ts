@@ -252,3 +252,13 @@ describe('custom domains', () => {
     expect((await api.call(member, { method: 'GET', url: url() })).statusCode).toBe(200);
   });
 });
+
+describe('a deleted project', () => {
+  it('no longer holds its domains’ host names', async () => {
+    const project = await createProject(owner.apiKey, owner.orgId);
+    expect((await add('released.example.com', owner.apiKey, {}, project)).statusCode).toBe(201);
+    expect((await add('released.example.com')).statusCode).toBe(409);
+    expect((await api.call(owner.apiKey, { method: 'DELETE', url: `/v1/projects/${project}` })).statusCode).toBe(204);
+    expect((await add('released.example.com')).statusCode).toBe(201);
+  });
+});
