@@ -68,6 +68,11 @@ export async function dropBranch(target: BranchTarget): Promise<void> {
   }
 }
 
+/** A database name as a libpq connection string: a bare name holding `=` would be read as one (its other keywords included). */
+function dbnameConninfo(name: string): string {
+  return `dbname='${name.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+}
+
 /** pg_dump of the source piped into psql on the branch; fails on the first error of either. */
 function dumpInto(target: BranchTarget): Promise<void> {
   const { source } = target;
@@ -80,8 +85,8 @@ function dumpInto(target: BranchTarget): Promise<void> {
     PGSSLMODE: target.sslMode,
     PGAPPNAME: 'pgward-branch',
   };
-  const dump = spawn('pg_dump', ['--no-owner', '--no-privileges', '--dbname', source.database], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  const load = spawn('psql', ['--quiet', '--no-psqlrc', '--set', 'ON_ERROR_STOP=1', '--dbname', target.branch], { env, stdio: ['pipe', 'ignore', 'pipe'] });
+  const dump = spawn('pg_dump', ['--no-owner', '--no-privileges', '--dbname', dbnameConninfo(source.database)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const load = spawn('psql', ['--quiet', '--no-psqlrc', '--set', 'ON_ERROR_STOP=1', '--dbname', dbnameConninfo(target.branch)], { env, stdio: ['pipe', 'ignore', 'pipe'] });
   dump.stdout.pipe(load.stdin);
   // A dump that fails must not leave psql loading half of it as if it were whole.
   dump.on('error', () => load.kill());

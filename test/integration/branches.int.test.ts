@@ -27,12 +27,19 @@ interface Branch {
   updated_at: string;
 }
 
-/** A project whose database is `database`, registered as `user`. */
-async function projectOn(key: string, orgId: string, database: string, user = 'postgres'): Promise<{ projectId: string; databaseId: string }> {
+/** How the test server is reached, from its URL (a given one, or the embedded one). */
+function serverLogin(): { host: string; port: number; user: string; password: string } {
+  const url = new URL(serverUrl());
+  return { host: url.hostname, port: Number(url.port || 5432), user: decodeURIComponent(url.username), password: decodeURIComponent(url.password) };
+}
+
+/** A project whose database is `database` on the test server, registered as `user`. */
+async function projectOn(key: string, orgId: string, database: string, user?: string): Promise<{ projectId: string; databaseId: string }> {
+  const login = serverLogin();
   const created = await api.call(key, {
     method: 'POST',
     url: '/v1/projects',
-    payload: { name: 'Shop', org_id: orgId, database: { host: '127.0.0.1', port: 5432, name: database, username: user, password: 'trust', ssl_mode: 'disable' } },
+    payload: { name: 'Shop', org_id: orgId, database: { host: login.host, port: login.port, name: database, username: user ?? login.user, password: (user ? '' : login.password) || 'trust', ssl_mode: 'disable' } },
   });
   const body = created.json() as { project: { id: string }; database: { id: string } };
   return { projectId: body.project.id, databaseId: body.database.id };
@@ -123,6 +130,25 @@ describe('sandbox branches', () => {
       await busy.query('rollback');
     } finally {
       await busy.end();
+    }
+  });
+
+  it('copies logically a database whose name holds `=`, a quote and a backslash (read as a name, not a connection string)', async () => {
+    const name = `pgward_t_odd host=nowhere 'q\\ ${process.pid}`;
+    const server = serverUrl();
+    await admin(server, (client) => client.query(`create database ${client.escapeIdentifier(name)}`));
+    const odd = new pg.Client({ ...serverLogin(), database: name });
+    await odd.connect();
+    try {
+      await odd.query('create table orders (id int primary key, total numeric not null); insert into orders select g, g from generate_series(1, 7) g');
+      const { projectId: project, databaseId: database } = await projectOn(owner.apiKey, owner.orgId, name);
+      const branch = await branched('odd', project, database);
+      expect(branch).toMatchObject({ status: 'ready', method: 'logical' });
+      expect(await ordersIn(branch.database_name)).toBe(7);
+      expect((await api.call(owner.apiKey, { method: 'DELETE', url: `${url(project)}/${branch.id}` })).statusCode).toBe(204);
+    } finally {
+      await odd.end();
+      await admin(server, (client) => client.query(`drop database if exists ${client.escapeIdentifier(name)} with (force)`));
     }
   });
 
