@@ -58,6 +58,12 @@ describe.skipIf(missingTool('psql'))('write_mode sandbox', () => {
     expect((await client.query('select count(*)::int as n from orders')).rows).toEqual([{ n: 1002 }]);
     await client.end();
 
+    // A schema change runs on the branch too, and the session's catalog is the branch's.
+    expect((await psql('create table rehearsal_notes (id int primary key); insert into rehearsal_notes values (1); select count(*) from rehearsal_notes')).stdout.trim()).toBe('CREATE TABLE\nINSERT 0 1\n1');
+    const tables = (database: string) => adminRows<{ t: string }>(`${serverOf(gateway.upstream.url)}/${database}`, `select tablename as t from pg_tables where schemaname = 'public' order by 1`);
+    expect(await tables(branch.database_name)).toEqual([{ t: 'customers' }, { t: 'orders' }, { t: 'rehearsal_notes' }]);
+    expect(await tables(gateway.upstream.name)).toEqual([{ t: 'customers' }, { t: 'orders' }]);
+
     expect(await rowsIn(branch.database_name)).toEqual({ n: 1002, total1: '0' });
     expect(await rowsIn(gateway.upstream.name)).toEqual({ n: 1000, total1: '1.5' });
 
