@@ -201,6 +201,16 @@ describe('custom domains', () => {
     expect((await api.call(owner.apiKey, { method: 'GET', url: `${url()}/${domain.id}` })).json()).toEqual(body);
   });
 
+  it('concurrent verifies all answer verified, with one DomainVerified recorded', async () => {
+    const domain = await added('race.example.com');
+    dns.txt.set('_pgward.race.example.com', [[domain.dns_verification_token]]);
+    const answers = await Promise.all([1, 2, 3, 4].map(() => api.call(owner.apiKey, { method: 'POST', url: `${url()}/${domain.id}/verify` })));
+    expect(answers.map((a) => a.statusCode)).toEqual([200, 200, 200, 200]);
+    expect(answers.map((a) => (a.json() as CustomDomain).verified)).toEqual([true, true, true, true]);
+    expect(new Set(answers.map((a) => a.headers.etag))).toEqual(new Set(['"1"']));
+    expect((await api.store.readStream(`domain-${domain.id}`)).map((e) => e.type)).toEqual(['DomainCreated.v1', 'DomainVerified.v1']);
+  });
+
   it('tls_cert_expiry is the configured certificate’s end; a certificate for another name counts as none', async () => {
     const domain = await added('tls.example.com');
     const issued = await writeDomainCertificate(certDir, ['tls.example.com'], 45);

@@ -9,7 +9,7 @@ import { newId } from '../../ids.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { fold, visibleProject } from './projects.js';
-import { errorResponses, etag, execute, IdParam, matchedRevision, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { errorResponses, etag, execute, foldStream, IdParam, matchedRevision, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
 
 const CreateCustomDomainRequest = z
   .strictObject({
@@ -179,7 +179,8 @@ export function domainRoutes(app: Api, deps: ApiDeps): void {
       const lookup = await findVerificationRecord(current.domain, current.dns_verification_token, deps.domains?.dnsServers);
       if (!lookup.found) throw new Problem('DNS_VERIFICATION_FAILED', `${lookup.why}; publish a TXT record ${lookup.recordName} with the value ${current.dns_verification_token} and retry`);
       const result = await execute(deps, request, `domain-${current.domain_id}`, domain, { kind: 'verify', recordName: lookup.recordName, ...(expected === undefined ? {} : { ifRevision: expected }) });
-      const row = fold(evolveDomain, result.recorded, current);
+      // A concurrent verify that got there first leaves this one nothing to record: the stream says how it ended.
+      const row = result.recorded.length > 0 ? fold(evolveDomain, result.recorded, current) : ((await foldStream(deps, `domain-${current.domain_id}`, evolveDomain)) ?? current);
       etag(reply, row.revision);
       return toCustomDomain(deps, row);
     },
