@@ -15,6 +15,8 @@ const run = promisify(execFile);
 let gateway: TestGateway;
 let agent: AgentSecrets;
 let databaseId: string;
+/** The branch database this file makes, dropped at the end whatever happened (the test's delete drops it first). */
+let branchDatabase: string | undefined;
 
 const psql = (sql: string) => run('psql', [agent.connection_string, '-X', '-v', 'ON_ERROR_STOP=1', '-Atc', sql]);
 const failure = (promise: Promise<unknown>): Promise<string> => promise.then(() => 'it ran', (error: { stderr?: string }) => error.stderr ?? '');
@@ -31,6 +33,7 @@ beforeAll(async () => {
   databaseId = ((await api.call(owner.apiKey, { method: 'GET', url: `/v1/projects/${projectId}/databases` })).json() as { databases: { id: string }[] }).databases[0]!.id;
 });
 afterAll(async () => {
+  if (branchDatabase) await adminRows(serverOf(gateway.upstream.url), `drop database if exists "${branchDatabase}" with (force)`).catch(() => undefined);
   await gateway?.stop();
 });
 
@@ -40,6 +43,7 @@ describe.skipIf(missingTool('psql'))('write_mode sandbox', () => {
     const created = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/branches`, payload: { database_id: databaseId, name: 'rehearsal' } });
     expect(created.statusCode).toBe(202);
     const branch = created.json() as { id: string; database_name: string };
+    branchDatabase = branch.database_name;
     const deadline = Date.now() + 20_000;
     let status = 'copying';
     while (status === 'copying' && Date.now() < deadline) {

@@ -56,10 +56,12 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await api?.stop();
-  const leftovers = await adminRows<{ datname: string }>(serverUrl(), `select datname from pg_database where datname like 'pgward_branch_%'`).catch(() => []);
-  expect(leftovers.filter((row) => known.has(row.datname))).toEqual([]);
+  const leftovers = (await adminRows<{ datname: string }>(serverUrl(), `select datname from pg_database where datname like 'pgward_branch_%'`).catch(() => [])).filter((row) => known.has(row.datname));
+  // Cleaned up whatever happened, then checked: every branch this file made was dropped by its delete.
+  for (const { datname } of leftovers) await admin(serverUrl(), (client) => client.query(`drop database if exists ${client.escapeIdentifier(datname)} with (force)`));
   await upstream?.drop();
   await admin(serverUrl(), (client) => client.query(`drop role if exists ${NOCREATEDB_ROLE}`)).catch(() => undefined);
+  expect(leftovers).toEqual([]);
 });
 
 /** Branch databases this file made; each must be dropped by the end. */
