@@ -5,9 +5,11 @@ import type { Projection } from './projection.js';
 import { anomaliesProjection } from './anomalies.js';
 import { anomalyWindowsProjection } from './anomaly-windows.js';
 import { apiKeysProjection } from './api-keys.js';
+import { branchesProjection } from './branches.js';
 import { approvalsProjection } from './approvals.js';
 import { credentialsProjection } from './credentials.js';
 import { databasesProjection, replicasProjection } from './databases.js';
+import { domainsProjection } from './domains.js';
 import { honeytokensProjection } from './honeytokens.js';
 import { ipRulesProjection } from './ip-rules.js';
 import { organizationsProjection } from './organizations.js';
@@ -24,5 +26,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection];
 }

@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { SecureContext } from 'node:tls';
+import type { DomainCertificates } from '../src/domains/certificates.js';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { disableForHoneytoken } from '../commands/credentials/disable-for-honeytoken.js';
@@ -31,6 +32,7 @@ import { CATALOG_TIMING, CatalogSnapshots } from './upstream/catalog-snapshot.js
 import { UpstreamError } from './upstream/connection.js';
 import { classifyUpstreamFailure, failureLogFields } from './upstream/failure.js';
 import { upstreamChoice } from './views/policy-roles.js';
+import { sandboxBranchOf } from './sandbox.js';
 import { proxyViews } from './views/proxy-views.js';
 import { DEFAULT_HEALTH_THRESHOLDS, type HealthThresholds } from './replica-health.js';
 import { ReplicaMonitor } from './replica-monitor.js';
@@ -45,6 +47,8 @@ export interface ProxyOptions {
   readonly host: string;
   readonly port: number;
   readonly tls?: SecureContext;
+  /** Custom domains' certificates, served by SNI (PGWARD_DOMAIN_CERT_DIR, docs/domains.md). */
+  readonly domainCertificates?: Pick<DomainCertificates, 'sniCallback'>;
   readonly region: string;
   readonly proxyId: string;
   readonly maxMessageBytes: number;
@@ -106,7 +110,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, ipRules, all: views } = proxyViews(store);
+  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, ipRules, branches, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
@@ -191,8 +195,9 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     hashKeys,
     // A read-only policy provisioned on the credential's database runs as its own upstream role.
     upstreamFor: (credential: CredentialRow) => {
-      const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);
-      return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role);
+      const policy = policies.get(credential.policy_profile_id);
+      const choice = upstreamChoice(policy, policyRoles.get(credential.policy_profile_id), credential.database_id);
+      return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role, sandboxBranchOf(policy, branches.values(), credential.database_id));
     },
     readRouting: { routes: (databaseId: string) => monitor.routes(databaseId), next: (databaseId: string) => monitor.next(databaseId), readYourWritesMs: replicaOptions.readYourWritesMs, metrics },
     catalogs,
@@ -208,6 +213,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     approvals: { store, approvals },
     ipRules,
     ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.tls && options.domainCertificates ? { sni: options.domainCertificates.sniCallback } : {}),
   };
 
   // Paused on connect: the session reads the client through an inlet (Inlet.accept), never through the stream.

@@ -1,3 +1,4 @@
+import type { SniCallback } from '../src/domains/certificates.js';
 import type { IpRulesRow } from '../projections/ip-rules.js';
 import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
@@ -45,6 +46,8 @@ export interface SessionContext {
   /** Seeds the stable fake SCRAM salts of unknown users. */
   readonly mockSecret: Buffer;
   readonly tls?: SecureContext;
+  /** Picks a custom domain's certificate by the name the client asked for (SNI); the default `tls` otherwise. */
+  readonly sni?: SniCallback;
   readonly maxMessageBytes: number;
   /** How long a client may take from connecting to a completed login (PostgreSQL's authentication_timeout). */
   readonly loginTimeoutMs: number;

@@ -244,7 +244,7 @@ export class Session implements SessionHost {
     this.socket.write(encodeSslResponse(true));
     const plain = this.client;
     plain.receive(undefined);
-    this.attach(Inlet.over(new TLSSocket(plain.socket, { isServer: true, secureContext: this.context.tls })));
+    this.attach(Inlet.over(new TLSSocket(plain.socket, { isServer: true, secureContext: this.context.tls, ...(this.context.sni ? { SNICallback: this.context.sni } : {}) })));
   }
 
   private async cancelOther(processId: number, secretKey: Buffer): Promise<void> {

@@ -10,6 +10,8 @@ import type { DecisionBus } from './bus/port.js';
 import { demoSettings } from './demo/settings.js';
 import { ConfigError, instanceId, tlsFiles, type Config } from './config.js';
 import { publishedCaFile } from '../proxy/tls.js';
+import { DomainCertificates } from './domains/certificates.js';
+import { parseDnsServers } from './domains/dns.js';
 import { loadOrCreateKeyringFile, openSecret, parseKeyring, sealBlob, type Keyring } from './crypto/seal.js';
 import { sha256Hex } from './crypto/tokens.js';
 import type { ControlPlane } from './http/app.js';
@@ -106,6 +108,10 @@ export function controlPlane(
       ...(budgets ? { budgets } : {}),
       ...(demo ? { demo } : {}),
       ...(proxyCaFile ? { proxyCaFile } : {}),
+      domains: {
+        ...(config.PGWARD_DNS_SERVERS ? { dnsServers: parseDnsServers(config.PGWARD_DNS_SERVERS) } : {}),
+        ...(config.PGWARD_DOMAIN_CERT_DIR ? { certificates: new DomainCertificates(config.PGWARD_DOMAIN_CERT_DIR, (domain, error) => logger.warn({ err: error, domain }, 'a custom domain’s certificate is unusable'), 0) } : {}),
+      },
     },
     authenticators: authenticators(config, store, pool),
     rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },

@@ -16,6 +16,7 @@ import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
 import { spentSince } from '../queries/budget-usage.js';
 import { loadTls } from '../proxy/tls.js';
+import { DomainCertificates } from './domains/certificates.js';
 import { controlPlane, loadKeyring } from './control-plane.js';
 import { buildApp, type PartState } from './http/app.js';
 import type { Logger } from './logger.js';
@@ -203,6 +204,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         host: config.PGWARD_LISTEN_HOST,
         port: config.PGWARD_PROXY_PORT,
         tls,
+        ...(config.PGWARD_DOMAIN_CERT_DIR ? { domainCertificates: new DomainCertificates(config.PGWARD_DOMAIN_CERT_DIR, (domain, error) => logger.warn({ err: error, domain }, 'a custom domain’s certificate is unusable')) } : {}),
         region: config.PGWARD_REGION,
         proxyId: instanceId(config),
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,

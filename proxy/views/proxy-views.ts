@@ -1,4 +1,5 @@
 import { approvalIdOf, evolveApproval, type ApprovalRow } from '../../projections/approvals.js';
+import { branchIdOf, evolveBranch, type BranchRow } from '../../projections/branches.js';
 import { evolveCredential, type CredentialRow } from '../../projections/credentials.js';
 import { databaseIdOf, evolveDatabase, evolveReplica, replicaIdOf, type DatabaseRow, type ReplicaRow } from '../../projections/databases.js';
 import { evolveHoneytoken, honeytokenIdOf, type HoneytokenRow } from '../../projections/honeytokens.js';
@@ -26,6 +27,8 @@ export function proxyViews(store: EventStore) {
     policyRoles: new LiveView<PolicyRoles>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicyRoles }),
     projects: new LiveView<ProjectRow>(store, { streamPrefix: 'project-', keyOf: afterPrefix('project-'), evolve: evolveProject }),
     organizations: new LiveView<OrganizationRow>(store, { streamPrefix: 'org-', keyOf: afterPrefix('org-'), evolve: evolveOrganization }),
+    /** Sandbox branches: where write_mode sandbox sessions run (proxy/sandbox.ts). */
+    branches: new LiveView<BranchRow>(store, { streamPrefix: 'branch-', keyOf: branchIdOf, evolve: evolveBranch }),
     /** Held statements wait on their request's decision here. */
     approvals: new LiveView<ApprovalRow>(store, { streamPrefix: 'approval-', keyOf: approvalIdOf, evolve: evolveApproval }),
     /** Each project's IP rules, checked at every login. */

@@ -3,9 +3,11 @@ import type { RecordedEvent } from '../store/port.js';
 import * as anomalies from './anomalies.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
+import * as branches from './branches.js';
 import * as credentials from './credentials.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
+import * as domains from './domains.js';
 import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
 import * as honeytokens from './honeytokens.js';
 import * as ipRules from './ip-rules.js';
@@ -67,6 +69,13 @@ export const catalog = [
   webhooks.WebhookDeleted,
   webhooks.WebhookTestRequested,
   ipRules.IpRulesSet,
+  domains.DomainCreated,
+  domains.DomainVerified,
+  domains.DomainDeleted,
+  branches.BranchCreated,
+  branches.BranchReady,
+  branches.BranchFailed,
+  branches.BranchDeleted,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

@@ -21,6 +21,8 @@ import { auditRoutes } from './routes/audit.js';
 import { auditReportRoutes } from './routes/audit-reports.js';
 import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
+import { domainRoutes } from './routes/domains.js';
+import { branchRoutes } from './routes/branches.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
 import { ipRuleRoutes } from './routes/ip-rules.js';
@@ -137,6 +139,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
     ipRuleRoutes(api, plane.deps);
+    domainRoutes(api, plane.deps);
+    branchRoutes(api, plane.deps);
     approvalRoutes(api, plane.deps);
     // The deliveries list reads the delivering role's tables, which may not have run yet.
     await ensureWebhookTables(plane.deps.pool);

@@ -9,6 +9,8 @@ import { startApi, type TestApi } from '../support/api.js';
 import { approval, approvalStream } from '../../commands/approvals/approval.js';
 import { handle } from '../../commands/handle.js';
 import { newId } from '../../src/ids.js';
+import { branch } from '../../commands/branches/branch.js';
+import { domain } from '../../commands/domains/domain.js';
 
 let api: TestApi;
 
@@ -55,8 +57,21 @@ async function workload(): Promise<void> {
     if (p === 1) await call('DELETE', `${base}/webhooks/${hook.id}`);
     await call('PUT', `${base}/ip-rules`, { allow: [{ cidr: '10.0.0.0/8', label: `office ${p}` }], deny: [{ cidr: '10.6.6.6' }] });
     if (p === 1) await call('PUT', `${base}/ip-rules`, { deny: [{ cidr: '2001:db8::/32' }] });
+    const site = (await call('POST', `${base}/domains`, { domain: `db${p}.example.com` })).json() as { id: string };
+    if (p === 0) await handle(api.store, `domain-${site.id}`, domain, { kind: 'verify', recordName: `_pgward.db${p}.example.com` }, { correlationId: 'test', actor: 'test' });
+    if (p === 1) await call('DELETE', `${base}/domains/${site.id}`);
+    await branchEvents(project.project.id, project.database.id, p);
     if (p === 2) await call('DELETE', base);
   }
+}
+
+/** A branch's life as the copier records it (no real copy: the read models are what is exercised here). */
+async function branchEvents(projectId: string, databaseId: string, p: number): Promise<void> {
+  const branchId = newId('brn_');
+  const run = (command: Parameters<typeof branch.decide>[1]) => handle(api.store, `branch-${branchId}`, branch, command, { correlationId: 'test', actor: 'test' });
+  await run({ kind: 'create', branch: { branch_id: branchId, project_id: projectId, database_id: databaseId, name: `b${p}`, database_name: `pgward_branch_${branchId.slice(4)}` } });
+  await run(p === 1 ? { kind: 'fail', reason: 'permission denied to create database' } : { kind: 'ready', method: p === 0 ? 'template' : 'logical' });
+  if (p === 2) await run({ kind: 'delete' });
 }
 
 /** What the proxy records for a statement its policy holds for approval. */

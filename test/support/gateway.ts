@@ -12,6 +12,7 @@ import { loadTls } from '../../proxy/tls.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import type { Delivery, DecisionBus } from '../../src/bus/port.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
+import { DomainCertificates } from '../../src/domains/certificates.js';
 import { startApi, type TestApi } from './api.js';
 import { freePort } from './free-port.js';
 import { freshDatabase, type TestDatabase } from './pg.js';
@@ -92,6 +93,7 @@ export async function startGateway(
   const launch = (): Promise<RunningProxy> => startProxy({
     ...(launches++ === 0 ? { budgets } : {}),
     tls,
+    ...(env.PGWARD_DOMAIN_CERT_DIR ? { domainCertificates: new DomainCertificates(env.PGWARD_DOMAIN_CERT_DIR) } : {}),
     store: api.store,
     bus,
     keyring,
