@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { parseOperatorTokens } from './auth/operators.js';
 import { parseKeyring } from './crypto/seal.js';
 import { parseAllowedNetworks } from './webhooks/networks.js';
 
@@ -65,6 +66,7 @@ export const ConfigSchema = z.object({
     .default('public'),
   PGWARD_WEBHOOK_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(100, 'expected at least 100').max(60_000, 'expected at most 60000').default(10_000),
   PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(1, 'expected at least 1').max(604_800, 'expected at most 604800').default(86_400),
+  PGWARD_OPERATOR_TOKENS: parsedBy(parseOperatorTokens, 'expected name:sha256hex entries of operator tokens (pgward admin operator-token --name NAME)').optional(),
   PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(20),
 });
 export type Config = z.infer<typeof ConfigSchema>;

@@ -11,6 +11,7 @@ import * as honeytokens from './honeytokens.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
 import * as projects from './projects.js';
+import * as support from './support.js';
 import * as webhooks from './webhooks.js';
 
 /** Every event definition the system reads or writes. */
@@ -19,6 +20,7 @@ export const catalog = [
   organizations.OrganizationPlanChanged,
   organizations.ApiKeyCreated,
   organizations.ApiKeyRevoked,
+  organizations.OrganizationBillingChanged,
   projects.ProjectCreated,
   projects.ProjectUpdated,
   projects.ProjectDeleted,
@@ -65,6 +67,10 @@ export const catalog = [
   webhooks.WebhookSecretRotated,
   webhooks.WebhookDeleted,
   webhooks.WebhookTestRequested,
+  support.SupportCaseOpened,
+  support.SupportMessagePosted,
+  support.SupportCaseClosed,
+  support.CancellationFeedbackRecorded,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];
