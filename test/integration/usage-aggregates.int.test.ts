@@ -112,6 +112,17 @@ describe('daily usage', () => {
     const foreign = await api.call(other.apiKey, { method: 'GET', url: `/v1/orgs/${owner.orgId}/usage/daily` });
     expect([foreign.statusCode, problem(foreign).code]).toEqual([404, 'NOT_FOUND']);
   });
+
+  it('gives operators any organization’s daily usage, the same figures; an unknown organization is 404 and an organization key 403', async () => {
+    const own = (await api.call(owner.apiKey, { method: 'GET', url: `/v1/orgs/${owner.orgId}/usage/daily?days=4` })).json();
+    const seen = await api.call(operator.token, { method: 'GET', url: `/v1/operator/orgs/${owner.orgId}/usage/daily?days=4` });
+    expect(seen.statusCode).toBe(200);
+    expect(seen.json()).toEqual(own);
+    const missing = await api.call(operator.token, { method: 'GET', url: `/v1/operator/orgs/org_${'a'.repeat(26)}/usage/daily` });
+    expect([missing.statusCode, problem(missing).code]).toEqual([404, 'NOT_FOUND']);
+    const asOwner = await api.call(owner.apiKey, { method: 'GET', url: `/v1/operator/orgs/${owner.orgId}/usage/daily` });
+    expect([asOwner.statusCode, problem(asOwner).code]).toEqual([403, 'FORBIDDEN']);
+  });
 });
 
 describe('billing health', () => {
@@ -166,7 +177,7 @@ describe('the management MCP', () => {
     const ids = [
       'createSupportCase', 'listSupportCases', 'getSupportCase', 'createSupportMessage', 'closeSupportCase',
       'listOperatorSupportCases', 'getOperatorSupportCase', 'createOperatorSupportMessage', 'closeOperatorSupportCase',
-      'createCancellationFeedback', 'listCancellationFeedback', 'getDailyUsage', 'getBillingHealthSummary', 'getOrganizationBilling', 'updateOrganizationBilling',
+      'createCancellationFeedback', 'listCancellationFeedback', 'getDailyUsage', 'getOperatorDailyUsage', 'getBillingHealthSummary', 'getOrganizationBilling', 'updateOrganizationBilling',
     ];
     const openapi = (await api.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as { paths: Record<string, Record<string, { operationId?: string }>> };
     const documented = Object.values(openapi.paths).flatMap((methods) => Object.values(methods).map((op) => op.operationId));

@@ -25,6 +25,10 @@ const DailyUsage = z
   })
   .meta({ id: 'DailyUsage' });
 
+const DailyUsageReport = z.object({ org_id: z.string(), days: z.array(DailyUsage) }).meta({ id: 'DailyUsageReport' });
+
+const DaysQuery = z.object({ days: z.coerce.number().int().min(1).max(MAX_USAGE_DAYS).default(30).describe(`Window in UTC days ending today, 1-${MAX_USAGE_DAYS}`) });
+
 const BillingHealthSummary = z
   .object({
     entries: z.array(z.object({ plan: z.string(), billing_provider: z.string(), subscription_status: z.string(), org_count: z.int() })),
@@ -56,21 +60,27 @@ async function organizationRecord(deps: ApiDeps, orgId: string): Promise<{ row: 
 }
 
 export function usageRoutes(app: Api, deps: ApiDeps): void {
+  const usageSchema = (operationId: string, summary: string, tag: string, codes: readonly ('FORBIDDEN' | 'NOT_FOUND')[]) => ({
+    operationId,
+    summary,
+    description: `Totals across all the organization’s projects for the last \`days\` UTC days (1-${MAX_USAGE_DAYS}, default 30), today included, oldest first, every day listed.`,
+    tags: [tag],
+    params: OrgParams,
+    querystring: DaysQuery,
+    response: { 200: DailyUsageReport, ...errorResponses(...codes) },
+  });
+
+  app.get('/v1/orgs/:org_id/usage/daily', { schema: usageSchema('getDailyUsage', 'Daily usage of an organization: bytes transferred, cache hits and misses, connection seconds per UTC day', 'usage', ['NOT_FOUND']) }, async (request) => {
+    const orgId = addressedOrg(requireRole(request, 'viewer'), request.params.org_id);
+    return { org_id: orgId, days: await dailyUsage(deps.pool, orgId, request.query.days, deps.now()) };
+  });
+
   app.get(
-    '/v1/orgs/:org_id/usage/daily',
-    {
-      schema: {
-        operationId: 'getDailyUsage',
-        summary: 'Daily usage of an organization: bytes transferred, cache hits and misses, connection seconds per UTC day',
-        description: `Totals across all the organization’s projects for the last \`days\` UTC days (1-${MAX_USAGE_DAYS}, default 30), today included, oldest first, every day listed.`,
-        tags: ['usage'],
-        params: OrgParams,
-        querystring: z.object({ days: z.coerce.number().int().min(1).max(MAX_USAGE_DAYS).default(30).describe(`Window in UTC days ending today, 1-${MAX_USAGE_DAYS}`) }),
-        response: { 200: z.object({ org_id: z.string(), days: z.array(DailyUsage) }), ...errorResponses('NOT_FOUND') },
-      },
-    },
+    '/v1/operator/orgs/:org_id/usage/daily',
+    { schema: usageSchema('getOperatorDailyUsage', 'Daily usage of any organization (operators)', 'operator', ['FORBIDDEN', 'NOT_FOUND']) },
     async (request) => {
-      const orgId = addressedOrg(requireRole(request, 'viewer'), request.params.org_id);
+      requireOperator(request);
+      const orgId = (await organizationRecord(deps, request.params.org_id)).row.org_id;
       return { org_id: orgId, days: await dailyUsage(deps.pool, orgId, request.query.days, deps.now()) };
     },
   );
