@@ -82,7 +82,7 @@ export const supportCasesProjection = rowProjection<SupportCaseRow>({
     columns: `case_id text primary key, org_id text not null, title text not null, body text not null, severity integer not null, status text not null, opened_by text not null,
       message_count integer not null, last_side text not null, closed_by text, closed_at timestamptz, revision integer not null, created_at timestamptz not null, updated_at timestamptz not null`,
     orderBy: 'case_id',
-    indexes: ['org_id, case_id', 'status, case_id'],
+    indexes: ['org_id, created_at desc, case_id desc', 'created_at desc, case_id desc'],
   },
   keyOf: caseIdOf,
   evolve: evolveSupportCase,

@@ -151,14 +151,16 @@ describe('support cases', () => {
         token = page.next_page_token;
       }
     };
-    const all = await api.pool.query<{ case_id: string; org_id: string; severity: number; status: string }>('select case_id, org_id, severity, status from rm.support_cases order by case_id');
+    const all = await api.pool.query<{ case_id: string; org_id: string; severity: number; status: string }>('select case_id, org_id, severity, status from rm.support_cases order by created_at desc, case_id desc');
     const expected = (where: (row: (typeof all.rows)[number]) => boolean) => all.rows.filter(where).map((row) => row.case_id);
     expect(await ids(owner.apiKey, '/v1/support-cases')).toEqual(expected((row) => row.org_id === owner.orgId));
     expect(await ids(owner.apiKey, '/v1/support-cases?severity=1')).toEqual(expected((row) => row.org_id === owner.orgId && row.severity === 1));
     expect(await ids(owner.apiKey, '/v1/support-cases?status=closed')).toEqual(expected((row) => row.org_id === owner.orgId && row.status === 'closed'));
     expect(await ids(alice.token, '/v1/operator/support-cases?severity=1&status=open')).toEqual(expected((row) => row.severity === 1 && row.status === 'open'));
     expect(await ids(alice.token, `/v1/operator/support-cases?org_id=${other.orgId}`)).toEqual([theirs.id]);
-    expect(await ids(owner.apiKey, '/v1/support-cases?severity=1')).toContain(critical.id);
+    expect((await ids(owner.apiKey, '/v1/support-cases?severity=1'))[0]).toBe(critical.id);
+    const forged = await api.call(owner.apiKey, { method: 'GET', url: `/v1/support-cases?page_token=${Buffer.from(JSON.stringify({ k: 'yesterday sc_1' })).toString('base64url')}` });
+    expect([forged.statusCode, problem(forged).errors?.[0]?.field]).toEqual([400, 'page_token']);
   });
 
   it('makes one case of a retried create with one Idempotency-Key; another body with that key is 409 IDEMPOTENCY_KEY_REUSED', async () => {
