@@ -190,6 +190,8 @@ describe('support cases', () => {
     expect([asOperator.statusCode, problem(asOperator).code]).toEqual([403, 'FORBIDDEN']);
     const openAsOperator = await api.call(alice.token, { method: 'POST', url: '/v1/support-cases', payload: { org_id: owner.orgId, title: 'T', body: 'B' } });
     expect(openAsOperator.statusCode).toBe(403);
+    const mcp = await api.call(alice.token, { method: 'POST', url: '/v1/mcp', headers: { accept: 'application/json, text/event-stream' }, payload: { jsonrpc: '2.0', id: 1, method: 'ping' } });
+    expect([mcp.statusCode, problem(mcp).code]).toEqual([403, 'FORBIDDEN']);
     const unknown = await api.call(unknownOperator.token, { method: 'GET', url: '/v1/operator/support-cases' });
     expect([unknown.statusCode, problem(unknown).code]).toEqual([401, 'UNAUTHORIZED']);
     const viewerWrites = await api.call(viewerKey, { method: 'POST', url: `/v1/support-cases/${created.id}/messages`, payload: { body: 'hi' } });
