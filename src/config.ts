@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { parseOperatorTokens } from './auth/operators.js';
 import { parseKeyring } from './crypto/seal.js';
 import { parseCidrList } from './net/cidr.js';
 import { parseDnsServers } from './domains/dns.js';
@@ -71,6 +72,7 @@ export const ConfigSchema = z.object({
   PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(1, 'expected at least 1').max(604_800, 'expected at most 604800').default(86_400),
   PGWARD_PROXY_PROTOCOL_TRUSTED: parsedBy(parseCidrList, 'expected comma-separated addresses or CIDR ranges of the load balancers that send PROXY protocol v2 headers').optional(),
   PGWARD_HTTP_TRUSTED_PROXIES: parsedBy(parseCidrList, 'expected comma-separated addresses or CIDR ranges of the reverse proxies whose X-Forwarded-For is believed').optional(),
+  PGWARD_OPERATOR_TOKENS: parsedBy(parseOperatorTokens, 'expected name:sha256hex entries of operator tokens (pgward admin operator-token --name NAME)').optional(),
   PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(20),
 });
 export type Config = z.infer<typeof ConfigSchema>;

@@ -6,6 +6,7 @@ import type { Projection } from '../projections/projection.js';
 import { awaitApplied, awaitCaughtUp } from '../projections/maintenance.js';
 import { findActiveApiKeyByHash } from '../queries/api-keys.js';
 import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
+import { operatorOf, parseOperatorTokens } from './auth/operators.js';
 import type { DecisionBus } from './bus/port.js';
 import { demoSettings } from './demo/settings.js';
 import { ConfigError, instanceId, tlsFiles, type Config } from './config.js';
@@ -49,7 +50,9 @@ function authenticators(config: Config, store: EventStore, pool: pg.Pool): Authe
     config.PGWARD_JWKS_URL && config.PGWARD_JWT_ISSUER && config.PGWARD_JWT_AUDIENCE
       ? createJwtVerifier({ jwksUrl: config.PGWARD_JWKS_URL, issuer: config.PGWARD_JWT_ISSUER, audience: config.PGWARD_JWT_AUDIENCE })
       : undefined;
+  const operators = parseOperatorTokens(config.PGWARD_OPERATOR_TOKENS ?? '');
   return {
+    operator: (token) => operatorOf(token, operators),
     async apiKey(token) {
       const hash = sha256Hex(token);
       const found = await lookup(hash);

@@ -1,5 +1,5 @@
 import type { CatalogEvent } from '../../src/events/catalog.js';
-import { ApiKeyCreated, OrganizationCreated, OrganizationPlanChanged, ApiKeyRevoked, type ApiKeyRole, type Plan } from '../../src/events/organizations.js';
+import { ApiKeyCreated, OrganizationBillingChanged, OrganizationCreated, OrganizationPlanChanged, ApiKeyRevoked, type ApiKeyRole, type Plan, type SubscriptionStatus } from '../../src/events/organizations.js';
 import { DomainError } from '../domain-error.js';
 import { emit, type Aggregate } from '../handle.js';
 
@@ -7,13 +7,16 @@ export interface OrganizationState {
   readonly exists: boolean;
   readonly plan?: Plan;
   readonly apiKeys: ReadonlyMap<string, { readonly role: ApiKeyRole; readonly revoked: boolean }>;
+  /** The stream's revision: the ETag of the organization's billing record. */
+  readonly revision: number;
 }
 
 export type OrganizationCommand =
   | { readonly kind: 'create'; readonly orgId: string; readonly name: string; readonly plan: Plan; readonly features: string[]; readonly ownerKey: NewApiKey }
   | { readonly kind: 'create-api-key'; readonly orgId: string; readonly key: NewApiKey }
   /** `ifVersion` is the key's ETag (apiKeyVersion) the caller read, when it sent If-Match. */
-  | { readonly kind: 'revoke-api-key'; readonly orgId: string; readonly keyId: string; readonly ifVersion?: number };
+  | { readonly kind: 'revoke-api-key'; readonly orgId: string; readonly keyId: string; readonly ifVersion?: number }
+  | { readonly kind: 'set-billing'; readonly orgId: string; readonly billingProvider: string; readonly subscriptionStatus: SubscriptionStatus; readonly ifRevision?: number };
 
 export interface NewApiKey {
   readonly keyId: string;
@@ -33,9 +36,10 @@ export function apiKeyVersion(key: { readonly revoked: boolean }): number {
 }
 
 export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
-  initial: { exists: false, apiKeys: new Map() },
+  initial: { exists: false, apiKeys: new Map(), revision: -1 },
 
-  evolve(state, event: CatalogEvent) {
+  evolve(previous, event: CatalogEvent) {
+    const state = { ...previous, revision: event.revision };
     switch (event.type) {
       case OrganizationCreated.type:
       case OrganizationPlanChanged.type:
@@ -73,6 +77,12 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
         if (key.role === 'owner' && liveOwners === 1) return new DomainError('CONFLICT', 'this is the organization’s last owner key; create another owner key first');
         return [emit(ApiKeyRevoked, { org_id: command.orgId, key_id: command.keyId })];
       }
+      case 'set-billing':
+        if (!state.exists) return new DomainError('NOT_FOUND', `organization ${command.orgId} not found`);
+        if (command.ifRevision !== undefined && command.ifRevision !== state.revision) {
+          return new DomainError('PRECONDITION_FAILED', `the organization is at revision ${state.revision}, not ${command.ifRevision}: fetch its billing again and retry with its ETag`);
+        }
+        return [emit(OrganizationBillingChanged, { org_id: command.orgId, billing_provider: command.billingProvider, subscription_status: command.subscriptionStatus })];
     }
   },
 };

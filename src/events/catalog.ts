@@ -14,6 +14,7 @@ import * as ipRules from './ip-rules.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
 import * as projects from './projects.js';
+import * as support from './support.js';
 import * as webhooks from './webhooks.js';
 
 /** Every event definition the system reads or writes. */
@@ -22,6 +23,7 @@ export const catalog = [
   organizations.OrganizationPlanChanged,
   organizations.ApiKeyCreated,
   organizations.ApiKeyRevoked,
+  organizations.OrganizationBillingChanged,
   projects.ProjectCreated,
   projects.ProjectUpdated,
   projects.ProjectDeleted,
@@ -76,6 +78,10 @@ export const catalog = [
   branches.BranchReady,
   branches.BranchFailed,
   branches.BranchDeleted,
+  support.SupportCaseOpened,
+  support.SupportMessagePosted,
+  support.SupportCaseClosed,
+  support.CancellationFeedbackRecorded,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

@@ -28,6 +28,8 @@ import { honeytokenRoutes } from './routes/honeytokens.js';
 import { ipRuleRoutes } from './routes/ip-rules.js';
 import { approvalRoutes } from './routes/approvals.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { supportCaseRoutes } from './routes/support-cases.js';
+import { usageRoutes } from './routes/usage.js';
 import { ensureWebhookTables } from '../webhooks/schema.js';
 import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
 import { policyReplayRoutes } from './routes/policy-replay.js';
@@ -79,6 +81,12 @@ function frameworkError(error: FastifyError, request: FastifyRequest, reply: Fas
   void sendProblem(reply, problem);
 }
 
+/** Whose Idempotency-Keys a request's are: its API key's, its user's, or its operator's. */
+function idempotencyScope(request: FastifyRequest): string {
+  if (request.operator) return `operator:${request.operator.name}`;
+  return request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.kind === 'jwt' ? request.caller.subject : ''}`;
+}
+
 /** The HTTP surface. The composition root decides what backs it. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -123,7 +131,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     });
     installRateLimit(app, plane.rateLimits);
     installAuth(app, plane.authenticators);
-    await installIdempotency(app, plane.deps.pool, (request) => (request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.kind === 'jwt' ? request.caller.subject : ''}`), plane.sealer);
+    await installIdempotency(app, plane.deps.pool, idempotencyScope, plane.sealer);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
     organizationRoutes(api, plane.deps);
@@ -151,6 +159,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     auditReportRoutes(api, plane.deps);
     agentRoutes(api, plane.deps);
     demoRoutes(api, plane.deps);
+    supportCaseRoutes(api, plane.deps);
+    usageRoutes(api, plane.deps);
     managementMcpRoutes(api, options.observe?.toolCall('management'));
     agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));

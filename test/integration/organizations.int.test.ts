@@ -119,7 +119,8 @@ async function orgScopedOperations(): Promise<{ id: string; method: string; path
     const resolved = schema?.$ref ? doc.components.schemas[schema.$ref.split('/').pop()!] : schema;
     return Object.keys(resolved?.properties ?? {});
   };
-  return Object.entries(doc.paths).flatMap(([path, methods]) =>
+  // The deployment's operators address any organization (docs/support.md); test/integration/support-cases.int.test.ts covers who reaches them.
+  return Object.entries(doc.paths).filter(([path]) => !path.startsWith('/v1/operator/')).flatMap(([path, methods]) =>
     Object.entries(methods).flatMap(([method, op]) => {
       const where = op.parameters?.find((p) => p.name === 'org_id')?.in ?? (bodyProperties(op).includes('org_id') ? 'body' : undefined);
       return where ? [{ id: op.operationId, method: method.toUpperCase(), path, in: where }] : [];
@@ -163,6 +164,8 @@ describe('routes taking org_id, enumerated from the OpenAPI document', () => {
       createProject: (orgId) => ['/v1/projects', { name: 'intruder', org_id: orgId, database }],
       createApiKey: (orgId) => [`/v1/orgs/${orgId}/api-keys`, { name: 'intruder', role: 'admin' }],
       revokeApiKey: (orgId) => [`/v1/orgs/${orgId}/api-keys/${keyOfB}`],
+      createSupportCase: (orgId) => ['/v1/support-cases', { org_id: orgId, title: 'intruder', body: 'intruder' }],
+      createCancellationFeedback: (orgId) => [`/v1/orgs/${orgId}/cancellation-feedback`, { reason: 'other' }],
     };
     const before = [await http(b.apiKey, 'GET', '/v1/projects?page_size=100'), await http(b.apiKey, 'GET', `/v1/orgs/${b.orgId}/api-keys?page_size=100`)].map((r) => r.body);
     const wrong: string[] = [];

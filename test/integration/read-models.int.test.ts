@@ -1,3 +1,4 @@
+import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { auditStream } from '../../projections/audit.js';
@@ -11,11 +12,13 @@ import { handle } from '../../commands/handle.js';
 import { newId } from '../../src/ids.js';
 import { branch } from '../../commands/branches/branch.js';
 import { domain } from '../../commands/domains/domain.js';
+import { newOperatorToken } from '../../src/auth/operators.js';
 
 let api: TestApi;
+const operator = newOperatorToken('ops');
 
 beforeAll(async () => {
-  api = await startApi('read_models');
+  api = await startApi('read_models', { PGWARD_OPERATOR_TOKENS: operator.entry });
 });
 afterAll(async () => {
   await api?.stop();
@@ -63,6 +66,19 @@ async function workload(): Promise<void> {
     await branchEvents(project.project.id, project.database.id, p);
     if (p === 2) await call('DELETE', base);
   }
+  await supportWorkload(orgId, call);
+}
+
+/** Support cases from both sides, cancellation feedback and an operator's billing record. */
+async function supportWorkload(orgId: string, call: (method: 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: object) => Promise<LightMyRequestResponse>): Promise<void> {
+  for (let c = 0; c < 2; c++) {
+    const opened = (await call('POST', '/v1/support-cases', { org_id: orgId, title: `case ${c}`, body: 'help', severity: c + 1 })).json() as { id: string };
+    await call('POST', `/v1/support-cases/${opened.id}/messages`, { body: `more ${c}` });
+    await api.call(operator.token, { method: 'POST', url: `/v1/operator/support-cases/${opened.id}/messages`, payload: { body: `answer ${c}` } });
+    if (c === 1) await api.call(operator.token, { method: 'POST', url: `/v1/operator/support-cases/${opened.id}/close` });
+  }
+  await call('POST', `/v1/orgs/${orgId}/cancellation-feedback`, { reason: 'too_expensive', feedback: 'monthly only' });
+  await api.call(operator.token, { method: 'PATCH', url: `/v1/operator/orgs/${orgId}/billing`, payload: { billing_provider: 'stripe', subscription_status: 'past_due' } });
 }
 
 /** A branch's life as the copier records it (no real copy: the read models are what is exercised here). */

@@ -70,12 +70,13 @@ export function actorOf(caller: Caller): string {
 }
 
 export function commandContext(request: FastifyRequest, deps: ApiDeps): CommandContext {
-  const caller = callerOf(request);
+  // An operator (docs/support.md) acts as itself; everyone else as their key or user.
+  const actor = request.operator ? `operator:${request.operator.name}` : actorOf(callerOf(request));
   // Keys are per caller (the idempotency scope), so the event ids they derive are too: another
   // caller picking the same key value makes its own events, not a "retry" of someone else's.
   const claim = request.routeOptions.config.idempotent ? request.idempotency : undefined;
   const idempotencyKey = claim ? `${claim.scope}\u0000${claim.key}` : undefined;
-  return { correlationId: request.id, actor: actorOf(caller), ...(idempotencyKey ? { idempotencyKey } : {}), now: deps.now };
+  return { correlationId: request.id, actor, ...(idempotencyKey ? { idempotencyKey } : {}), now: deps.now };
 }
 
 /** The revision an `If-Match` header names, or undefined when absent; `*` matches anything. */
