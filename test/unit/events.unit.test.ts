@@ -211,6 +211,13 @@ const samples: Record<string, Record<string, unknown>> = {
   },
   'HoneytokenDeleted.v1': { honeytoken_id: id('hnt_') },
   'IpRulesSet.v1': { project_id: id('prj_'), allow: [{ cidr: '10.0.0.0/8', label: 'office' }, { cidr: '2001:db8::/32' }], deny: [{ cidr: '127.0.0.2/32' }] },
+  'DomainCreated.v1': { domain_id: id('dom_'), project_id: id('prj_'), domain: 'db.example.com', dns_verification_token: 'pgward-verify-0123456789abcdefghijklmnopqrstuv' },
+  'DomainVerified.v1': { domain_id: id('dom_'), record_name: '_pgward.db.example.com' },
+  'DomainDeleted.v1': { domain_id: id('dom_') },
+  'BranchCreated.v1': { branch_id: id('brn_'), project_id: id('prj_'), database_id: id('db_'), name: 'rehearsal', database_name: 'pgward_branch_0123456789abcdefghij' },
+  'BranchReady.v1': { branch_id: id('brn_'), method: 'template' },
+  'BranchFailed.v1': { branch_id: id('brn_'), reason: 'the source has other sessions' },
+  'BranchDeleted.v1': { branch_id: id('brn_') },
   'WebhookCreated.v1': {
     webhook_id: id('whk_'),
     project_id: id('prj_'),
