@@ -8,6 +8,7 @@ import { apiKeysProjection } from './api-keys.js';
 import { approvalsProjection } from './approvals.js';
 import { credentialsProjection } from './credentials.js';
 import { databasesProjection, replicasProjection } from './databases.js';
+import { enrollmentsProjection } from './enrollments.js';
 import { honeytokensProjection } from './honeytokens.js';
 import { organizationsProjection } from './organizations.js';
 import { policiesProjection } from './policies.js';
@@ -23,5 +24,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, enrollmentsProjection];
 }

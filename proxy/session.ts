@@ -47,6 +47,7 @@ import { UpstreamHold } from './session-upstream.js';
 import { SessionReads, type ReadRouting } from './replica-routing.js';
 import { errorsHidden, FLUSH, guardedReplies, guardedSimpleEnd, guardedSimpleWrite, settledOf, simpleEndReplies, undoneSync, type GuardedOutcome } from './guarded-write.js';
 import { rollbackInTransaction, writeGuardOf, type WriteGuard } from './policy/write-guard.js';
+import type { Admission } from './admission.js';
 import type { LiveView } from './views/live-view.js';
 import { holdFor, holdUnavailable, type ApprovalServices, type Hold } from './approval-hold.js';
 import { holdOnWire } from './approval-wire.js';
@@ -83,6 +84,8 @@ export interface SessionContext {
   readonly onLogin?: (credentialId: string) => void;
   /** Where held statements are recorded and their decisions followed; without it a held statement is refused. */
   readonly approvals?: ApprovalServices;
+  /** Whether logins are admitted at all (proxy/admission.ts); absent: always. */
+  readonly admission?: Admission;
 }
 
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */

@@ -6,6 +6,7 @@ import * as audit from './audit.js';
 import * as credentials from './credentials.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
+import * as enrollments from './enrollments.js';
 import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
 import * as honeytokens from './honeytokens.js';
 import * as organizations from './organizations.js';
@@ -65,6 +66,8 @@ export const catalog = [
   webhooks.WebhookSecretRotated,
   webhooks.WebhookDeleted,
   webhooks.WebhookTestRequested,
+  enrollments.SelfHostEnrollmentCreated,
+  enrollments.SelfHostEnrollmentRevoked,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

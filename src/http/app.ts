@@ -21,6 +21,8 @@ import { auditRoutes } from './routes/audit.js';
 import { auditReportRoutes } from './routes/audit-reports.js';
 import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
+import { dataPlaneRoutes } from './routes/data-plane.js';
+import { enrollmentRoutes } from './routes/enrollments.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
 import { approvalRoutes } from './routes/approvals.js';
@@ -138,6 +140,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     auditReportRoutes(api, plane.deps);
     agentRoutes(api, plane.deps);
     demoRoutes(api, plane.deps);
+    enrollmentRoutes(api, plane.deps);
+    dataPlaneRoutes(api, plane.deps);
     managementMcpRoutes(api, options.observe?.toolCall('management'));
     agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));
