@@ -18,6 +18,7 @@ import { ChannelClient, ChannelEnded } from '../../src/enroll/channel-client.js'
 import { RemoteBus } from '../../src/enroll/remote-bus.js';
 import { RemoteEventStore } from '../../src/enroll/remote-store.js';
 import { dataPlaneKeyring } from '../../src/enroll/token.js';
+import { buildCatalog, type OpenApiDocument } from '../../src/mcp/management/catalog.js';
 import { DATA_PLANE_PREFIXES } from '../../src/enroll/wire.js';
 import { CredentialUsed } from '../../src/events/credentials.js';
 import { DatabaseRegistered } from '../../src/events/databases.js';
@@ -169,6 +170,8 @@ describe('self-host enrollment tokens', () => {
     const ids = Object.values(doc.paths).flatMap((ops) => Object.values(ops).map((op) => op.operationId));
     expect(ids).toEqual(expect.arrayContaining(['createSelfHostEnrollment', 'listSelfHostEnrollments', 'getSelfHostEnrollment', 'revokeSelfHostEnrollment']));
     expect(Object.keys(doc.paths).filter((path) => path.includes('data-plane'))).toEqual([]);
+    const found = buildCatalog(doc as unknown as OpenApiDocument).search('self-host enrollment token for a data plane', 5).map((op) => op.operationId);
+    expect(found).toEqual(expect.arrayContaining(['createSelfHostEnrollment', 'revokeSelfHostEnrollment']));
   });
 });
 
