@@ -2,15 +2,14 @@ import type { ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { ENROLLMENT_STREAM, enrollmentStatus, evolveEnrollment, type EnrollmentRow } from '../../../projections/enrollments.js';
 import { findEnrollmentByHash } from '../../../queries/enrollments.js';
-import type { BusRecord } from '../../../proxy/decisions.js';
 import type { Keyring } from '../../crypto/seal.js';
 import { matchesHash, sha256Hex } from '../../crypto/tokens.js';
 import { appendRefusal } from '../../enroll/appends.js';
+import { decisionRefusal } from '../../enroll/decision-check.js';
 import { ProjectStreams } from '../../enroll/project-streams.js';
 import { resealFor } from '../../enroll/reseal.js';
-import { dataPlaneKeyring, ENROLLMENT_TOKEN, isEnrolledProxyId } from '../../enroll/token.js';
+import { dataPlaneKeyring, ENROLLMENT_TOKEN } from '../../enroll/token.js';
 import { DATA_PLANE_PREFIXES, ENROLLMENT_END_HEADER, ExpectedRevision, fromWire, toWire, WireNewEvent, type ChannelEnd } from '../../enroll/wire.js';
-import { parseStatementDecided } from '../../events/statement-decided-check.js';
 import { StoreError, type RecordedEvent } from '../../store/port.js';
 import { Problem } from '../problem.js';
 import { visibleProject } from './projects.js';
@@ -230,31 +229,4 @@ export function dataPlaneRoutes(app: Api, deps: ApiDeps): void {
       }
     },
   );
-}
-
-/** Why a decision message may not come from this enrollment's data plane, or undefined when it may. */
-export function decisionRefusal(data: Uint8Array, projectId: string, enrollmentId: string): string | undefined {
-  let record: BusRecord;
-  try {
-    record = JSON.parse(Buffer.from(data).toString('utf8')) as BusRecord;
-  } catch {
-    return 'the message is not JSON';
-  }
-  if (record.kind === 'gap') {
-    if (record.project_id !== projectId || typeof record.proxy_id !== 'string' || !isEnrolledProxyId(record.proxy_id, enrollmentId)) return 'a gap must name this enrollment’s project and one of its proxies';
-    return undefined;
-  }
-  const decisions = record.kind === 'batch' && Array.isArray(record.decisions) ? record.decisions : record.kind === 'decision' ? [record.decision] : undefined;
-  if (!decisions) return 'expected a decision, a batch or a gap';
-  for (const [index, raw] of decisions.entries()) {
-    let decision;
-    try {
-      decision = parseStatementDecided(raw);
-    } catch (error) {
-      return `decision ${index}: ${(error as Error).message.slice(0, 500)}`;
-    }
-    if (decision.project_id !== projectId) return `decision ${index}: names project ${decision.project_id}, not this enrollment’s`;
-    if (decision.proxy_id === null || !isEnrolledProxyId(decision.proxy_id, enrollmentId)) return `decision ${index}: its proxy_id must start with ${enrollmentId}:`;
-  }
-  return undefined;
 }
