@@ -87,6 +87,7 @@ describe('a self-hosted data plane enrolled with a control plane', () => {
     const live = new pg.Client({ connectionString: login.toString() });
     await live.connect();
     expect((await live.query('select count(*)::int as n from items')).rows).toEqual([{ n: 5 }]);
+    expect((await live.query('select label from items where id = $1', [3])).rows).toEqual([{ label: 'item-3' }]);
     const refused = await live.query('delete from items').then(() => 'ran', (error: { code?: string }) => error.code);
     expect(refused).toBe('42501');
 
@@ -94,14 +95,15 @@ describe('a self-hosted data plane enrolled with a control plane', () => {
     await stateClient.connect();
     try {
       const entries = await waitFor(
-        'the data plane’s three statements in the control plane’s audit trail',
+        'the data plane’s four statements in the control plane’s audit trail',
         async () => (await stateClient.query<{ event: string; proxy_id: string; sql: string }>('select event, proxy_id, sql from rm.audit_entries where project_id = $1 order by seq', [project.id])).rows,
-        (rows) => rows.length >= 3,
+        (rows) => rows.length >= 4,
         20_000,
       );
       expect(entries.map((e) => [e.event, e.sql])).toEqual([
         ['query', 'select label from items order by id limit 2'],
         ['query', 'select count(*)::int as n from items'],
+        ['query', 'select label from items where id = $1'],
         ['blocked', 'delete from items'],
       ]);
       expect(entries.every((e) => e.proxy_id.startsWith(`${enrollment.id}:`))).toBe(true);
@@ -109,7 +111,7 @@ describe('a self-hosted data plane enrolled with a control plane', () => {
       await stateClient.end();
     }
     const audit = verifyAudit(project.id, env);
-    expect(audit).toMatchObject({ ok: true, entries: 3, events: 3 });
+    expect(audit).toMatchObject({ ok: true, entries: 4, events: 4 });
 
     const ended = new Promise<string>((resolve) => live.on('error', (error: Error & { code?: string }) => resolve(`${error.code}: ${error.message}`)));
     await call('POST', `/v1/projects/${project.id}/self-host-enrollments/${enrollment.id}/revoke`);
