@@ -11,7 +11,8 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import type { DecisionBus } from '../../src/bus/port.js';
-import type { StatementDecided } from '../../src/events/audit.js';
+import { StatementDecided as StatementDecidedEvent, type StatementDecided } from '../../src/events/audit.js';
+import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { decision } from '../support/decisions.js';
 import { openSecret, parseKeyring } from '../../src/crypto/seal.js';
 import { ChannelClient, ChannelEnded } from '../../src/enroll/channel-client.js';
@@ -35,6 +36,7 @@ let otherHosted: string;
 let cloud: string;
 const logger = pino({ level: 'silent' });
 let bus: DecisionBus;
+let ingest: RunningIngest;
 const published: { id: string; data: string }[] = [];
 
 interface Enrollment {
@@ -78,6 +80,8 @@ beforeAll(async () => {
   bus = createMemoryBus();
   await bus.consume({ durable: 'test' }, async (delivery) => void published.push({ id: delivery.id, data: Buffer.from(delivery.data).toString('utf8') }));
   api = await startApi('enrollments', {}, { bus });
+  // Ingest's durable consumer exists before anything is published, as in serve.
+  ingest = await startIngest({ store: api.store, bus, logger, holeGraceMs: 600_000, appendLingerMs: 2 });
   await api.app.listen({ host: '127.0.0.1', port: 0 });
   baseUrl = new URL(`http://127.0.0.1:${(api.app.server.address() as AddressInfo).port}`);
   scale = await api.org('scale');
@@ -86,6 +90,7 @@ beforeAll(async () => {
   cloud = await project(scale, false);
 });
 afterAll(async () => {
+  await ingest?.stop();
   await api?.stop();
   await bus?.close();
 });
@@ -234,10 +239,29 @@ describe('the data-plane channel', () => {
     await expect(send('other:1:1..1', decision(hosted, `${created.id}:x`))).rejects.toThrow(/403.*message id/);
     await expect(send(`${created.id}:x:1:1..1`, { kind: 'decision', decision: { project_id: hosted } })).rejects.toThrow(/403/);
     expect(published).toEqual([]);
-    const own = { kind: 'batch', decisions: [sampleDecision(hosted, `${created.id}:x`), sampleDecision(hosted, `${created.id}:x`)] };
+    const own = { kind: 'batch', decisions: [{ ...sampleDecision(hosted, `${created.id}:x`), seq: '1' }, { ...sampleDecision(hosted, `${created.id}:x`), seq: '2' }] };
     await send(`${created.id}:x:1:1..2`, own);
     await waitFor(() => published.length === 1, 5_000, 'the decision message on the control plane’s bus');
     expect(published[0]).toEqual({ id: `${created.id}:x:1:1..2`, data: JSON.stringify(own) });
+  });
+
+  it('a decision message sent again (a retry after a lost answer) reaches the audit stream once', async () => {
+    const created = await token(otherHosted);
+    const bus2 = new RemoteBus(channel(created.token).client, 1024 * 1024);
+    const proxyId = `${created.id}:retry`;
+    const first = { ...sampleDecision(otherHosted, proxyId), seq: '1' };
+    const second = { ...sampleDecision(otherHosted, proxyId), seq: '2' };
+    const message = { id: `${proxyId}:${first.boot_epoch}:1..2`, data: Buffer.from(JSON.stringify({ kind: 'batch', decisions: [first, second] })) };
+    await bus2.publish(message);
+    await bus2.publish(message);
+    await bus2.publish({ id: `${proxyId}:${first.boot_epoch}:2..2`, data: Buffer.from(JSON.stringify({ kind: 'decision', decision: second })) });
+    await waitFor(async () => (await api.store.readStream(`audit-${otherHosted}`)).length >= 2, 10_000, 'the decisions in the audit stream');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const stored = (await api.store.readStream(`audit-${otherHosted}`)).map((e) => decodeWith(StatementDecidedEvent, e).data);
+    expect(stored.map((d) => [d.proxy_id, d.seq])).toEqual([
+      [proxyId, '1'],
+      [proxyId, '2'],
+    ]);
   });
 
   it('follows its events live; a revoke ends the stream with its reason, and every later request is refused', async () => {
