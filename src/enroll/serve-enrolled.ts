@@ -8,7 +8,7 @@ import { listenOn } from '../listen.js';
 import type { Logger } from '../logger.js';
 import type { Running } from '../main.js';
 import { createMetrics } from '../metrics.js';
-import { ChannelClient } from './channel-client.js';
+import { ChannelClient, ChannelEnded, ChannelRequestFailed } from './channel-client.js';
 import { RemoteBus } from './remote-bus.js';
 import { RemoteEventStore } from './remote-store.js';
 import { dataPlaneKeyring, enrolledProxyId } from './token.js';
@@ -28,7 +28,11 @@ export interface Enrollment {
 export async function serveEnrolled(config: Config, logger: Logger, enrollment: Enrollment): Promise<Running> {
   const log = logger.child({ role: 'data-plane' });
   const client = new ChannelClient(enrollment.controlPlane, enrollment.token, log);
-  const info = EnrollmentInfo.parse(await client.json('GET', '/v1/data-plane/enrollment'));
+  const info = EnrollmentInfo.parse(await client.json('GET', '/v1/data-plane/enrollment').catch((error: unknown) => {
+    if (error instanceof ChannelRequestFailed || error instanceof ChannelEnded) throw error;
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    throw new Error(`cannot reach the control plane at ${enrollment.controlPlane.origin}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+  }));
   log.info({ enrollment_id: info.enrollment_id, project_id: info.project_id, control_plane: enrollment.controlPlane.origin }, 'enrolled with the control plane');
 
   const admission = new Admission();

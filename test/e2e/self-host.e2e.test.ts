@@ -54,6 +54,7 @@ afterAll(async () => {
 });
 
 describe('a self-hosted data plane enrolled with a control plane', () => {
+
   it('serves an agent through the enrolled proxy, its decisions land in the control plane’s verified audit trail, and a revoke stops it', async () => {
     const control = await start(['serve', '--role', 'api', '--role', 'projector', '--role', 'ingest', '--role', 'proxy'], env);
     const created = pgwardCli(['admin', 'create-org', '--name', 'Self-host org', '--plan', 'scale'], env);
@@ -71,6 +72,10 @@ describe('a self-hosted data plane enrolled with a control plane', () => {
     const policy = (await call('POST', `/v1/projects/${project.id}/policies`, { name: 'reader', read_only: true, allowed_tables: ['public.items'] })) as { id: string };
     const agent = (await call('POST', `/v1/projects/${project.id}/agents`, { name: 'bot', policy_profile_id: policy.id })) as { connection_string: string };
     const enrollment = (await call('POST', `/v1/projects/${project.id}/self-host-enrollments`, { description: 'rack 4', region_label: 'on-prem-1' })) as { id: string; token: string };
+
+    const unknown = pgwardCli(['serve', '--role', 'proxy', '--enroll', `pgw_enr_${'x'.repeat(43)}`, '--control-plane', control.httpUrl], { PATH: process.env.PATH, PGWARD_DATA_DIR: join(dir, 'unknown'), PGWARD_PROXY_PORT: String(await freePort()), PGWARD_HTTP_PORT: String(await freePort()) });
+    expect(unknown.status).toBe(1);
+    expect(unknown.stderr).toBe('pgward: the control plane refused the enrollment token: the enrollment token is unknown\n');
 
     const dataPlane = await start(['serve', '--role', 'proxy', '--enroll', enrollment.token, '--control-plane', control.httpUrl], {
       PATH: process.env.PATH,
