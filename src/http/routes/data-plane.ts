@@ -59,7 +59,8 @@ export function dataPlaneRoutes(app: Api, deps: ApiDeps): void {
   const channels = new Set<ServerResponse>();
   // A project's ownership cache is shared by its enrollment's requests: ownership never changes.
   const owners = new Map<string, ProjectStreams>();
-  app.addHook('onClose', async () => {
+  // Before the server waits for its connections to end: a live stream never would (its data plane reopens it elsewhere or later).
+  app.addHook('preClose', async () => {
     for (const channel of channels) channel.end();
   });
 
