@@ -127,5 +127,8 @@ describe('a self-hosted data plane enrolled with a control plane', () => {
     expect(after.status).not.toBe(0);
     expect(after.stderr).toMatch(/this pgward data plane no longer serves: its enrollment token was revoked/);
     expect(dataPlane.output()).toMatch(/this data plane no longer serves agents/);
+    const again = pgwardCli(['serve', '--role', 'proxy', '--enroll', enrollment.token, '--control-plane', control.httpUrl], { PATH: process.env.PATH, PGWARD_DATA_DIR: join(dir, 'again'), PGWARD_PROXY_PORT: String(await freePort()), PGWARD_HTTP_PORT: String(await freePort()) });
+    expect(again.status).toBe(1);
+    expect(again.stderr).toMatch(/^pgward: the control plane ended this data plane’s channel \(revoked\): the enrollment token pgw_enr_.{4}… was revoked at /);
   }, 90_000);
 });
