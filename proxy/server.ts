@@ -9,11 +9,11 @@ import { disableForHoneytoken } from '../commands/credentials/disable-for-honeyt
 import type { CredentialRow } from '../projections/credentials.js';
 import type { Plan } from '../src/events/organizations.js';
 import { plans } from '../src/plans.js';
-import type { DecisionBus } from '../src/bus/port.js';
+import type { DecisionSink } from '../src/bus/port.js';
 import type { Keyring } from '../src/crypto/seal.js';
 import { encodeEvent } from '../src/events/envelope.js';
 import { CredentialUsed } from '../src/events/credentials.js';
-import type { EventStore } from '../src/store/port.js';
+import type { ProxyStore } from '../src/store/port.js';
 import { lostToRestart, onRequest } from './approval-hold.js';
 import { Budgets, sessionBudgets, type SpentSource } from './budgets.js';
 import { DecisionPublisher } from './decisions.js';
@@ -36,11 +36,12 @@ import { sandboxBranchOf } from './sandbox.js';
 import { proxyViews } from './views/proxy-views.js';
 import { DEFAULT_HEALTH_THRESHOLDS, type HealthThresholds } from './replica-health.js';
 import { ReplicaMonitor } from './replica-monitor.js';
+import { endSessionsOnClose, type Admission } from './admission.js';
 import { DEFAULT_READ_YOUR_WRITES_MS } from './replica-routing.js';
 
 export interface ProxyOptions {
-  readonly store: EventStore;
-  readonly bus: DecisionBus;
+  readonly store: ProxyStore;
+  readonly bus: DecisionSink;
   readonly keyring: Keyring;
   readonly logger: Logger;
   readonly metrics: Registry;
@@ -62,6 +63,8 @@ export interface ProxyOptions {
   readonly spent?: SpentSource;
   /** The process's budget tallies, shared with its hosted MCP so that both count against one figure; else the proxy keeps its own, from `spent`. */
   readonly budgets?: Budgets;
+  /** Whether this proxy may serve agents at all (an enrolled data plane whose token was revoked may not): proxy/admission.ts. */
+  readonly admission?: Admission;
   /** Read replicas' health probes and read routing (docs/replicas.md); defaults otherwise. */
   readonly replicas?: Partial<ReplicaOptions>;
   /** Accept PROXY protocol v2 headers from these peers (PGWARD_PROXY_PROTOCOL_TRUSTED); without it no header is parsed. */
@@ -212,9 +215,12 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     onLogin: recordUse,
     approvals: { store, approvals },
     ipRules,
+    ...(options.admission ? { admission: options.admission } : {}),
     ...(options.tls ? { tls: options.tls } : {}),
     ...(options.tls && options.domainCertificates ? { sni: options.domainCertificates.sniCallback } : {}),
   };
+
+  if (options.admission) endSessionsOnClose(options.admission, registry, logger);
 
   // Paused on connect: the session reads the client through an inlet (Inlet.accept), never through the stream.
   const { proxyProtocol } = options;

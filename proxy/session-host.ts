@@ -1,3 +1,4 @@
+import type { Admission } from './admission.js';
 import type { SniCallback } from '../src/domains/certificates.js';
 import type { IpRulesRow } from '../projections/ip-rules.js';
 import type { SecureContext } from 'node:tls';
@@ -59,6 +60,8 @@ export interface SessionContext {
   readonly approvals?: ApprovalServices;
   /** Each project's IP rules, checked at login (proxy/ip-rules.ts); without them every address may connect. */
   readonly ipRules?: LiveView<IpRulesRow>;
+  /** Whether logins are admitted at all (proxy/admission.ts); absent: always. */
+  readonly admission?: Admission;
 }
 
 export type Protocol = 'simple' | 'extended';

@@ -7,6 +7,7 @@ import type { FrontendMessage, StartupMessage } from './protocol/frontend.js';
 import { masksWithHash } from './policy/hash-key.js';
 import { addressRefusal, IP_RULES_RULE } from './ip-rules.js';
 import type { SessionAudit } from './session-audit.js';
+import { ADMISSION_RULE, admissionRefusal } from './admission.js';
 import { AUTH_FAILED, ScramExchange, unusable } from './session-login.js';
 import type { SessionContext } from './session-host.js';
 import type { CatalogLease } from './upstream/catalog-snapshot.js';
@@ -112,6 +113,8 @@ export class LoginPhase {
     if (!credential) return this.refuse('auth_failed', 'unknown user');
     const refusal = unusable(credential);
     if (refusal) return this.refuse(refusal.event, refusal.reason);
+    const closedBy = context.admission?.closedBy();
+    if (closedBy) return this.refuse('auth_failed', closedBy, { rule: ADMISSION_RULE, reply: admissionRefusal(closedBy) });
     await context.budgets.prepare(credential);
     const handle = await context.upstreamFor(credential);
     if (this.host.closed()) return;

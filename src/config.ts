@@ -56,6 +56,8 @@ export const ConfigSchema = z.object({
   PGWARD_READ_YOUR_WRITES_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(600_000, 'expected at most 600000').default(5_000),
   PGWARD_LOGIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(1_000, 'expected at least 1000').max(600_000, 'expected at most 600000').default(60_000),
   PGWARD_REGION: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'expected a region name such as local or eu-west-1').default('local'),
+  PGWARD_ENROLL_TOKEN: z.string().regex(/^pgw_enr_[A-Za-z0-9_-]{43}$/, 'expected a self-host enrollment token (pgw_enr_...)').optional(),
+  PGWARD_CONTROL_PLANE_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) URL of the control plane’s API' }).optional(),
   PGWARD_PROXY_ID: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'expected a proxy id').optional(),
   PGWARD_AUDIT_HMAC_KEYS: parsedBy(parseKeyring, 'expected kid:base64secret entries of 32-byte secrets, current first')
     .optional(),

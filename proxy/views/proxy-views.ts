@@ -7,7 +7,7 @@ import { evolveIpRules, ipRulesProjectOf, type IpRulesRow } from '../../projecti
 import { evolveOrganization, type OrganizationRow } from '../../projections/organizations.js';
 import { evolvePolicy, type PolicyRow } from '../../projections/policies.js';
 import { evolveProject, type ProjectRow } from '../../projections/projects.js';
-import type { EventStore } from '../../src/store/port.js';
+import type { ProxyStore } from '../../src/store/port.js';
 import { LiveView } from './live-view.js';
 import { evolvePolicyRoles, type PolicyRoles } from './policy-roles.js';
 
@@ -17,7 +17,7 @@ const afterPrefix = (prefix: string) => (event: { stream: string }) => event.str
  * The proxy's in-memory views. Each follows only its own control-plane category (`credential-`,
  * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`, `iprules-`), so audit appends never wake one.
  */
-export function proxyViews(store: EventStore) {
+export function proxyViews(store: Omit<ProxyStore, 'append'>) {
   const views = {
     credentials: new LiveView<CredentialRow>(store, { streamPrefix: 'credential-', keyOf: afterPrefix('credential-'), evolve: evolveCredential }),
     databases: new LiveView<DatabaseRow>(store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase }),

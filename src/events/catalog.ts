@@ -8,6 +8,7 @@ import * as credentials from './credentials.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
 import * as domains from './domains.js';
+import * as enrollments from './enrollments.js';
 import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
 import * as honeytokens from './honeytokens.js';
 import * as ipRules from './ip-rules.js';
@@ -82,6 +83,8 @@ export const catalog = [
   support.SupportMessagePosted,
   support.SupportCaseClosed,
   support.CancellationFeedbackRecorded,
+  enrollments.SelfHostEnrollmentCreated,
+  enrollments.SelfHostEnrollmentRevoked,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

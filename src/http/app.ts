@@ -23,6 +23,8 @@ import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
 import { domainRoutes } from './routes/domains.js';
 import { branchRoutes } from './routes/branches.js';
+import { dataPlaneRoutes } from './routes/data-plane.js';
+import { enrollmentRoutes } from './routes/enrollments.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
 import { ipRuleRoutes } from './routes/ip-rules.js';
@@ -161,6 +163,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     demoRoutes(api, plane.deps);
     supportCaseRoutes(api, plane.deps);
     usageRoutes(api, plane.deps);
+    enrollmentRoutes(api, plane.deps);
+    dataPlaneRoutes(api, plane.deps);
     managementMcpRoutes(api, options.observe?.toolCall('management'));
     agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));

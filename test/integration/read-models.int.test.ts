@@ -41,6 +41,11 @@ async function workload(): Promise<void> {
     const replica = (await call('POST', `${base}/databases/${project.database.id}/replicas`, { host: '10.0.0.2', port: 5433 })).json() as { id: string };
     if (p === 1) await call('DELETE', `${base}/databases/${project.database.id}/replicas/${replica.id}`);
     if (p === 2) await call('DELETE', `${base}/databases/${second.id}`);
+    if (p === 0) {
+      const enrollment = (await call('POST', `${base}/self-host-enrollments`, { description: 'rack', region_label: 'dc-1', expires_at: '2999-01-01T00:00:00.000Z' })).json() as { id: string };
+      await call('POST', `${base}/self-host-enrollments/${enrollment.id}/revoke`);
+      await call('POST', `${base}/self-host-enrollments`, {});
+    }
     const canary = (await call('POST', `${base}/honeytokens`, { kind: 'table', target: 'public.api_keys', disable_credential: p === 0 })).json() as { id: string };
     const removed = (await call('POST', `${base}/honeytokens`, { kind: 'value', target: `canary ${p}` })).json() as { id: string };
     await call('DELETE', `${base}/honeytokens/${removed.id}`);

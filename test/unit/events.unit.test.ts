@@ -74,6 +74,8 @@ const definitions: readonly EventDefinition[] = catalog;
 
 /** One valid payload per stored type. */
 const samples: Record<string, Record<string, unknown>> = {
+  'SelfHostEnrollmentCreated.v1': { enrollment_id: id('enr_'), project_id: id('prj_'), org_id: id('org_'), description: 'rack 4', region_label: 'dc-1', token_hash: hash, token_prefix: 'pgw_enr_ab12', expires_at: null },
+  'SelfHostEnrollmentRevoked.v1': { enrollment_id: id('enr_') },
   'OrganizationCreated.v1': { org_id: id('org_'), name: 'Acme', plan: 'pro', features: ['agent-gateway'] },
   'OrganizationPlanChanged.v1': { org_id: id('org_'), plan: 'scale', features: [] },
   'ApiKeyCreated.v1': { org_id: id('org_'), key_id: id('key_'), name: 'ci', role: 'admin', prefix: 'pgw_ab12', token_hash: hash },
