@@ -25,6 +25,11 @@ export class LiveView<R> {
     private readonly spec: LiveViewSpec<R>,
   ) {}
 
+  /** The streams this view folds. */
+  get streamPrefix(): string {
+    return this.spec.streamPrefix;
+  }
+
   /** Resolves once every event that existed at the call is folded; the view then stays live until stop(). */
   async start(): Promise<void> {
     const prefixes = [this.spec.streamPrefix];

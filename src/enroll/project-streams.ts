@@ -3,15 +3,15 @@ import type { EventStore, RecordedEvent } from '../store/port.js';
 import { DATA_PLANE_PREFIXES } from './wire.js';
 
 /** Categories whose streams name no project: each stream's first event says whose it is. */
-const OWNED_BY_FIRST_EVENT = ['credential-', 'policy-', 'honeytoken-', 'approval-'] as const;
+const OWNED_BY_FIRST_EVENT = ['credential-', 'policy-', 'honeytoken-', 'approval-', 'branch-'] as const;
 
 /** Of an organization's stream a data plane sees its plan, never its API keys (hashed as they are). */
 const ORG_EVENT_TYPES: ReadonlySet<string> = new Set([OrganizationCreated.type, OrganizationPlanChanged.type]);
 
 /**
  * Which events of the control plane's store belong to one project, as its data plane may see
- * them: its own `project-` and `hashkey-` streams, its organization's plan, and the credential,
- * policy, honeytoken and approval streams whose first event names the project. Ownership never
+ * them: its own `project-`, `hashkey-` and `iprules-` streams, its organization's plan, and the credential,
+ * policy, honeytoken, approval and branch streams whose first event names the project. Ownership never
  * changes, so it is remembered per stream.
  */
 export class ProjectStreams {
@@ -28,6 +28,7 @@ export class ProjectStreams {
     if (!DATA_PLANE_PREFIXES.some((prefix) => stream.startsWith(prefix))) return false;
     if (stream.startsWith('project-')) return stream === `project-${this.projectId}`;
     if (stream.startsWith('hashkey-')) return stream === `hashkey-${this.projectId}`;
+    if (stream.startsWith('iprules-')) return stream === `iprules-${this.projectId}`;
     if (stream.startsWith('org-')) return stream === `org-${this.orgId}`;
     if (!OWNED_BY_FIRST_EVENT.some((prefix) => stream.startsWith(prefix))) return false;
     return (await this.ownerOf(stream)) === this.projectId;

@@ -14,6 +14,9 @@ import { decodeWith, encodeEvent, type EventDefinition } from '../../src/events/
 import { ProjectHashKeyGenerated } from '../../src/events/projects.js';
 import type { RecordedEvent } from '../../src/store/port.js';
 import { decision } from '../support/decisions.js';
+import { proxyViews } from '../../proxy/views/proxy-views.js';
+import { DATA_PLANE_PREFIXES } from '../../src/enroll/wire.js';
+import { ProjectStreams } from '../../src/enroll/project-streams.js';
 
 const PRJ = 'prj_01hzzzzzzzzzzzzzzzzzzzzzzz';
 const OTHER = 'prj_01hyyyyyyyyyyyyyyyyyyyyyyy';
@@ -131,5 +134,16 @@ describe('enrollment status and keys', () => {
     expect(dataPlaneKeyring(`pgw_enr_${'a'.repeat(43)}`).keys.get('enrollment')).toEqual(a.keys.get('enrollment'));
     expect(dataPlaneKeyring(`pgw_enr_${'b'.repeat(43)}`).keys.get('enrollment')).not.toEqual(a.keys.get('enrollment'));
     expect(a.keys.get('enrollment')).toHaveLength(32);
+  });
+});
+
+describe('the data plane channel', () => {
+  it('serves every stream category the proxy’s live views fold, each owned by one project', async () => {
+    const noStore = { readAll: () => Promise.resolve([]), subscribe: () => { throw new Error('not started'); }, readStream: () => Promise.resolve([]) };
+    const folded = new Set(proxyViews(noStore as never).all.map((view) => view.streamPrefix));
+    expect([...folded].filter((prefix) => !(DATA_PLANE_PREFIXES as readonly string[]).includes(prefix))).toEqual([]);
+    const streams = new ProjectStreams(noStore as never, PRJ, 'org_01hzzzzzzzzzzzzzzzzzzzzzzz');
+    expect(await streams.owns(`iprules-${PRJ}`)).toBe(true);
+    expect(await streams.owns(`iprules-${OTHER}`)).toBe(false);
   });
 });
