@@ -20,6 +20,7 @@ import { LiveHoneytokens } from './honeytokens.js';
 import { HashKeys } from './hash-keys.js';
 import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
+import { cacheMetricsOf, ResultCaches } from './cache/caches.js';
 import { Inlet } from './inlet.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
@@ -200,6 +201,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
     approvals: { store, approvals },
+    resultCaches: new ResultCaches(cacheMetricsOf(metrics)),
     ...(options.tls ? { tls: options.tls } : {}),
   };
 

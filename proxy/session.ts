@@ -11,6 +11,7 @@ import type { ProxyMetrics } from './metrics.js';
 import { masksColumns, sessionValuesOf, statementKind, type Honeytokens, type StatementDecision } from './policy/hook.js';
 import type { SessionValues } from './policy/row-filters.js';
 import { decideWithCatalog, type CatalogLease, type CatalogSnapshots } from './upstream/catalog-snapshot.js';
+import { catalogVersionOf } from './cache/cacheable.js';
 import {
   encodeCloseComplete,
   encodeCommandComplete,
@@ -27,7 +28,7 @@ import { encodeQuery, renameBindStatement, renameTarget, withRowLimit } from './
 import { capRewrite, cappedQuery, executedUnderCap, onReply } from './row-cap.js';
 import { PortalRows } from './portal-rows.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
-import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
+import { ResponsePipeline, type Rewrite, type Statement, type Tap } from './pipeline.js';
 import { forgetPrepared, preparedStatements } from './prepared.js';
 import { decodeFrontendMessage, FrontendFramer, type FrontendFrame, type FrontendMessage } from './protocol/frontend.js';
 import { cancelAbandoned } from './upstream/cancel.js';
@@ -52,6 +53,8 @@ import { holdFor, holdUnavailable, type ApprovalServices, type Hold } from './ap
 import { holdOnWire } from './approval-wire.js';
 import type { HashKeys } from './hash-keys.js';
 import type { HashKey } from './policy/hash-key.js';
+import type { ResultCaches } from './cache/caches.js';
+import { cachedReply, repliedBytes, SessionCache, type CacheLookup, type CachePlan } from './cache/session-cache.js';
 
 /** What every session shares: the views, the upstream pools, the decision publisher, the proxy's identity. */
 export interface SessionContext {
@@ -83,6 +86,8 @@ export interface SessionContext {
   readonly onLogin?: (credentialId: string) => void;
   /** Where held statements are recorded and their decisions followed; without it a held statement is refused. */
   readonly approvals?: ApprovalServices;
+  /** The result cache (cache/); without it every statement bypasses it. */
+  readonly resultCaches?: ResultCaches;
 }
 
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
@@ -127,6 +132,7 @@ export class Session {
   /** The upstream pool and the connection this session holds, if any. */
   private readonly upstream: UpstreamHold;
   private readonly reads: SessionReads;
+  private readonly cache: SessionCache;
   private pinned = false;
   private expiresAtMs = Number.POSITIVE_INFINITY;
   private unsynced = false;
@@ -166,6 +172,7 @@ export class Session {
     this.socket = client.socket;
     this.upstream = new UpstreamHold(this.serverReceiver, this.statements);
     this.reads = new SessionReads(context.readRouting);
+    this.cache = new SessionCache(context.resultCaches);
     this.audit = new SessionAudit(context, this.id, (client.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline(
@@ -177,6 +184,7 @@ export class Session {
         },
         ready: (status) => {
           this.status = status;
+          this.cache.ready(status);
           if (status === 'I' && this.schemaChanged) {
             this.schemaChanged = false;
             this.catalog?.changed();
@@ -466,6 +474,7 @@ export class Session {
         const current = this.stillAllowed(message.statement, prepared);
         if (!current) return;
         this.statements.portals.set(message.portal, current);
+        this.cache.bound(message, this.statements.named.get(message.statement)?.parse ?? this.statements.unnamed!.parse);
         const made = this.rowCap(current.decision) === undefined ? undefined : onReply('2', this.portalRows.made(message.portal));
         return this.withStatement(message.statement, message.raw, renameBindStatement, '2', made);
       }
@@ -611,15 +620,15 @@ export class Session {
     return this.statements.redecided(name, prepared, decision);
   }
 
-  private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite | undefined }): void {
+  private send(raw: Buffer, expectation: { ends: string; prepares?: string; suppress?: boolean; statement?: Statement; rewrite?: Rewrite | undefined; tap?: Tap | undefined }): void {
     if (expectation.prepares) preparedStatements(this.upstream.server!).add(expectation.prepares);
     // Every field present, so each expectation has one shape.
-    this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite });
+    this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite, tap: expectation.tap });
     if (!this.deadline.running) this.deadline.start(statementTimeoutMs(this.context.policies.get(this.credential!.policy_profile_id), this.upstream.handle!.database.query_timeout_ms));
     this.forward(raw);
   }
 
-  private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement; rewrite?: Rewrite | undefined }): Promise<void> | void {
+  private toServer(raw: Buffer, expectation: { ends: string; synced?: boolean; statement?: Statement; rewrite?: Rewrite | undefined; tap?: Tap | undefined }): Promise<void> | void {
     if (!expectation.synced && expectation.ends !== 'Z') this.unsynced = true;
     // Query and Sync are owed a ReadyForQuery; any other message belongs to an extended-protocol batch.
     return this.withServer(() => this.send(raw, expectation), expectation.ends === 'Z' ? 'simple' : 'extended', () => expectation.statement);
@@ -653,6 +662,7 @@ export class Session {
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
     if (decision.changesSession) this.pinned = true;
     this.reads.decided(sql, decision);
+    this.cache.decided(this.upstream.handle!.database.database_id, decision);
     return decision;
   }
 
@@ -730,11 +740,14 @@ export class Session {
     const cap = this.rowCap(decision);
     const capped = cap === undefined ? undefined : cappedQuery(decision, cap, this.portalRows, statement);
     if (capped?.refused) return this.refuseStatement(sql, 'simple', { event: 'blocked', rule: 'max_rows.uncapped', reason: capped.refused, sqlstate: '0A000', kind: decision.statementKind, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
+    const plan = cap === undefined ? this.cachePlan(sql, decision, 'simple') : undefined;
+    if (plan?.outcome === 'hit' || plan?.outcome === 'stale') return this.answerCached(statement, plan, 'simple');
     const own = statement.settled;
-    const cappedSettled = capped?.settled;
+    const cappedSettled = capped?.settled ?? (plan?.outcome === 'miss' ? plan.capture.settled.bind(plan.capture) : undefined);
     if (cappedSettled) statement.settled = own ? (ok) => (cappedSettled(ok), own(ok)) : cappedSettled;
+    if (plan) statement.cache = plan.outcome;
     this.context.budgets.admit(this.credential!);
-    return this.toServer(capped?.message ?? (decision.sql === sql ? raw : encodeQuery(decision.sql)), { ends: 'Z', statement, rewrite: capped?.rewrite });
+    return this.toServer(capped?.message ?? (decision.sql === sql ? raw : encodeQuery(decision.sql)), { ends: 'Z', statement, rewrite: capped?.rewrite, tap: plan?.outcome === 'miss' ? plan.capture.tap.bind(plan.capture) : undefined });
   }
 
   /** A write of a simple query under max_affected_rows or write_mode rollback (guarded-write.ts). */
@@ -808,9 +821,15 @@ export class Session {
     const guard = allowed && writeGuardOf(this.context.policies.get(this.credential!.policy_profile_id), allowed.decision.writes);
     if (allowed && guard) return this.guardedExecute(allowed, statement, guard, raw);
     const cap = this.rowCap(allowed?.decision);
+    if (allowed) this.cache.decided(this.upstream.handle!.database.database_id, allowed.decision);
     if (cap === undefined) {
+      const wire = allowed && maxRows === 0 ? this.cache.boundOf(portal) : undefined;
+      const plan = allowed && wire ? this.cachePlan(allowed.sql, allowed.decision, 'extended', wire) : undefined;
+      if (plan?.outcome === 'hit' || plan?.outcome === 'stale') return this.answerCached(statement, plan, 'extended');
+      if (plan) statement.cache = plan.outcome;
+      if (plan?.outcome === 'miss') statement.settled = plan.capture.settled.bind(plan.capture);
       this.context.budgets.admit(this.credential!);
-      return this.toServer(raw, { ends: 'CIs', statement });
+      return this.toServer(raw, { ends: 'CIs', statement, tap: plan?.outcome === 'miss' ? plan.capture.tap.bind(plan.capture) : undefined });
     }
     if (allowed) statement.settled = executedUnderCap(allowed.decision, this.portalRows);
     const left = this.portalRows.left(portal, cap);
@@ -824,6 +843,27 @@ export class Session {
     this.portalRows.take(portal, limit);
     this.context.budgets.admit(this.credential!);
     return this.toServer(limit === maxRows ? raw : withRowLimit(raw, limit), { ends: 'CIs', statement, rewrite: capRewrite(statement, cap, cap - left, { simple: false }) });
+  }
+
+  /** The result cache's plan for a statement the policy allowed (cache/session-cache.ts). */
+  private cachePlan(sql: string, decision: Allowed['decision'], protocol: 'simple' | 'extended', wire?: CacheLookup['wire']): CachePlan {
+    const policy = this.context.policies.get(this.credential!.policy_profile_id)!;
+    const { database } = this.upstream.handle!;
+    // A replica's result may lag a write the cache saw: databases that route reads cache nothing.
+    const situation = { inTransaction: this.status !== 'I', pinned: this.pinned || database.auto_read_routing };
+    return this.cache.plan({ sql, decision, database, policy, catalogVersion: catalogVersionOf(this.catalog!.current()), sessionValues: this.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}) });
+  }
+
+  /** Answers a statement from the cache, in order, and audits it as run with its cache outcome. */
+  private answerCached(statement: Statement, plan: Extract<CachePlan, { result: unknown }>, protocol: 'simple' | 'extended'): void {
+    const { result } = plan;
+    statement.cache = plan.outcome;
+    statement.rows = result.rows;
+    statement.bytes = repliedBytes(result);
+    this.context.budgets.admit(this.credential!);
+    if (protocol === 'extended') this.unsynced = true;
+    this.pipeline.expect({ kind: 'synthetic', reply: () => cachedReply(result, protocol === 'simple' ? this.status : undefined) });
+    this.audit.completed(this.credential!, statement, undefined);
   }
 
   private fatal(fields: ErrorFields): void {
