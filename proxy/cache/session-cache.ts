@@ -148,21 +148,26 @@ export class SessionCache {
   }
 
   private lookupIn(store: ResultStore, lookup: CacheLookup): CachePlan {
-    const { decision, policy } = lookup;
-    const key = cacheKey({
-      databaseId: lookup.database.database_id,
-      policyId: policy.policy_id,
-      policyRevision: policy.revision,
-      catalogVersion: lookup.catalogVersion,
-      protocol: lookup.protocol,
-      sql: decision.sql,
-      maskedColumns: decision.maskedColumns,
-      rowFiltered: decision.rowFiltered,
-      sessionValues: filtersUseSessionValues(policy.row_filters) ? lookup.sessionValues : undefined,
-      ...lookup.wire,
-    });
+    const key = lookupKey(lookup);
     const found = store.lookup(key);
     if (found.outcome !== 'miss') return found;
-    return { outcome: 'miss', capture: new Capture(store, key, decision.tablesRead, store.generation, this.maxEntryBytes) };
+    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.tablesRead, store.generation, this.maxEntryBytes) };
   }
+}
+
+/** The cache key of a lookup (key.ts): the session values count only when the policy's row filters name them. */
+export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql'>): string {
+  const { decision, policy } = lookup;
+  return cacheKey({
+    databaseId: lookup.database.database_id,
+    policyId: policy.policy_id,
+    policyRevision: policy.revision,
+    catalogVersion: lookup.catalogVersion,
+    protocol: lookup.protocol,
+    sql: decision.sql,
+    maskedColumns: decision.maskedColumns,
+    rowFiltered: decision.rowFiltered,
+    sessionValues: filtersUseSessionValues(policy.row_filters) ? lookup.sessionValues : undefined,
+    ...lookup.wire,
+  });
 }
