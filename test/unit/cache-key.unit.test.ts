@@ -46,7 +46,7 @@ const policyArb = fc.record({
   })),
 });
 
-function policyRow(content: { allowed_tables: string[]; masked_columns: Record<string, string>; row_filters: Record<string, string> }, revision = 1): PolicyRow {
+function policyRow(content: { allowed_tables: readonly string[]; masked_columns: Record<string, string>; row_filters: Record<string, string> }, revision = 1): PolicyRow {
   return {
     policy_id: 'pol_same', project_id: 'prj_1', revision, status: 'active', read_only: true, allow_catalog: false, max_rows: null, honeytokens: [],
     statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'off', max_affected_rows: null, write_mode: 'normal', ...content,
