@@ -201,7 +201,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
     approvals: { store, approvals },
-    resultCaches: new ResultCaches(cacheMetricsOf(metrics)),
+    resultCaches: new ResultCaches((databaseId: string) => databases.get(databaseId)?.cache_config, cacheMetricsOf(metrics)),
     ...(options.tls ? { tls: options.tls } : {}),
   };
 

@@ -848,10 +848,10 @@ export class Session {
   /** The result cache's plan for a statement the policy allowed (cache/session-cache.ts). */
   private cachePlan(sql: string, decision: Allowed['decision'], protocol: 'simple' | 'extended', wire?: CacheLookup['wire']): CachePlan {
     const policy = this.context.policies.get(this.credential!.policy_profile_id)!;
-    const { database } = this.upstream.handle!;
+    const databaseId = this.upstream.handle!.database.database_id;
     // A replica's result may lag a write the cache saw: databases that route reads cache nothing.
-    const situation = { inTransaction: this.status !== 'I', pinned: this.pinned || database.auto_read_routing };
-    return this.cache.plan({ sql, decision, database, policy, catalogVersion: catalogVersionOf(this.catalog!.current()), sessionValues: this.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}) });
+    const situation = { inTransaction: this.status !== 'I', pinned: this.pinned || this.context.readRouting?.routes(databaseId) === true };
+    return this.cache.plan({ sql, decision, databaseId, policy, catalogVersion: catalogVersionOf(this.catalog!.current()), sessionValues: this.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}) });
   }
 
   /** Answers a statement from the cache, in order, and audits it as run with its cache outcome. */

@@ -18,7 +18,7 @@ export interface CacheMetrics {
 /** Parsed configurations by the row object holding them: a row's cache_config is parsed once. */
 const parsedConfigs = new WeakMap<object, CacheConfig | null>();
 
-function configOf(stored: unknown): CacheConfig | undefined {
+function parsedConfig(stored: unknown): CacheConfig | undefined {
   if (typeof stored !== 'object' || stored === null) return undefined;
   let config = parsedConfigs.get(stored);
   if (config === undefined) parsedConfigs.set(stored, (config = CacheConfig.safeParse(stored).data ?? null));
@@ -29,11 +29,13 @@ function limitsOf(config: CacheConfig, maxBytes: number): StoreLimits {
   return { maxEntries: config.max_entries, maxBytes, ttlMs: config.ttl_seconds * 1000, swrMs: config.swr_seconds * 1000 };
 }
 
-/** Every database's result store in this proxy, each sized by its database's cache_config as last seen. */
+/** Every database's result store in this proxy, each sized by its database's cache_config as the proxy's view holds it now. */
 export class ResultCaches {
   private readonly stores = new Map<string, { store: ResultStore; config: CacheConfig }>();
 
   constructor(
+    /** A database's cache_config now (the database row's, as stored: unknown until parsed); undefined for a database not known. */
+    private readonly configOf: (databaseId: string) => unknown,
     readonly metrics: CacheMetrics,
     private readonly maxBytes = DEFAULT_MAX_BYTES,
     private readonly now: () => number = Date.now,
@@ -41,12 +43,11 @@ export class ResultCaches {
 
   /**
    * The store of a database whose cache is on (enabled, with room and time for an entry); undefined
-   * when it is off, and its entries go. `stored` is the database row's cache_config as the view
-   * holds it: one that does not parse turns the cache off.
+   * when it is off, and its entries go. A cache_config that does not parse turns the cache off.
    */
-  storeOf(databaseId: string, stored: unknown): ResultStore | undefined {
+  storeOf(databaseId: string): ResultStore | undefined {
     const known = this.stores.get(databaseId);
-    const config = configOf(stored);
+    const config = parsedConfig(this.configOf(databaseId));
     if (!config || !config.enabled || config.max_entries === 0 || config.ttl_seconds === 0) {
       if (known) {
         known.store.clear();

@@ -13,7 +13,7 @@ type Allowed = Extract<StatementDecision, { action: 'allow' }>;
 export interface CacheLookup extends CacheSituation {
   readonly sql: string;
   readonly decision: Allowed;
-  readonly database: { readonly database_id: string; readonly cache_config: unknown };
+  readonly databaseId: string;
   readonly policy: { readonly policy_id: string; readonly revision: number; readonly row_filters?: Readonly<Record<string, string>> };
   readonly catalogVersion: string;
   readonly sessionValues: SessionValues | undefined;
@@ -141,7 +141,7 @@ export class SessionCache {
   plan(lookup: CacheLookup): CachePlan {
     const caches = this.caches;
     if (!caches) return BYPASS;
-    const store = caches.storeOf(lookup.database.database_id, lookup.database.cache_config);
+    const store = caches.storeOf(lookup.databaseId);
     const plan = store && !uncacheable(lookup.sql, lookup.decision, lookup) ? this.lookupIn(store, lookup) : BYPASS;
     caches.metrics.lookup(plan.outcome);
     return plan;
@@ -159,7 +159,7 @@ export class SessionCache {
 export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql'>): string {
   const { decision, policy } = lookup;
   return cacheKey({
-    databaseId: lookup.database.database_id,
+    databaseId: lookup.databaseId,
     policyId: policy.policy_id,
     policyRevision: policy.revision,
     catalogVersion: lookup.catalogVersion,

@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
-import { createPolicy, registerOn, withAgentClient } from '../support/proxy-agents.js';
+import { createPolicy, patchDatabase, registerOn, withAgentClient } from '../support/proxy-agents.js';
 import { decisionsOfCredential, recordsText } from '../support/recorded.js';
 import { waitFor } from '../support/wire.js';
 
@@ -82,6 +82,27 @@ describe('the result cache on the simple protocol (psql)', () => {
       await client.query('commit');
     });
     expect(await statuses(plain, inTransaction, 2)).toEqual(['bypass', 'bypass']);
+  });
+
+  it('follows the database’s cache_config: turned off, every read bypasses it, in open sessions too; turned on, it caches again', async () => {
+    const read = 'select customer from orders where id = 9';
+    await withAgentClient(plain, async (client) => {
+      await client.query(read);
+      await patchDatabase(gateway, { cache_config: { enabled: false, ttl_seconds: 60, max_entries: 10_000, swr_seconds: 30 } });
+      await waitFor(async () => {
+        await client.query(read);
+        return (await statuses(plain, read, 1)).at(-1) === 'bypass';
+      }, 5_000, 'the cache to be off');
+      await client.query(read);
+      await patchDatabase(gateway, { cache_config: { enabled: true, ttl_seconds: 60, max_entries: 10_000, swr_seconds: 30 } });
+      await waitFor(async () => {
+        await client.query(read);
+        return (await statuses(plain, read, 1)).at(-1) === 'hit';
+      }, 5_000, 'the cache to be on');
+    });
+    // Before the change reached the proxy's view, reads were still hits; then bypasses only; then a miss (the entries went) and hits.
+    const seen = (await statuses(plain, read, 4)).join(' ');
+    expect(seen).toMatch(/^miss (hit )*(bypass )+miss( hit)+$/);
   });
 
   it('counts hits, misses and bytes on /metrics', async () => {

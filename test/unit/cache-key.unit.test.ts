@@ -60,7 +60,7 @@ function decided(sql: string, policy: PolicyRow, credentialId: string): Allowed 
 }
 
 function keyOf(decision: Allowed, policy: PolicyRow, credentialId: string): string {
-  return lookupKey({ decision, policy, database: { database_id: 'db_1', cache_config: {} }, catalogVersion: 'v1', sessionValues: sessionValuesOf({ credential_id: credentialId, project_id: 'prj_1' }), protocol: 'simple' });
+  return lookupKey({ decision, policy, databaseId: 'db_1', catalogVersion: 'v1', sessionValues: sessionValuesOf({ credential_id: credentialId, project_id: 'prj_1' }), protocol: 'simple' });
 }
 
 describe('the result cache key', () => {
@@ -105,7 +105,7 @@ describe('the result cache key', () => {
   it('keys the extended protocol’s parameters, their formats and types, and the result formats', () => {
     const policy = policyRow({ allowed_tables: ['public.orders'], masked_columns: {}, row_filters: {} });
     const decision = decided('select id from orders where customer = $1', policy, 'c1')!;
-    const base = { decision, policy, database: { database_id: 'db_1', cache_config: {} }, catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended' as const };
+    const base = { decision, policy, databaseId: 'db_1', catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended' as const };
     const wire = { paramTypes: [25], paramFormats: [0], params: [Buffer.from('c1')], resultFormats: [0] };
     const keys = [
       lookupKey({ ...base, wire }),
@@ -115,7 +115,7 @@ describe('the result cache key', () => {
       lookupKey({ ...base, wire: { ...wire, paramTypes: [0] } }),
       lookupKey({ ...base, wire: { ...wire, resultFormats: [1] } }),
       lookupKey({ ...base, protocol: 'simple' }),
-      lookupKey({ ...base, wire, database: { database_id: 'db_2', cache_config: {} } }),
+      lookupKey({ ...base, wire, databaseId: 'db_2' }),
       lookupKey({ ...base, wire, catalogVersion: 'v2' }),
     ];
     expect(new Set(keys).size).toBe(keys.length);

@@ -85,15 +85,22 @@ describe('the result store', () => {
 describe('the caches of a proxy', () => {
   const metrics = { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined };
 
-  it('follow each database’s cache_config: off, no entries, no time, or unparsable turn it off and drop its entries', () => {
-    const caches = new ResultCaches(metrics);
+  it('follow each database’s cache_config as it is now: off, no entries, no time, unparsable or unknown turn it off and drop its entries', () => {
     const on = { enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 30 };
-    const store = caches.storeOf('db_1', on)!;
+    let config: unknown = on;
+    const caches = new ResultCaches(() => config, metrics);
+    const store = caches.storeOf('db_1')!;
     store.store('k', result([]), 0);
-    expect(caches.storeOf('db_1', { ...on })).toBe(store);
-    for (const off of [{ ...on, enabled: false }, { ...on, max_entries: 0 }, { ...on, ttl_seconds: 0 }, {}, null]) {
-      caches.storeOf('db_1', on)!.store('k', result([]), 0);
-      expect(caches.storeOf('db_1', off)).toBeUndefined();
+    config = { ...on };
+    expect(caches.storeOf('db_1')).toBe(store);
+    config = { ...on, max_entries: 1 };
+    store.store('j', result([]), 0);
+    expect(caches.storeOf('db_1')!.size).toBe(1);
+    for (const off of [{ ...on, enabled: false }, { ...on, max_entries: 0 }, { ...on, ttl_seconds: 0 }, {}, null, undefined]) {
+      config = on;
+      caches.storeOf('db_1')!.store('k', result([]), 0);
+      config = off;
+      expect(caches.storeOf('db_1')).toBeUndefined();
       expect(caches.existing('db_1')).toBeUndefined();
     }
   });
@@ -171,8 +178,8 @@ describe('what is cacheable', () => {
 
 describe('a session’s writes', () => {
   it('invalidate as they are decided and again as their transaction ends, so a read between write and commit is not kept', () => {
-    const caches = new ResultCaches({ lookup: () => undefined, evicted: () => undefined, bytes: () => undefined });
-    const store = caches.storeOf('db_1', { enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 0 })!;
+    const caches = new ResultCaches(() => ({ enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 0 }), { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined });
+    const store = caches.storeOf('db_1')!;
     const session = new SessionCache(caches);
     session.decided('db_1', allowed('update orders set total = 1'));
     // Another session reads before the commit, and stores what it read.
