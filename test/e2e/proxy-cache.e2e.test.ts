@@ -41,6 +41,14 @@ async function statuses(agent: AgentSecrets, sql: string, count: number): Promis
   return find().map((d) => d.cache_status);
 }
 
+/** Runs `read` until its last recorded run has cache status `status` (a database change reaches the proxy's view within moments). */
+function readUntil(client: pg.Client, read: string, status: string): Promise<void> {
+  return waitFor(async () => {
+    await client.query(read);
+    return (await statuses(plain, read, 1)).at(-1) === status;
+  }, 5_000, `a ${status} of ${read}`);
+}
+
 describe('the result cache on the simple protocol (psql)', () => {
   it('answers the same SELECT again from the cache; an UPDATE through the gateway makes the next read a miss with the new value', async () => {
     const read = 'select total from orders where id = 7';
@@ -89,16 +97,10 @@ describe('the result cache on the simple protocol (psql)', () => {
     await withAgentClient(plain, async (client) => {
       await client.query(read);
       await patchDatabase(gateway, { cache_config: { enabled: false, ttl_seconds: 60, max_entries: 10_000, swr_seconds: 30 } });
-      await waitFor(async () => {
-        await client.query(read);
-        return (await statuses(plain, read, 1)).at(-1) === 'bypass';
-      }, 5_000, 'the cache to be off');
+      await readUntil(client, read, 'bypass');
       await client.query(read);
       await patchDatabase(gateway, { cache_config: { enabled: true, ttl_seconds: 60, max_entries: 10_000, swr_seconds: 30 } });
-      await waitFor(async () => {
-        await client.query(read);
-        return (await statuses(plain, read, 1)).at(-1) === 'hit';
-      }, 5_000, 'the cache to be on');
+      await readUntil(client, read, 'hit');
     });
     // Before the change reached the proxy's view, reads were still hits; then bypasses only; then a miss (the entries went) and hits.
     const seen = (await statuses(plain, read, 4)).join(' ');
