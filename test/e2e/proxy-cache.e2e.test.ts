@@ -6,6 +6,8 @@
  * cached rows; an extended-protocol hit returns exactly what its miss returned.
  */
 import { execFile } from 'node:child_process';
+import type { Socket } from 'node:net';
+import { serialize } from 'pg-protocol';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -115,7 +117,50 @@ describe('the result cache on the simple protocol (psql)', () => {
   });
 });
 
+/** Logs in with node-postgres, then sends `messages` by hand on a fresh connection; every byte the gateway answers, up to its ReadyForQuery. */
+async function rawReplies(agent: AgentSecrets, messages: readonly Buffer[]): Promise<Buffer> {
+  const client = new pg.Client({ connectionString: agent.connection_string });
+  client.on('error', () => undefined);
+  await client.connect();
+  const socket = (client as unknown as { connection: { stream: Socket } }).connection.stream;
+  socket.removeAllListeners('data');
+  const received: Buffer[] = [];
+  try {
+    return await new Promise<Buffer>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no ReadyForQuery within 10 s')), 10_000);
+      socket.on('data', (chunk: Buffer) => {
+        received.push(chunk);
+        const all = Buffer.concat(received);
+        // Only ReadyForQuery ends what these turns get: a Z, length 5, and a status byte.
+        if (all.length >= 6 && all[all.length - 6] === 0x5a && all.readInt32BE(all.length - 5) === 5) {
+          clearTimeout(timer);
+          resolve(all);
+        }
+      });
+      socket.write(Buffer.concat(messages));
+    });
+  } finally {
+    socket.destroy();
+  }
+}
+
 describe('the result cache on the extended protocol (node-postgres)', () => {
+  it('answers a hit with exactly the bytes its miss got: named statement, binary results, Describe of the portal', async () => {
+    const text = 'select id, total, customer from orders where id between $1 and $2 order by id';
+    const turn = [
+      serialize.parse({ name: 'range', text, types: [23, 23] }),
+      serialize.bind({ statement: 'range', values: ['40', '43'], binary: true }),
+      serialize.describe({ type: 'P', name: '' }),
+      serialize.execute({}),
+      serialize.sync(),
+    ];
+    const miss = await rawReplies(plain, turn);
+    const hit = await rawReplies(plain, turn);
+    expect(miss.length).toBeGreaterThan(100);
+    expect(hit.equals(miss)).toBe(true);
+    expect(await statuses(plain, text, 2)).toEqual(['miss', 'hit']);
+  });
+
   const queries: readonly (readonly [string, pg.QueryConfig])[] = [
     ['unnamed, text results', { text: 'select id, total, customer from orders where id = $1', values: [11] }],
     ['named, text results', { name: 'by_id', text: 'select id, total, customer from orders where id = $1', values: [12] }],
