@@ -46,8 +46,9 @@ export type Tap = (message: ScannedMessage, bytes: Buffer) => void;
  * What the client is owed, in order: replies the server will send (ending at one of `ends`), or a
  * reply the proxy makes itself. `suppress` hides the server's replies to a message the proxy
  * injected (a Parse re-prepared on this connection); `rewrite` changes replies one by one (a row
- * cap's completion); `tap` sees them whole; `prepares` names the server statement that Parse creates, counted as
- * prepared from the moment it is sent and forgotten if it fails.
+ * cap's completion); `tap` sees them whole, with their bytes (a message split across chunks is
+ * held until whole, as for a rewrite); `prepares` names the server statement that Parse creates,
+ * counted as prepared from the moment it is sent and forgotten if it fails.
  */
 export type Expectation =
   | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly rewrite?: Rewrite | undefined; readonly tap?: Tap | undefined; readonly statement?: Statement | undefined; readonly prepares?: string | undefined }
