@@ -818,10 +818,11 @@ export class Session {
     const allowed = this.statements.portals.get(portal);
     if (this.overBudget(allowed?.sql ?? '', 'extended')) return;
     const statement = statementOf(allowed);
+    // Each Execute of a prepared write invalidates what it writes, not only its Parse.
+    if (allowed) this.cache.decided(this.upstream.handle!.database.database_id, allowed.decision);
     const guard = allowed && writeGuardOf(this.context.policies.get(this.credential!.policy_profile_id), allowed.decision.writes);
     if (allowed && guard) return this.guardedExecute(allowed, statement, guard, raw);
     const cap = this.rowCap(allowed?.decision);
-    if (allowed) this.cache.decided(this.upstream.handle!.database.database_id, allowed.decision);
     if (cap === undefined) {
       const wire = allowed && maxRows === 0 ? this.cache.boundOf(portal) : undefined;
       const plan = allowed && wire ? this.cachePlan(allowed.sql, allowed.decision, 'extended', wire) : undefined;

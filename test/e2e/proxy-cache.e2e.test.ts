@@ -65,6 +65,19 @@ describe('the result cache on the simple protocol (psql)', () => {
     expect(update?.cache_status).toBe('bypass');
   });
 
+  it('invalidates at every Execute of a prepared UPDATE, not only at its Parse', async () => {
+    const read = 'select total from orders where id = 50';
+    await withAgentClient(plain, async (writer) => {
+      for (const total of ['1', '2', '3']) {
+        // node-postgres parses the named statement once, then sends only Bind and Execute.
+        await writer.query({ name: 'set_total', text: 'update orders set total = $1 where id = 50', values: [total] });
+        expect(await psql(plain, read)).toBe(total);
+        expect(await psql(plain, read)).toBe(total);
+      }
+    });
+    expect(await statuses(plain, read, 6)).toEqual(['miss', 'hit', 'miss', 'hit', 'miss', 'hit']);
+  });
+
   it('never serves one policy’s cached rows to a credential whose policy masks differently', async () => {
     const read = 'select id, email from customers order by id limit 2';
     for (let round = 0; round < 2; round++) {
@@ -163,7 +176,7 @@ describe('the result cache on the extended protocol (node-postgres)', () => {
 
   const queries: readonly (readonly [string, pg.QueryConfig])[] = [
     ['unnamed, text results', { text: 'select id, total, customer from orders where id = $1', values: [11] }],
-    ['named, text results', { name: 'by_id', text: 'select id, total, customer from orders where id = $1', values: [12] }],
+    ['named, text results', { name: 'by_id', text: 'select id, total, customer as named from orders where id = $1', values: [12] }],
     ['unnamed, binary results', { text: 'select id, total from orders where id between $1 and $2 order by id', values: [20, 24], binary: true } as pg.QueryConfig],
     ['masked column', { text: 'select id, email from customers where id = $1', values: [3] }],
   ];
