@@ -33,9 +33,10 @@ export interface CacheSituation {
   readonly pinned: boolean;
 }
 
-/** Verdicts on rewritten texts: an allowed text is decided once per distinct text run. */
+/** Verdicts on rewritten texts up to MEMO_CHARS long: an allowed text is parsed again only when longer. */
 const verdicts = new Map<string, Uncacheable | undefined>();
 const MAX_VERDICTS = 10_000;
+const MEMO_CHARS = 8 * 1024;
 
 /**
  * Whether the result of an allowed statement may be served from the cache: a read with no effect
@@ -55,6 +56,7 @@ function treeVerdict(text: string): Uncacheable | undefined {
   if (verdicts.has(text)) return verdicts.get(text);
   const parsed = parseStatements(text);
   const verdict = !parsed.ok ? 'unparsed' : parsed.statements.every((statement) => stableTree(statement.stmt)) ? undefined : 'function';
+  if (text.length > MEMO_CHARS) return verdict;
   if (verdicts.size >= MAX_VERDICTS) verdicts.clear();
   verdicts.set(text, verdict);
   return verdict;
