@@ -167,6 +167,7 @@ describe('what is cacheable', () => {
     ['delete from customers where id = 1', ['public.customers']],
     ['truncate orders', ['public.orders']],
     ['insert into orders select * from orders', ['public.orders']],
+    ['copy orders from stdin', ['public.orders']],
     ['alter table orders add column x int', undefined],
     ['drop table customers', undefined],
     ['select * from orders', null],
