@@ -42,13 +42,18 @@ export function writtenTables(decision: Allowed): readonly string[] | undefined 
 
 /**
  * The replies of one statement run on a miss, each message whole as the pipeline taps it: stored
- * once the statement ends well (with no error, not suspended, not over the byte bound).
+ * once the statement ended well (with no error, not suspended, not over the byte bound) outside a
+ * transaction. The session may have sent a BEGIN the gateway has not seen answered yet (a client
+ * pipelining its queries): a result read inside a transaction may hold its uncommitted writes, so
+ * it is kept only when the ReadyForQuery that ends it says the session is idle: on the simple
+ * protocol its own, on the extended protocol its batch's Sync's (`finished` defers it till then).
  */
 export class Capture {
   private readonly replies: Buffer[] = [];
   private bytes = 0;
   private rows = 0;
   private spoiled = false;
+  private endStatus: TransactionStatus | undefined;
 
   constructor(
     private readonly store: ResultStore,
@@ -56,10 +61,12 @@ export class Capture {
     private readonly tables: readonly string[],
     private readonly generation: number,
     private readonly maxBytes: number,
+    private readonly finished: (capture: Capture) => void,
   ) {}
 
   tap(message: ScannedMessage, bytes: Buffer): void {
-    if (this.spoiled || message.kind === 'ReadyForQuery') return;
+    if (message.kind === 'ReadyForQuery') return void (this.endStatus = message.status);
+    if (this.spoiled) return;
     // An error, or an Execute's PortalSuspended (the client fetches in parts): not a whole result.
     if (message.kind === 'ErrorResponse' || message.type === 's') return void (this.spoiled = true);
     this.bytes += bytes.length;
@@ -70,6 +77,13 @@ export class Capture {
 
   settled(ok: boolean): void {
     if (!ok || this.spoiled || this.replies.length === 0) return this.store.abandon(this.key);
+    if (this.endStatus === undefined) return this.finished(this);
+    this.keep(this.endStatus);
+  }
+
+  /** Stores the result when the session was idle at its end (`status` I); else hands the refresh on. */
+  keep(status: TransactionStatus): void {
+    if (status !== 'I') return this.store.abandon(this.key);
     this.store.store(this.key, { replies: this.replies, rows: this.rows, tables: this.tables }, this.generation);
   }
 }
@@ -103,6 +117,8 @@ export function repliedBytes(result: CachedResult): number {
 export class SessionCache {
   /** Writes of the open transaction: their entries go again once it ends, so that a read between the write and its commit is not kept. */
   private pending: { readonly databaseId: string; readonly tables: readonly string[] | undefined }[] = [];
+  /** Extended-protocol results that ended well, kept or not at their batch's ReadyForQuery. */
+  private readonly finished: Capture[] = [];
   /** What each portal was bound with, for its Executes' keys. */
   private readonly portals = new Map<string, WireFacts>();
 
@@ -133,6 +149,7 @@ export class SessionCache {
 
   /** A ReadyForQuery went by: outside a transaction, the writes of the one that ended are invalidated again. */
   ready(status: TransactionStatus): void {
+    for (const capture of this.finished.splice(0)) capture.keep(status);
     if (status !== 'I' || this.pending.length === 0) return;
     for (const { databaseId, tables } of this.pending.splice(0)) this.caches?.existing(databaseId)?.invalidate(tables);
   }
@@ -151,7 +168,7 @@ export class SessionCache {
     const key = lookupKey(lookup);
     const found = store.lookup(key);
     if (found.outcome !== 'miss') return found;
-    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.tablesRead, store.generation, this.maxEntryBytes) };
+    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.tablesRead, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture)) };
   }
 }
 

@@ -78,6 +78,17 @@ describe('the result cache on the simple protocol (psql)', () => {
     expect(await statuses(plain, read, 6)).toEqual(['miss', 'hit', 'miss', 'hit', 'miss', 'hit']);
   });
 
+  it('keeps no result read inside a transaction the client pipelined (BEGIN sent before the gateway saw it answered)', async () => {
+    const read = 'select total from orders where id = 60';
+    const turn = [serialize.query('begin'), serialize.query('update orders set total = 777 where id = 60'), serialize.query(read), serialize.query('rollback')];
+    const replies = await rawReplies(plain, turn, 4);
+    expect(replies.includes(Buffer.from('777'))).toBe(true);
+    // The rolled-back value was never kept: another session reads the committed one.
+    expect(await psql(plain, read)).toBe('90.0');
+    expect(await psql(plain, read)).toBe('90.0');
+    expect(await statuses(plain, read, 3)).toEqual(['miss', 'miss', 'hit']);
+  });
+
   it('never serves one policy’s cached rows to a credential whose policy masks differently', async () => {
     const read = 'select id, email from customers order by id limit 2';
     for (let round = 0; round < 2; round++) {
@@ -130,8 +141,15 @@ describe('the result cache on the simple protocol (psql)', () => {
   });
 });
 
-/** Logs in with node-postgres, then sends `messages` by hand on a fresh connection; every byte the gateway answers, up to its ReadyForQuery. */
-async function rawReplies(agent: AgentSecrets, messages: readonly Buffer[]): Promise<Buffer> {
+/** How many ReadyForQuery messages the whole messages in `bytes` hold. */
+function readiesIn(bytes: Buffer): number {
+  let readies = 0;
+  for (let at = 0; at + 5 <= bytes.length; at += 1 + bytes.readInt32BE(at + 1)) if (bytes[at] === 0x5a) readies++;
+  return readies;
+}
+
+/** Logs in with node-postgres, then sends `messages` by hand on a fresh connection; every byte the gateway answers, up to its `readies`th ReadyForQuery. */
+async function rawReplies(agent: AgentSecrets, messages: readonly Buffer[], readies = 1): Promise<Buffer> {
   const client = new pg.Client({ connectionString: agent.connection_string });
   client.on('error', () => undefined);
   await client.connect();
@@ -144,8 +162,7 @@ async function rawReplies(agent: AgentSecrets, messages: readonly Buffer[]): Pro
       socket.on('data', (chunk: Buffer) => {
         received.push(chunk);
         const all = Buffer.concat(received);
-        // Only ReadyForQuery ends what these turns get: a Z, length 5, and a status byte.
-        if (all.length >= 6 && all[all.length - 6] === 0x5a && all.readInt32BE(all.length - 5) === 5) {
+        if (readiesIn(all) >= readies) {
           clearTimeout(timer);
           resolve(all);
         }

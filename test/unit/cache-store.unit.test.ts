@@ -196,26 +196,49 @@ describe('a capture', () => {
   const scan = (bytes: Buffer) => new BackendScanner().scan(bytes);
   const rowDescription = Buffer.from([0x54, 0, 0, 0, 6, 0, 0]);
   const dataRow = Buffer.from([0x44, 0, 0, 0, 6, 0, 0]);
+  const unexpected = (): void => {
+    throw new Error('a simple-protocol result is kept or dropped at its own ReadyForQuery');
+  };
 
   it('stores a whole result, and nothing of one that failed or was suspended', () => {
     const { store } = storeAt();
-    const capture = new Capture(store, 'k', ['public.orders'], store.generation, 1_000);
+    const capture = new Capture(store, 'k', ['public.orders'], store.generation, 1_000, unexpected);
     for (const bytes of [rowDescription, dataRow, dataRow, encodeCommandComplete('SELECT 2'), encodeReadyForQuery('I')]) capture.tap(scan(bytes)[0]!, bytes);
     capture.settled(true);
     const found = store.lookup('k');
     expect(found.outcome === 'hit' && found.result).toEqual({ replies: [rowDescription, dataRow, dataRow, encodeCommandComplete('SELECT 2')], rows: 2, tables: ['public.orders'] });
     for (const ending of [encodeErrorResponse({ severity: 'ERROR', code: '22012', message: 'division by zero' }), Buffer.from([0x73, 0, 0, 0, 4])]) {
-      const other = new Capture(store, 'bad', [], store.generation, 1_000);
+      const other = new Capture(store, 'bad', [], store.generation, 1_000, unexpected);
       other.tap(scan(dataRow)[0]!, dataRow);
       other.tap(scan(ending)[0]!, ending);
       other.settled(true);
       expect(store.lookup('bad').outcome).toBe('miss');
     }
-    const large = new Capture(store, 'large', [], store.generation, 10);
+    const large = new Capture(store, 'large', [], store.generation, 10, unexpected);
     large.tap(scan(dataRow)[0]!, dataRow);
     large.tap(scan(dataRow)[0]!, dataRow);
     large.settled(true);
     expect(store.lookup('large').outcome).toBe('miss');
+  });
+
+  it('keeps nothing read inside a transaction: its own ReadyForQuery (simple), or its batch’s (extended), must say idle', () => {
+    const { store } = storeAt();
+    const inTransaction = new Capture(store, 't', [], store.generation, 1_000, unexpected);
+    for (const bytes of [rowDescription, dataRow, encodeCommandComplete('SELECT 1'), encodeReadyForQuery('T')]) inTransaction.tap(scan(bytes)[0]!, bytes);
+    inTransaction.settled(true);
+    expect(store.lookup('t').outcome).toBe('miss');
+    const caches = new ResultCaches(() => ({ enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 0 }), { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined });
+    const session = new SessionCache(caches);
+    const sql = 'select * from orders';
+    for (const [status, kept] of [['T', 'miss'], ['E', 'miss'], ['I', 'hit']] as const) {
+      const plan = session.plan({ sql, decision: allowed(sql), databaseId: 'db_1', policy, catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended', wire: { params: [Buffer.from(status)] }, ...OUTSIDE });
+      if (plan.outcome !== 'miss') throw new Error(`expected a miss, got ${plan.outcome}`);
+      for (const bytes of [dataRow, encodeCommandComplete('SELECT 1')]) plan.capture.tap(scan(bytes)[0]!, bytes);
+      plan.capture.settled(true);
+      session.ready(status);
+      const again = session.plan({ sql, decision: allowed(sql), databaseId: 'db_1', policy, catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended', wire: { params: [Buffer.from(status)] }, ...OUTSIDE });
+      expect(again.outcome, status).toBe(kept);
+    }
   });
 
   it('reads a Parse’s parameter types', () => {
