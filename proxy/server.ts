@@ -2,6 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { SecureContext } from 'node:tls';
+import type { DomainCertificates } from '../src/domains/certificates.js';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { disableForHoneytoken } from '../commands/credentials/disable-for-honeytoken.js';
@@ -22,6 +23,8 @@ import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
 import { cacheMetricsOf, ResultCaches } from './cache/caches.js';
 import { Inlet } from './inlet.js';
+import { endRefusedSessions } from './ip-rules.js';
+import { throughProxyProtocol, type ProxyProtocolOptions } from './proxy-protocol-gate.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
 import { Upstreams } from './upstreams.js';
@@ -30,6 +33,7 @@ import { CATALOG_TIMING, CatalogSnapshots } from './upstream/catalog-snapshot.js
 import { UpstreamError } from './upstream/connection.js';
 import { classifyUpstreamFailure, failureLogFields } from './upstream/failure.js';
 import { upstreamChoice } from './views/policy-roles.js';
+import { sandboxBranchOf } from './sandbox.js';
 import { proxyViews } from './views/proxy-views.js';
 import { DEFAULT_HEALTH_THRESHOLDS, type HealthThresholds } from './replica-health.js';
 import { ReplicaMonitor } from './replica-monitor.js';
@@ -44,6 +48,8 @@ export interface ProxyOptions {
   readonly host: string;
   readonly port: number;
   readonly tls?: SecureContext;
+  /** Custom domains' certificates, served by SNI (PGWARD_DOMAIN_CERT_DIR, docs/domains.md). */
+  readonly domainCertificates?: Pick<DomainCertificates, 'sniCallback'>;
   readonly region: string;
   readonly proxyId: string;
   readonly maxMessageBytes: number;
@@ -59,6 +65,8 @@ export interface ProxyOptions {
   readonly budgets?: Budgets;
   /** Read replicas' health probes and read routing (docs/replicas.md); defaults otherwise. */
   readonly replicas?: Partial<ReplicaOptions>;
+  /** Accept PROXY protocol v2 headers from these peers (PGWARD_PROXY_PROTOCOL_TRUSTED); without it no header is parsed. */
+  readonly proxyProtocol?: ProxyProtocolOptions;
 }
 
 export interface ReplicaOptions {
@@ -103,7 +111,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, all: views } = proxyViews(store);
+  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, ipRules, branches, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
@@ -149,6 +157,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     if (sessions.length > 0) logEvent(logger, 'sessions_closed', { credential_id: credentialId, project_id: after?.project_id ?? before?.project_id ?? null, sessions: sessions.length, reason }, 'closed the live sessions of a credential that may no longer be used');
   });
 
+  endRefusedSessions({ ipRules, credentials }, (credentialId) => registry.sessionsOf(credentialId), logger);
+
   const lastUsed = new Map<string, number>();
   const recordUse = (credentialId: string): void => {
     const now = Date.now();
@@ -186,8 +196,9 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     hashKeys,
     // A read-only policy provisioned on the credential's database runs as its own upstream role.
     upstreamFor: (credential: CredentialRow) => {
-      const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);
-      return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role);
+      const policy = policies.get(credential.policy_profile_id);
+      const choice = upstreamChoice(policy, policyRoles.get(credential.policy_profile_id), credential.database_id);
+      return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role, sandboxBranchOf(policy, branches.values(), credential.database_id));
     },
     readRouting: { routes: (databaseId: string) => monitor.routes(databaseId), next: (databaseId: string) => monitor.next(databaseId), readYourWritesMs: replicaOptions.readYourWritesMs, metrics },
     catalogs,
@@ -202,11 +213,18 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     onLogin: recordUse,
     approvals: { store, approvals },
     resultCaches: new ResultCaches((databaseId: string) => databases.get(databaseId)?.cache_config, cacheMetricsOf(metrics)),
+    ipRules,
     ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.tls && options.domainCertificates ? { sni: options.domainCertificates.sniCallback } : {}),
   };
 
   // Paused on connect: the session reads the client through an inlet (Inlet.accept), never through the stream.
-  const server: Server = createServer({ noDelay: true, pauseOnConnect: true }, (socket) => new Session(Inlet.accept(socket), context));
+  const { proxyProtocol } = options;
+  const server: Server = createServer({ noDelay: true, pauseOnConnect: true }, (socket) =>
+    proxyProtocol
+      ? throughProxyProtocol(Inlet.accept(socket), { proxyProtocol, loginTimeoutMs: options.loginTimeoutMs, logger, metrics }, (inlet, clientAddress) => new Session(inlet, context, clientAddress))
+      : new Session(Inlet.accept(socket), context),
+  );
   const stopParts = async (): Promise<void> => {
     monitor.stop();
     await decisions.close();

@@ -5,6 +5,7 @@ import { Plan } from './events/organizations.js';
 import { projectionsFor } from '../projections/index.js';
 import { auditExport, auditVerify } from './audit/cli.js';
 import { auditKeysFrom } from './audit/keys.js';
+import { newOperatorToken } from './auth/operators.js';
 import { projectionStatus, rebuildAndVerify, resetProjection } from '../projections/maintenance.js';
 import type { Projection } from '../projections/projection.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
@@ -38,6 +39,8 @@ Commands:
   audit export --project ID              the project's entries and checkpoints as JSON Lines, with the anchor key
   admin create-org --name NAME [--plan free|pro|scale|enterprise]
                                          create an organization; prints {"org_id","api_key"} (owner key, shown once)
+  admin operator-token --name NAME       a new operator token (shown once) and the PGWARD_OPERATOR_TOKENS entry
+                                         admitting it: prints {"token","entry"} (docs/support.md)
   help                                   this text
 
 Configuration is read from the environment: see README.md.`;
@@ -140,7 +143,13 @@ async function runProjections(config: Config, args: string[]): Promise<number> {
 
 async function runAdmin(config: Config, args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { name: { type: 'string' }, plan: { type: 'string', default: 'free' } } });
-  if (positionals[0] !== 'create-org') throw new UsageError(`unknown admin action ${positionals[0] ?? '(none)'}; expected create-org`);
+  if (positionals[0] === 'operator-token') {
+    if (!values.name) throw new UsageError('admin operator-token needs --name NAME');
+    // No state touched: the token is shown once, and the entry (its hash) goes into PGWARD_OPERATOR_TOKENS.
+    console.log(JSON.stringify(newOperatorToken(values.name)));
+    return 0;
+  }
+  if (positionals[0] !== 'create-org') throw new UsageError(`unknown admin action ${positionals[0] ?? '(none)'}; expected create-org or operator-token`);
   if (!values.name) throw new UsageError('admin create-org needs --name NAME');
   const plan = Plan.safeParse(values.plan);
   if (!plan.success) throw new UsageError(`--plan must be one of ${Plan.options.join(', ')}`);

@@ -1,7 +1,9 @@
 import { approvalIdOf, evolveApproval, type ApprovalRow } from '../../projections/approvals.js';
+import { branchIdOf, evolveBranch, type BranchRow } from '../../projections/branches.js';
 import { evolveCredential, type CredentialRow } from '../../projections/credentials.js';
 import { databaseIdOf, evolveDatabase, evolveReplica, replicaIdOf, type DatabaseRow, type ReplicaRow } from '../../projections/databases.js';
 import { evolveHoneytoken, honeytokenIdOf, type HoneytokenRow } from '../../projections/honeytokens.js';
+import { evolveIpRules, ipRulesProjectOf, type IpRulesRow } from '../../projections/ip-rules.js';
 import { evolveOrganization, type OrganizationRow } from '../../projections/organizations.js';
 import { evolvePolicy, type PolicyRow } from '../../projections/policies.js';
 import { evolveProject, type ProjectRow } from '../../projections/projects.js';
@@ -13,7 +15,7 @@ const afterPrefix = (prefix: string) => (event: { stream: string }) => event.str
 
 /**
  * The proxy's in-memory views. Each follows only its own control-plane category (`credential-`,
- * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`), so audit appends never wake one.
+ * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`, `iprules-`), so audit appends never wake one.
  */
 export function proxyViews(store: EventStore) {
   const views = {
@@ -25,8 +27,12 @@ export function proxyViews(store: EventStore) {
     policyRoles: new LiveView<PolicyRoles>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicyRoles }),
     projects: new LiveView<ProjectRow>(store, { streamPrefix: 'project-', keyOf: afterPrefix('project-'), evolve: evolveProject }),
     organizations: new LiveView<OrganizationRow>(store, { streamPrefix: 'org-', keyOf: afterPrefix('org-'), evolve: evolveOrganization }),
+    /** Sandbox branches: where write_mode sandbox sessions run (proxy/sandbox.ts). */
+    branches: new LiveView<BranchRow>(store, { streamPrefix: 'branch-', keyOf: branchIdOf, evolve: evolveBranch }),
     /** Held statements wait on their request's decision here. */
     approvals: new LiveView<ApprovalRow>(store, { streamPrefix: 'approval-', keyOf: approvalIdOf, evolve: evolveApproval }),
+    /** Each project's IP rules, checked at every login. */
+    ipRules: new LiveView<IpRulesRow>(store, { streamPrefix: 'iprules-', keyOf: ipRulesProjectOf, evolve: evolveIpRules }),
   };
   return { ...views, all: Object.values(views) };
 }
