@@ -32,8 +32,10 @@ export class SessionResults {
     const { host } = this;
     const policy = host.context.policies.get(host.credential!.policy_profile_id)!;
     const databaseId = this.databaseId;
-    // A replica's result may lag a write the cache saw: databases that route reads cache nothing.
-    const situation = { inTransaction: host.status !== 'I', pinned: host.pinned || host.context.readRouting?.routes(databaseId) === true };
+    // A replica's result may lag a write the cache saw: databases that route reads cache nothing; nor
+    // do sandboxed sessions, whose branch (docs/branches.md) is not the database the key names.
+    const elsewhere = host.upstream.handle!.branchId !== undefined || host.context.readRouting?.routes(databaseId) === true;
+    const situation = { inTransaction: host.status !== 'I', pinned: host.pinned || elsewhere };
     const plan = this.cache.plan({ sql, decision, databaseId, policy, catalogVersion: catalogVersionOf(host.catalog!.current()), sessionValues: host.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}) });
     statement.cache = plan.outcome;
     return plan;
