@@ -11,7 +11,7 @@ import { statementIdentity, type StatementIdentity } from './policy/identity.js'
 
 type SessionFacts = Pick<DecisionFacts, 'projectId' | 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp'>;
 type TextFacts = Pick<DecisionFacts, 'sql' | 'kind' | 'tablesRead' | 'tablesWritten'>;
-type OutcomeFacts = Pick<DecisionFacts, 'event' | 'ts' | 'rule' | 'reason' | 'ran' | 'rows' | 'bytes' | 'latencyUs' | 'tablesBlocked' | 'approvalId'>;
+type OutcomeFacts = Pick<DecisionFacts, 'event' | 'ts' | 'rule' | 'reason' | 'ran' | 'rows' | 'bytes' | 'latencyUs' | 'tablesBlocked' | 'approvalId' | 'cache'>;
 
 const json = JSON.stringify;
 
@@ -61,7 +61,7 @@ export function decisionMembers(session: string, text: string, outcome: OutcomeF
   const latency = outcome.latencyUs !== null && Number.isFinite(outcome.latencyUs) ? outcome.latencyUs : null;
   return (
     `"event":${EVENT_JSON.get(outcome.event) ?? json(outcome.event)},${session},"ts":${jsonTimestamp(outcome.ts)},${text},"decision_rule":${jsonString(outcome.rule)},"reason":${jsonString(outcome.reason)},` +
-    `"cache_status":"${outcome.ran ? 'bypass' : 'none'}","rows_returned":"${outcome.rows}","bytes_out":"${outcome.bytes}","latency_us":${latency},` +
+    `"cache_status":"${outcome.ran ? (outcome.cache ?? 'bypass') : 'none'}","rows_returned":"${outcome.rows}","bytes_out":"${outcome.bytes}","latency_us":${latency},` +
     `"tables_blocked":${outcome.tablesBlocked && outcome.tablesBlocked.length > 0 ? json(outcome.tablesBlocked) : '[]'},"approval_id":${outcome.approvalId === undefined ? 'null' : json(outcome.approvalId)}`
   );
 }

@@ -1,5 +1,6 @@
 import type { AuditEventKind, AuditSource } from '../src/events/audit.js';
 import type { Decision } from './decisions.js';
+import type { CacheOutcome } from './cache/caches.js';
 import { statementIdentity } from './policy/identity.js';
 import type { Trip } from './policy/rules.js';
 
@@ -23,8 +24,10 @@ export interface DecisionFacts {
   readonly kind: string;
   readonly rule: string;
   readonly reason: string;
-  /** Whether the statement went upstream: no cache served it, so its cache status is `bypass` (else `none`). */
+  /** Whether the statement ran (upstream, or from the result cache); a refusal did not, and its cache status is `none`. */
   readonly ran: boolean;
+  /** What the result cache made of a statement that ran; `bypass` when unset. */
+  readonly cache?: CacheOutcome;
   readonly rows: number;
   readonly bytes: number;
   readonly latencyUs: number | null;
@@ -51,7 +54,7 @@ export function decisionRecord(facts: DecisionFacts): Decision {
     statement_kind: facts.kind,
     decision_rule: facts.rule,
     reason: facts.reason,
-    cache_status: facts.ran ? 'bypass' : 'none',
+    cache_status: facts.ran ? (facts.cache ?? 'bypass') : 'none',
     rows_returned: String(facts.rows),
     bytes_out: String(facts.bytes),
     latency_us: facts.latencyUs,

@@ -81,6 +81,9 @@ export function createProxyMetrics(registry: Registry) {
     replicaLag: new Gauge({ name: 'pgward_proxy_replica_lag_seconds', help: 'A read replica’s replay lag at its last probe', labelNames: ['database', 'replica'], registers: [registry] }),
     replicaProbes: new Counter({ name: 'pgward_proxy_replica_probes_total', help: 'Health probes of read replicas by outcome (ok, stale, unreachable)', labelNames: ['outcome'], registers: [registry] }),
     replicaTransitions: new Counter({ name: 'pgward_proxy_replica_transitions_total', help: 'Read replicas entering (in) and leaving (out) rotation', labelNames: ['to'], registers: [registry] }),
+    cacheLookups: new Counter({ name: 'pgward_proxy_cache_lookups_total', help: 'Result cache lookups by outcome (hit, stale, miss, bypass)', labelNames: ['outcome'], registers: [registry] }),
+    cacheEvictions: new Counter({ name: 'pgward_proxy_cache_evictions_total', help: 'Result cache entries evicted for room (max_entries or the byte bound)', registers: [registry] }),
+    cacheBytes: new Gauge({ name: 'pgward_proxy_cache_bytes', help: 'Bytes the result cache holds', registers: [registry] }),
     routed: new Counter({ name: 'pgward_proxy_routed_statements_total', help: 'Statements of auto_read_routing databases by where they were sent (primary, replica)', labelNames: ['target'], registers: [registry] }),
   };
 }

@@ -1,3 +1,4 @@
+import type { CacheOutcome } from './cache/caches.js';
 import { encodeErrorResponse, type ErrorFields, type ScannedMessage, type TransactionStatus } from './protocol/backend.js';
 
 /** A statement whose completion is audited: rows and bytes are counted from its replies. */
@@ -28,6 +29,8 @@ export interface Statement {
   /** The approval request it runs under: its audit record names it, and hears its command tags through `tagged`. */
   approvalId?: string | undefined;
   tagged?: ((tag: string) => void) | undefined;
+  /** What the result cache made of it (cache/session-cache.ts); `bypass` when unset. */
+  cache?: CacheOutcome | undefined;
 }
 
 /** What a server error becomes for the client; returning `error` itself passes it on unchanged. */
@@ -36,15 +39,19 @@ export type ErrorEdit = (error: ErrorFields) => ErrorFields;
 /** What the client gets instead of one server reply: undefined keeps it, null hides it, a buffer replaces it. */
 export type Rewrite = (message: ScannedMessage) => Buffer | null | undefined;
 
+/** Sees each reply to one request whole, with its bytes as the server sent them (the result cache's capture). */
+export type Tap = (message: ScannedMessage, bytes: Buffer) => void;
+
 /**
  * What the client is owed, in order: replies the server will send (ending at one of `ends`), or a
  * reply the proxy makes itself. `suppress` hides the server's replies to a message the proxy
  * injected (a Parse re-prepared on this connection); `rewrite` changes replies one by one (a row
- * cap's completion); `prepares` names the server statement that Parse creates, counted as
- * prepared from the moment it is sent and forgotten if it fails.
+ * cap's completion); `tap` sees them whole, with their bytes (a message split across chunks is
+ * held until whole, as for a rewrite); `prepares` names the server statement that Parse creates,
+ * counted as prepared from the moment it is sent and forgotten if it fails.
  */
 export type Expectation =
-  | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly rewrite?: Rewrite | undefined; readonly statement?: Statement | undefined; readonly prepares?: string | undefined }
+  | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly rewrite?: Rewrite | undefined; readonly tap?: Tap | undefined; readonly statement?: Statement | undefined; readonly prepares?: string | undefined }
   | { readonly kind: 'synthetic'; readonly reply: () => Buffer };
 
 /** Replies that may arrive at any time and belong to no request: NoticeResponse, ParameterStatus, NotificationResponse. */
@@ -106,7 +113,7 @@ export class ResponsePipeline {
    */
   onServerChunk(chunk: Buffer, scanned: readonly ScannedMessage[], endsInError = false): void {
     const edit = endsInError || scanned.some((m) => m.kind === 'ErrorResponse') ? this.errorEdit() : undefined;
-    if (!edit && !this.queue.some((e) => e.kind === 'synthetic' || e.suppress || e.rewrite) && this.held.length === 0) {
+    if (!edit && !this.queue.some((e) => e.kind === 'synthetic' || e.suppress || e.rewrite || e.tap) && this.held.length === 0) {
       // The client first: accounting (the audit record among it) need not delay the reply.
       this.write([chunk]);
       for (const message of scanned) this.account(message);
@@ -125,6 +132,7 @@ export class ResponsePipeline {
         cut();
         this.flushSyntheticInto(out);
       }
+      this.tapped(chunk, message);
       const replacement = this.replacementOf(message, edit);
       if (replacement === undefined) {
         if (this.held.length > 0) out.push(...this.held);
@@ -144,13 +152,20 @@ export class ResponsePipeline {
     if (cursor < chunk.length) {
       // The start of a message that may be hidden or replaced waits until it is whole.
       const head = this.queue[0];
-      if ((head?.kind === 'server' && (head.suppress || head.rewrite)) || (edit !== undefined && endsInError)) {
+      if ((head?.kind === 'server' && (head.suppress || head.rewrite || head.tap)) || (edit !== undefined && endsInError)) {
         cut();
         this.held.push(chunk.subarray(cursor));
       } else cursor = chunk.length;
     }
     cut();
     if (out.length > 0) this.write(out);
+  }
+
+  /** Hands a tapped request's reply its bytes: the start of one split across chunks was held (the tap holds them, as a rewrite does). */
+  private tapped(chunk: Buffer, message: ScannedMessage): void {
+    const head = this.queue[0];
+    if (head?.kind !== 'server' || !head.tap || isAsync(message.type)) return;
+    head.tap(message, this.held.length > 0 ? Buffer.concat([...this.held, chunk.subarray(0, message.end)]) : chunk.subarray(message.end - message.bytes, message.end));
   }
 
   private replacementOf(message: ScannedMessage, edit: ErrorEdit | undefined): Buffer | null | undefined {

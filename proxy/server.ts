@@ -21,6 +21,7 @@ import { LiveHoneytokens } from './honeytokens.js';
 import { HashKeys } from './hash-keys.js';
 import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
+import { cacheMetricsOf, ResultCaches } from './cache/caches.js';
 import { Inlet } from './inlet.js';
 import { endRefusedSessions } from './ip-rules.js';
 import { throughProxyProtocol, type ProxyProtocolOptions } from './proxy-protocol-gate.js';
@@ -214,6 +215,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
     approvals: { store, approvals },
+    resultCaches: new ResultCaches((databaseId: string) => databases.get(databaseId)?.cache_config, cacheMetricsOf(metrics)),
     ipRules,
     ...(options.admission ? { admission: options.admission } : {}),
     ...(options.tls ? { tls: options.tls } : {}),

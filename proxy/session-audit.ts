@@ -119,6 +119,7 @@ export class SessionAudit {
         latencyUs,
         ts: statement.ts,
         ...(statement.approvalId === undefined ? {} : { approvalId: statement.approvalId }),
+        ...(statement.cache === undefined ? {} : { cache: statement.cache }),
       }),
     );
   }

@@ -10,6 +10,7 @@ import { capRewrite, executedUnderCap, onReply } from './row-cap.js';
 import type { UpstreamAccess } from './session-acquire.js';
 import { statementOf, type Allowed } from './session-audit.js';
 import type { GuardedWrites } from './session-guarded.js';
+import { missHooks, type SessionResults } from './cache/session-results.js';
 import type { SessionHost } from './session-host.js';
 import { parseToRun, policyChanged } from './session-statements.js';
 import type { StatementGate } from './statement-gate.js';
@@ -27,6 +28,7 @@ export class ExtendedProtocol {
     private readonly gate: StatementGate,
     private readonly access: UpstreamAccess,
     private readonly guarded: GuardedWrites,
+    private readonly results: SessionResults,
   ) {}
 
   parse({ name, sql, paramTypes, raw }: Parse): Promise<void> | void {
@@ -74,6 +76,7 @@ export class ExtendedProtocol {
     if (!current) return;
     const { portalRows } = this.host;
     this.host.statements.portals.set(message.portal, current);
+    this.results.cache.bound(message, this.host.statements.named.get(message.statement)?.parse ?? this.host.statements.unnamed!.parse);
     const made = this.gate.rowCap(current.decision) === undefined ? undefined : onReply('2', portalRows.made(message.portal));
     return this.withStatement(message.statement, message.raw, renameBindStatement, '2', made);
   }
@@ -90,12 +93,19 @@ export class ExtendedProtocol {
     const allowed = host.statements.portals.get(portal);
     if (gate.overBudget(allowed?.sql ?? '', 'extended')) return;
     const statement = statementOf(allowed);
+    // Each Execute of a prepared write invalidates what it writes, not only its Parse.
+    if (allowed) this.results.cache.decided(this.results.databaseId, allowed.decision);
     const guard = allowed && writeGuardOf(context.policies.get(host.credential!.policy_profile_id), allowed.decision.writes);
     if (allowed && guard) return this.guarded.execute(allowed, statement, guard, raw);
     const cap = gate.rowCap(allowed?.decision);
     if (cap === undefined) {
+      const wire = allowed && maxRows === 0 ? this.results.cache.boundOf(portal) : undefined;
+      const plan = allowed && wire ? this.results.plan(allowed.sql, allowed.decision, 'extended', statement, wire) : undefined;
+      if (plan?.outcome === 'hit' || plan?.outcome === 'stale') return this.results.answer(statement, plan, 'extended');
+      const miss = missHooks(plan);
+      if (miss) statement.settled = miss.settled;
       context.budgets.admit(host.credential!);
-      return host.toServer(raw, { ends: 'CIs', statement });
+      return host.toServer(raw, { ends: 'CIs', statement, tap: miss?.tap });
     }
     if (allowed) statement.settled = executedUnderCap(allowed.decision, portalRows);
     const left = portalRows.left(portal, cap);

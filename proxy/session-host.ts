@@ -10,7 +10,8 @@ import type { SessionBudgets } from './budgets.js';
 import type { DecisionPublisher } from './decisions.js';
 import type { HashKeys } from './hash-keys.js';
 import type { ProxyMetrics } from './metrics.js';
-import type { Rewrite, ResponsePipeline, Statement } from './pipeline.js';
+import type { Rewrite, ResponsePipeline, Statement, Tap } from './pipeline.js';
+import type { ResultCaches } from './cache/caches.js';
 import type { Honeytokens } from './policy/hook.js';
 import type { SessionValues } from './policy/row-filters.js';
 import type { PortalRows } from './portal-rows.js';
@@ -58,6 +59,8 @@ export interface SessionContext {
   readonly onLogin?: (credentialId: string) => void;
   /** Where held statements are recorded and their decisions followed; without it a held statement is refused. */
   readonly approvals?: ApprovalServices;
+  /** The result cache (cache/); without it every statement bypasses it. */
+  readonly resultCaches?: ResultCaches;
   /** Each project's IP rules, checked at login (proxy/ip-rules.ts); without them every address may connect. */
   readonly ipRules?: LiveView<IpRulesRow>;
   /** Whether logins are admitted at all (proxy/admission.ts); absent: always. */
@@ -77,6 +80,8 @@ export interface ServerExpectation {
   readonly synced?: boolean;
   readonly statement?: Statement;
   readonly rewrite?: Rewrite | undefined;
+  /** Sees the replies whole (a result cache miss's capture). */
+  readonly tap?: Tap | undefined;
 }
 
 /**

@@ -8,6 +8,7 @@ import type { GuardedWrites } from './session-guarded.js';
 import type { SessionHolds } from './session-holds.js';
 import type { SessionHost } from './session-host.js';
 import type { StatementGate } from './statement-gate.js';
+import { missHooks, type SessionResults } from './cache/session-results.js';
 
 /**
  * A session's simple queries: decided by the policy, held for approval when its rules say so
@@ -20,6 +21,7 @@ export class SimpleQuery {
     private readonly gate: StatementGate,
     private readonly guarded: GuardedWrites,
     private readonly holds: SessionHolds,
+    private readonly results: SessionResults,
   ) {}
 
   query(sql: string, raw: Buffer): Promise<void> | void {
@@ -44,10 +46,13 @@ export class SimpleQuery {
     const cap = gate.rowCap(decision);
     const capped = cap === undefined ? undefined : cappedQuery(decision, cap, host.portalRows, statement);
     if (capped?.refused) return gate.refuse(sql, 'simple', { event: 'blocked', rule: 'max_rows.uncapped', reason: capped.refused, sqlstate: '0A000', kind: decision.statementKind, tablesRead: [], tablesWritten: [], tablesBlocked: [] });
+    const plan = cap === undefined ? this.results.plan(sql, decision, 'simple', statement) : undefined;
+    if (plan?.outcome === 'hit' || plan?.outcome === 'stale') return this.results.answer(statement, plan, 'simple');
+    const miss = missHooks(plan);
     const own = statement.settled;
-    const cappedSettled = capped?.settled;
+    const cappedSettled = capped?.settled ?? miss?.settled;
     if (cappedSettled) statement.settled = own ? (ok) => (cappedSettled(ok), own(ok)) : cappedSettled;
     host.context.budgets.admit(host.credential!);
-    return host.toServer(capped?.message ?? (decision.sql === sql ? raw : encodeQuery(decision.sql)), { ends: 'Z', statement, rewrite: capped?.rewrite });
+    return host.toServer(capped?.message ?? (decision.sql === sql ? raw : encodeQuery(decision.sql)), { ends: 'Z', statement, rewrite: capped?.rewrite, tap: miss?.tap });
   }
 }

@@ -28,6 +28,7 @@ import { SessionStatements } from './session-statements.js';
 import { UpstreamHold } from './session-upstream.js';
 import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './statement-deadline.js';
 import { StatementGate } from './statement-gate.js';
+import { SessionResults } from './cache/session-results.js';
 import type { CatalogLease } from './upstream/catalog-snapshot.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { normalAddress } from '../src/net/cidr.js';
@@ -102,6 +103,7 @@ export class Session implements SessionHost {
       this.fatal({ severity: 'FATAL', code: '57014', message: `terminating the session: a statement ran past this credential’s statement timeout (${limitMs} ms) and did not stop when cancelled; read results as they arrive, or narrow the query` }),
   });
   private readonly gate: StatementGate;
+  private readonly results: SessionResults;
   private readonly access: UpstreamAccess;
   private readonly guarded: GuardedWrites;
   private readonly extended: ExtendedProtocol;
@@ -129,6 +131,7 @@ export class Session implements SessionHost {
         },
         ready: (status) => {
           this.status = status;
+          this.results.cache.ready(status);
           if (status === 'I' && this.schemaChanged) {
             this.schemaChanged = false;
             this.catalog?.changed();
@@ -139,12 +142,13 @@ export class Session implements SessionHost {
       () => agentErrorEdit(masksColumns(this.context.policies.get(this.credential?.policy_profile_id ?? '')), this.deadline.cancelledAtMs),
     );
     const reads = new SessionReads(context.readRouting);
-    this.gate = new StatementGate(this, reads);
+    this.results = new SessionResults(this);
+    this.gate = new StatementGate(this, reads, this.results);
     this.access = new UpstreamAccess(this, reads);
     this.guarded = new GuardedWrites(this, this.gate, this.access);
-    this.extended = new ExtendedProtocol(this, this.gate, this.access, this.guarded);
+    this.extended = new ExtendedProtocol(this, this.gate, this.access, this.guarded, this.results);
     this.holds = new SessionHolds(this, this.gate);
-    this.simple = new SimpleQuery(this, this.gate, this.guarded, this.holds);
+    this.simple = new SimpleQuery(this, this.gate, this.guarded, this.holds, this.results);
     context.registry.add(this, this.processId);
     context.metrics.connections.inc();
     context.metrics.connectionsTotal.inc();
@@ -402,7 +406,7 @@ export class Session implements SessionHost {
   send(raw: Buffer, expectation: ServerExpectation): void {
     if (expectation.prepares) preparedStatements(this.upstream.server!).add(expectation.prepares);
     // Every field present, so each expectation has one shape.
-    this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite });
+    this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite, tap: expectation.tap });
     if (!this.deadline.running) this.deadline.start(statementTimeoutMs(this.context.policies.get(this.credential!.policy_profile_id), this.upstream.handle!.database.query_timeout_ms));
     this.forward(raw);
   }

@@ -5,6 +5,7 @@ import { DRIVER_METADATA } from './policy/catalog.js';
 import type { HashKey } from './policy/hash-key.js';
 import { statementKind, type StatementDecision } from './policy/hook.js';
 import type { SessionReads } from './replica-routing.js';
+import type { SessionResults } from './cache/session-results.js';
 import type { Allowed, StatementRefusal } from './session-audit.js';
 import type { Protocol, SessionHost } from './session-host.js';
 import { decideWithCatalog } from './upstream/catalog-snapshot.js';
@@ -19,6 +20,7 @@ export class StatementGate {
   constructor(
     private readonly host: SessionHost,
     private readonly reads: SessionReads,
+    private readonly results: SessionResults,
   ) {}
 
   /**
@@ -51,6 +53,7 @@ export class StatementGate {
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
     if (decision.changesSession) host.pinned = true;
     this.reads.decided(sql, decision);
+    this.results.cache.decided(this.results.databaseId, decision);
     return decision;
   }
 

@@ -39,6 +39,21 @@ const synthetic = (bytes: Buffer): Expectation => ({ kind: 'synthetic', reply: (
 const row = encodeDataRow(['1', 'hello']);
 
 describe('response pipeline', () => {
+  it('taps each reply of a request whole, with its bytes, however the server’s bytes are cut, and passes them on unchanged (property)', () => {
+    const notice = encodeNoticeResponse({ severity: 'NOTICE', code: '00000', message: 'hello' });
+    const long = encodeDataRow(['2', 'x'.repeat(300)]);
+    const replies = Buffer.concat([encodeBindComplete(), row, long, notice, row, encodeCommandComplete('SELECT 3'), encodeReadyForQuery('I')]);
+    fc.assert(
+      fc.property(fc.array(fc.nat(replies.length), { maxLength: 10 }), (cuts) => {
+        const tapped: Buffer[] = [];
+        const result = run([server('2'), server('CIs', { tap: (_message, bytes) => tapped.push(Buffer.from(bytes)) }), server('Z')], replies, cuts);
+        expect(result.client.equals(replies)).toBe(true);
+        // Runs of DataRows come as one tapped reply; notices belong to no request.
+        expect(Buffer.concat(tapped).equals(Buffer.concat([row, long, row, encodeCommandComplete('SELECT 3')]))).toBe(true);
+      }),
+    );
+  });
+
   it('interleaves the replies the proxy makes in request order, however the server’s bytes are cut (property)', () => {
     const replies = Buffer.concat([encodeParseComplete(), encodeBindComplete(), row, row, encodeCommandComplete('SELECT 2'), encodeReadyForQuery('I')]);
     const expected = Buffer.concat([encodeParseComplete(), encodeCloseComplete(), encodeBindComplete(), row, row, encodeCommandComplete('SELECT 2'), encodeReadyForQuery('I')]);

@@ -1,0 +1,82 @@
+import { CacheConfig } from '../../src/events/databases.js';
+import type { ProxyMetrics } from '../metrics.js';
+import { ResultStore, type StoreLimits } from './store.js';
+
+/** The byte bound of each database's results, whatever its max_entries. */
+export const DEFAULT_MAX_BYTES = 64 * 1024 * 1024;
+
+/** What a cache lookup came to, as the audit records it and the metrics count it. */
+export type CacheOutcome = 'hit' | 'stale' | 'miss' | 'bypass';
+
+/** The counters the caches feed (metrics.ts). */
+export interface CacheMetrics {
+  lookup(outcome: CacheOutcome): void;
+  evicted(count: number): void;
+  bytes(delta: number): void;
+}
+
+/** Parsed configurations by the row object holding them: a row's cache_config is parsed once. */
+const parsedConfigs = new WeakMap<object, CacheConfig | null>();
+
+function parsedConfig(stored: unknown): CacheConfig | undefined {
+  if (typeof stored !== 'object' || stored === null) return undefined;
+  let config = parsedConfigs.get(stored);
+  if (config === undefined) parsedConfigs.set(stored, (config = CacheConfig.safeParse(stored).data ?? null));
+  return config ?? undefined;
+}
+
+function limitsOf(config: CacheConfig, maxBytes: number): StoreLimits {
+  return { maxEntries: config.max_entries, maxBytes, ttlMs: config.ttl_seconds * 1000, swrMs: config.swr_seconds * 1000 };
+}
+
+/** Every database's result store in this proxy, each sized by its database's cache_config as the proxy's view holds it now. */
+export class ResultCaches {
+  private readonly stores = new Map<string, { store: ResultStore; config: CacheConfig }>();
+
+  constructor(
+    /** A database's cache_config now (the database row's, as stored: unknown until parsed); undefined for a database not known. */
+    private readonly configOf: (databaseId: string) => unknown,
+    readonly metrics: CacheMetrics,
+    private readonly maxBytes = DEFAULT_MAX_BYTES,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /**
+   * The store of a database whose cache is on (enabled, with room and time for an entry); undefined
+   * when it is off, and its entries go. A cache_config that does not parse turns the cache off.
+   */
+  storeOf(databaseId: string): ResultStore | undefined {
+    const known = this.stores.get(databaseId);
+    const config = parsedConfig(this.configOf(databaseId));
+    if (!config || !config.enabled || config.max_entries === 0 || config.ttl_seconds === 0) {
+      if (known) {
+        known.store.clear();
+        this.stores.delete(databaseId);
+      }
+      return undefined;
+    }
+    if (known && known.config === config) return known.store;
+    if (known) {
+      known.config = config;
+      known.store.configure(limitsOf(config, this.maxBytes));
+      return known.store;
+    }
+    const store = new ResultStore(limitsOf(config, this.maxBytes), this.metrics, this.now);
+    this.stores.set(databaseId, { store, config });
+    return store;
+  }
+
+  /** The store of a database, if it has one, for invalidation: a write is seen whether or not its reads are cached now. */
+  existing(databaseId: string): ResultStore | undefined {
+    return this.stores.get(databaseId)?.store;
+  }
+}
+
+/** The caches' counters on the proxy's prom-client registry. */
+export function cacheMetricsOf(metrics: Pick<ProxyMetrics, 'cacheLookups' | 'cacheEvictions' | 'cacheBytes'>): CacheMetrics {
+  return {
+    lookup: (outcome) => metrics.cacheLookups.inc({ outcome }),
+    evicted: (count) => metrics.cacheEvictions.inc(count),
+    bytes: (delta) => metrics.cacheBytes.inc(delta),
+  };
+}

@@ -1,0 +1,190 @@
+import { encodeReadyForQuery, type ScannedMessage, type TransactionStatus } from '../protocol/backend.js';
+import type { Bind } from '../protocol/frontend.js';
+import type { StatementDecision } from '../policy/hook.js';
+import { filtersUseSessionValues, type SessionValues } from '../policy/row-filters.js';
+import { uncacheable, type CacheSituation } from './cacheable.js';
+import type { ResultCaches } from './caches.js';
+import { cacheKey, type KeyParts } from './key.js';
+import type { CachedResult, ResultStore } from './store.js';
+
+type Allowed = Extract<StatementDecision, { action: 'allow' }>;
+
+/** What a lookup needs of the session beyond the statement. */
+export interface CacheLookup extends CacheSituation {
+  readonly sql: string;
+  readonly decision: Allowed;
+  readonly databaseId: string;
+  readonly policy: { readonly policy_id: string; readonly revision: number; readonly row_filters?: Readonly<Record<string, string>> };
+  readonly catalogVersion: string;
+  readonly sessionValues: SessionValues | undefined;
+  readonly protocol: 'simple' | 'extended';
+  /** Extended protocol: what the Parse and Bind said. */
+  readonly wire?: Pick<KeyParts, 'paramTypes' | 'paramFormats' | 'params' | 'resultFormats'>;
+}
+
+/** What to do with a statement: answer it from `result`, run it and capture its replies, or run it past the cache. */
+export type CachePlan =
+  | { readonly outcome: 'hit' | 'stale'; readonly result: CachedResult }
+  | { readonly outcome: 'miss'; readonly capture: Capture }
+  | { readonly outcome: 'bypass' };
+
+const BYPASS: CachePlan = { outcome: 'bypass' };
+
+/**
+ * The tables a statement the policy allowed may change, for invalidation: none (undefined is
+ * "every table": DDL, or a write the analysis names no table of).
+ */
+export function writtenTables(decision: Allowed): readonly string[] | undefined | null {
+  if (decision.writes.ddl) return undefined;
+  if (decision.tablesWritten.length > 0) return decision.tablesWritten;
+  return decision.writes.rows === 'none' ? null : undefined;
+}
+
+/**
+ * The replies of one statement run on a miss, each message whole as the pipeline taps it: stored
+ * once the statement ended well (with no error, not suspended, not over the byte bound) outside a
+ * transaction. The session may have sent a BEGIN the gateway has not seen answered yet (a client
+ * pipelining its queries): a result read inside a transaction may hold its uncommitted writes, so
+ * it is kept only when the ReadyForQuery that ends it says the session is idle: on the simple
+ * protocol its own, on the extended protocol its batch's Sync's (`finished` defers it till then).
+ */
+export class Capture {
+  private readonly replies: Buffer[] = [];
+  private bytes = 0;
+  private rows = 0;
+  private spoiled = false;
+  private endStatus: TransactionStatus | undefined;
+
+  constructor(
+    private readonly store: ResultStore,
+    private readonly key: string,
+    private readonly tables: readonly string[],
+    private readonly generation: number,
+    private readonly maxBytes: number,
+    private readonly finished: (capture: Capture) => void,
+  ) {}
+
+  tap(message: ScannedMessage, bytes: Buffer): void {
+    if (message.kind === 'ReadyForQuery') return void (this.endStatus = message.status);
+    if (this.spoiled) return;
+    // An error, or an Execute's PortalSuspended (the client fetches in parts): not a whole result.
+    if (message.kind === 'ErrorResponse' || message.type === 's') return void (this.spoiled = true);
+    this.bytes += bytes.length;
+    if (this.bytes > this.maxBytes) return void (this.spoiled = true);
+    if (message.kind === 'Run' && message.type === 'D') this.rows += message.count;
+    this.replies.push(Buffer.from(bytes));
+  }
+
+  settled(ok: boolean): void {
+    if (!ok || this.spoiled || this.replies.length === 0) return this.store.abandon(this.key);
+    if (this.endStatus === undefined) return this.finished(this);
+    this.keep(this.endStatus);
+  }
+
+  /** Stores the result when the session was idle at its end (`status` I); else hands the refresh on. */
+  keep(status: TransactionStatus): void {
+    if (status !== 'I') return this.store.abandon(this.key);
+    this.store.store(this.key, { replies: this.replies, rows: this.rows, tables: this.tables }, this.generation);
+  }
+}
+
+type WireFacts = NonNullable<CacheLookup['wire']>;
+
+/** A session's bound portals beyond this many are forgotten (their Executes then bypass the cache). */
+const MAX_PORTALS = 1_000;
+
+/** The parameter types of a Parse message (type, length, name, text, count, types). */
+export function paramTypesOf(parse: Buffer): number[] {
+  const nameEnd = parse.indexOf(0, 5);
+  const textEnd = parse.indexOf(0, nameEnd + 1);
+  const count = parse.readUInt16BE(textEnd + 1);
+  return Array.from({ length: count }, (_, index) => parse.readUInt32BE(textEnd + 3 + index * 4));
+}
+
+/** What the client gets for a cached result: its replies, and on the simple protocol the ReadyForQuery of `status`. */
+export function cachedReply(result: CachedResult, status: TransactionStatus | undefined): Buffer {
+  return Buffer.concat(status === undefined ? result.replies : [...result.replies, encodeReadyForQuery(status)]);
+}
+
+/** The bytes of a cached result's replies. */
+export function repliedBytes(result: CachedResult): number {
+  let bytes = 0;
+  for (const reply of result.replies) bytes += reply.length;
+  return bytes;
+}
+
+/** One session's use of the result caches: its lookups, and the writes it sends (seen as they are decided and again as their transaction ends). */
+export class SessionCache {
+  /** Writes of the open transaction: their entries go again once it ends, so that a read between the write and its commit is not kept. */
+  private pending: { readonly databaseId: string; readonly tables: readonly string[] | undefined }[] = [];
+  /** Extended-protocol results that ended well, kept or not at their batch's ReadyForQuery. */
+  private readonly finished: Capture[] = [];
+  /** What each portal was bound with, for its Executes' keys. */
+  private readonly portals = new Map<string, WireFacts>();
+
+  constructor(
+    private readonly caches: ResultCaches | undefined,
+    private readonly maxEntryBytes = 1024 * 1024,
+  ) {}
+
+  /** A statement the policy allowed is about to run: what it may write is invalidated now. */
+  decided(databaseId: string, decision: Allowed): void {
+    const tables = writtenTables(decision);
+    if (tables === null || !this.caches) return;
+    this.caches.existing(databaseId)?.invalidate(tables);
+    this.pending.push({ databaseId, tables });
+  }
+
+  /** A Bind of a statement whose Parse was `parse`: its portal's Executes are keyed by what it carries. */
+  bound(bind: Bind, parse: Buffer): void {
+    if (!this.caches) return;
+    if (this.portals.size >= MAX_PORTALS) this.portals.clear();
+    this.portals.set(bind.portal, { paramTypes: paramTypesOf(parse), paramFormats: bind.paramFormats, params: bind.params, resultFormats: bind.resultFormats });
+  }
+
+  /** What the portal was bound with; undefined when unknown (its Execute bypasses the cache). */
+  boundOf(portal: string): WireFacts | undefined {
+    return this.portals.get(portal);
+  }
+
+  /** A ReadyForQuery went by: outside a transaction, the writes of the one that ended are invalidated again. */
+  ready(status: TransactionStatus): void {
+    for (const capture of this.finished.splice(0)) capture.keep(status);
+    if (status !== 'I' || this.pending.length === 0) return;
+    for (const { databaseId, tables } of this.pending.splice(0)) this.caches?.existing(databaseId)?.invalidate(tables);
+  }
+
+  /** Looks a statement up: the outcome is counted in the metrics; a miss comes with the capture that stores its result. */
+  plan(lookup: CacheLookup): CachePlan {
+    const caches = this.caches;
+    if (!caches) return BYPASS;
+    const store = caches.storeOf(lookup.databaseId);
+    const plan = store && !uncacheable(lookup.sql, lookup.decision, lookup) ? this.lookupIn(store, lookup) : BYPASS;
+    caches.metrics.lookup(plan.outcome);
+    return plan;
+  }
+
+  private lookupIn(store: ResultStore, lookup: CacheLookup): CachePlan {
+    const key = lookupKey(lookup);
+    const found = store.lookup(key);
+    if (found.outcome !== 'miss') return found;
+    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.tablesRead, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture)) };
+  }
+}
+
+/** The cache key of a lookup (key.ts): the session values count only when the policy's row filters name them. */
+export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql'>): string {
+  const { decision, policy } = lookup;
+  return cacheKey({
+    databaseId: lookup.databaseId,
+    policyId: policy.policy_id,
+    policyRevision: policy.revision,
+    catalogVersion: lookup.catalogVersion,
+    protocol: lookup.protocol,
+    sql: decision.sql,
+    maskedColumns: decision.maskedColumns,
+    rowFiltered: decision.rowFiltered,
+    sessionValues: filtersUseSessionValues(policy.row_filters) ? lookup.sessionValues : undefined,
+    ...lookup.wire,
+  });
+}

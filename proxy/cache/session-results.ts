@@ -1,0 +1,62 @@
+import type { Statement, Tap } from '../pipeline.js';
+import type { Protocol, SessionHost } from '../session-host.js';
+import type { Allowed } from '../session-audit.js';
+import { catalogVersionOf } from './cacheable.js';
+import { cachedReply, repliedBytes, SessionCache, type CacheLookup, type CachePlan } from './session-cache.js';
+
+/** What a miss adds to its statement: the capture that stores its result when it ends, and the tap that feeds it. */
+export interface MissHooks {
+  readonly settled: (ok: boolean) => void;
+  readonly tap: Tap;
+}
+
+/**
+ * The result cache as a session's statement modules use it (session-simple.ts,
+ * session-extended.ts, statement-gate.ts): a statement's plan from what the session knows, a hit
+ * answered in order and audited, a miss's capture hooks.
+ */
+export class SessionResults {
+  readonly cache: SessionCache;
+
+  constructor(private readonly host: SessionHost) {
+    this.cache = new SessionCache(host.context.resultCaches);
+  }
+
+  /** The id of the session's database, for invalidation. */
+  get databaseId(): string {
+    return this.host.upstream.handle!.database.database_id;
+  }
+
+  /** The cache's plan for a statement the policy allowed; the statement records its outcome. */
+  plan(sql: string, decision: Allowed['decision'], protocol: Protocol, statement: Statement, wire?: CacheLookup['wire']): CachePlan {
+    const { host } = this;
+    const policy = host.context.policies.get(host.credential!.policy_profile_id)!;
+    const databaseId = this.databaseId;
+    // A replica's result may lag a write the cache saw: databases that route reads cache nothing; nor
+    // do sandboxed sessions, whose branch (docs/branches.md) is not the database the key names.
+    const elsewhere = host.upstream.handle!.branchId !== undefined || host.context.readRouting?.routes(databaseId) === true;
+    const situation = { inTransaction: host.status !== 'I', pinned: host.pinned || elsewhere };
+    const plan = this.cache.plan({ sql, decision, databaseId, policy, catalogVersion: catalogVersionOf(host.catalog!.current()), sessionValues: host.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}) });
+    statement.cache = plan.outcome;
+    return plan;
+  }
+
+  /** Answers a statement from the cache, in order, and audits it as run with its cache outcome. */
+  answer(statement: Statement, plan: Extract<CachePlan, { result: unknown }>, protocol: Protocol): void {
+    const { host } = this;
+    const { result } = plan;
+    statement.rows = result.rows;
+    statement.bytes = repliedBytes(result);
+    host.context.budgets.admit(host.credential!);
+    if (protocol === 'extended') host.unsynced = true;
+    host.pipeline.expect({ kind: 'synthetic', reply: () => cachedReply(result, protocol === 'simple' ? host.status : undefined) });
+    host.audit.completed(host.credential!, statement, undefined);
+  }
+}
+
+/** A miss's hooks, bound to its capture; undefined for any other plan. */
+export function missHooks(plan: CachePlan | undefined): MissHooks | undefined {
+  if (plan?.outcome !== 'miss') return undefined;
+  const { capture } = plan;
+  return { settled: (ok) => capture.settled(ok), tap: (message, bytes) => capture.tap(message, bytes) };
+}

@@ -1,0 +1,171 @@
+/**
+ * Cached results of one database: least recently used entries go beyond `maxEntries` or
+ * `maxBytes`; an entry is fresh for `ttlMs`, then stale for `swrMs` (served while exactly one
+ * refresh runs), then gone. A write the gateway sees to a table drops every entry that read it; a
+ * result whose statement started before such a write is not stored (it may predate the write).
+ */
+export interface CachedResult {
+  /** The replies as the client got them, each message whole: RowDescription (simple protocol), DataRows, CommandComplete. */
+  readonly replies: readonly Buffer[];
+  readonly rows: number;
+  /** Tables the statement read (`schema.table`), for invalidation. */
+  readonly tables: readonly string[];
+}
+
+export interface StoreLimits {
+  readonly maxEntries: number;
+  readonly maxBytes: number;
+  readonly ttlMs: number;
+  readonly swrMs: number;
+}
+
+/** What became of a lookup: a fresh entry, a stale one this caller need not refresh, a stale one it must refresh, or nothing. */
+export type Lookup =
+  | { readonly outcome: 'hit'; readonly result: CachedResult }
+  | { readonly outcome: 'stale'; readonly result: CachedResult }
+  | { readonly outcome: 'miss' };
+
+/** Counts a store reports as it goes (metrics.ts wires them to prom-client). */
+export interface StoreEvents {
+  evicted(count: number): void;
+  bytes(delta: number): void;
+}
+
+interface Entry {
+  readonly result: CachedResult;
+  readonly bytes: number;
+  readonly storedAt: number;
+  refreshing: boolean;
+}
+
+const ENTRY_OVERHEAD_BYTES = 128;
+
+/** What an entry costs the byte bound: its replies, its key, and a fixed overhead. */
+export function entryBytes(key: string, result: CachedResult): number {
+  let bytes = ENTRY_OVERHEAD_BYTES + key.length * 2;
+  for (const reply of result.replies) bytes += reply.length;
+  return bytes;
+}
+
+export class ResultStore {
+  private readonly entries = new Map<string, Entry>();
+  /** Keys of the entries that read each table. */
+  private readonly byTable = new Map<string, Set<string>>();
+  /** Bumped by every write seen: a result started before it is not stored. */
+  private generationNow = 0;
+  private bytesNow = 0;
+
+  constructor(
+    private limits: StoreLimits,
+    private readonly events: StoreEvents,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  get bytes(): number {
+    return this.bytesNow;
+  }
+
+  /** The write generation a statement starts under; `store` is given it back. */
+  get generation(): number {
+    return this.generationNow;
+  }
+
+  /** New limits (the database's cache_config changed): entries over them go now. */
+  configure(limits: StoreLimits): void {
+    this.limits = limits;
+    this.evictOver();
+  }
+
+  /**
+   * The entry under `key`. A stale one is handed out with `stale`; the first caller to see it
+   * stale gets `miss` instead (it runs the refresh), and until that refresh stores or gives up,
+   * everyone else gets the stale entry.
+   */
+  lookup(key: string): Lookup {
+    const entry = this.entries.get(key);
+    if (!entry) return { outcome: 'miss' };
+    const age = this.now() - entry.storedAt;
+    if (age >= this.limits.ttlMs + this.limits.swrMs) {
+      this.remove(key, entry);
+      return { outcome: 'miss' };
+    }
+    this.entries.delete(key);
+    this.entries.set(key, entry);
+    if (age < this.limits.ttlMs) return { outcome: 'hit', result: entry.result };
+    if (entry.refreshing) return { outcome: 'stale', result: entry.result };
+    entry.refreshing = true;
+    return { outcome: 'miss' };
+  }
+
+  /** A refresh `lookup` handed out ended without a result to store: the next caller refreshes. */
+  abandon(key: string): void {
+    const entry = this.entries.get(key);
+    if (entry) entry.refreshing = false;
+  }
+
+  /** Stores a result of a statement started under `generation`; false (nothing stored) when a write came since, or it is too large. */
+  store(key: string, result: CachedResult, generation: number): boolean {
+    if (generation !== this.generationNow) {
+      this.abandon(key);
+      return false;
+    }
+    const bytes = entryBytes(key, result);
+    if (this.limits.maxEntries <= 0 || bytes > this.limits.maxBytes) {
+      this.abandon(key);
+      return false;
+    }
+    const old = this.entries.get(key);
+    if (old) this.remove(key, old);
+    this.entries.set(key, { result, bytes, storedAt: this.now(), refreshing: false });
+    this.bytesNow += bytes;
+    this.events.bytes(bytes);
+    for (const table of result.tables) {
+      let keys = this.byTable.get(table);
+      if (!keys) this.byTable.set(table, (keys = new Set()));
+      keys.add(key);
+    }
+    this.evictOver();
+    return true;
+  }
+
+  /** A write to `tables` (all of them when `tables` is undefined: DDL, TRUNCATE of unknown reach): their entries go. */
+  invalidate(tables: readonly string[] | undefined): void {
+    this.generationNow++;
+    if (tables === undefined) return this.clear();
+    for (const table of tables) {
+      for (const key of this.byTable.get(table) ?? []) {
+        const entry = this.entries.get(key);
+        if (entry) this.remove(key, entry);
+      }
+    }
+  }
+
+  clear(): void {
+    for (const [key, entry] of [...this.entries]) this.remove(key, entry);
+  }
+
+  private evictOver(): void {
+    let evicted = 0;
+    while (this.entries.size > 0 && (this.entries.size > this.limits.maxEntries || this.bytesNow > this.limits.maxBytes)) {
+      const [key, entry] = this.entries.entries().next().value as [string, Entry];
+      this.remove(key, entry);
+      evicted++;
+    }
+    if (evicted > 0) this.events.evicted(evicted);
+  }
+
+  private remove(key: string, entry: Entry): void {
+    this.entries.delete(key);
+    this.bytesNow -= entry.bytes;
+    this.events.bytes(-entry.bytes);
+    for (const table of entry.result.tables) {
+      const keys = this.byTable.get(table);
+      keys?.delete(key);
+      if (keys?.size === 0) this.byTable.delete(table);
+    }
+  }
+}
