@@ -13,6 +13,7 @@ import type { Keyring } from '../src/crypto/seal.js';
 import { encodeEvent } from '../src/events/envelope.js';
 import { CredentialUsed } from '../src/events/credentials.js';
 import type { EventStore } from '../src/store/port.js';
+import { estimateOnPool } from './approval-estimate.js';
 import { lostToRestart, onRequest } from './approval-hold.js';
 import { Budgets, sessionBudgets, type SpentSource } from './budgets.js';
 import { DecisionPublisher } from './decisions.js';
@@ -23,7 +24,7 @@ import { createProxyMetrics } from './metrics.js';
 import { Inlet } from './inlet.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
-import { Upstreams } from './upstreams.js';
+import { Upstreams, type UpstreamHandle } from './upstreams.js';
 import { logEvent } from '../src/log-events.js';
 import { CATALOG_TIMING, CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import { UpstreamError } from './upstream/connection.js';
@@ -177,6 +178,10 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   // A policy that starts masking with hash: its project's key is read before its sessions' next statements need it.
   policies.onChange((_, __, after) => void hashKeys.forPolicy(after, (error) => logger.warn({ err: error, project_id: after?.project_id }, 'could not read a project’s hash key')));
 
+  const upstreamFor = (credential: CredentialRow): Promise<UpstreamHandle | undefined> => {
+    const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);
+    return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role);
+  };
   const context = {
     credentials,
     budgets,
@@ -184,10 +189,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     honeytokens,
     hashKeys,
     // A read-only policy provisioned on the credential's database runs as its own upstream role.
-    upstreamFor: (credential: CredentialRow) => {
-      const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);
-      return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role);
-    },
+    upstreamFor,
     readRouting: { routes: (databaseId: string) => monitor.routes(databaseId), next: (databaseId: string) => monitor.next(databaseId), readYourWritesMs: replicaOptions.readYourWritesMs, metrics },
     catalogs,
     decisions,
@@ -199,7 +201,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     maxMessageBytes: options.maxMessageBytes,
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
-    approvals: { store, approvals },
+    approvals: { store, approvals, estimate: async (credential: CredentialRow, sql: string, params: readonly (string | null)[]) => estimateOnPool(await upstreamFor(credential).catch(() => undefined), credential.credential_id, sql, params) },
     ...(options.tls ? { tls: options.tls } : {}),
   };
 

@@ -18,3 +18,17 @@ export function bindingOf(facts: BindingFacts): string {
     canonicalBytes({ sql: facts.sql, params: [...facts.params], credential_id: facts.credentialId, policy_id: facts.policyId, policy_version: facts.policyVersion }),
   ).toString('hex');
 }
+
+const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
+
+/**
+ * The id of a binding's next request, after `previous` (null for its first): derived, so that two
+ * callers that find the same request ended (or none) name the same new one, and only one of them
+ * can record it. A binding has at most one open request: the next is made only once the last ended.
+ */
+export function nextApprovalId(binding: string, previous: string | null): `apr_${string}` {
+  const digest = sha256(Buffer.from(`${binding}\n${previous ?? ''}`, 'utf8'));
+  let out = '';
+  for (let i = 0; i < 26; i++) out += ID_ALPHABET[digest[i]! & 31];
+  return `apr_${out}`;
+}

@@ -166,7 +166,7 @@ describe('statements held for approval on the wire', () => {
       const held = await callTool(client, 'query', { sql });
       expect(held.isError).toBe(true);
       const view = (held._meta as Record<string, { approval_id: string; status: string; expires_at: string; estimated_rows: number | null }>)['pgward/approval']!;
-      expect(view).toMatchObject({ status: 'pending', estimated_rows: null });
+      expect(view).toMatchObject({ status: 'pending', estimated_rows: 1, estimate_method: 'trial' });
       expect(textOf(held)).toContain(`Held for a human’s approval (decision_rule approval.held, request ${view.approval_id}, expires ${view.expires_at})`);
       await pendingFor(sql);
       const again = await callTool(client, 'query', { sql });
