@@ -5,7 +5,7 @@
  */
 import type { z } from 'zod';
 import { approval, approvalStream, type ApprovalCommand } from '../commands/approvals/approval.js';
-import { bindingOf } from '../commands/approvals/binding.js';
+import { bindingOf, type BindingFacts } from '../commands/approvals/binding.js';
 import { DomainError } from '../commands/domain-error.js';
 import { handle } from '../commands/handle.js';
 import type { ApprovalRow } from '../projections/approvals.js';
@@ -110,6 +110,7 @@ export function heldRequest(facts: {
   readonly decision: Allowed;
   readonly hold: Hold;
   readonly params: readonly (string | null)[];
+  readonly formats?: readonly number[];
   readonly estimate: Estimate | null;
   readonly sessionId: string;
   readonly region: string;
@@ -133,7 +134,7 @@ export function heldRequest(facts: {
     expires_at: new Date(facts.now.getTime() + policy.approval.expiry_seconds * 1000).toISOString(),
     source: facts.source,
     policy_version: policy.version,
-    binding: bindingOf({ sql, params: facts.params, credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version }),
+    binding: bindingOf({ sql, params: facts.params, ...(facts.formats ? { formats: facts.formats } : {}), credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version }),
     hold_rule: hold.rule,
     hold_reason: hold.reason,
   };
@@ -211,11 +212,11 @@ export function notRunError(row: ApprovalRow): { readonly sqlstate: string; read
  * Why an approved request may not run in this session now, if it may not: it is bound to the
  * exact text, the credential, and the policy at the version it was held under.
  */
-export function bindingBroken(row: ApprovalRow, credential: CredentialRow, policy: PolicyRow | undefined, sql: string, params: readonly (string | null)[]): string | undefined {
+export function bindingBroken(row: ApprovalRow, credential: CredentialRow, policy: PolicyRow | undefined, sql: string, bound: Pick<BindingFacts, 'params' | 'formats'>): string | undefined {
   if (!policy || policy.status !== 'active') return 'the credential’s policy profile is gone';
   if (policy.policy_id !== row.policy_profile_id || policy.version !== row.policy_version) return `the policy profile changed since the statement was held (version ${row.policy_version}, now ${policy.version})`;
   if (credential.status !== 'active') return `the credential is ${credential.status}`;
-  const binding = bindingOf({ sql, params, credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version });
+  const binding = bindingOf({ sql, ...bound, credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version });
   return binding === row.binding ? undefined : 'the statement is not the one that was approved';
 }
 

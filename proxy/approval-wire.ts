@@ -9,6 +9,7 @@ import type { ApprovalRow } from '../projections/approvals.js';
 import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
 import { approvalDecision, type ApprovalFacts } from './approval-audit.js';
+import type { BoundParams } from './approval-extended.js';
 import { awaitDecision, bindingBroken, boundToEstimate, heldRequest, holdUnavailable, noticeOf, notRunError, onRequest, type ApprovalServices, type Hold, withEstimate } from './approval-hold.js';
 import type { Decision } from './decisions.js';
 import type { Statement } from './pipeline.js';
@@ -27,8 +28,8 @@ export interface WireHold {
   readonly credential: CredentialRow;
   readonly policies: LiveView<PolicyRow>;
   readonly sql: string;
-  /** Its parameters as bound (text or null); none for a simple query. */
-  readonly params?: readonly (string | null)[];
+  /** Its parameters as bound (approval-extended.ts); none for a simple query. */
+  readonly bound?: BoundParams;
   readonly decision: Allowed;
   readonly hold: Hold;
   readonly sessionId: string;
@@ -62,13 +63,15 @@ export async function holdOnWire(facts: WireHold): Promise<{ decision: Allowed; 
   if (facts.inTransaction) {
     return void facts.refuse(refusalOf(facts, 'approval.in_transaction', '25001', `this statement needs a human's approval: ${hold.reason}; statements are held for approval outside transaction blocks only, so it did not run (rule approval.in_transaction); end the transaction (COMMIT or ROLLBACK) and send it on its own`));
   }
-  const params = facts.params ?? [];
+  const params = facts.bound?.params ?? [];
+  const formats = facts.bound?.formats;
   // The estimate runs on a connection of its own: the session's goes back first (a pool of one has no other).
   facts.released();
-  const estimated = await withEstimate(policy, facts.decision, hold, () => services.estimate?.(credential, facts.decision.sql, params) ?? Promise.resolve(null));
+  const asText = facts.bound ? facts.bound.text : [];
+  const estimated = await withEstimate(policy, facts.decision, hold, () => (asText && services.estimate?.(credential, facts.decision.sql, asText)) || Promise.resolve(null));
   if (facts.closed()) return undefined;
   if ('run' in estimated) return { decision: estimated.run, statement: statementOf({ sql: facts.sql, decision: estimated.run }) };
-  const request = heldRequest({ source: 'wire', credential, policy, sql: facts.sql, params, decision: facts.decision, hold: estimated.hold, estimate: estimated.estimate, sessionId: facts.sessionId, region: facts.region, now: new Date() });
+  const request = heldRequest({ source: 'wire', credential, policy, sql: facts.sql, params, ...(formats ? { formats } : {}), decision: facts.decision, hold: estimated.hold, estimate: estimated.estimate, sessionId: facts.sessionId, region: facts.region, now: new Date() });
   const approvalId = request.approval_id;
   const audited: ApprovalFacts = { ...request, credential_id: request.credential_id ?? null, target_tables: [...(request.target_tables ?? [])] };
   const actor = `proxy:${facts.sessionId}`;
@@ -113,7 +116,7 @@ export async function holdOnWire(facts: WireHold): Promise<{ decision: Allowed; 
 
 async function approved(facts: WireHold, services: ApprovalServices, row: ApprovalRow, actor: string): Promise<{ decision: Allowed; statement: Statement } | undefined> {
   const policy = facts.policies.get(facts.credential.policy_profile_id);
-  const broken = bindingBroken(row, facts.credential, policy, facts.sql, facts.params ?? []);
+  const broken = bindingBroken(row, facts.credential, policy, facts.sql, facts.bound ?? { params: [] });
   if (broken) {
     await onRequest(services, row.approval_id, { kind: 'fail', sqlstate: '55000', message: broken }, actor).catch(() => undefined);
     return void facts.refuse(refusalOf(facts, 'approval.binding', '55000', `approval request ${row.approval_id} was approved, but ${broken} (rule approval.binding); the statement did not run`));
