@@ -1,4 +1,5 @@
 import { randomBytes, randomInt } from 'node:crypto';
+import { serialize } from 'pg-protocol';
 import type { Socket } from 'node:net';
 import { TLSSocket, type SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
@@ -29,7 +30,7 @@ import { PortalRows } from './portal-rows.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
 import { ResponsePipeline, type Rewrite, type Statement } from './pipeline.js';
 import { forgetPrepared, preparedStatements } from './prepared.js';
-import { decodeFrontendMessage, FrontendFramer, type FrontendFrame, type FrontendMessage } from './protocol/frontend.js';
+import { decodeFrontendMessage, FrontendFramer, type Bind, type FrontendFrame, type FrontendMessage } from './protocol/frontend.js';
 import { cancelAbandoned } from './upstream/cancel.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { Inlet, type Receiver } from './inlet.js';
@@ -48,7 +49,8 @@ import { SessionReads, type ReadRouting } from './replica-routing.js';
 import { errorsHidden, FLUSH, guardedReplies, guardedSimpleEnd, guardedSimpleWrite, settledOf, simpleEndReplies, undoneSync, type GuardedOutcome } from './guarded-write.js';
 import { rollbackInTransaction, writeGuardOf, type WriteGuard } from './policy/write-guard.js';
 import type { LiveView } from './views/live-view.js';
-import { holdFor, holdUnavailable, type ApprovalServices, type Hold } from './approval-hold.js';
+import { boundParams, type BoundParams } from './approval-extended.js';
+import { holdFor, type ApprovalServices, type Hold } from './approval-hold.js';
 import { holdOnWire } from './approval-wire.js';
 import type { HashKeys } from './hash-keys.js';
 import type { HashKey } from './policy/hash-key.js';
@@ -84,6 +86,9 @@ export interface SessionContext {
   /** Where held statements are recorded and their decisions followed; without it a held statement is refused. */
   readonly approvals?: ApprovalServices;
 }
+
+/** Ends an extended batch upstream (holdExecute). */
+const SYNC = serialize.sync();
 
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
 const CLIENT_KEEPALIVE_MS = 60_000;
@@ -144,6 +149,8 @@ export class Session {
   private readonly audit: SessionAudit;
   /** Ends the wait of a statement held for approval: the client cancelled it, or the session or its policy changed. */
   private holdWait: AbortController | undefined;
+  /** The Binds of portals whose statement the approval rules hold: its Execute is held, bound to their parameters. */
+  private readonly heldBinds = new Map<string, Bind>();
   /** A message is being handled asynchronously (waiting for an upstream connection, say): what the client sends meanwhile waits in the framer. */
   private awaiting = false;
   private heldWhileAwaiting = false;
@@ -466,6 +473,8 @@ export class Session {
         const current = this.stillAllowed(message.statement, prepared);
         if (!current) return;
         this.statements.portals.set(message.portal, current);
+        if (holdFor(this.context.policies.get(this.credential!.policy_profile_id), current.decision)) this.heldBinds.set(message.portal, message);
+        else this.heldBinds.delete(message.portal);
         const made = this.rowCap(current.decision) === undefined ? undefined : onReply('2', this.portalRows.made(message.portal));
         return this.withStatement(message.statement, message.raw, renameBindStatement, '2', made);
       }
@@ -480,7 +489,10 @@ export class Session {
           this.unsynced = true;
           return this.pipeline.expect({ kind: 'synthetic', reply: encodeCloseComplete });
         }
-        if (message.target === 'P') this.statements.portals.delete(message.name);
+        if (message.target === 'P') {
+          this.statements.portals.delete(message.name);
+          this.heldBinds.delete(message.name);
+        }
         return this.toServer(message.raw, { ends: '3', rewrite: message.target === 'P' && this.rowCap(undefined) !== undefined ? onReply('3', this.portalRows.closed(message.name)) : undefined });
       case 'Sync':
         this.skipUntilSync = false;
@@ -559,7 +571,7 @@ export class Session {
   }
 
   /** Bind or Describe of a named statement: prepared first on this connection if it is not yet, then sent under its server name. */
-  private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string, rewrite?: Rewrite): Promise<void> | void {
+  private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string, rewrite?: Rewrite, suppress = false): Promise<void> | void {
     const unnamed = this.statements.unnamed;
     if (name === '' && unnamed) {
       this.unsynced = true;
@@ -569,7 +581,7 @@ export class Session {
           this.send(unnamed.parse, { ends: '1', suppress: true });
           this.statements.unnamedOn = this.upstream.server;
         }
-        this.send(raw, { ends, rewrite });
+        this.send(raw, { ends, rewrite, suppress });
       }, 'extended');
     }
     // preparedStatement made sure the session prepared it.
@@ -577,7 +589,7 @@ export class Session {
     this.unsynced = true;
     return this.withServer(() => {
       if (!preparedStatements(this.upstream.server!).has(statement.serverName)) this.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
-      this.send(rename(raw, statement.serverName), { ends, rewrite });
+      this.send(rename(raw, statement.serverName), { ends, rewrite, suppress });
     }, 'extended');
   }
 
@@ -605,8 +617,6 @@ export class Session {
     const decision = this.decideOn(prepared.sql, credential, policy, 'extended');
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return this.refuseStatement(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
-    const hold = holdFor(policy, decision);
-    if (hold) return this.refuseHeld(prepared.sql, decision, hold);
     if (decision.sql !== prepared.decision.sql) return this.refuseStatement(prepared.sql, 'extended', policyChanged(name, decision));
     return this.statements.redecided(name, prepared, decision);
   }
@@ -648,8 +658,6 @@ export class Session {
       this.audit.publish(credential, { event: progress.event, projectId: credential.project_id, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
     }
     if (decision.action !== 'allow') return this.refuseStatement(sql, protocol, { ...decision, kind: decision.statementKind });
-    const hold = protocol === 'extended' ? holdFor(policy, decision) : undefined;
-    if (hold) return this.refuseHeld(sql, decision, hold);
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
     if (decision.changesSession) this.pinned = true;
     this.reads.decided(sql, decision);
@@ -681,11 +689,6 @@ export class Session {
     return undefined;
   }
 
-  /** A statement the approval rules hold, sent where it cannot be held (the extended protocol): refused, saying how to send it. */
-  private refuseHeld(sql: string, decision: Allowed['decision'], hold: Hold): undefined {
-    return this.refuseStatement(sql, 'extended', { event: 'blocked', ...holdUnavailable(hold, 'through the extended query protocol (Parse, Bind, Execute)'), kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, tablesBlocked: [] });
-  }
-
   private onQuery(sql: string, raw: Buffer): Promise<void> | void {
     const decision = this.decide(sql, 'simple');
     if (!decision) return;
@@ -696,14 +699,21 @@ export class Session {
 
   /** A simple query held for approval (approval-wire.ts): waits with no upstream connection held, then runs once approved, or answers why not. */
   private async holdQuery(sql: string, raw: Buffer, decision: Allowed['decision'], hold: Hold): Promise<void> {
+    const run = await this.held(sql, decision, hold, 'simple');
+    if (run && !this.closed) await this.runQuery(sql, raw, run.decision, run.statement);
+  }
+
+  /** Waits for a held statement's decision: what to run once approved, or undefined once the client was answered why not. */
+  private async held(sql: string, decision: Allowed['decision'], hold: Hold, protocol: 'simple' | 'extended', bound?: BoundParams): Promise<{ decision: Allowed['decision']; statement: Statement } | undefined> {
     const wait = new AbortController();
     this.holdWait = wait;
     try {
-      const run = await holdOnWire({
+      return await holdOnWire({
         services: this.context.approvals,
         credential: this.credential!,
         policies: this.context.policies,
         sql,
+        ...(bound ? { bound } : {}),
         decision,
         hold,
         sessionId: this.id,
@@ -714,11 +724,10 @@ export class Session {
         notice: (bytes) => this.pipeline.expect({ kind: 'synthetic', reply: () => bytes }),
         released: () => this.releaseIfIdle(),
         closed: () => this.closed,
-        refuse: (refusal) => this.refuseStatement(sql, 'simple', refusal),
-        answer: (code, message) => this.refuse({ severity: 'ERROR', code, message }, 'simple'),
-        redecide: () => this.decide(sql, 'simple'),
+        refuse: (refusal) => this.refuseStatement(sql, protocol, refusal),
+        answer: (code, message) => this.refuse({ severity: 'ERROR', code, message }, protocol),
+        redecide: () => this.decide(sql, protocol),
       });
-      if (run && !this.closed) await this.runQuery(sql, raw, run.decision, run.statement);
     } finally {
       if (this.holdWait === wait) this.holdWait = undefined;
     }
@@ -804,7 +813,33 @@ export class Session {
   private onExecute(portal: string, maxRows: number, raw: Buffer): Promise<void> | void {
     const allowed = this.statements.portals.get(portal);
     if (this.overBudget(allowed?.sql ?? '', 'extended')) return;
-    const statement = statementOf(allowed);
+    const bind = this.heldBinds.get(portal);
+    const hold = allowed && bind && holdFor(this.context.policies.get(this.credential!.policy_profile_id), allowed.decision);
+    if (hold) return this.holdExecute(allowed, bind, hold, maxRows, raw);
+    return this.execute(portal, maxRows, raw, allowed, statementOf(allowed));
+  }
+
+  /**
+   * An Execute held for approval. What its batch sent before it (Parse, Bind, Describe) ran nothing:
+   * that batch is ended upstream (a Sync whose reply the client does not see), so the connection
+   * goes back while the statement waits; once approved, its Bind is sent again (its reply hidden:
+   * the client had it) on whatever connection it runs on, then it runs as any Execute.
+   */
+  private async holdExecute(allowed: Allowed, bind: Bind, hold: Hold, maxRows: number, raw: Buffer): Promise<void> {
+    if (this.status === 'I' && this.upstream.server) {
+      this.send(SYNC, { ends: 'Z', suppress: true });
+      this.unsynced = false;
+    }
+    const run = await this.held(allowed.sql, allowed.decision, hold, 'extended', boundParams(bind));
+    if (!run || this.closed) return;
+    if (run.decision.sql !== allowed.decision.sql) return void this.refuseStatement(allowed.sql, 'extended', policyChanged(bind.statement, run.decision));
+    const approved = { ...allowed, decision: run.decision };
+    this.statements.portals.set(bind.portal, approved);
+    await this.withStatement(bind.statement, bind.raw, renameBindStatement, '2', undefined, true);
+    if (!this.closed && !this.skipUntilSync) await this.execute(bind.portal, maxRows, raw, approved, run.statement);
+  }
+
+  private execute(portal: string, maxRows: number, raw: Buffer, allowed: Allowed | undefined, statement: Statement): Promise<void> | void {
     const guard = allowed && writeGuardOf(this.context.policies.get(this.credential!.policy_profile_id), allowed.decision.writes);
     if (allowed && guard) return this.guardedExecute(allowed, statement, guard, raw);
     const cap = this.rowCap(allowed?.decision);

@@ -147,12 +147,14 @@ describe('statements held for approval on the wire', () => {
     }
   });
 
-  it('refuses a held statement sent through the extended protocol (0A000), never running it unheld', async () => {
+  it('refuses a held statement with parameters inside a transaction block (25001), never running it unheld', async () => {
     const { client } = await openSession(agent.connection_string);
     try {
+      await client.query('begin');
       const error = await client.query('update orders set amount = 9 where id = $1', [4]).then(() => undefined, (e: unknown) => e as { code?: string; message: string });
-      expect(error).toMatchObject({ code: '0A000' });
-      expect(error!.message).toContain('rule approval.unavailable');
+      expect(error).toMatchObject({ code: '25001' });
+      expect(error!.message).toContain('rule approval.in_transaction');
+      await client.query('rollback');
       expect(await upstreamAmount(4)).toBe('5');
     } finally {
       await client.end();
