@@ -7,7 +7,7 @@ import type { FrontendMessage, StartupMessage } from './protocol/frontend.js';
 import { masksWithHash } from './policy/hash-key.js';
 import type { SessionAudit } from './session-audit.js';
 import { AUTH_FAILED, ScramExchange, unusable } from './session-login.js';
-import type { SessionContext } from './session.js';
+import type { SessionContext } from './session-host.js';
 import type { CatalogLease } from './upstream/catalog-snapshot.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import { classifyUpstreamFailure, upstreamRule } from './upstream/failure.js';

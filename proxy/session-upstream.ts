@@ -1,6 +1,8 @@
 import type { Receiver } from './inlet.js';
+import { forgetPrepared } from './prepared.js';
 import { BackendScanner } from './protocol/backend.js';
 import type { SessionStatements } from './session-statements.js';
+import { cancelAbandoned } from './upstream/cancel.js';
 import type { UpstreamConnection } from './upstream/connection.js';
 import type { UpstreamHandle } from './upstreams.js';
 
@@ -75,6 +77,27 @@ export class UpstreamHold {
     if (!this.parked) return;
     this.parked = false;
     this.handle!.pool.unpark(this.server!);
+  }
+
+  /**
+   * The session ended: the held upstream goes back to its pool when the session was `idle` (after
+   * DISCARD ALL when `pinned`: its statements go too), else it is destroyed, as one in the middle of
+   * anything cannot be trusted by the next client; a statement it was `working` on is cancelled.
+   */
+  end(idle: boolean, pinned: boolean, working: boolean): void {
+    this.unpark();
+    const handle = this.handle;
+    const server = this.detach();
+    if (!server) return;
+    if (idle && pinned) {
+      forgetPrepared(server);
+      void handle?.pool.release(server, { reset: true });
+    } else if (idle) void handle?.pool.release(server, { reset: false });
+    else {
+      // Dropping the connection alone does not stop a statement that is not writing: PostgreSQL notices only when it next writes.
+      if (working && handle) cancelAbandoned(() => handle.cancel(server));
+      handle?.pool.destroy(server);
+    }
   }
 
   dropParked(): void {
