@@ -89,12 +89,12 @@ export function boundToEstimate(decision: Allowed, row: Pick<ApprovalRow, 'estim
   };
 }
 
-/** A held statement sent where the gateway cannot hold it yet (the extended protocol, MCP): refused, saying how to send it. */
+/** A held statement sent where the gateway cannot hold it (MCP's explain, a proxy without approval services): refused, saying where it can be held. */
 export function holdUnavailable(hold: Hold, where: string): { readonly rule: 'approval.unavailable'; readonly sqlstate: '0A000'; readonly reason: string } {
   return {
     rule: 'approval.unavailable',
     sqlstate: '0A000',
-    reason: `this statement needs a human's approval: ${hold.reason}; the gateway holds statements for approval only when they are sent as a simple query on the Postgres wire (psql -c, or a driver's query without parameters), not ${where}, so it did not run (rule approval.unavailable)`,
+    reason: `this statement needs a human's approval: ${hold.reason}; the gateway holds statements for approval on the Postgres wire (with or without parameters) and through MCP's query tool, not ${where}, so it did not run (rule approval.unavailable)`,
   };
 }
 
