@@ -31,6 +31,8 @@ const SYNC = serialize.sync();
 export class ExtendedProtocol {
   /** The Binds of portals whose statement the approval rules hold: its Execute is held, bound to their parameters. */
   private readonly heldBinds = new Map<string, Bind>();
+  /** An Execute of this batch (since the last Sync) was sent: a held one may not end the batch early. */
+  private ranInBatch = false;
 
   constructor(
     private readonly host: SessionHost,
@@ -114,11 +116,11 @@ export class ExtendedProtocol {
    */
   private async held(allowed: Allowed, bind: Bind, hold: Hold, message: Execute): Promise<void> {
     const { host } = this;
-    if (host.status === 'I' && host.upstream.server) {
+    if (host.status === 'I' && host.upstream.server && !this.ranInBatch) {
       host.send(SYNC, { ends: 'Z', suppress: true });
       host.unsynced = false;
     }
-    const run = await this.holds.held(allowed.sql, allowed.decision, hold, 'extended', boundParams(bind));
+    const run = await this.holds.held(allowed.sql, allowed.decision, hold, 'extended', boundParams(bind), this.ranInBatch);
     if (!run || host.closed) return;
     if (run.decision.sql !== allowed.decision.sql) return void this.gate.refuse(allowed.sql, 'extended', policyChanged(bind.statement, run.decision));
     const approved = { ...allowed, decision: run.decision };
@@ -131,6 +133,7 @@ export class ExtendedProtocol {
   private run(allowed: Allowed | undefined, statement: Statement, { portal, maxRows, raw }: Execute): Promise<void> | void {
     const { host, gate } = this;
     const { context, portalRows } = host;
+    this.ranInBatch = true;
     const guard = allowed && writeGuardOf(context.policies.get(host.credential!.policy_profile_id), allowed.decision.writes);
     if (allowed && guard) return this.guarded.execute(allowed, statement, guard, raw);
     const cap = gate.rowCap(allowed?.decision);
@@ -168,6 +171,7 @@ export class ExtendedProtocol {
 
   sync(raw: Buffer): Promise<void> | void {
     const { host } = this;
+    this.ranInBatch = false;
     host.skipUntilSync = false;
     host.unsynced = false;
     if (host.undoAtSync) {

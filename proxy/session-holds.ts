@@ -21,7 +21,7 @@ export class SessionHolds {
   ) {}
 
   /** Waits for the held statement's decision: what to run once approved, or undefined once the client was answered why not. */
-  async held(sql: string, decision: Allowed['decision'], hold: Hold, protocol: Protocol = 'simple', bound?: BoundParams): Promise<{ readonly decision: Allowed['decision']; readonly statement: Statement } | undefined> {
+  async held(sql: string, decision: Allowed['decision'], hold: Hold, protocol: Protocol = 'simple', bound?: BoundParams, ranInBatch = false): Promise<{ readonly decision: Allowed['decision']; readonly statement: Statement } | undefined> {
     const { host, gate } = this;
     const { context } = host;
     const wait = new AbortController();
@@ -37,7 +37,8 @@ export class SessionHolds {
         hold,
         sessionId: host.id,
         region: context.identity.region,
-        inTransaction: host.status !== 'I',
+        // An extended batch that ran a statement before this one is an implicit transaction block: holding would commit it early.
+        inTransaction: host.status !== 'I' || ranInBatch,
         wait: wait.signal,
         publish: (record) => context.decisions.publish(record),
         notice: (bytes) => host.pipeline.expect({ kind: 'synthetic', reply: () => bytes }),
