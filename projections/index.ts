@@ -5,14 +5,20 @@ import type { Projection } from './projection.js';
 import { anomaliesProjection } from './anomalies.js';
 import { anomalyWindowsProjection } from './anomaly-windows.js';
 import { apiKeysProjection } from './api-keys.js';
+import { branchesProjection } from './branches.js';
 import { approvalsProjection } from './approvals.js';
 import { credentialsProjection } from './credentials.js';
 import { databasesProjection, replicasProjection } from './databases.js';
+import { domainsProjection } from './domains.js';
+import { enrollmentsProjection } from './enrollments.js';
 import { honeytokensProjection } from './honeytokens.js';
+import { ipRulesProjection } from './ip-rules.js';
 import { organizationsProjection } from './organizations.js';
 import { policiesProjection } from './policies.js';
 import { projectsProjection } from './projects.js';
 import { webhooksProjection } from './webhooks.js';
+import { sessionSpansProjection } from './session-spans.js';
+import { cancellationFeedbackProjection, supportCasesProjection, supportMessagesProjection } from './support.js';
 
 export interface ProjectionOptions {
   /** HMAC keys of the audit chain (PGWARD_AUDIT_HMAC_KEYS); the audit projection hashes with them. */
@@ -23,5 +29,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, sessionSpansProjection, enrollmentsProjection];
 }

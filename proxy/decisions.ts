@@ -1,4 +1,4 @@
-import type { DecisionBus } from '../src/bus/port.js';
+import type { DecisionSink } from '../src/bus/port.js';
 import { AUDIT_SQL_MAX, type StatementDecided } from '../src/events/audit.js';
 import { auditSql } from './audit-text.js';
 
@@ -112,7 +112,7 @@ export class DecisionPublisher {
   private readonly stampHead: string;
 
   constructor(
-    private readonly bus: DecisionBus,
+    private readonly bus: DecisionSink,
     private readonly identity: { proxyId: string; bootEpoch: number },
     private readonly capacity: number,
     private readonly onPublishError: (error: unknown) => void = () => undefined,

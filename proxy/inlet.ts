@@ -26,6 +26,8 @@ export const DISCARD: Receiver = { bytes: () => undefined, ended: () => undefine
 export class Inlet {
   #receiver: Receiver | undefined;
   #paused = false;
+  /** Bytes read before the next receiver was set, handed to it first (what followed a PROXY protocol header). */
+  #pending: Buffer | undefined;
 
   private constructor(readonly socket: net.Socket) {
     socket.on('error', (error: Error) => this.#receiver?.ended(error));
@@ -83,7 +85,16 @@ export class Inlet {
   /** Sets (or, with undefined, clears) who gets the bytes; a new receiver finds the socket reading. */
   receive(receiver: Receiver | undefined): void {
     this.#receiver = receiver;
-    if (receiver) this.resume();
+    if (!receiver) return;
+    this.resume();
+    const pending = this.#pending;
+    this.#pending = undefined;
+    if (pending) receiver.bytes(pending);
+  }
+
+  /** Keeps `bytes` for the next receiver set, before anything the socket reads after them. */
+  unshift(bytes: Buffer): void {
+    if (bytes.length > 0) this.#pending = bytes;
   }
 
   /** Stops reading until resume: the receiver cannot pass more on yet. */

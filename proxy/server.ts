@@ -2,17 +2,18 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { SecureContext } from 'node:tls';
+import type { DomainCertificates } from '../src/domains/certificates.js';
 import type { Logger } from 'pino';
 import type { Registry } from 'prom-client';
 import { disableForHoneytoken } from '../commands/credentials/disable-for-honeytoken.js';
 import type { CredentialRow } from '../projections/credentials.js';
 import type { Plan } from '../src/events/organizations.js';
 import { plans } from '../src/plans.js';
-import type { DecisionBus } from '../src/bus/port.js';
+import type { DecisionSink } from '../src/bus/port.js';
 import type { Keyring } from '../src/crypto/seal.js';
 import { encodeEvent } from '../src/events/envelope.js';
 import { CredentialUsed } from '../src/events/credentials.js';
-import type { EventStore } from '../src/store/port.js';
+import type { ProxyStore } from '../src/store/port.js';
 import { estimateOnPool } from './approval-estimate.js';
 import { lostToRestart, onRequest } from './approval-hold.js';
 import { Budgets, sessionBudgets, type SpentSource } from './budgets.js';
@@ -22,6 +23,8 @@ import { HashKeys } from './hash-keys.js';
 import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
 import { Inlet } from './inlet.js';
+import { endRefusedSessions } from './ip-rules.js';
+import { throughProxyProtocol, type ProxyProtocolOptions } from './proxy-protocol-gate.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
 import { Upstreams, type UpstreamHandle } from './upstreams.js';
@@ -30,20 +33,24 @@ import { CATALOG_TIMING, CatalogSnapshots } from './upstream/catalog-snapshot.js
 import { UpstreamError } from './upstream/connection.js';
 import { classifyUpstreamFailure, failureLogFields } from './upstream/failure.js';
 import { upstreamChoice } from './views/policy-roles.js';
+import { sandboxBranchOf } from './sandbox.js';
 import { proxyViews } from './views/proxy-views.js';
 import { DEFAULT_HEALTH_THRESHOLDS, type HealthThresholds } from './replica-health.js';
 import { ReplicaMonitor } from './replica-monitor.js';
+import { endSessionsOnClose, type Admission } from './admission.js';
 import { DEFAULT_READ_YOUR_WRITES_MS } from './replica-routing.js';
 
 export interface ProxyOptions {
-  readonly store: EventStore;
-  readonly bus: DecisionBus;
+  readonly store: ProxyStore;
+  readonly bus: DecisionSink;
   readonly keyring: Keyring;
   readonly logger: Logger;
   readonly metrics: Registry;
   readonly host: string;
   readonly port: number;
   readonly tls?: SecureContext;
+  /** Custom domains' certificates, served by SNI (PGWARD_DOMAIN_CERT_DIR, docs/domains.md). */
+  readonly domainCertificates?: Pick<DomainCertificates, 'sniCallback'>;
   readonly region: string;
   readonly proxyId: string;
   readonly maxMessageBytes: number;
@@ -57,8 +64,12 @@ export interface ProxyOptions {
   readonly spent?: SpentSource;
   /** The process's budget tallies, shared with its hosted MCP so that both count against one figure; else the proxy keeps its own, from `spent`. */
   readonly budgets?: Budgets;
+  /** Whether this proxy may serve agents at all (an enrolled data plane whose token was revoked may not): proxy/admission.ts. */
+  readonly admission?: Admission;
   /** Read replicas' health probes and read routing (docs/replicas.md); defaults otherwise. */
   readonly replicas?: Partial<ReplicaOptions>;
+  /** Accept PROXY protocol v2 headers from these peers (PGWARD_PROXY_PROTOCOL_TRUSTED); without it no header is parsed. */
+  readonly proxyProtocol?: ProxyProtocolOptions;
 }
 
 export interface ReplicaOptions {
@@ -103,7 +114,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, all: views } = proxyViews(store);
+  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, ipRules, branches, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
@@ -149,6 +160,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     if (sessions.length > 0) logEvent(logger, 'sessions_closed', { credential_id: credentialId, project_id: after?.project_id ?? before?.project_id ?? null, sessions: sessions.length, reason }, 'closed the live sessions of a credential that may no longer be used');
   });
 
+  endRefusedSessions({ ipRules, credentials }, (credentialId) => registry.sessionsOf(credentialId), logger);
+
   const lastUsed = new Map<string, number>();
   const recordUse = (credentialId: string): void => {
     const now = Date.now();
@@ -179,8 +192,9 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   policies.onChange((_, __, after) => void hashKeys.forPolicy(after, (error) => logger.warn({ err: error, project_id: after?.project_id }, 'could not read a project’s hash key')));
 
   const upstreamFor = (credential: CredentialRow): Promise<UpstreamHandle | undefined> => {
-    const choice = upstreamChoice(policies.get(credential.policy_profile_id), policyRoles.get(credential.policy_profile_id), credential.database_id);
-    return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role);
+    const policy = policies.get(credential.policy_profile_id);
+    const choice = upstreamChoice(policy, policyRoles.get(credential.policy_profile_id), credential.database_id);
+    return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role, sandboxBranchOf(policy, branches.values(), credential.database_id));
   };
   const context = {
     credentials,
@@ -202,11 +216,21 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
     approvals: { store, approvals, estimate: async (credential: CredentialRow, sql: string, params: readonly (string | null)[]) => estimateOnPool(await upstreamFor(credential).catch(() => undefined), credential.credential_id, sql, params) },
+    ipRules,
+    ...(options.admission ? { admission: options.admission } : {}),
     ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.tls && options.domainCertificates ? { sni: options.domainCertificates.sniCallback } : {}),
   };
 
+  if (options.admission) endSessionsOnClose(options.admission, registry, logger);
+
   // Paused on connect: the session reads the client through an inlet (Inlet.accept), never through the stream.
-  const server: Server = createServer({ noDelay: true, pauseOnConnect: true }, (socket) => new Session(Inlet.accept(socket), context));
+  const { proxyProtocol } = options;
+  const server: Server = createServer({ noDelay: true, pauseOnConnect: true }, (socket) =>
+    proxyProtocol
+      ? throughProxyProtocol(Inlet.accept(socket), { proxyProtocol, loginTimeoutMs: options.loginTimeoutMs, logger, metrics }, (inlet, clientAddress) => new Session(inlet, context, clientAddress))
+      : new Session(Inlet.accept(socket), context),
+  );
   const stopParts = async (): Promise<void> => {
     monitor.stop();
     await decisions.close();

@@ -1,3 +1,6 @@
+import type { Admission } from './admission.js';
+import type { SniCallback } from '../src/domains/certificates.js';
+import type { IpRulesRow } from '../projections/ip-rules.js';
 import type { SecureContext } from 'node:tls';
 import type { Logger } from 'pino';
 import type { CredentialRow } from '../projections/credentials.js';
@@ -44,6 +47,8 @@ export interface SessionContext {
   /** Seeds the stable fake SCRAM salts of unknown users. */
   readonly mockSecret: Buffer;
   readonly tls?: SecureContext;
+  /** Picks a custom domain's certificate by the name the client asked for (SNI); the default `tls` otherwise. */
+  readonly sni?: SniCallback;
   readonly maxMessageBytes: number;
   /** How long a client may take from connecting to a completed login (PostgreSQL's authentication_timeout). */
   readonly loginTimeoutMs: number;
@@ -53,6 +58,10 @@ export interface SessionContext {
   readonly onLogin?: (credentialId: string) => void;
   /** Where held statements are recorded and their decisions followed; without it a held statement is refused. */
   readonly approvals?: ApprovalServices;
+  /** Each project's IP rules, checked at login (proxy/ip-rules.ts); without them every address may connect. */
+  readonly ipRules?: LiveView<IpRulesRow>;
+  /** Whether logins are admitted at all (proxy/admission.ts); absent: always. */
+  readonly admission?: Admission;
 }
 
 export type Protocol = 'simple' | 'extended';

@@ -5,7 +5,9 @@ import { encodeAuthenticationSasl, type ErrorFields } from './protocol/backend.j
 import { ProtocolViolation } from './protocol/errors.js';
 import type { FrontendMessage, StartupMessage } from './protocol/frontend.js';
 import { masksWithHash } from './policy/hash-key.js';
+import { addressRefusal, IP_RULES_RULE } from './ip-rules.js';
 import type { SessionAudit } from './session-audit.js';
+import { ADMISSION_RULE, admissionRefusal } from './admission.js';
 import { AUTH_FAILED, ScramExchange, unusable } from './session-login.js';
 import type { SessionContext } from './session-host.js';
 import type { CatalogLease } from './upstream/catalog-snapshot.js';
@@ -28,6 +30,8 @@ export interface LoginHost {
   readonly id: string;
   readonly context: SessionContext;
   readonly audit: SessionAudit;
+  /** Where the client connects from, as the project's IP rules see it. */
+  readonly clientAddress: string;
   /** Asked after every wait: the client may have gone meanwhile. */
   closed(): boolean;
   /** Writes to the client's socket (plain, or TLS once the client asked for it). */
@@ -84,6 +88,9 @@ export class LoginPhase {
         return;
       }
       const serverFinal = this.scram!.final(message.body);
+      // Refused whatever the proof, with the answer a wrong password gets: a refused address learns nothing, not even whether the password was right.
+      const addressRefused = this.credential && addressRefusal(this.host.context.ipRules, this.credential.project_id, this.host.clientAddress);
+      if (addressRefused) return this.refuse('auth_failed', addressRefused, { rule: IP_RULES_RULE });
       if (serverFinal === undefined) return this.refuse('auth_failed', 'wrong password or unknown user');
       this.state = 'connecting';
       return this.connect(serverFinal);
@@ -106,6 +113,8 @@ export class LoginPhase {
     if (!credential) return this.refuse('auth_failed', 'unknown user');
     const refusal = unusable(credential);
     if (refusal) return this.refuse(refusal.event, refusal.reason);
+    const closedBy = context.admission?.closedBy();
+    if (closedBy) return this.refuse('auth_failed', closedBy, { rule: ADMISSION_RULE, reply: admissionRefusal(closedBy) });
     await context.budgets.prepare(credential);
     const handle = await context.upstreamFor(credential);
     if (this.host.closed()) return;

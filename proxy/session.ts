@@ -30,6 +30,7 @@ import { agentErrorEdit, StatementDeadline, statementTimeoutMs } from './stateme
 import { StatementGate } from './statement-gate.js';
 import type { CatalogLease } from './upstream/catalog-snapshot.js';
 import type { UpstreamConnection } from './upstream/connection.js';
+import { normalAddress } from '../src/net/cidr.js';
 
 /** TCP keepalive on client connections: a peer that vanished without a FIN is found and its session closed. */
 const CLIENT_KEEPALIVE_MS = 60_000;
@@ -56,6 +57,8 @@ const AWAIT_BUFFER_BYTES = 1024 * 1024;
  */
 export class Session implements SessionHost {
   readonly id: string;
+  /** The client's address: the socket's peer, or what a trusted proxy's PROXY header said (proxy/proxy-protocol-gate.ts). */
+  readonly clientAddress: string;
   /** The client's socket and its reader: plain, or TLS once the client asked for it. */
   private client: Inlet;
   private socket: Socket;
@@ -108,12 +111,14 @@ export class Session implements SessionHost {
   constructor(
     client: Inlet,
     readonly context: SessionContext,
+    peer?: string,
   ) {
     this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
     this.client = client;
     this.socket = client.socket;
     this.upstream = new UpstreamHold(this.serverReceiver, this.statements);
-    this.audit = new SessionAudit(context, this.id, (client.socket.remoteAddress ?? '').replace(/^::ffff:/, ''));
+    this.clientAddress = normalAddress(peer ?? client.socket.remoteAddress ?? '');
+    this.audit = new SessionAudit(context, this.id, this.clientAddress);
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
     this.pipeline = new ResponsePipeline(
       (pieces) => this.flow.writeClient(pieces),
@@ -147,6 +152,7 @@ export class Session implements SessionHost {
       id: this.id,
       context,
       audit: this.audit,
+      clientAddress: this.clientAddress,
       closed: () => this.closed,
       write: (bytes) => void this.socket.write(bytes),
       fatal: (fields) => this.fatal(fields),
@@ -238,7 +244,7 @@ export class Session implements SessionHost {
     this.socket.write(encodeSslResponse(true));
     const plain = this.client;
     plain.receive(undefined);
-    this.attach(Inlet.over(new TLSSocket(plain.socket, { isServer: true, secureContext: this.context.tls })));
+    this.attach(Inlet.over(new TLSSocket(plain.socket, { isServer: true, secureContext: this.context.tls, ...(this.context.sni ? { SNICallback: this.context.sni } : {}) })));
   }
 
   private async cancelOther(processId: number, secretKey: Buffer): Promise<void> {

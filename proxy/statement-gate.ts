@@ -54,7 +54,7 @@ export class StatementGate {
   /** The policy's decision on `sql` for this session, on its database's catalog snapshot. */
   decideOn(sql: string, credential: CredentialRow, policy: PolicyRow | undefined, protocol: Protocol): StatementDecision {
     const { host } = this;
-    return decideWithCatalog(sql, { credential, policy, protocol, honeytokens: host.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: host.sessionValues }, host.catalog!.current());
+    return decideWithCatalog(sql, { credential, policy, protocol, honeytokens: host.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: host.sessionValues, sandboxed: host.upstream.handle?.branchId !== undefined }, host.catalog!.current());
   }
 
   /**

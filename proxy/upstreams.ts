@@ -1,3 +1,4 @@
+import type { BranchRow } from '../projections/branches.js';
 import type { DatabaseRow, ReplicaRow } from '../projections/databases.js';
 import { DEFAULT_SEARCH_PATH } from './policy/names.js';
 import { openSecret, type Keyring } from '../src/crypto/seal.js';
@@ -12,12 +13,17 @@ import type { ProxyMetrics } from './metrics.js';
 import type { LiveView } from './views/live-view.js';
 import type { PolicyRole } from './views/policy-roles.js';
 
+/** What a pool needs of a sandbox branch. */
+export type SandboxBranch = Pick<BranchRow, 'branch_id' | 'database_name'>;
+
 /** A database's upstream pool, as the sessions of its credentials use it. */
 export interface UpstreamHandle {
   readonly database: DatabaseRow;
   readonly pool: UpstreamPool;
   /** The read replica this pool connects to; undefined for the database itself (the primary). */
   readonly replicaId?: string;
+  /** The sandbox branch this pool connects to (write_mode sandbox, docs/branches.md); undefined for the database itself. */
+  readonly branchId?: string;
   cancel(server: UpstreamConnection): Promise<void>;
   /** The pool of one of the database's read replicas, for the same kind of session (read-only or not, same role): made on first use. */
   onReplica(replica: ReplicaRow): UpstreamHandle;
@@ -80,21 +86,26 @@ export class Upstreams {
     return { ...this.target(database, readOnly, role), host: replica.host, port: replica.port, sslMode: replica.ssl_mode as UpstreamTarget['sslMode'] };
   }
 
-  /** The pool of a database for sessions of a read-only or a write-capable policy, or of a policy's provisioned role (separate connections). */
-  async for(databaseId: string, projectId: string, readOnly: boolean, role?: PolicyRole): Promise<UpstreamHandle | undefined> {
+  /**
+   * The pool of a database for sessions of a read-only or a write-capable policy, or of a policy's
+   * provisioned role (separate connections); of one of its sandbox branches when `branch` is given:
+   * the same server and login, the branch's database.
+   */
+  async for(databaseId: string, projectId: string, readOnly: boolean, role?: PolicyRole, branch?: SandboxBranch): Promise<UpstreamHandle | undefined> {
     const database = await this.databases.getOrRead(databaseId, `project-${projectId}`);
     if (!database || database.status !== 'active') return undefined;
-    return this.handle(database, readOnly, role, undefined);
+    return this.handle(database, readOnly, role, undefined, branch);
   }
 
-  private handle(database: DatabaseRow, readOnly: boolean, role: PolicyRole | undefined, replica: ReplicaRow | undefined): UpstreamHandle {
+  private handle(database: DatabaseRow, readOnly: boolean, role: PolicyRole | undefined, replica: ReplicaRow | undefined, branch?: SandboxBranch): UpstreamHandle {
     const databaseId = database.database_id;
-    const key = `${databaseId}:${readOnly ? 'ro' : 'rw'}:${role?.role_name ?? ''}${replica ? `:${replica.replica_id}` : ''}`;
+    const key = `${databaseId}:${readOnly ? 'ro' : 'rw'}:${role?.role_name ?? ''}${replica ? `:${replica.replica_id}` : ''}${branch ? `:${branch.branch_id}` : ''}`;
     // A replica's pool is made anew when its address or TLS mode changes too.
     const revision = `${database.revision}:${role?.revision ?? ''}${replica ? `:${replica.host}:${replica.port}:${replica.ssl_mode}` : ''}`;
     const known = this.entries.get(key);
     if (known && known.revision === revision) return known.handle;
-    const target = replica ? this.replicaTarget(database, replica, readOnly, role) : this.target(database, readOnly, role);
+    const base = replica ? this.replicaTarget(database, replica, readOnly, role) : this.target(database, readOnly, role);
+    const target = branch ? { ...base, database: branch.database_name } : base;
     const onConnectFailure = (error: unknown): void =>
       logEvent(
         this.options.logger,
@@ -107,8 +118,10 @@ export class Upstreams {
       database,
       pool,
       ...(replica ? { replicaId: replica.replica_id } : {}),
+      ...(branch ? { branchId: branch.branch_id } : {}),
       cancel: (server) => sendCancel(target, server.backendKey).then(() => undefined),
-      onReplica: (other) => this.handle(database, readOnly, role, other),
+      // A branch has no replicas: its sessions read where they write.
+      onReplica: (other) => (branch ? handle : this.handle(database, readOnly, role, other)),
     };
     this.entries.set(key, { revision, handle });
     // Sessions in the middle of a transaction on the old pool finish it there; the rest move over.

@@ -16,3 +16,8 @@ export async function listApiKeys(db: pg.Pool, orgId: string, after: string | un
   );
   return rows.map((r) => r.row);
 }
+
+export async function findApiKey(db: pg.Pool, orgId: string, keyId: string): Promise<ApiKeyView | undefined> {
+  const { rows } = await db.query<{ row: ApiKeyView }>(`select to_jsonb(k) - 'token_hash' as row from rm.api_keys k where org_id = $1 and key_id = $2`, [orgId, keyId]);
+  return rows[0]?.row;
+}

@@ -5,9 +5,11 @@ import { Plan } from './events/organizations.js';
 import { projectionsFor } from '../projections/index.js';
 import { auditExport, auditVerify } from './audit/cli.js';
 import { auditKeysFrom } from './audit/keys.js';
+import { newOperatorToken } from './auth/operators.js';
 import { projectionStatus, rebuildAndVerify, resetProjection } from '../projections/maintenance.js';
 import type { Projection } from '../projections/projection.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { ConfigError, ConfigSchema, loadConfig, type Config } from './config.js';
+import { serveEnrolled, type Enrollment } from './enroll/serve-enrolled.js';
 import { announceDemo } from './demo/start.js';
 import { createLogger } from './logger.js';
 import { openEventStore, Role, serve } from './main.js';
@@ -21,6 +23,9 @@ const HELP = `pgward — a Postgres gateway for AI agents
 Usage: pgward <command> [options]
 
 Commands:
+  serve --role proxy --enroll TOKEN --control-plane URL
+                                         run a self-hosted data plane enrolled with a control plane
+                                         (PGWARD_ENROLL_TOKEN and PGWARD_CONTROL_PLANE_URL also work): docs/self-host.md
   serve [--role api|projector|proxy|ingest ...]
                                          run pgward. Without --role: the proxy in this process, ingest and
                                          the projections in one worker process, the API in another, each
@@ -38,6 +43,8 @@ Commands:
   audit export --project ID              the project's entries and checkpoints as JSON Lines, with the anchor key
   admin create-org --name NAME [--plan free|pro|scale|enterprise]
                                          create an organization; prints {"org_id","api_key"} (owner key, shown once)
+  admin operator-token --name NAME       a new operator token (shown once) and the PGWARD_OPERATOR_TOKENS entry
+                                         admitting it: prints {"token","entry"} (docs/support.md)
   help                                   this text
 
 Configuration is read from the environment: see README.md.`;
@@ -74,17 +81,18 @@ const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
 const STOP_GRACE_MS = 30_000;
 
 async function runServe(config: Config, args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { role: { type: 'string', multiple: true } } });
+  const { values } = parseArgs({ args, options: { role: { type: 'string', multiple: true }, enroll: { type: 'string' }, 'control-plane': { type: 'string' } } });
   const roles = parseRoles(values.role ?? Role.options);
+  const enrollment = enrollmentOf(config, values.enroll, values['control-plane'], values.role);
   const logger = createLogger(config.PGWARD_LOG_LEVEL);
   // Caught from the start: a signal during start-up stops pgward once it is up, never midway. Later
   // signals are no-ops (under `npm start` Ctrl-C arrives twice: from the terminal and from npm).
   let stopSignal: (signal: NodeJS.Signals) => void = () => undefined;
   const stopRequested = new Promise<NodeJS.Signals>((resolve) => (stopSignal = resolve));
   for (const signal of STOP_SIGNALS) process.on(signal, stopSignal);
-  const running = values.role ? await serve(config, logger, new Set(roles)) : await superviseServe(config, logger);
+  const running = enrollment ? await serveEnrolled(config, logger, enrollment) : values.role ? await serve(config, logger, new Set(roles)) : await superviseServe(config, logger);
   console.log(`pgward listening: HTTP ${running.httpUrl} (GET /healthz, GET /metrics)${running.proxyPort ? `, Postgres proxy ${config.PGWARD_LISTEN_HOST}:${running.proxyPort}` : ''}`);
-  if (!values.role) await announceDemo(config, logger, running.httpUrl!);
+  if (!values.role && !enrollment) await announceDemo(config, logger, running.httpUrl!);
   const signal = await stopRequested;
   logger.info({ signal, drain_timeout_ms: config.PGWARD_DRAIN_TIMEOUT_MS }, 'stopping');
   const overdue = setTimeout(() => {
@@ -95,6 +103,23 @@ async function runServe(config: Config, args: string[]): Promise<number> {
   clearTimeout(overdue);
   logger.info('stopped');
   return 0;
+}
+
+/** An enrolled data plane's token and control plane, from the flags or else the environment; undefined when neither names a token. */
+function enrollmentOf(config: Config, token: string | undefined, controlPlane: string | undefined, roles: readonly string[] | undefined): Enrollment | undefined {
+  const given = ConfigSchema.pick({ PGWARD_ENROLL_TOKEN: true, PGWARD_CONTROL_PLANE_URL: true }).safeParse({
+    PGWARD_ENROLL_TOKEN: token ?? config.PGWARD_ENROLL_TOKEN,
+    PGWARD_CONTROL_PLANE_URL: controlPlane ?? config.PGWARD_CONTROL_PLANE_URL,
+  });
+  if (!given.success) throw new UsageError(`--enroll and --control-plane: ${given.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`).join('; ')}`);
+  const { PGWARD_ENROLL_TOKEN: enrollToken, PGWARD_CONTROL_PLANE_URL: url } = given.data;
+  if (!enrollToken) {
+    if (url) throw new UsageError('--control-plane is given without --enroll <token> (or PGWARD_ENROLL_TOKEN)');
+    return undefined;
+  }
+  if (!url) throw new UsageError('--enroll needs --control-plane <url> (or PGWARD_CONTROL_PLANE_URL)');
+  if (roles && (roles.length !== 1 || roles[0] !== 'proxy')) throw new UsageError('--enroll runs a data plane: use it with --role proxy alone');
+  return { token: enrollToken, controlPlane: new URL(url) };
 }
 
 function parseRoles(given: readonly string[]): Role[] {
@@ -140,7 +165,13 @@ async function runProjections(config: Config, args: string[]): Promise<number> {
 
 async function runAdmin(config: Config, args: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { name: { type: 'string' }, plan: { type: 'string', default: 'free' } } });
-  if (positionals[0] !== 'create-org') throw new UsageError(`unknown admin action ${positionals[0] ?? '(none)'}; expected create-org`);
+  if (positionals[0] === 'operator-token') {
+    if (!values.name) throw new UsageError('admin operator-token needs --name NAME');
+    // No state touched: the token is shown once, and the entry (its hash) goes into PGWARD_OPERATOR_TOKENS.
+    console.log(JSON.stringify(newOperatorToken(values.name)));
+    return 0;
+  }
+  if (positionals[0] !== 'create-org') throw new UsageError(`unknown admin action ${positionals[0] ?? '(none)'}; expected create-org or operator-token`);
   if (!values.name) throw new UsageError('admin create-org needs --name NAME');
   const plan = Plan.safeParse(values.plan);
   if (!plan.success) throw new UsageError(`--plan must be one of ${Plan.options.join(', ')}`);

@@ -2,7 +2,10 @@ import { readFile } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { parseOperatorTokens } from './auth/operators.js';
 import { parseKeyring } from './crypto/seal.js';
+import { parseCidrList } from './net/cidr.js';
+import { parseDnsServers } from './domains/dns.js';
 import { parseAllowedNetworks } from './webhooks/networks.js';
 
 const port = z.coerce.number({ message: 'expected a port number' }).int('expected a port number').min(1, 'expected a port number from 1 to 65535').max(65535, 'expected a port number from 1 to 65535');
@@ -42,6 +45,8 @@ export const ConfigSchema = z.object({
   PGWARD_TLS_CERT: z.string().min(1, 'expected the path of a PEM certificate').optional(),
   PGWARD_TLS_KEY: z.string().min(1, 'expected the path of a PEM private key').optional(),
   PGWARD_TLS_CA: z.string().min(1, 'expected the path of a PEM CA certificate').optional(),
+  PGWARD_DNS_SERVERS: parsedBy(parseDnsServers, 'expected comma-separated IP addresses, each with an optional :port').optional(),
+  PGWARD_DOMAIN_CERT_DIR: z.string().min(1, 'expected a directory path').optional(),
   PGWARD_MAX_MESSAGE_BYTES: z.coerce.number({ message: 'expected a byte count' }).int('expected a byte count').min(1024, 'expected at least 1024').max(1024 * 1024 * 1024, 'expected at most 1 GiB').default(64 * 1024 * 1024),
   PGWARD_DRAIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(600_000, 'expected at most 600000').default(10_000),
   PGWARD_REPLICA_CHECK_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(100, 'expected at least 100').max(600_000, 'expected at most 600000').default(2_000),
@@ -51,6 +56,8 @@ export const ConfigSchema = z.object({
   PGWARD_READ_YOUR_WRITES_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(600_000, 'expected at most 600000').default(5_000),
   PGWARD_LOGIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(1_000, 'expected at least 1000').max(600_000, 'expected at most 600000').default(60_000),
   PGWARD_REGION: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'expected a region name such as local or eu-west-1').default('local'),
+  PGWARD_ENROLL_TOKEN: z.string().regex(/^pgw_enr_[A-Za-z0-9_-]{43}$/, 'expected a self-host enrollment token (pgw_enr_...)').optional(),
+  PGWARD_CONTROL_PLANE_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) URL of the control plane’s API' }).optional(),
   PGWARD_PROXY_ID: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'expected a proxy id').optional(),
   PGWARD_AUDIT_HMAC_KEYS: parsedBy(parseKeyring, 'expected kid:base64secret entries of 32-byte secrets, current first')
     .optional(),
@@ -65,6 +72,9 @@ export const ConfigSchema = z.object({
     .default('public'),
   PGWARD_WEBHOOK_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(100, 'expected at least 100').max(60_000, 'expected at most 60000').default(10_000),
   PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(1, 'expected at least 1').max(604_800, 'expected at most 604800').default(86_400),
+  PGWARD_PROXY_PROTOCOL_TRUSTED: parsedBy(parseCidrList, 'expected comma-separated addresses or CIDR ranges of the load balancers that send PROXY protocol v2 headers').optional(),
+  PGWARD_HTTP_TRUSTED_PROXIES: parsedBy(parseCidrList, 'expected comma-separated addresses or CIDR ranges of the reverse proxies whose X-Forwarded-For is believed').optional(),
+  PGWARD_OPERATOR_TOKENS: parsedBy(parseOperatorTokens, 'expected name:sha256hex entries of operator tokens (pgward admin operator-token --name NAME)').optional(),
   PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(20),
 });
 export type Config = z.infer<typeof ConfigSchema>;

@@ -6,10 +6,13 @@ import type { Projection } from '../projections/projection.js';
 import { awaitApplied, awaitCaughtUp } from '../projections/maintenance.js';
 import { findActiveApiKeyByHash } from '../queries/api-keys.js';
 import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
+import { operatorOf, parseOperatorTokens } from './auth/operators.js';
 import type { DecisionBus } from './bus/port.js';
 import { demoSettings } from './demo/settings.js';
 import { ConfigError, instanceId, tlsFiles, type Config } from './config.js';
 import { publishedCaFile } from '../proxy/tls.js';
+import { DomainCertificates } from './domains/certificates.js';
+import { parseDnsServers } from './domains/dns.js';
 import { loadOrCreateKeyringFile, openSecret, parseKeyring, sealBlob, type Keyring } from './crypto/seal.js';
 import { sha256Hex } from './crypto/tokens.js';
 import type { ControlPlane } from './http/app.js';
@@ -47,7 +50,9 @@ function authenticators(config: Config, store: EventStore, pool: pg.Pool): Authe
     config.PGWARD_JWKS_URL && config.PGWARD_JWT_ISSUER && config.PGWARD_JWT_AUDIENCE
       ? createJwtVerifier({ jwksUrl: config.PGWARD_JWKS_URL, issuer: config.PGWARD_JWT_ISSUER, audience: config.PGWARD_JWT_AUDIENCE })
       : undefined;
+  const operators = parseOperatorTokens(config.PGWARD_OPERATOR_TOKENS ?? '');
   return {
+    operator: (token) => operatorOf(token, operators),
     async apiKey(token) {
       const hash = sha256Hex(token);
       const found = await lookup(hash);
@@ -106,6 +111,10 @@ export function controlPlane(
       ...(budgets ? { budgets } : {}),
       ...(demo ? { demo } : {}),
       ...(proxyCaFile ? { proxyCaFile } : {}),
+      domains: {
+        ...(config.PGWARD_DNS_SERVERS ? { dnsServers: parseDnsServers(config.PGWARD_DNS_SERVERS) } : {}),
+        ...(config.PGWARD_DOMAIN_CERT_DIR ? { certificates: new DomainCertificates(config.PGWARD_DOMAIN_CERT_DIR, (domain, error) => logger.warn({ err: error, domain }, 'a custom domain’s certificate is unusable'), 0) } : {}),
+      },
     },
     authenticators: authenticators(config, store, pool),
     rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },

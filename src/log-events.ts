@@ -7,7 +7,7 @@ import type { BaseLogger } from 'pino';
 const EVENTS = {
   /** An agent's statement touched a honeytoken. */
   honeytoken_tripped: 'warn',
-  /** A kill-switch, revocation or rotation ended a credential's live wire sessions. */
+  /** A kill-switch, revocation or rotation ended a credential's live wire sessions, or the project's IP rules ended one. */
   sessions_closed: 'warn',
   /** A policy profile was created, changed or deleted. */
   policy_changed: 'info',
@@ -15,6 +15,8 @@ const EVENTS = {
   budget_exhausted: 'warn',
   /** A wire login or an MCP request's agent token was refused. */
   login_refused: 'warn',
+  /** A connection to the proxy was closed before its login: a PROXY protocol header from an untrusted peer, a malformed one, or none from a trusted proxy. */
+  connection_refused: 'warn',
   /** A credential past its expires_at was refused at login or its session ended. */
   credential_expired: 'info',
   /** A connection to an upstream database could not be opened (the cause, classified). */

@@ -16,6 +16,7 @@ import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
 import { spentSince } from '../queries/budget-usage.js';
 import { loadTls } from '../proxy/tls.js';
+import { DomainCertificates } from './domains/certificates.js';
 import { controlPlane, loadKeyring } from './control-plane.js';
 import { buildApp, type PartState } from './http/app.js';
 import type { Logger } from './logger.js';
@@ -31,6 +32,7 @@ import { AUDIT_STREAM_PREFIX } from '../projections/audit.js';
 import type { EventStore } from './store/port.js';
 import { createPostgresEventStore } from './store/postgres.js';
 import { parseAllowedNetworks } from './webhooks/networks.js';
+import { parseCidrList } from './net/cidr.js';
 import { startWebhookDelivery } from './webhooks/service.js';
 
 const SWEEP_INTERVAL_MS = 5_000;
@@ -202,11 +204,13 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         host: config.PGWARD_LISTEN_HOST,
         port: config.PGWARD_PROXY_PORT,
         tls,
+        ...(config.PGWARD_DOMAIN_CERT_DIR ? { domainCertificates: new DomainCertificates(config.PGWARD_DOMAIN_CERT_DIR, (domain, error) => logger.warn({ err: error, domain }, 'a custom domain’s certificate is unusable')) } : {}),
         region: config.PGWARD_REGION,
         proxyId: instanceId(config),
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
         loginTimeoutMs: config.PGWARD_LOGIN_TIMEOUT_MS,
         drainTimeoutMs: config.PGWARD_DRAIN_TIMEOUT_MS,
+        ...(config.PGWARD_PROXY_PROTOCOL_TRUSTED ? { proxyProtocol: { trusted: parseCidrList(config.PGWARD_PROXY_PROTOCOL_TRUSTED) } } : {}),
         replicas: {
           checkIntervalMs: config.PGWARD_REPLICA_CHECK_MS,
           thresholds: { failuresToEject: config.PGWARD_REPLICA_FAILURES, successesToRestore: config.PGWARD_REPLICA_SUCCESSES, maxLagMs: config.PGWARD_REPLICA_MAX_LAG_MS },
@@ -262,6 +266,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       logger,
       metrics: http.metrics ? http.metrics(metrics.registry) : metrics.registry,
       observe: metrics.observe,
+      ...(config.PGWARD_HTTP_TRUSTED_PROXIES ? { trustProxy: parseCidrList(config.PGWARD_HTTP_TRUSTED_PROXIES).map((range) => range.text) } : {}),
       health: async () => ({ ...(await health()), ...(await http.health?.()) }),
     });
     // The HTTP server and the proxy drain together: neither takes new work once pgward is stopping.

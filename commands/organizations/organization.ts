@@ -1,5 +1,5 @@
 import type { CatalogEvent } from '../../src/events/catalog.js';
-import { ApiKeyCreated, OrganizationCreated, OrganizationPlanChanged, ApiKeyRevoked, type ApiKeyRole, type Plan } from '../../src/events/organizations.js';
+import { ApiKeyCreated, OrganizationBillingChanged, OrganizationCreated, OrganizationPlanChanged, ApiKeyRevoked, type ApiKeyRole, type Plan, type SubscriptionStatus } from '../../src/events/organizations.js';
 import { DomainError } from '../domain-error.js';
 import { emit, type Aggregate } from '../handle.js';
 
@@ -7,12 +7,16 @@ export interface OrganizationState {
   readonly exists: boolean;
   readonly plan?: Plan;
   readonly apiKeys: ReadonlyMap<string, { readonly role: ApiKeyRole; readonly revoked: boolean }>;
+  /** The stream's revision: the ETag of the organization's billing record. */
+  readonly revision: number;
 }
 
 export type OrganizationCommand =
   | { readonly kind: 'create'; readonly orgId: string; readonly name: string; readonly plan: Plan; readonly features: string[]; readonly ownerKey: NewApiKey }
   | { readonly kind: 'create-api-key'; readonly orgId: string; readonly key: NewApiKey }
-  | { readonly kind: 'revoke-api-key'; readonly orgId: string; readonly keyId: string };
+  /** `ifVersion` is the key's ETag (apiKeyVersion) the caller read, when it sent If-Match. */
+  | { readonly kind: 'revoke-api-key'; readonly orgId: string; readonly keyId: string; readonly ifVersion?: number }
+  | { readonly kind: 'set-billing'; readonly orgId: string; readonly billingProvider: string; readonly subscriptionStatus: SubscriptionStatus; readonly ifRevision?: number };
 
 export interface NewApiKey {
   readonly keyId: string;
@@ -26,10 +30,16 @@ function apiKeyCreated(orgId: string, key: NewApiKey) {
   return emit(ApiKeyCreated, { org_id: orgId, key_id: key.keyId, name: key.name, role: key.role, prefix: key.prefix, token_hash: key.tokenHash });
 }
 
-export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
-  initial: { exists: false, apiKeys: new Map() },
+/** An API key's ETag: how many times it changed since its creation (0 while active, 1 once revoked, the only change a key has). */
+export function apiKeyVersion(key: { readonly revoked: boolean }): number {
+  return key.revoked ? 1 : 0;
+}
 
-  evolve(state, event: CatalogEvent) {
+export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
+  initial: { exists: false, apiKeys: new Map(), revision: -1 },
+
+  evolve(previous, event: CatalogEvent) {
+    const state = { ...previous, revision: event.revision };
     switch (event.type) {
       case OrganizationCreated.type:
       case OrganizationPlanChanged.type:
@@ -59,11 +69,20 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
       case 'revoke-api-key': {
         const key = state.apiKeys.get(command.keyId);
         if (!state.exists || !key) return new DomainError('NOT_FOUND', `API key ${command.keyId} not found`);
+        if (command.ifVersion !== undefined && command.ifVersion !== apiKeyVersion(key)) {
+          return new DomainError('PRECONDITION_FAILED', `API key ${command.keyId} is at version ${apiKeyVersion(key)}, not ${command.ifVersion}: fetch it again and retry with its ETag`);
+        }
         if (key.revoked) return new DomainError('INVALID_STATE', `API key ${command.keyId} is already revoked`);
         const liveOwners = [...state.apiKeys.values()].filter((k) => k.role === 'owner' && !k.revoked).length;
         if (key.role === 'owner' && liveOwners === 1) return new DomainError('CONFLICT', 'this is the organization’s last owner key; create another owner key first');
         return [emit(ApiKeyRevoked, { org_id: command.orgId, key_id: command.keyId })];
       }
+      case 'set-billing':
+        if (!state.exists) return new DomainError('NOT_FOUND', `organization ${command.orgId} not found`);
+        if (command.ifRevision !== undefined && command.ifRevision !== state.revision) {
+          return new DomainError('PRECONDITION_FAILED', `the organization is at revision ${state.revision}, not ${command.ifRevision}: fetch its billing again and retry with its ETag`);
+        }
+        return [emit(OrganizationBillingChanged, { org_id: command.orgId, billing_provider: command.billingProvider, subscription_status: command.subscriptionStatus })];
     }
   },
 };

@@ -56,6 +56,8 @@ export interface StatementContext<C = CredentialRow> {
   readonly hashKey?: HashKey;
   /** The session values row filters may name (`pgward.credential_id()`); absent ones refuse a statement a filter naming them applies to. */
   readonly sessionValues?: SessionValues;
+  /** The session runs on a sandbox branch (write_mode sandbox): its writes go there, so they are not refused for want of one. */
+  readonly sandboxed?: boolean;
 }
 
 const KIND = /^\s*(?:(?:--[^\n]*\n|\/\*[\s\S]*?\*\/)\s*)*([A-Za-z]+)/;
@@ -128,10 +130,10 @@ function rowsOf(sql: string, session: AnalysisSession): { uncapped: UncappedRows
 }
 
 /** What the policy refuses of an allowed message for what it returns or writes: max_rows, write_mode, max_affected_rows. */
-function limitRefusal(decision: Extract<StatementDecision, { action: 'allow' }>, policy: PolicyRow, protocol: 'simple' | 'extended'): StatementDecision | undefined {
+function limitRefusal(decision: Extract<StatementDecision, { action: 'allow' }>, policy: PolicyRow, protocol: 'simple' | 'extended', sandboxed = false): StatementDecision | undefined {
   const capped = capRefusal(decision, policy, protocol);
   if (capped) return capped;
-  const refused = writeRefusal(policy, decision.writes);
+  const refused = writeRefusal(policy, decision.writes, sandboxed);
   if (!refused) return undefined;
   return { action: 'refuse', event: 'blocked', statementKind: decision.statementKind, ...refused, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, tablesBlocked: [], progress: [] };
 }
@@ -189,10 +191,10 @@ export function decideStatement<C>(sql: string, context: StatementContext<C>): S
   const scope = sessionScope(policy, context.sessionValues);
   const key = withCatalog(context.catalog, scope + sql);
   const known = allowedDecisions.get(policy, canaries, key);
-  if (known) return limitRefusal(known, policy, context.protocol) ?? known;
+  if (known) return limitRefusal(known, policy, context.protocol, context.sandboxed) ?? known;
   const shape = shapeable(canaries, sql) ? numericShape(sql) : undefined;
   const template = shape && allowedShapes.get(policy, canaries, withCatalog(context.catalog, scope + shape.key));
-  if (shape && template) return limitRefusal(template.decision, policy, context.protocol) ?? { ...template.decision, sql: shapedSql(template, sql, shape) };
+  if (shape && template) return limitRefusal(template.decision, policy, context.protocol, context.sandboxed) ?? { ...template.decision, sql: shapedSql(template, sql, shape) };
   const rules = rulesOf(policy, canaries, context.hashKey, context.sessionValues);
   const decision = combine(sql, decideSql(sql, rules, session, analyses), session);
   if (decision.action === 'refuse') {
@@ -202,7 +204,7 @@ export function decideStatement<C>(sql: string, context: StatementContext<C>): S
   allowedDecisions.set(policy, canaries, key, decision);
   const made = shape && reusableAcrossNumbers(decision) ? shapeTemplate(sql, shape, decision, (variant) => combine(variant, decideSql(variant, rules, session, analyses), session)) : undefined;
   if (shape && made) allowedShapes.set(policy, canaries, withCatalog(context.catalog, scope + shape.key), made);
-  return limitRefusal(decision, policy, context.protocol) ?? decision;
+  return limitRefusal(decision, policy, context.protocol, context.sandboxed) ?? decision;
 }
 
 /**

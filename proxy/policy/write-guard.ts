@@ -111,14 +111,17 @@ export interface WriteRefusal {
   readonly reason: string;
 }
 
-/** What a write-capable policy's write_mode and max_affected_rows refuse before anything runs. */
-export function writeRefusal(policy: Pick<PolicyRow, 'read_only' | 'max_affected_rows' | 'write_mode' | 'max_rows'>, shape: WriteShape): WriteRefusal | undefined {
+/**
+ * What a write-capable policy's write_mode and max_affected_rows refuse before anything runs.
+ * `sandboxed`: the session runs on a sandbox branch, where write_mode sandbox lets writes run.
+ */
+export function writeRefusal(policy: Pick<PolicyRow, 'read_only' | 'max_affected_rows' | 'write_mode' | 'max_rows'>, shape: WriteShape, sandboxed = false): WriteRefusal | undefined {
   if (policy.read_only || (shape.rows === 'none' && !shape.ddl)) return undefined;
-  if (policy.write_mode === 'sandbox') {
+  if (policy.write_mode === 'sandbox' && !sandboxed) {
     return {
       rule: 'write_mode.sandbox_unavailable',
       sqlstate: '0A000',
-      reason: 'this credential’s policy runs writes on a sandbox branch (write_mode sandbox), and sandbox branches are not available yet, so the gateway refuses every write and schema change (rule write_mode.sandbox_unavailable); reads run as usual; ask the policy’s owner for write_mode rollback to rehearse writes',
+      reason: 'this credential’s policy runs writes on a sandbox branch (write_mode sandbox), and this session has none (no branch of its database was ready when it connected, or this is not a wire session), so the gateway refuses every write and schema change (rule write_mode.sandbox_unavailable); reads run as usual; ask the policy’s owner to create a branch (POST /v1/projects/{project_id}/branches), then reconnect',
     };
   }
   const cap = policy.max_affected_rows;

@@ -164,7 +164,8 @@ export class CatalogSnapshots {
   ) {}
 
   private entryFor(handle: UpstreamHandle): Entry {
-    const key = handle.database.database_id;
+    // A sandbox branch has a catalog of its own: its schema changes must not move the source's.
+    const key = handle.branchId === undefined ? handle.database.database_id : `${handle.database.database_id}:${handle.branchId}`;
     let entry = this.entries.get(key);
     if (!entry) {
       entry = new Entry(handle, this.timing, (error) => this.onFailure(key, error), (idle) => {
@@ -239,6 +240,6 @@ export function catalogRefusal(sql: string, catalog: CatalogUnavailable): Extrac
 export function decideWithCatalog<C>(sql: string, context: Omit<StatementContext<C>, 'catalog'>, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
   if (isUnavailable(catalog)) return catalogRefusal(sql, catalog);
   // Field by field: on Node 20 a spread costs microseconds, and this runs for every statement.
-  const { credential, policy, protocol, honeytokens, hashKey, sessionValues } = context;
-  return decideStatement(sql, { credential, policy, protocol, honeytokens, catalog, hashKey, sessionValues });
+  const { credential, policy, protocol, honeytokens, hashKey, sessionValues, sandboxed } = context;
+  return decideStatement(sql, { credential, policy, protocol, honeytokens, catalog, hashKey, sessionValues, sandboxed });
 }

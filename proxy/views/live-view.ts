@@ -1,4 +1,4 @@
-import type { EventStore, RecordedEvent, Subscription } from '../../src/store/port.js';
+import type { ProxyStore, RecordedEvent, Subscription } from '../../src/store/port.js';
 
 export interface LiveViewSpec<R> {
   /** Streams the view folds. */
@@ -23,7 +23,7 @@ export class LiveView<R> {
   private readonly listeners = new Set<(key: string, before: R | undefined, after: R | undefined) => void>();
 
   constructor(
-    private readonly store: EventStore,
+    private readonly store: Omit<ProxyStore, 'append'>,
     private readonly spec: LiveViewSpec<R>,
   ) {}
 

@@ -1,11 +1,13 @@
 import { approvalIdOf, evolveApproval, type ApprovalRow } from '../../projections/approvals.js';
+import { branchIdOf, evolveBranch, type BranchRow } from '../../projections/branches.js';
 import { evolveCredential, type CredentialRow } from '../../projections/credentials.js';
 import { databaseIdOf, evolveDatabase, evolveReplica, replicaIdOf, type DatabaseRow, type ReplicaRow } from '../../projections/databases.js';
 import { evolveHoneytoken, honeytokenIdOf, type HoneytokenRow } from '../../projections/honeytokens.js';
+import { evolveIpRules, ipRulesProjectOf, type IpRulesRow } from '../../projections/ip-rules.js';
 import { evolveOrganization, type OrganizationRow } from '../../projections/organizations.js';
 import { evolvePolicy, type PolicyRow } from '../../projections/policies.js';
 import { evolveProject, type ProjectRow } from '../../projections/projects.js';
-import type { EventStore } from '../../src/store/port.js';
+import type { ProxyStore } from '../../src/store/port.js';
 import { LiveView } from './live-view.js';
 import { evolvePolicyRoles, type PolicyRoles } from './policy-roles.js';
 
@@ -16,9 +18,9 @@ export const openOnWire = (row: ApprovalRow): boolean => row.source === 'wire' &
 
 /**
  * The proxy's in-memory views. Each follows only its own control-plane category (`credential-`,
- * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`), so audit appends never wake one.
+ * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`, `iprules-`), so audit appends never wake one.
  */
-export function proxyViews(store: EventStore) {
+export function proxyViews(store: Omit<ProxyStore, 'append'>) {
   const views = {
     credentials: new LiveView<CredentialRow>(store, { streamPrefix: 'credential-', keyOf: afterPrefix('credential-'), evolve: evolveCredential }),
     databases: new LiveView<DatabaseRow>(store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase }),
@@ -28,8 +30,12 @@ export function proxyViews(store: EventStore) {
     policyRoles: new LiveView<PolicyRoles>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicyRoles }),
     projects: new LiveView<ProjectRow>(store, { streamPrefix: 'project-', keyOf: afterPrefix('project-'), evolve: evolveProject }),
     organizations: new LiveView<OrganizationRow>(store, { streamPrefix: 'org-', keyOf: afterPrefix('org-'), evolve: evolveOrganization }),
+    /** Sandbox branches: where write_mode sandbox sessions run (proxy/sandbox.ts). */
+    branches: new LiveView<BranchRow>(store, { streamPrefix: 'branch-', keyOf: branchIdOf, evolve: evolveBranch }),
     /** Held statements wait on their request's decision here; only open wire requests are kept, so memory is bounded by the statements held. */
     approvals: new LiveView<ApprovalRow>(store, { streamPrefix: 'approval-', keyOf: approvalIdOf, evolve: evolveApproval, keep: openOnWire }),
+    /** Each project's IP rules, checked at every login. */
+    ipRules: new LiveView<IpRulesRow>(store, { streamPrefix: 'iprules-', keyOf: ipRulesProjectOf, evolve: evolveIpRules }),
   };
   return { ...views, all: Object.values(views) };
 }

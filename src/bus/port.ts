@@ -56,6 +56,9 @@ export class MessageTooLargeError extends Error {
   }
 }
 
+/** What a publisher needs of the bus: an enrolled data plane's is its channel to the control plane (src/enroll/remote-bus.ts). */
+export type DecisionSink = Pick<DecisionBus, 'publish' | 'maxMessageBytes'>;
+
 export interface DecisionBus {
   readonly kind: 'nats' | 'memory';
   /**

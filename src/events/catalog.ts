@@ -3,14 +3,19 @@ import type { RecordedEvent } from '../store/port.js';
 import * as anomalies from './anomalies.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
+import * as branches from './branches.js';
 import * as credentials from './credentials.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
+import * as domains from './domains.js';
+import * as enrollments from './enrollments.js';
 import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
 import * as honeytokens from './honeytokens.js';
+import * as ipRules from './ip-rules.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
 import * as projects from './projects.js';
+import * as support from './support.js';
 import * as webhooks from './webhooks.js';
 
 /** Every event definition the system reads or writes. */
@@ -19,6 +24,7 @@ export const catalog = [
   organizations.OrganizationPlanChanged,
   organizations.ApiKeyCreated,
   organizations.ApiKeyRevoked,
+  organizations.OrganizationBillingChanged,
   projects.ProjectCreated,
   projects.ProjectUpdated,
   projects.ProjectDeleted,
@@ -65,6 +71,20 @@ export const catalog = [
   webhooks.WebhookSecretRotated,
   webhooks.WebhookDeleted,
   webhooks.WebhookTestRequested,
+  ipRules.IpRulesSet,
+  domains.DomainCreated,
+  domains.DomainVerified,
+  domains.DomainDeleted,
+  branches.BranchCreated,
+  branches.BranchReady,
+  branches.BranchFailed,
+  branches.BranchDeleted,
+  support.SupportCaseOpened,
+  support.SupportMessagePosted,
+  support.SupportCaseClosed,
+  support.CancellationFeedbackRecorded,
+  enrollments.SelfHostEnrollmentCreated,
+  enrollments.SelfHostEnrollmentRevoked,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

@@ -34,6 +34,8 @@ export const AuditEntryId = idSchema('aud_');
 export const HoneytokenId = idSchema('hnt_');
 export const ApiKeyId = idSchema('key_');
 export const WebhookId = idSchema('whk_');
+export const DomainId = idSchema('dom_');
+export const BranchId = idSchema('brn_');
 
 /** UTC instant with millisecond precision: `2025-01-31T12:00:00.000Z`. */
 export const Timestamp = z.iso.datetime({ offset: false, precision: 3 });

@@ -45,3 +45,18 @@ export type ApiKeyCreated = z.infer<typeof ApiKeyCreated.schema>;
 /** An organization API key was revoked; it no longer authenticates. */
 export const ApiKeyRevoked = defineEvent('ApiKeyRevoked', 1, z.strictObject({ org_id: OrgId, key_id: ApiKeyId }));
 export type ApiKeyRevoked = z.infer<typeof ApiKeyRevoked.schema>;
+
+/** Who bills an organization: `none`, or a provider's name such as `stripe` or `aws_marketplace`. */
+export const BillingProvider = z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, { message: 'expected a provider name of [a-z0-9_], such as stripe or none' });
+
+/** The state of an organization's subscription with its provider (the values payment providers use); `none` before any. */
+export const SubscriptionStatus = z.enum(['none', 'trialing', 'active', 'past_due', 'unpaid', 'paused', 'canceled', 'incomplete', 'incomplete_expired']);
+export type SubscriptionStatus = z.infer<typeof SubscriptionStatus>;
+
+/** An operator recorded who bills the organization and the state of its subscription. */
+export const OrganizationBillingChanged = defineEvent(
+  'OrganizationBillingChanged',
+  1,
+  z.strictObject({ org_id: OrgId, billing_provider: BillingProvider, subscription_status: SubscriptionStatus }),
+);
+export type OrganizationBillingChanged = z.infer<typeof OrganizationBillingChanged.schema>;

@@ -21,10 +21,17 @@ import { auditRoutes } from './routes/audit.js';
 import { auditReportRoutes } from './routes/audit-reports.js';
 import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
+import { domainRoutes } from './routes/domains.js';
+import { branchRoutes } from './routes/branches.js';
+import { dataPlaneRoutes } from './routes/data-plane.js';
+import { enrollmentRoutes } from './routes/enrollments.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
+import { ipRuleRoutes } from './routes/ip-rules.js';
 import { approvalRoutes } from './routes/approvals.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { supportCaseRoutes } from './routes/support-cases.js';
+import { usageRoutes } from './routes/usage.js';
 import { ensureWebhookTables } from '../webhooks/schema.js';
 import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
 import { policyReplayRoutes } from './routes/policy-replay.js';
@@ -53,6 +60,12 @@ export interface AppOptions {
   controlPlane?: ControlPlane;
   /** Where every answered request and every MCP tool call is told of (the process's metrics). */
   observe?: { readonly request: RequestObserver; readonly toolCall: (server: 'agent' | 'management') => ToolCallObserver };
+  /**
+   * Reverse proxies whose X-Forwarded-For names the client (PGWARD_HTTP_TRUSTED_PROXIES, as CIDR
+   * ranges): request.ip, which the per-address rate limit and the hosted MCP's IP rules see, is
+   * then the address before the nearest trusted hop. Without it, the socket's peer.
+   */
+  trustProxy?: readonly string[];
 }
 
 export const BODY_LIMIT_BYTES = 2 * 1024 * 1024;
@@ -70,6 +83,12 @@ function frameworkError(error: FastifyError, request: FastifyRequest, reply: Fas
   void sendProblem(reply, problem);
 }
 
+/** Whose Idempotency-Keys a request's are: its API key's, its user's, or its operator's. */
+function idempotencyScope(request: FastifyRequest): string {
+  if (request.operator) return `operator:${request.operator.name}`;
+  return request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.kind === 'jwt' ? request.caller.subject : ''}`;
+}
+
 /** The HTTP surface. The composition root decides what backs it. */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const app = Fastify({
@@ -80,6 +99,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
     frameworkErrors: frameworkError,
     genReqId: requestId,
+    ...(options.trustProxy ? { trustProxy: [...options.trustProxy] } : {}),
   });
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
@@ -113,7 +133,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     });
     installRateLimit(app, plane.rateLimits);
     installAuth(app, plane.authenticators);
-    await installIdempotency(app, plane.deps.pool, (request) => (request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.kind === 'jwt' ? request.caller.subject : ''}`), plane.sealer);
+    await installIdempotency(app, plane.deps.pool, idempotencyScope, plane.sealer);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
     organizationRoutes(api, plane.deps);
@@ -128,6 +148,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     policyReplayRoutes(api, plane.deps, databases);
     policyRoleRoutes(api, plane.deps);
     honeytokenRoutes(api, plane.deps);
+    ipRuleRoutes(api, plane.deps);
+    domainRoutes(api, plane.deps);
+    branchRoutes(api, plane.deps);
     approvalRoutes(api, plane.deps);
     // The deliveries list reads the delivering role's tables, which may not have run yet.
     await ensureWebhookTables(plane.deps.pool);
@@ -138,6 +161,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     auditReportRoutes(api, plane.deps);
     agentRoutes(api, plane.deps);
     demoRoutes(api, plane.deps);
+    supportCaseRoutes(api, plane.deps);
+    usageRoutes(api, plane.deps);
+    enrollmentRoutes(api, plane.deps);
+    dataPlaneRoutes(api, plane.deps);
     managementMcpRoutes(api, options.observe?.toolCall('management'));
     agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));

@@ -12,6 +12,7 @@ export const problemCatalog = {
   INVALID_STATE: { status: 409, title: 'The resource’s state forbids the operation.' },
   IDEMPOTENCY_KEY_REUSED: { status: 409, title: 'The Idempotency-Key was used with a different request.' },
   CONFLICT: { status: 409, title: 'The request conflicts with the current state.' },
+  DNS_VERIFICATION_FAILED: { status: 409, title: 'The domain’s TXT record carrying its dns_verification_token was not found; publish it (dns_instructions) and retry.' },
   PRECONDITION_FAILED: { status: 412, title: 'If-Match does not match the current representation; nothing was modified.' },
   PAYLOAD_TOO_LARGE: { status: 413, title: 'The body exceeds 2 MB.' },
   UNSUPPORTED_MEDIA_TYPE: { status: 415, title: 'The body is not JSON, or was sent without Content-Type.' },

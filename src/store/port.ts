@@ -102,6 +102,13 @@ export interface EventStore {
   close(): Promise<void>;
 }
 
+/**
+ * What a proxy needs of the event store: its live views read and follow it, and it appends the few
+ * events a proxy writes. The state database's store serves it, and so does an enrolled data
+ * plane's channel to its control plane (src/enroll/remote-store.ts).
+ */
+export type ProxyStore = Pick<EventStore, 'readAll' | 'subscribe' | 'readStream' | 'append'>;
+
 export type StoreErrorCode = 'WRONG_EXPECTED_REVISION' | 'EVENT_ID_CONFLICT' | 'STORE_UNAVAILABLE';
 
 /** The one error shape every adapter raises for a refused append, whatever the backend said. */

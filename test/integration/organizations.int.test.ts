@@ -119,7 +119,8 @@ async function orgScopedOperations(): Promise<{ id: string; method: string; path
     const resolved = schema?.$ref ? doc.components.schemas[schema.$ref.split('/').pop()!] : schema;
     return Object.keys(resolved?.properties ?? {});
   };
-  return Object.entries(doc.paths).flatMap(([path, methods]) =>
+  // The deployment's operators address any organization (docs/support.md); test/integration/support-cases.int.test.ts covers who reaches them.
+  return Object.entries(doc.paths).filter(([path]) => !path.startsWith('/v1/operator/')).flatMap(([path, methods]) =>
     Object.entries(methods).flatMap(([method, op]) => {
       const where = op.parameters?.find((p) => p.name === 'org_id')?.in ?? (bodyProperties(op).includes('org_id') ? 'body' : undefined);
       return where ? [{ id: op.operationId, method: method.toUpperCase(), path, in: where }] : [];
@@ -127,9 +128,9 @@ async function orgScopedOperations(): Promise<{ id: string; method: string; path
   );
 }
 
-/** The URL of a GET taking org_id, addressed to `orgId`. */
-function addressed(op: { path: string; in: string }, orgId: string): string {
-  const path = op.path.replace('{org_id}', orgId);
+/** The URL of a GET taking org_id, addressed to `orgId`; `values` fills the route's other path parameters (from the caller's organization). */
+function addressed(op: { path: string; in: string }, orgId: string, values: Record<string, string> = {}): string {
+  const path = Object.entries(values).reduce((url, [name, value]) => url.replace(`{${name}}`, value), op.path.replace('{org_id}', orgId));
   if (/\{/.test(path)) throw new Error(`${op.path} takes another path parameter; give this test a value for it`);
   return op.in === 'query' ? `${path}?org_id=${orgId}` : path;
 }
@@ -143,12 +144,14 @@ describe('routes taking org_id, enumerated from the OpenAPI document', () => {
   it('answers every GET 200 for the caller’s organization and 404 NOT_FOUND for another’s or a nonexistent one', async () => {
     const gets = (await orgScopedOperations()).filter((op) => op.method === 'GET');
     expect(gets.length).toBeGreaterThanOrEqual(3);
+    // A key of the caller's organization: another organization's route must not reach it either.
+    const values = { key_id: ((await http(a.apiKey, 'GET', `/v1/orgs/${a.orgId}/api-keys`)).body.api_keys as { id: string }[])[0]!.id };
     const wrong: string[] = [];
     for (const op of gets) {
-      const own = await http(a.apiKey, 'GET', addressed(op, a.orgId));
+      const own = await http(a.apiKey, 'GET', addressed(op, a.orgId, values));
       if (own.status !== 200) wrong.push(`${op.id} own org → ${own.status}`);
       for (const orgId of [b.orgId, 'org_doesnotexist']) {
-        const other = await http(a.apiKey, 'GET', addressed(op, orgId));
+        const other = await http(a.apiKey, 'GET', addressed(op, orgId, values));
         if (other.status !== 404 || other.body.code !== 'NOT_FOUND' || !other.type.startsWith('application/problem+json')) wrong.push(`${op.id} ${orgId} → ${other.status} ${JSON.stringify(other.body)}`);
       }
     }
@@ -161,6 +164,8 @@ describe('routes taking org_id, enumerated from the OpenAPI document', () => {
       createProject: (orgId) => ['/v1/projects', { name: 'intruder', org_id: orgId, database }],
       createApiKey: (orgId) => [`/v1/orgs/${orgId}/api-keys`, { name: 'intruder', role: 'admin' }],
       revokeApiKey: (orgId) => [`/v1/orgs/${orgId}/api-keys/${keyOfB}`],
+      createSupportCase: (orgId) => ['/v1/support-cases', { org_id: orgId, title: 'intruder', body: 'intruder' }],
+      createCancellationFeedback: (orgId) => [`/v1/orgs/${orgId}/cancellation-feedback`, { reason: 'other' }],
     };
     const before = [await http(b.apiKey, 'GET', '/v1/projects?page_size=100'), await http(b.apiKey, 'GET', `/v1/orgs/${b.orgId}/api-keys?page_size=100`)].map((r) => r.body);
     const wrong: string[] = [];

@@ -4,6 +4,7 @@
  */
 import type pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { organizationsProjection } from '../../projections/organizations.js';
 import { policiesProjection } from '../../projections/policies.js';
 import { tableDdl } from '../../projections/projection.js';
 import { ensureReadModel } from '../../projections/runner.js';
@@ -38,5 +39,19 @@ describe('the policies read model', () => {
     expect((await pool.query('select statement_timeout_ms, statement_allow, statement_deny, denied_tables, migration_safety, row_filters, max_affected_rows, write_mode from rm.policies')).rows).toEqual([
       { statement_timeout_ms: 30_000, statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'warn', row_filters: {}, max_affected_rows: null, write_mode: 'commit' },
     ]);
+  });
+});
+
+describe('the organizations read model', () => {
+  it('gains billing_provider and subscription_status on a table an earlier version made, its rows at none: what a rebuild gives an organization no operator billed', async () => {
+    const organizations = organizationsProjection.tables[0]!;
+    const before = { ...organizations, columns: organizations.columns.replace(/billing_provider text not null default 'none',\s*subscription_status text not null default 'none', /, ''), addedColumns: [] };
+    expect(before.columns).not.toContain('billing_provider');
+    database ??= await freshDatabase('read_model_columns');
+    pool ??= createPool(database.url);
+    await pool.query(`create schema if not exists rm_orgs; ${tableDdl('rm_orgs', before)}`);
+    await pool.query(`insert into rm_orgs.organizations (org_id, name, plan, features, created_at, updated_at) values ('org_1', 'Acme', 'pro', '[]', now(), now())`);
+    await pool.query(tableDdl('rm_orgs', organizations));
+    expect((await pool.query('select billing_provider, subscription_status from rm_orgs.organizations')).rows).toEqual([{ billing_provider: 'none', subscription_status: 'none' }]);
   });
 });

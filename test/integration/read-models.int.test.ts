@@ -1,3 +1,4 @@
+import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { auditStream } from '../../projections/audit.js';
@@ -9,11 +10,15 @@ import { startApi, type TestApi } from '../support/api.js';
 import { approval, approvalStream } from '../../commands/approvals/approval.js';
 import { handle } from '../../commands/handle.js';
 import { newId } from '../../src/ids.js';
+import { branch } from '../../commands/branches/branch.js';
+import { domain } from '../../commands/domains/domain.js';
+import { newOperatorToken } from '../../src/auth/operators.js';
 
 let api: TestApi;
+const operator = newOperatorToken('ops');
 
 beforeAll(async () => {
-  api = await startApi('read_models');
+  api = await startApi('read_models', { PGWARD_OPERATOR_TOKENS: operator.entry });
 });
 afterAll(async () => {
   await api?.stop();
@@ -36,6 +41,11 @@ async function workload(): Promise<void> {
     const replica = (await call('POST', `${base}/databases/${project.database.id}/replicas`, { host: '10.0.0.2', port: 5433 })).json() as { id: string };
     if (p === 1) await call('DELETE', `${base}/databases/${project.database.id}/replicas/${replica.id}`);
     if (p === 2) await call('DELETE', `${base}/databases/${second.id}`);
+    if (p === 0) {
+      const enrollment = (await call('POST', `${base}/self-host-enrollments`, { description: 'rack', region_label: 'dc-1', expires_at: '2999-01-01T00:00:00.000Z' })).json() as { id: string };
+      await call('POST', `${base}/self-host-enrollments/${enrollment.id}/revoke`);
+      await call('POST', `${base}/self-host-enrollments`, {});
+    }
     const canary = (await call('POST', `${base}/honeytokens`, { kind: 'table', target: 'public.api_keys', disable_credential: p === 0 })).json() as { id: string };
     const removed = (await call('POST', `${base}/honeytokens`, { kind: 'value', target: `canary ${p}` })).json() as { id: string };
     await call('DELETE', `${base}/honeytokens/${removed.id}`);
@@ -53,8 +63,36 @@ async function workload(): Promise<void> {
     await call('POST', `${base}/webhooks/${hook.id}/rotate-secret`, { grace_period_seconds: 60 });
     await call('POST', `${base}/webhooks/${hook.id}/test`);
     if (p === 1) await call('DELETE', `${base}/webhooks/${hook.id}`);
+    await call('PUT', `${base}/ip-rules`, { allow: [{ cidr: '10.0.0.0/8', label: `office ${p}` }], deny: [{ cidr: '10.6.6.6' }] });
+    if (p === 1) await call('PUT', `${base}/ip-rules`, { deny: [{ cidr: '2001:db8::/32' }] });
+    const site = (await call('POST', `${base}/domains`, { domain: `db${p}.example.com` })).json() as { id: string };
+    if (p === 0) await handle(api.store, `domain-${site.id}`, domain, { kind: 'verify', recordName: `_pgward.db${p}.example.com` }, { correlationId: 'test', actor: 'test' });
+    if (p === 1) await call('DELETE', `${base}/domains/${site.id}`);
+    await branchEvents(project.project.id, project.database.id, p);
     if (p === 2) await call('DELETE', base);
   }
+  await supportWorkload(orgId, call);
+}
+
+/** Support cases from both sides, cancellation feedback and an operator's billing record. */
+async function supportWorkload(orgId: string, call: (method: 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: object) => Promise<LightMyRequestResponse>): Promise<void> {
+  for (let c = 0; c < 2; c++) {
+    const opened = (await call('POST', '/v1/support-cases', { org_id: orgId, title: `case ${c}`, body: 'help', severity: c + 1 })).json() as { id: string };
+    await call('POST', `/v1/support-cases/${opened.id}/messages`, { body: `more ${c}` });
+    await api.call(operator.token, { method: 'POST', url: `/v1/operator/support-cases/${opened.id}/messages`, payload: { body: `answer ${c}` } });
+    if (c === 1) await api.call(operator.token, { method: 'POST', url: `/v1/operator/support-cases/${opened.id}/close` });
+  }
+  await call('POST', `/v1/orgs/${orgId}/cancellation-feedback`, { reason: 'too_expensive', feedback: 'monthly only' });
+  await api.call(operator.token, { method: 'PATCH', url: `/v1/operator/orgs/${orgId}/billing`, payload: { billing_provider: 'stripe', subscription_status: 'past_due' } });
+}
+
+/** A branch's life as the copier records it (no real copy: the read models are what is exercised here). */
+async function branchEvents(projectId: string, databaseId: string, p: number): Promise<void> {
+  const branchId = newId('brn_');
+  const run = (command: Parameters<typeof branch.decide>[1]) => handle(api.store, `branch-${branchId}`, branch, command, { correlationId: 'test', actor: 'test' });
+  await run({ kind: 'create', branch: { branch_id: branchId, project_id: projectId, database_id: databaseId, name: `b${p}`, database_name: `pgward_branch_${branchId.slice(4)}` } });
+  await run(p === 1 ? { kind: 'fail', reason: 'permission denied to create database' } : { kind: 'ready', method: p === 0 ? 'template' : 'logical' });
+  if (p === 2) await run({ kind: 'delete' });
 }
 
 /** What the proxy records for a statement its policy holds for approval. */

@@ -178,11 +178,11 @@ describe('write_mode on the wire', () => {
       expect(await recordedFor(gateway, agents.rehearsal.credential.id, 'wire', sql)).toMatchObject({ event: 'query', decision_rule: 'write_mode.rolled_back', rows_returned: '2' });
     });
 
-    it(`node-postgres, ${mode} protocol: sandbox refuses writes (0A000 write_mode.sandbox_unavailable) and runs reads`, async () => {
+    it(`node-postgres, ${mode} protocol: sandbox without a ready branch refuses writes (0A000 write_mode.sandbox_unavailable) and runs reads`, async () => {
       await withClient(agents.sandbox, async (client) => {
         const refused = await failureOf(client, 'insert into notes values (300, 1)', mode);
         expect(refused.code).toBe('0A000');
-        expect(refused.message).toContain('sandbox branches are not available yet');
+        expect(refused.message).toContain('this session has none (no branch of its database was ready when it connected');
         expect(refused.message).toContain('(rule write_mode.sandbox_unavailable)');
         expect(await failureOf(client, 'create table made (id int)', mode)).toMatchObject({ code: '0A000' });
         expect((await run(client, 'select count(*)::int as n from notes', mode)).rows).toEqual([{ n: 20 }]);

@@ -50,7 +50,7 @@ function testAuditDeps(anchorPem: string, keys: HmacKeyring) {
 }
 
 /** The real control plane (composition, plugins, routes, projections) over a fresh database; `env` is its configuration (PGWARD_AUDIT_HMAC_KEYS keys the audit chain). */
-export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus; budgets?: Budgets; logger?: Logger } = {}): Promise<TestApi> {
+export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus; budgets?: Budgets; logger?: Logger; trustProxy?: readonly string[] } = {}): Promise<TestApi> {
   const database = await freshDatabase(label);
   const store = await createPostgresEventStore(database.url);
   const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
@@ -72,6 +72,7 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, optio
     metrics: metrics.registry,
     observe: metrics.observe,
     health: async () => ({}),
+    ...(options.trustProxy ? { trustProxy: options.trustProxy } : {}),
     controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, logger, projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets),
   });
   return {

@@ -12,6 +12,7 @@ import { loadTls } from '../../proxy/tls.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import type { Delivery, DecisionBus } from '../../src/bus/port.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
+import { DomainCertificates } from '../../src/domains/certificates.js';
 import { startApi, type TestApi } from './api.js';
 import { freePort } from './free-port.js';
 import { freshDatabase, type TestDatabase } from './pg.js';
@@ -48,7 +49,8 @@ export interface TestGateway {
  * The control plane and the proxy over one event store, an in-process bus whose decisions the test
  * can read, and a fresh upstream database (tables `orders` and `customers`) registered as a
  * project's primary database, on the test server or on `upstreamServerUrl`; `env` adds to the
- * control plane's configuration; `logger` is the proxy's and the API's; `replicas` the proxy's replica options.
+ * control plane's configuration; `logger` is the proxy's and the API's; `replicas` the proxy's replica options;
+ * `more` overrides proxy options (its listen host, PROXY protocol) and gives the API its trusted proxies.
  */
 export async function startGateway(
   label: string,
@@ -57,6 +59,7 @@ export async function startGateway(
   env: NodeJS.ProcessEnv = {},
   logger: Logger = pino({ level: 'silent' }),
   replicas: ProxyOptions['replicas'] = {},
+  more: { readonly proxy?: Partial<ProxyOptions>; readonly trustProxy?: readonly string[] } = {},
 ): Promise<TestGateway> {
   const proxyPort = await freePort();
   const bus = createMemoryBus();
@@ -65,7 +68,7 @@ export async function startGateway(
   const budgets = new Budgets((scope, day, month) => spentSince(readModels.pool!, scope, day, month), () => undefined);
   // The proxy's generated TLS material: GET /v1/proxy/ca.pem serves its CA.
   const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));
-  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), PGWARD_DATA_DIR: tlsDir, ...env }, { bus, budgets, logger });
+  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), PGWARD_DATA_DIR: tlsDir, ...env }, { bus, budgets, logger, ...(more.trustProxy ? { trustProxy: more.trustProxy } : {}) });
   readModels.pool = api.pool;
   const upstream = await freshDatabase(`${label}_up`, upstreamServerUrl);
   const seed = new pg.Client({ connectionString: upstream.url });
@@ -90,6 +93,7 @@ export async function startGateway(
   const launch = (): Promise<RunningProxy> => startProxy({
     ...(launches++ === 0 ? { budgets } : {}),
     tls,
+    ...(env.PGWARD_DOMAIN_CERT_DIR ? { domainCertificates: new DomainCertificates(env.PGWARD_DOMAIN_CERT_DIR) } : {}),
     store: api.store,
     bus,
     keyring,
@@ -103,6 +107,7 @@ export async function startGateway(
     loginTimeoutMs,
     spent: (scope, day, month) => spentSince(api.pool, scope, day, month),
     replicas,
+    ...more.proxy,
   });
   let proxy = await launch();
   const owner = await api.org('pro');

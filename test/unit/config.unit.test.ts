@@ -59,6 +59,12 @@ describe('configuration', () => {
     expect(refusal({ PGWARD_TLS_CA: '/etc/ca.pem' }).message).toBe('invalid configuration: PGWARD_TLS_CA is set only with PGWARD_TLS_CERT and PGWARD_TLS_KEY (a generated certificate’s CA is in the data directory)');
     expect(refusal({ PGWARD_LOG_LEVEL: 'loud' }).variable).toBe('PGWARD_LOG_LEVEL');
     expect(refusal({ PGWARD_LOGIN_TIMEOUT_MS: '10' }).message).toBe('invalid configuration: PGWARD_LOGIN_TIMEOUT_MS expected at least 1000');
+    expect(refusal({ PGWARD_PROXY_PROTOCOL_TRUSTED: '10.0.0.0/8,lb.internal' }).message).toBe(
+      'invalid configuration: PGWARD_PROXY_PROTOCOL_TRUSTED expected comma-separated addresses or CIDR ranges of the load balancers that send PROXY protocol v2 headers (lb.internal is not an address or CIDR range)',
+    );
+    expect(refusal({ PGWARD_HTTP_TRUSTED_PROXIES: '::1/200' }).message).toBe(
+      'invalid configuration: PGWARD_HTTP_TRUSTED_PROXIES expected comma-separated addresses or CIDR ranges of the reverse proxies whose X-Forwarded-For is believed (::1/200 has a prefix length outside 0-128)',
+    );
   });
 
   it('requires the three JWT variables together', () => {

@@ -74,10 +74,13 @@ const definitions: readonly EventDefinition[] = catalog;
 
 /** One valid payload per stored type. */
 const samples: Record<string, Record<string, unknown>> = {
+  'SelfHostEnrollmentCreated.v1': { enrollment_id: id('enr_'), project_id: id('prj_'), org_id: id('org_'), description: 'rack 4', region_label: 'dc-1', token_hash: hash, token_prefix: 'pgw_enr_ab12', expires_at: null },
+  'SelfHostEnrollmentRevoked.v1': { enrollment_id: id('enr_') },
   'OrganizationCreated.v1': { org_id: id('org_'), name: 'Acme', plan: 'pro', features: ['agent-gateway'] },
   'OrganizationPlanChanged.v1': { org_id: id('org_'), plan: 'scale', features: [] },
   'ApiKeyCreated.v1': { org_id: id('org_'), key_id: id('key_'), name: 'ci', role: 'admin', prefix: 'pgw_ab12', token_hash: hash },
   'ApiKeyRevoked.v1': { org_id: id('org_'), key_id: id('key_') },
+  'OrganizationBillingChanged.v1': { org_id: id('org_'), billing_provider: 'stripe', subscription_status: 'past_due' },
   'ProjectCreated.v1': {
     project_id: id('prj_'),
     org_id: id('org_'),
@@ -209,6 +212,14 @@ const samples: Record<string, Record<string, unknown>> = {
     disable_credential: true,
   },
   'HoneytokenDeleted.v1': { honeytoken_id: id('hnt_') },
+  'IpRulesSet.v1': { project_id: id('prj_'), allow: [{ cidr: '10.0.0.0/8', label: 'office' }, { cidr: '2001:db8::/32' }], deny: [{ cidr: '127.0.0.2/32' }] },
+  'DomainCreated.v1': { domain_id: id('dom_'), project_id: id('prj_'), domain: 'db.example.com', dns_verification_token: 'pgward-verify-0123456789abcdefghijklmnopqrstuv' },
+  'DomainVerified.v1': { domain_id: id('dom_'), record_name: '_pgward.db.example.com' },
+  'DomainDeleted.v1': { domain_id: id('dom_') },
+  'BranchCreated.v1': { branch_id: id('brn_'), project_id: id('prj_'), database_id: id('db_'), name: 'rehearsal', database_name: 'pgward_branch_0123456789abcdefghij' },
+  'BranchReady.v1': { branch_id: id('brn_'), method: 'template' },
+  'BranchFailed.v1': { branch_id: id('brn_'), reason: 'the source has other sessions' },
+  'BranchDeleted.v1': { branch_id: id('brn_') },
   'WebhookCreated.v1': {
     webhook_id: id('whk_'),
     project_id: id('prj_'),
@@ -222,6 +233,10 @@ const samples: Record<string, Record<string, unknown>> = {
   'WebhookSecretRotated.v1': { webhook_id: id('whk_'), secret: sealed, previous_valid_until: at },
   'WebhookDeleted.v1': { webhook_id: id('whk_') },
   'WebhookTestRequested.v1': { webhook_id: id('whk_') },
+  'SupportCaseOpened.v1': { case_id: id('sc_'), org_id: id('org_'), title: 'Replica lag', body: 'Reads are stale', severity: 2, opened_by: 'api_key:key_1' },
+  'SupportMessagePosted.v1': { case_id: id('sc_'), message_id: id('scm_'), side: 'operator', author: 'operator:alice', body: 'Looking into it' },
+  'SupportCaseClosed.v1': { case_id: id('sc_'), side: 'customer', closed_by: 'user:u1' },
+  'CancellationFeedbackRecorded.v1': { feedback_id: id('cfb_'), org_id: id('org_'), reason: 'too_expensive', feedback: '', recorded_by: 'user:u1' },
   'PolicyRoleProvisioned.v1': { policy_id: id('pol_'), database_id: id('db_'), role_name: 'pgward_0f3a9c', password: sealed, tables: ['public.orders'] },
 };
 

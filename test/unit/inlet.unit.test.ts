@@ -63,6 +63,22 @@ describe('Inlet.accept', () => {
     expect(inlet.socket.remotePort).toBe(client.localPort);
   });
 
+  it('hands bytes kept with unshift to the next receiver first, then what the socket reads after them', async () => {
+    const { inlet, client } = await acceptedPair();
+    const first = collector();
+    inlet.receive(first);
+    client.write('HEADER|startup');
+    await until(() => first.text() === 'HEADER|startup');
+    // As the PROXY protocol gate does: the header consumed, the rest kept for the session's receiver.
+    inlet.unshift(Buffer.from('startup'));
+    const second = collector();
+    inlet.receive(second);
+    expect(second.text()).toBe('startup');
+    client.write('|query');
+    await until(() => second.text() === 'startup|query');
+    expect(first.text()).toBe('HEADER|startup');
+  });
+
   it('writes back to the client on the same socket', async () => {
     const { inlet, client } = await acceptedPair();
     inlet.receive(collector());

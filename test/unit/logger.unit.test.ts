@@ -40,6 +40,7 @@ describe('the logger (src/logger.ts)', () => {
       '30 policy_changed',
       '40 budget_exhausted',
       '40 login_refused',
+      '40 connection_refused',
       '30 credential_expired',
       '40 upstream_connect_failed',
       '30 upstream_unavailable',

@@ -51,6 +51,12 @@ describe('what a policy makes of it', () => {
     expect(writeRefusal({ ...writer, write_mode: 'sandbox' }, shapeOf('insert into t values (1)'))?.rule).toBe('write_mode.sandbox_unavailable');
     expect(writeRefusal({ ...writer, write_mode: 'sandbox' }, shapeOf('create index on t (a)'))?.rule).toBe('write_mode.sandbox_unavailable');
     expect(writeRefusal({ ...writer, write_mode: 'sandbox' }, shapeOf('select * from t'))).toBeUndefined();
+    // On a sandbox branch the writes run there; sandboxed changes nothing for the other modes.
+    for (const sql of ['insert into t values (1)', 'create index on t (a)', 'truncate t', 'update t set a = 1']) {
+      expect(writeRefusal({ ...writer, write_mode: 'sandbox' }, shapeOf(sql), true), sql).toBeUndefined();
+    }
+    expect(writeRefusal({ ...writer, write_mode: 'rollback' }, shapeOf('truncate t'), true)?.rule).toBe('write_mode.rollback_unsupported');
+    expect(writeRefusal({ ...writer, max_affected_rows: 10 }, shapeOf('truncate t'), true)?.rule).toBe('write_cap.unbounded');
     expect(writeRefusal({ ...writer, max_affected_rows: 10 }, shapeOf('truncate t'))).toEqual({
       rule: 'write_cap.unbounded',
       sqlstate: '0A000',

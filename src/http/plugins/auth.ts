@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { OPERATOR_TOKEN } from '../../auth/operators.js';
 import type { ApiKeyRole } from '../../events/organizations.js';
 import { Problem } from '../problem.js';
 
@@ -9,9 +10,15 @@ export type Caller =
   | { readonly kind: 'api_key'; readonly keyId: string; readonly orgId: string; readonly role: Role }
   | { readonly kind: 'jwt'; readonly subject: string; readonly orgId: string; readonly role: Role };
 
+/** One of the deployment's operators (docs/support.md), named by PGWARD_OPERATOR_TOKENS; a member of no organization. */
+export interface Operator {
+  readonly name: string;
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
     caller?: Caller;
+    operator?: Operator;
   }
   interface FastifyContextConfig {
     /** Routes that need no credential (discovery, health). */
@@ -24,6 +31,8 @@ export interface Authenticators {
   apiKey(token: string): Promise<Caller | undefined>;
   /** Verifies a JWT; undefined when JWT login is not configured. Throws when the token is bad. */
   jwt?: (token: string) => Promise<Caller>;
+  /** The operator an operator token (`pgw_op_...`) names, or undefined when none does. */
+  operator?: (token: string) => string | undefined;
 }
 
 const ORG_KEY = /^pgw_org_[A-Za-z0-9_-]{43}$/;
@@ -34,8 +43,15 @@ function unauthorized(detail: string): Problem {
 }
 
 export function callerOf(request: FastifyRequest): Caller {
+  if (!request.caller && request.operator) throw new Problem('FORBIDDEN', 'an operator token acts only on the operator routes (/v1/operator/...); use an organization API key or a JWT here');
   if (!request.caller) throw unauthorized('authentication required');
   return request.caller;
+}
+
+/** Refuses with 403 FORBIDDEN unless an operator token authenticated the request. */
+export function requireOperator(request: FastifyRequest): Operator {
+  if (!request.operator) throw new Problem('FORBIDDEN', 'this operation is for the deployment’s operators: send an operator token (docs/support.md)');
+  return request.operator;
 }
 
 /**
@@ -61,6 +77,12 @@ export function installAuth(app: FastifyInstance, authenticators: Authenticators
     const match = typeof header === 'string' ? /^Bearer +(\S+)$/i.exec(header) : null;
     if (!match) throw unauthorized('send Authorization: Bearer <organization API key or JWT>');
     const token = match[1]!;
+    if (OPERATOR_TOKEN.test(token)) {
+      const name = authenticators.operator?.(token);
+      if (name === undefined) throw unauthorized('the operator token is unknown');
+      request.operator = { name };
+      return;
+    }
     if (ORG_KEY.test(token)) {
       const caller = await authenticators.apiKey(token);
       if (!caller) throw unauthorized('the API key is unknown or revoked');
@@ -71,6 +93,6 @@ export function installAuth(app: FastifyInstance, authenticators: Authenticators
       request.caller = await authenticators.jwt(token);
       return;
     }
-    throw unauthorized('the bearer token is malformed: expected an organization API key (pgw_org_...) or a JWT');
+    throw unauthorized('the bearer token is malformed: expected an organization API key (pgw_org_...), a JWT or an operator token (pgw_op_...)');
   });
 }

@@ -66,6 +66,7 @@ export function installRateLimit(app: FastifyInstance, limits: RateLimits): void
   });
   app.addHook('preValidation', async (request, reply) => {
     const caller = request.caller;
+    if (request.operator) check(reply, `operator:${request.operator.name}`, limits.perCredential, 'credential');
     if (!caller) return;
     const id = caller.kind === 'api_key' ? caller.keyId : `${caller.orgId}:${caller.subject}`;
     check(reply, `credential:${id}`, limits.perCredential, 'credential');

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { organization } from '../../../commands/organizations/organization.js';
+import { apiKeyVersion, organization } from '../../../commands/organizations/organization.js';
 import { ORG_KEY_PREFIX } from '../../../commands/organizations/create-organization.js';
 import { evolveApiKey, type ApiKeyRow } from '../../../projections/api-keys.js';
-import { listApiKeys } from '../../../queries/api-keys.js';
+import { findApiKey, listApiKeys } from '../../../queries/api-keys.js';
 import { displayPrefix, newSecret, sha256Hex } from '../../crypto/tokens.js';
 import { text } from '../../events/fields.js';
 import { ApiKeyRole } from '../../events/organizations.js';
@@ -11,7 +11,7 @@ import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { OrgParams } from './organizations.js';
 import { fold } from './projects.js';
-import { addressedOrg, execute, errorResponses, IdParam, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { addressedOrg, etag, execute, errorResponses, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
 
 const ApiKey = z
   .object({ id: z.string(), org_id: z.string(), name: z.string(), role: ApiKeyRole, prefix: z.string().describe('First characters, to tell keys apart'), status: z.enum(['active', 'revoked']), created_at: Timestamp, revoked_at: Timestamp.nullable() })
@@ -20,6 +20,8 @@ const ApiKey = z
 function toApiKey(row: Omit<ApiKeyRow, 'token_hash'>): z.infer<typeof ApiKey> {
   return { id: row.key_id, org_id: row.org_id, name: row.name, role: row.role as z.infer<typeof ApiKeyRole>, prefix: row.prefix, status: row.status, created_at: iso(row.created_at), revoked_at: row.revoked_at ? iso(row.revoked_at) : null };
 }
+
+const KeyParams = OrgParams.extend({ key_id: IdParam('API key id') });
 
 export function apiKeyRoutes(app: Api, deps: ApiDeps): void {
   app.post(
@@ -44,6 +46,7 @@ export function apiKeyRoutes(app: Api, deps: ApiDeps): void {
       const result = await execute(deps, request, `org-${caller.orgId}`, organization, { kind: 'create-api-key', orgId: caller.orgId, key });
       const row = fold(evolveApiKey, result.recorded);
       if (row.token_hash !== key.tokenHash) throw new Problem('CONFLICT', 'this request was already served; its key was shown then and cannot be shown again');
+      etag(reply, apiKeyVersion({ revoked: false }));
       return reply.code(201).send({ key: toApiKey(row), api_key: secret });
     },
   );
@@ -69,21 +72,44 @@ export function apiKeyRoutes(app: Api, deps: ApiDeps): void {
     },
   );
 
+  app.get(
+    '/v1/orgs/:org_id/api-keys/:key_id',
+    {
+      schema: {
+        operationId: 'getApiKey',
+        summary: 'Get an organization API key (never its secret)',
+        description: 'The ETag is the key’s version (0 active, 1 revoked), for If-Match on revoke.',
+        tags: ['api-keys'],
+        params: KeyParams,
+        response: { 200: ApiKey, ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'admin');
+      addressedOrg(caller, request.params.org_id);
+      const row = await findApiKey(deps.pool, caller.orgId, request.params.key_id);
+      if (!row) throw new Problem('NOT_FOUND', `API key ${request.params.key_id} not found`);
+      etag(reply, apiKeyVersion({ revoked: row.status === 'revoked' }));
+      return toApiKey(row);
+    },
+  );
+
   app.delete(
     '/v1/orgs/:org_id/api-keys/:key_id',
     {
       schema: {
         operationId: 'revokeApiKey',
         summary: 'Revoke an organization API key',
+        description: 'Honours If-Match with the key’s ETag (412 when it changed since).',
         tags: ['api-keys'],
-        params: OrgParams.extend({ key_id: IdParam('API key id') }),
-        response: { 204: z.null().describe('Revoked'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'INVALID_STATE', 'CONFLICT') },
+        params: KeyParams,
+        response: { 204: z.null().describe('Revoked'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'INVALID_STATE', 'CONFLICT', 'PRECONDITION_FAILED') },
       },
     },
     async (request, reply) => {
       const caller = requireRole(request, 'admin');
       addressedOrg(caller, request.params.org_id);
-      await execute(deps, request, `org-${caller.orgId}`, organization, { kind: 'revoke-api-key', orgId: caller.orgId, keyId: request.params.key_id });
+      await execute(deps, request, `org-${caller.orgId}`, organization, { kind: 'revoke-api-key', orgId: caller.orgId, keyId: request.params.key_id, ifVersion: ifMatch(request) });
       return reply.code(204).send(null);
     },
   );

@@ -8,7 +8,7 @@ import { newId } from '../../ids.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { fold, visibleProject } from './projects.js';
-import { errorResponses, etag, execute, IdParam, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { errorResponses, etag, execute, IdParam, ifMatch, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
 
 const TARGET_SHAPES = 'schema.table for a table, schema.table.column for a column, any text of 1-1000 characters for a value';
 
@@ -134,16 +134,17 @@ export function honeytokenRoutes(app: Api, deps: ApiDeps): void {
       schema: {
         operationId: 'deleteHoneytoken',
         summary: 'Remove a honeytoken that no policy profile plants',
+        description: 'Honours If-Match with the honeytoken’s ETag (412 when it changed since).',
         tags: ['honeytokens'],
         params: HoneytokenParams,
-        response: { 204: z.null().describe('Deleted'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'CONFLICT') },
+        response: { 204: z.null().describe('Deleted'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'CONFLICT', 'PRECONDITION_FAILED') },
       },
     },
     async (request, reply) => {
       const caller = requireRole(request, 'admin');
       const current = await visibleHoneytoken(deps, caller.orgId, request.params.project_id, request.params.honeytoken_id);
       const attachedTo = await policiesPlanting(deps.pool, current.project_id, current.honeytoken_id);
-      await execute(deps, request, `honeytoken-${current.honeytoken_id}`, honeytoken, { kind: 'delete', attachedTo });
+      await execute(deps, request, `honeytoken-${current.honeytoken_id}`, honeytoken, { kind: 'delete', attachedTo, ifRevision: ifMatch(request) });
       return reply.code(204).send(null);
     },
   );

@@ -11,6 +11,7 @@ import type { EventStore, RecordedEvent } from '../../store/port.js';
 import type { HmacKeyring } from '../../audit/chain.js';
 import type { AnchorSigner } from '../../audit/checkpoints.js';
 import type { DemoSettings } from '../../demo/settings.js';
+import type { DomainCertificates } from '../../domains/certificates.js';
 import { callerOf, type Caller, type Role } from '../plugins/auth.js';
 import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
 import type { HashKeys } from '../../../proxy/hash-keys.js';
@@ -40,6 +41,8 @@ export interface ApiDeps {
   readonly proxyCaFile?: string;
   /** The process's budget tallies, shared with its proxy so that the wire and MCP count against one figure; else the MCP keeps its own. */
   readonly budgets?: Budgets;
+  /** Custom domains: the DNS servers their verification asks (PGWARD_DNS_SERVERS; else the system's) and their certificates (PGWARD_DOMAIN_CERT_DIR). */
+  readonly domains?: { readonly dnsServers?: readonly string[]; readonly certificates?: DomainCertificates };
   /** What the demo offers (spec §4.8); absent when PGWARD_DEMO turns it off. */
   readonly demo?: DemoSettings;
 }
@@ -67,12 +70,13 @@ export function actorOf(caller: Caller): string {
 }
 
 export function commandContext(request: FastifyRequest, deps: ApiDeps): CommandContext {
-  const caller = callerOf(request);
+  // An operator (docs/support.md) acts as itself; everyone else as their key or user.
+  const actor = request.operator ? `operator:${request.operator.name}` : actorOf(callerOf(request));
   // Keys are per caller (the idempotency scope), so the event ids they derive are too: another
   // caller picking the same key value makes its own events, not a "retry" of someone else's.
   const claim = request.routeOptions.config.idempotent ? request.idempotency : undefined;
   const idempotencyKey = claim ? `${claim.scope}\u0000${claim.key}` : undefined;
-  return { correlationId: request.id, actor: actorOf(caller), ...(idempotencyKey ? { idempotencyKey } : {}), now: deps.now };
+  return { correlationId: request.id, actor, ...(idempotencyKey ? { idempotencyKey } : {}), now: deps.now };
 }
 
 /** The revision an `If-Match` header names, or undefined when absent; `*` matches anything. */
@@ -129,4 +133,11 @@ export async function foldStream<R>(deps: Pick<ApiDeps, 'store'>, stream: string
 /** The read model's row, or the stream's when the projection has not caught up yet (read-your-writes). */
 export async function readModelOrStream<R>(deps: Pick<ApiDeps, 'store'>, find: () => Promise<R | undefined>, stream: string, evolve: Evolve<R>): Promise<R | undefined> {
   return (await find()) ?? (await foldStream(deps, stream, evolve));
+}
+
+/** The revision `If-Match` names, refused with 412 when it is not `current`; undefined when absent. */
+export function matchedRevision(request: FastifyRequest, current: number, what: string): number | undefined {
+  const expected = ifMatch(request);
+  if (expected !== undefined && expected !== current) throw new Problem('PRECONDITION_FAILED', `the ${what} is at revision ${current}, not ${expected}: fetch it again and retry with its ETag`);
+  return expected;
 }

@@ -8,6 +8,8 @@ import { Problem } from '../../http/problem.js';
 import type { EventStore } from '../../store/port.js';
 import { bearerChallenge } from '../transport.js';
 import { logEvent } from '../../log-events.js';
+import { findIpRules } from '../../../queries/ip-rules.js';
+import { checkAddress } from '../../net/ip-rules.js';
 
 const AGENT_TOKEN = /^pgw_agt_[A-Za-z0-9_-]{43}$/;
 
@@ -46,4 +48,15 @@ export async function authenticateAgent(deps: { store: EventStore; pool: pg.Pool
  */
 export async function stillUsable(pool: pg.Pool, credential: Pick<TokenCredential, 'credential_id' | 'token_hash'>): Promise<boolean> {
   return (await findCredentialByTokenHash(pool, credential.token_hash))?.credential_id === credential.credential_id;
+}
+
+/**
+ * Refuses (403 FORBIDDEN) a request from an address the credential's project's IP rules refuse
+ * (docs/http-api.md#ip-rules); `clientAddress` is request.ip, the client behind trusted proxies.
+ */
+export async function requireAllowedAddress(pool: pg.Pool, request: FastifyRequest, credential: Pick<TokenCredential, 'credential_id' | 'project_id'>, clientAddress: string): Promise<void> {
+  const verdict = checkAddress(await findIpRules(pool, credential.project_id), clientAddress);
+  if (verdict.allowed) return;
+  logEvent(request.log, 'login_refused', { source: 'mcp', credential_id: credential.credential_id, project_id: credential.project_id, rule: 'ip_rules', reason: verdict.reason }, 'agent request refused for its address');
+  throw new Problem('FORBIDDEN', 'this project does not accept requests from your address; ask its administrator to change its IP rules');
 }

@@ -13,7 +13,8 @@ import { IdParam, type Api, type ApiDeps } from '../../http/routes/support.js';
 import { loadAgentDocs, type DocsLibrary } from '../docs.js';
 import type { ToolCallObserver } from '../tool.js';
 import { serveMcp } from '../transport.js';
-import { authenticateAgent } from './auth.js';
+import { authenticateAgent, requireAllowedAddress } from './auth.js';
+import { normalAddress } from '../../net/cidr.js';
 import type { AgentContext, AgentServices } from './context.js';
 import { requestHoneytokens } from './honeytokens.js';
 import { createAgentServer } from './server.js';
@@ -56,6 +57,8 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
 
   const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
     const credential = await authenticateAgent(deps, request, projectId);
+    const clientIp = normalAddress(request.ip);
+    await requireAllowedAddress(deps.pool, request, credential, clientIp);
     const policy = await findPolicy(deps.pool, credential.project_id, credential.policy_profile_id);
     const org = await projectOrganization(deps.pool, credential.project_id);
     const credentialBudgets = sessionBudgets(budgets, () => (org ? { id: org.org_id, plan: org.plan, terms: plans[org.plan as Plan] } : undefined));
@@ -70,7 +73,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
       upstream: await upstreamOf(deps.store, policy, credential.database_id),
       // The request id may be the client's own X-Request-Id: prefixed with the credential, no agent can put its records in another's session.
       sessionId: `mcp.${credential.credential_id}.${request.id}`.slice(0, 128),
-      clientIp: request.ip.replace(/^::ffff:/, ''),
+      clientIp,
       log: request.log,
     };
     await serveMcp(request, reply, createAgentServer(context, observe));

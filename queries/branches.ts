@@ -1,0 +1,21 @@
+import type pg from 'pg';
+import type { BranchRow } from '../projections/branches.js';
+
+export async function findBranch(db: pg.Pool, projectId: string, branchId: string): Promise<BranchRow | undefined> {
+  const { rows } = await db.query<{ row: BranchRow }>(`select to_jsonb(b) as row from rm.branches b where project_id = $1 and branch_id = $2 and status <> 'deleted'`, [projectId, branchId]);
+  return rows[0]?.row;
+}
+
+export async function listBranches(db: pg.Pool, projectId: string, after: string | undefined, limit: number): Promise<BranchRow[]> {
+  const { rows } = await db.query<{ row: BranchRow }>(
+    `select to_jsonb(b) as row from rm.branches b where project_id = $1 and status <> 'deleted' and ($2::text is null or branch_id > $2) order by branch_id limit $3`,
+    [projectId, after ?? null, limit],
+  );
+  return rows.map((r) => r.row);
+}
+
+/** Whether a live branch of the database already has this name. */
+export async function branchNameTaken(db: pg.Pool, databaseId: string, name: string): Promise<boolean> {
+  const { rows } = await db.query(`select 1 from rm.branches where database_id = $1 and name = $2 and status <> 'deleted' limit 1`, [databaseId, name]);
+  return rows.length > 0;
+}

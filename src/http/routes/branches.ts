@@ -1,0 +1,206 @@
+import { z } from 'zod';
+import { branch } from '../../../commands/branches/branch.js';
+import { DomainError } from '../../../commands/domain-error.js';
+import type { DatabaseRow } from '../../../projections/databases.js';
+import { evolveBranch, type BranchRow } from '../../../projections/branches.js';
+import { branchNameTaken, findBranch, listBranches } from '../../../queries/branches.js';
+import { copyBranch, dropBranch, type BranchTarget } from '../../branches/copy.js';
+import { BranchCopyMethod } from '../../events/branches.js';
+import { text } from '../../events/fields.js';
+import { newId } from '../../ids.js';
+import { decodePageToken, PageQuery, paginate } from '../pagination.js';
+import { Problem } from '../problem.js';
+import { databaseFromStream, upstreamClientConfig } from './databases.js';
+import { fold, visibleProject } from './projects.js';
+import { errorResponses, etag, execute, executeAs, IdParam, matchedRevision, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+
+const CreateBranchRequest = z
+  .strictObject({
+    database_id: IdParam('database id').describe('The project’s database to copy'),
+    name: text(100, 1).describe('A name for humans, unique among the database’s branches (1-100 characters)'),
+  })
+  .meta({ title: 'CreateBranchRequest' });
+
+const Branch = z
+  .object({
+    id: z.string(),
+    project_id: z.string(),
+    database_id: z.string(),
+    name: z.string(),
+    database_name: z.string().describe('The branch’s database on the upstream server'),
+    status: z.enum(['copying', 'ready', 'failed']).describe('copying until the copy is made; ready serves sandboxed sessions; failed says why in failure_reason'),
+    method: BranchCopyMethod.nullable().describe('How the copy was made: template (CREATE DATABASE … TEMPLATE) or logical (pg_dump | psql); null while copying or failed'),
+    failure_reason: z.string().nullable(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: 'Branch' });
+
+function toBranch(row: BranchRow): z.infer<typeof Branch> {
+  return {
+    id: row.branch_id,
+    project_id: row.project_id,
+    database_id: row.database_id,
+    name: row.name,
+    database_name: row.database_name,
+    status: row.status === 'deleted' ? 'failed' : row.status,
+    method: row.method,
+    failure_reason: row.failure_reason,
+    created_at: iso(row.created_at),
+    updated_at: iso(row.updated_at),
+  };
+}
+
+async function visibleBranch(deps: ApiDeps, orgId: string, projectId: string, branchId: string): Promise<BranchRow> {
+  await visibleProject(deps, orgId, projectId);
+  const row = await readModelOrStream(deps, () => findBranch(deps.pool, projectId, branchId), `branch-${branchId}`, evolveBranch);
+  if (!row || row.project_id !== projectId || row.status === 'deleted') throw new Problem('NOT_FOUND', `branch ${branchId} not found in project ${projectId}`);
+  return row;
+}
+
+function targetOf(deps: ApiDeps, database: DatabaseRow, branchDatabase: string): BranchTarget {
+  const config = upstreamClientConfig(database, deps, 'pgward-branch');
+  return { source: { ...config, host: database.host, port: database.port, user: database.username, database: database.name }, sslMode: database.ssl_mode, branch: branchDatabase };
+}
+
+const COPIER = { correlationId: 'branch-copy', actor: 'pgward:branch-copy' };
+
+/**
+ * Copies the branch's database and records the outcome. A branch deleted while it was copying
+ * gets its database dropped again, as nothing will drop it later.
+ */
+async function runCopy(deps: ApiDeps, row: BranchRow, database: DatabaseRow): Promise<void> {
+  const target = targetOf(deps, database, row.database_name);
+  const stream = `branch-${row.branch_id}`;
+  const context = { ...COPIER, correlationId: `branch-copy:${row.branch_id}`, now: deps.now };
+  let method: z.infer<typeof BranchCopyMethod>;
+  try {
+    method = await copyBranch(target);
+  } catch (error) {
+    await executeAs(deps, context, stream, branch, { kind: 'fail', reason: `the copy failed: ${(error as Error).message}`.slice(0, 1000) }).catch(() => undefined);
+    return;
+  }
+  try {
+    await executeAs(deps, context, stream, branch, { kind: 'ready', method });
+  } catch (error) {
+    if (error instanceof DomainError) await dropBranch(target).catch(() => undefined);
+    else throw error;
+  }
+}
+
+const ProjectParams = z.object({ project_id: IdParam('project id') });
+const BranchParams = ProjectParams.extend({ branch_id: IdParam('branch id') });
+
+export function branchRoutes(app: Api, deps: ApiDeps): void {
+  const copying = new Set<Promise<void>>();
+  app.addHook('onClose', async () => {
+    await Promise.allSettled(copying);
+  });
+
+  app.get(
+    '/v1/projects/:project_id/branches',
+    {
+      schema: {
+        operationId: 'listBranches',
+        summary: 'List a project’s sandbox branches',
+        tags: ['branches'],
+        params: ProjectParams,
+        querystring: PageQuery,
+        response: { 200: z.object({ branches: z.array(Branch), next_page_token: z.string() }), ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request) => {
+      const caller = requireRole(request, 'member');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const { page_size: size, page_token: token } = request.query;
+      const page = paginate(await listBranches(deps.pool, projectId, decodePageToken(token), size + 1), size, (row) => row.branch_id);
+      return { branches: page.items.map(toBranch), next_page_token: page.next_page_token };
+    },
+  );
+
+  app.post(
+    '/v1/projects/:project_id/branches',
+    {
+      config: { idempotent: true },
+      schema: {
+        operationId: 'createBranch',
+        summary: 'Create a sandbox branch of a database',
+        description:
+          'Copies the database on its upstream server into a new database (status copying, then ready or failed): CREATE DATABASE … TEMPLATE when the source has no other sessions, ' +
+          'else pg_dump | psql. Credentials whose policy has write_mode sandbox then run on the newest ready branch of their database (docs/branches.md). ' +
+          'The registered database user needs CREATEDB.',
+        tags: ['branches'],
+        params: ProjectParams,
+        body: CreateBranchRequest,
+        response: { 202: Branch, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'RESOURCE_EXISTS', 'IDEMPOTENCY_KEY_REUSED', 'CONFLICT', 'UNSUPPORTED_MEDIA_TYPE') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'admin');
+      const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
+      const { database_id: databaseId, name } = request.body;
+      const database = await databaseFromStream(deps, projectId, databaseId);
+      if (!database) throw new Problem('NOT_FOUND', `database ${databaseId} not found in project ${projectId}`);
+      if (await branchNameTaken(deps.pool, databaseId, name)) throw new Problem('RESOURCE_EXISTS', `database ${databaseId} already has a branch named ${JSON.stringify(name)}; pick another name`);
+      const branchId = newId('brn_');
+      const result = await execute(deps, request, `branch-${branchId}`, branch, {
+        kind: 'create',
+        branch: { branch_id: branchId, project_id: projectId, database_id: databaseId, name, database_name: `pgward_branch_${branchId.slice('brn_'.length)}` },
+      });
+      const row = fold(evolveBranch, result.recorded);
+      const copy = runCopy(deps, row, database).catch((error: unknown) => request.log.error({ err: error, branch_id: branchId }, 'a branch copy could not record its outcome'));
+      copying.add(copy);
+      void copy.finally(() => copying.delete(copy));
+      etag(reply, row.revision);
+      void reply.header('location', `/v1/projects/${projectId}/branches/${branchId}`);
+      return reply.code(202).send(toBranch(row));
+    },
+  );
+
+  app.get(
+    '/v1/projects/:project_id/branches/:branch_id',
+    {
+      schema: {
+        operationId: 'getBranch',
+        summary: 'Get a sandbox branch (its status while copying)',
+        tags: ['branches'],
+        params: BranchParams,
+        response: { 200: Branch, ...errorResponses('FORBIDDEN', 'NOT_FOUND') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'member');
+      const row = await visibleBranch(deps, caller.orgId, request.params.project_id, request.params.branch_id);
+      etag(reply, row.revision);
+      return toBranch(row);
+    },
+  );
+
+  app.delete(
+    '/v1/projects/:project_id/branches/:branch_id',
+    {
+      schema: {
+        operationId: 'deleteBranch',
+        summary: 'Delete a sandbox branch and drop its database',
+        description: 'Drops the branch’s database on the upstream server (ending its sessions), then removes the branch. A branch still copying is dropped once its copy ends.',
+        tags: ['branches'],
+        params: BranchParams,
+        response: { 204: z.null().describe('Deleted'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'PRECONDITION_FAILED', 'BAD_GATEWAY') },
+      },
+    },
+    async (request, reply) => {
+      const caller = requireRole(request, 'admin');
+      const current = await visibleBranch(deps, caller.orgId, request.params.project_id, request.params.branch_id);
+      const expected = matchedRevision(request, current.revision, 'branch');
+      // Dropped first: a failed drop leaves the branch as it was, and a retry drops nothing twice.
+      const database = await databaseFromStream(deps, current.project_id, current.database_id);
+      if (database && current.status !== 'copying') {
+        await dropBranch(targetOf(deps, database, current.database_name)).catch((error: unknown) => {
+          throw new Problem('BAD_GATEWAY', `the branch database ${current.database_name} could not be dropped: ${(error as Error).message}`);
+        });
+      }
+      await execute(deps, request, `branch-${current.branch_id}`, branch, { kind: 'delete', ...(expected === undefined ? {} : { ifRevision: expected }) });
+      return reply.code(204).send(null);
+    },
+  );
+}
