@@ -1,5 +1,5 @@
 import {
-  ApprovalApproved, ApprovalExecuted, ApprovalExecutionStarted, ApprovalExpired, ApprovalFailed, ApprovalRejected, ApprovalRequested, type ApprovalSource,
+  ApprovalApproved, ApprovalExecuted, ApprovalExecutionStarted, ApprovalExpired, ApprovalFailed, ApprovalRejected, ApprovalRequested, type ApprovalSource, type EstimateMethod,
 } from '../src/events/approvals.js';
 import { decodeWith } from '../src/events/envelope.js';
 import type { RecordedEvent } from '../src/store/port.js';
@@ -23,6 +23,7 @@ export type ApprovalRow = {
   statement_kind: string;
   target_tables: string[];
   estimated_rows: string | null;
+  estimate_method: EstimateMethod | null;
   binding: string;
   hold_rule: string;
   hold_reason: string;
@@ -46,6 +47,7 @@ export function evolveApproval(row: ApprovalRow | undefined, event: RecordedEven
     const { data, metadata } = decodeWith(ApprovalRequested, event);
     return {
       ...data,
+      estimate_method: data.estimate_method ?? null,
       status: 'pending',
       started: false,
       requested_at: metadata.at,
@@ -98,13 +100,14 @@ export const approvalsProjection = rowProjection<ApprovalRow>({
     columnNames: [
       'approval_id', 'project_id', 'database_id', 'policy_profile_id', 'policy_version', 'credential_id', 'session_id', 'region', 'source', 'sql', 'normalized_sql',
       'statement_kind', 'target_tables', 'estimated_rows', 'binding', 'hold_rule', 'hold_reason', 'status', 'started', 'requested_at', 'expires_at', 'decided_at',
-      'decided_by', 'reason', 'rows_affected', 'revision', 'updated_at',
+      'decided_by', 'reason', 'rows_affected', 'revision', 'updated_at', 'estimate_method',
     ],
     columns: `approval_id text primary key, project_id text not null, database_id text not null, policy_profile_id text not null, policy_version integer not null,
       credential_id text, session_id text not null, region text not null, source text not null, sql text not null, normalized_sql text not null,
       statement_kind text not null, target_tables jsonb not null, estimated_rows text, binding text not null, hold_rule text not null, hold_reason text not null,
       status text not null, started boolean not null, requested_at timestamptz not null, expires_at timestamptz not null, decided_at timestamptz,
-      decided_by text, reason text not null, rows_affected text, revision integer not null, updated_at timestamptz not null`,
+      decided_by text, reason text not null, rows_affected text, revision integer not null, updated_at timestamptz not null, estimate_method text`,
+    addedColumns: ['estimate_method text'],
     orderBy: 'approval_id',
     indexes: ['project_id, approval_id', { name: 'approvals_pending_expiry', columns: 'expires_at', where: `status = 'pending'` }],
   },

@@ -5,15 +5,16 @@
  */
 import type { z } from 'zod';
 import { approval, approvalStream, type ApprovalCommand } from '../commands/approvals/approval.js';
-import { bindingOf } from '../commands/approvals/binding.js';
+import { bindingOf, type BindingFacts } from '../commands/approvals/binding.js';
 import { DomainError } from '../commands/domain-error.js';
 import { handle } from '../commands/handle.js';
 import type { ApprovalRow } from '../projections/approvals.js';
 import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
-import type { ApprovalRequested } from '../src/events/approvals.js';
+import type { ApprovalRequested, ApprovalSource } from '../src/events/approvals.js';
 import { newId } from '../src/ids.js';
 import type { EventStore } from '../src/store/port.js';
+import type { Estimate } from './approval-estimate.js';
 import { holdOf, type HoldDecision } from './policy/approval-rules.js';
 import type { StatementDecision } from './policy/hook.js';
 import { statementIdentity } from './policy/identity.js';
@@ -22,44 +23,102 @@ import type { LiveView } from './views/live-view.js';
 type Allowed = Extract<StatementDecision, { action: 'allow' }>;
 export type Hold = Extract<HoldDecision, { held: true }>;
 
-/** What holding needs: the event store (requests and their ends are appended there) and the live view of requests. */
+/** What holding needs: the event store (requests and their ends are appended there), the live view of requests, and the estimate of a write's rows. */
 export interface ApprovalServices {
   readonly store: Pick<EventStore, 'readStream' | 'append'>;
   readonly approvals: LiveView<ApprovalRow>;
+  /** The rows `sql` (as it would run) would affect, on a connection of the credential's pool released at once; null when unknown. */
+  estimate?(credential: CredentialRow, sql: string, params: readonly (string | null)[]): Promise<Estimate | null>;
 }
 
-/** The hold the policy's approval rules put on an allowed statement, if any. Estimates are not made yet: a row threshold holds every counted write it needs one for. */
+/**
+ * The hold the policy's approval rules put on an allowed statement before any estimate: a row
+ * threshold or an auto-approve ceiling holds every counted write here, and `withEstimate` decides
+ * it again once its rows are estimated.
+ */
 export function holdFor(policy: PolicyRow | undefined, decision: Allowed): Hold | undefined {
   if (!policy?.approval) return undefined;
   const hold = holdOf(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: null });
   return hold.held ? hold : undefined;
 }
 
-/** A held statement sent where the gateway cannot hold it yet (the extended protocol, MCP): refused, saying how to send it. */
+/** A held statement decided again with its estimate: still held (with the estimate), or to run now. */
+export type Estimated = { readonly hold: Hold; readonly estimate: Estimate | null } | { readonly run: Allowed };
+
+/**
+ * Estimates a held counted write (every one, so its reviewer sees the rows and its approval is bound
+ * to them) and decides it again: under the row threshold it runs; within an auto-approve ceiling it
+ * runs bound to the ceiling (rolled back past it), audited as auto-approved. DDL, writable CTEs and
+ * several statements are not estimated: their hold stands.
+ */
+export async function withEstimate(policy: PolicyRow, decision: Allowed, hold: Hold, estimate: () => Promise<Estimate | null>): Promise<Estimated> {
+  if (decision.writes.rows !== 'counted') return { hold, estimate: null };
+  const made = await estimate();
+  const again = holdOf(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: made?.rows ?? null });
+  if (again.held) return { hold: again, estimate: made };
+  if (!again.autoApproved) return { run: decision };
+  const { cap, tables } = again.autoApproved;
+  const how = made?.method === 'trial' ? 'a trial run rolled back' : 'the planner';
+  const why = `auto-approved: ${how} estimated ${made?.rows ?? 0} rows, within the approval.auto_approve max_rows ${cap} of ${tables.join(', ')}`;
+  return {
+    run: {
+      ...decision,
+      rule: 'approval.auto_approved',
+      reason: `${why} (rule approval.auto_approved). ${decision.reason}`.trim(),
+      writes: { ...decision.writes, bound: { min: 0, max: cap, rule: 'approval.auto_approve_exceeded', why: `it was auto-approved under the approval.auto_approve max_rows ${cap} of ${tables.join(', ')}` } },
+    },
+  };
+}
+
+/**
+ * The decision an approved statement runs under: bound to the trial count its reviewer saw, within
+ * the rule's row_tolerance_percent (rolled back outside it). A planner's estimate binds nothing (it
+ * is rough), nor does a write whose RETURNING rows the policy's max_rows must cut (a bound write's
+ * rows are not cut).
+ */
+export function boundToEstimate(decision: Allowed, row: Pick<ApprovalRow, 'estimated_rows' | 'estimate_method'>, policy: PolicyRow): Allowed {
+  const writes = decision.writes;
+  if (writes.rows !== 'counted' || row.estimate_method !== 'trial' || row.estimated_rows === null || (writes.returning && policy.max_rows)) return decision;
+  const seen = Number(row.estimated_rows);
+  const tolerance = policy.approval.row_tolerance_percent ?? 0;
+  const slack = Math.floor((seen * tolerance) / 100);
+  const within = tolerance === 0 ? 'exactly' : `within ${tolerance}% of`;
+  return {
+    ...decision,
+    writes: { ...writes, bound: { min: Math.max(0, seen - slack), max: seen + slack, rule: 'approval.count_drift', why: `its reviewer approved it as affecting ${seen} rows (a trial run's count), and the policy's approval.row_tolerance_percent ${tolerance} lets it run only ${within} that` } },
+  };
+}
+
+/** A held statement sent where the gateway cannot hold it (MCP's explain, a proxy without approval services): refused, saying where it can be held. */
 export function holdUnavailable(hold: Hold, where: string): { readonly rule: 'approval.unavailable'; readonly sqlstate: '0A000'; readonly reason: string } {
   return {
     rule: 'approval.unavailable',
     sqlstate: '0A000',
-    reason: `this statement needs a human's approval: ${hold.reason}; the gateway holds statements for approval only when they are sent as a simple query on the Postgres wire (psql -c, or a driver's query without parameters), not ${where}, so it did not run (rule approval.unavailable)`,
+    reason: `this statement needs a human's approval: ${hold.reason}; the gateway holds statements for approval on the Postgres wire (with or without parameters) and through MCP's query tool, not ${where}, so it did not run (rule approval.unavailable)`,
   };
 }
 
 export const noticeOf = (approvalId: string): string => `statement held for approval (request ${approvalId}); waiting for a reviewer`;
 
-/** The request a held statement becomes, bound to its exact text, its credential and its policy's version. */
+/** The request a held statement becomes, bound to its exact text, its parameters, its credential and its policy's version. */
 export function heldRequest(facts: {
-  readonly credential: CredentialRow;
+  readonly approvalId?: string;
+  readonly source: ApprovalSource;
+  readonly credential: Pick<CredentialRow, 'credential_id' | 'project_id' | 'database_id'>;
   readonly policy: PolicyRow;
   readonly sql: string;
   readonly decision: Allowed;
   readonly hold: Hold;
+  readonly params: readonly (string | null)[];
+  readonly formats?: readonly number[];
+  readonly estimate: Estimate | null;
   readonly sessionId: string;
   readonly region: string;
   readonly now: Date;
 }): z.input<typeof ApprovalRequested.schema> {
   const { credential, policy, sql, decision, hold } = facts;
   return {
-    approval_id: newId('apr_'),
+    approval_id: facts.approvalId ?? newId('apr_'),
     project_id: credential.project_id,
     database_id: credential.database_id,
     policy_profile_id: policy.policy_id,
@@ -70,11 +129,12 @@ export function heldRequest(facts: {
     normalized_sql: statementIdentity(sql).normalized_sql || sql,
     statement_kind: decision.statementKind || 'other',
     target_tables: [...decision.tablesWritten],
-    estimated_rows: null,
+    estimated_rows: facts.estimate === null ? null : String(facts.estimate.rows),
+    estimate_method: facts.estimate?.method ?? null,
     expires_at: new Date(facts.now.getTime() + policy.approval.expiry_seconds * 1000).toISOString(),
-    source: 'wire',
+    source: facts.source,
     policy_version: policy.version,
-    binding: bindingOf({ sql, params: [], credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version }),
+    binding: bindingOf({ sql, params: facts.params, ...(facts.formats ? { formats: facts.formats } : {}), credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version }),
     hold_rule: hold.rule,
     hold_reason: hold.reason,
   };
@@ -120,9 +180,15 @@ export function awaitDecision(services: ApprovalServices, request: z.input<typeo
       else if (row && row.status !== 'pending') finish(row);
     };
     timer = setTimeout(() => void lapse(), Math.max(0, Date.parse(request.expires_at) - Date.now()) + 50).unref();
-    // Decided before the listener was attached.
+    // Decided before the listener was attached (and perhaps forgotten by the view since: read from its stream).
     const known = services.approvals.get(approvalId);
     if (known && known.status !== 'pending') finish(known);
+    else if (!known) {
+      void services.approvals.getOrRead(approvalId, approvalStream(approvalId)).then(
+        (row) => row && row.status !== 'pending' && finish(row),
+        () => undefined,
+      );
+    }
   });
 }
 
@@ -146,11 +212,11 @@ export function notRunError(row: ApprovalRow): { readonly sqlstate: string; read
  * Why an approved request may not run in this session now, if it may not: it is bound to the
  * exact text, the credential, and the policy at the version it was held under.
  */
-export function bindingBroken(row: ApprovalRow, credential: CredentialRow, policy: PolicyRow | undefined, sql: string): string | undefined {
+export function bindingBroken(row: ApprovalRow, credential: CredentialRow, policy: PolicyRow | undefined, sql: string, bound: Pick<BindingFacts, 'params' | 'formats'>): string | undefined {
   if (!policy || policy.status !== 'active') return 'the credential’s policy profile is gone';
   if (policy.policy_id !== row.policy_profile_id || policy.version !== row.policy_version) return `the policy profile changed since the statement was held (version ${row.policy_version}, now ${policy.version})`;
   if (credential.status !== 'active') return `the credential is ${credential.status}`;
-  const binding = bindingOf({ sql, params: [], credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version });
+  const binding = bindingOf({ sql, ...bound, credentialId: credential.credential_id, policyId: policy.policy_id, policyVersion: policy.version });
   return binding === row.binding ? undefined : 'the statement is not the one that was approved';
 }
 

@@ -3,13 +3,14 @@
  * waited for with the upstream connection handed back, and once approved checked against what was
  * approved and taken for running, at most once. The session runs the statement it returns.
  */
-import { approval, approvalStream } from '../commands/approvals/approval.js';
+import { approval, approvalStream, type ApprovalCommand } from '../commands/approvals/approval.js';
 import { handle } from '../commands/handle.js';
 import type { ApprovalRow } from '../projections/approvals.js';
 import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
 import { approvalDecision, type ApprovalFacts } from './approval-audit.js';
-import { awaitDecision, bindingBroken, heldRequest, holdUnavailable, noticeOf, notRunError, onRequest, type ApprovalServices, type Hold } from './approval-hold.js';
+import type { BoundParams } from './approval-extended.js';
+import { awaitDecision, bindingBroken, boundToEstimate, heldRequest, holdUnavailable, noticeOf, notRunError, onRequest, type ApprovalServices, type Hold, withEstimate } from './approval-hold.js';
 import type { Decision } from './decisions.js';
 import type { Statement } from './pipeline.js';
 import type { StatementDecision } from './policy/hook.js';
@@ -27,6 +28,8 @@ export interface WireHold {
   readonly credential: CredentialRow;
   readonly policies: LiveView<PolicyRow>;
   readonly sql: string;
+  /** Its parameters as bound (approval-extended.ts); none for a simple query. */
+  readonly bound?: BoundParams;
   readonly decision: Allowed;
   readonly hold: Hold;
   readonly sessionId: string;
@@ -60,17 +63,25 @@ export async function holdOnWire(facts: WireHold): Promise<{ decision: Allowed; 
   if (facts.inTransaction) {
     return void facts.refuse(refusalOf(facts, 'approval.in_transaction', '25001', `this statement needs a human's approval: ${hold.reason}; statements are held for approval outside transaction blocks only, so it did not run (rule approval.in_transaction); end the transaction (COMMIT or ROLLBACK) and send it on its own`));
   }
-  const request = heldRequest({ credential, policy, sql: facts.sql, decision: facts.decision, hold, sessionId: facts.sessionId, region: facts.region, now: new Date() });
+  const params = facts.bound?.params ?? [];
+  const formats = facts.bound?.formats;
+  // The estimate runs on a connection of its own: the session's goes back first (a pool of one has no other).
+  facts.released();
+  const asText = facts.bound ? facts.bound.text : [];
+  const estimated = await withEstimate(policy, facts.decision, hold, () => (asText && services.estimate?.(credential, facts.decision.sql, asText)) || Promise.resolve(null));
+  if (facts.closed()) return undefined;
+  if ('run' in estimated) return { decision: estimated.run, statement: statementOf({ sql: facts.sql, decision: estimated.run }) };
+  const request = heldRequest({ source: 'wire', credential, policy, sql: facts.sql, params, ...(formats ? { formats } : {}), decision: facts.decision, hold: estimated.hold, estimate: estimated.estimate, sessionId: facts.sessionId, region: facts.region, now: new Date() });
   const approvalId = request.approval_id;
   const audited: ApprovalFacts = { ...request, credential_id: request.credential_id ?? null, target_tables: [...(request.target_tables ?? [])] };
   const actor = `proxy:${facts.sessionId}`;
   try {
     await handle(services.store, approvalStream(approvalId), approval, { kind: 'request', request }, { correlationId: `approval-${approvalId}`, actor });
   } catch {
-    return void facts.refuse(refusalOf(facts, 'approval.unavailable', '58000', `this statement needs a human's approval: ${hold.reason}; the approval request could not be recorded, so it did not run (rule approval.unavailable); retry shortly`));
+    return void facts.refuse(refusalOf(facts, 'approval.unavailable', '58000', `this statement needs a human's approval: ${request.hold_reason}; the approval request could not be recorded, so it did not run (rule approval.unavailable); retry shortly`));
   }
   // The progress row goes before any outcome of the request: no decision can be made before the request exists.
-  facts.publish(approvalDecision(audited, { event: 'approval_requested', source: 'wire', rule: hold.rule, reason: hold.reason, ts: new Date().toISOString() }));
+  facts.publish(approvalDecision(audited, { event: 'approval_requested', source: 'wire', rule: request.hold_rule, reason: request.hold_reason, ts: new Date().toISOString() }));
   facts.notice(encodeNoticeResponse({ severity: 'NOTICE', code: '01000', message: noticeOf(approvalId) }));
   facts.released();
 
@@ -104,16 +115,18 @@ export async function holdOnWire(facts: WireHold): Promise<{ decision: Allowed; 
 }
 
 async function approved(facts: WireHold, services: ApprovalServices, row: ApprovalRow, actor: string): Promise<{ decision: Allowed; statement: Statement } | undefined> {
-  const broken = bindingBroken(row, facts.credential, facts.policies.get(facts.credential.policy_profile_id), facts.sql);
+  const policy = facts.policies.get(facts.credential.policy_profile_id);
+  const broken = bindingBroken(row, facts.credential, policy, facts.sql, facts.bound ?? { params: [] });
   if (broken) {
     await onRequest(services, row.approval_id, { kind: 'fail', sqlstate: '55000', message: broken }, actor).catch(() => undefined);
     return void facts.refuse(refusalOf(facts, 'approval.binding', '55000', `approval request ${row.approval_id} was approved, but ${broken} (rule approval.binding); the statement did not run`));
   }
-  const decision = facts.redecide();
-  if (!decision) {
+  const redecided = facts.redecide();
+  if (!redecided || !policy) {
     await onRequest(services, row.approval_id, { kind: 'fail', sqlstate: '42501', message: 'the policy refused the statement when it was about to run' }, actor).catch(() => undefined);
     return undefined;
   }
+  const decision = boundToEstimate(redecided, row, policy);
   const taken = await onRequest(services, row.approval_id, { kind: 'start', executor: `wire:${facts.sessionId}` }, actor);
   if (taken) return void facts.refuse(refusalOf(facts, 'approval.failed', '55000', `approval request ${row.approval_id} cannot run: ${taken.message} (rule approval.failed)`));
   const said = row.reason === '' ? '' : `: ${row.reason}`;
@@ -124,9 +137,14 @@ async function approved(facts: WireHold, services: ApprovalServices, row: Approv
   statement.tagged = (tag) => {
     affected = (affected ?? 0) + (taggedRows(tag) ?? 0);
   };
-  statement.settled = (ok) => {
-    const command = ok ? { kind: 'executed' as const, rowsAffected: affected ?? statement.rows } : { kind: 'fail' as const, sqlstate: 'XX000', message: statement.lost ? 'the connection closed before the statement’s end was seen; it may have run' : 'the statement ran and failed upstream' };
-    void onRequest(services, row.approval_id, command, actor).catch(() => undefined);
-  };
+  statement.settled = (ok) => void onRequest(services, row.approval_id, settledCommand(statement, ok, affected), actor).catch(() => undefined);
   return { decision, statement };
+}
+
+/** How an approved statement's run ends its request: executed with its rows, or failed (rolled back by its guard, failed upstream, or lost). */
+export function settledCommand(statement: Pick<Statement, 'verdict' | 'lost' | 'rows'>, ok: boolean, affected: number | undefined): ApprovalCommand {
+  const refused = statement.verdict?.event === 'blocked' ? statement.verdict : undefined;
+  if (refused) return { kind: 'fail', sqlstate: refused.rule === 'write_cap.exceeded' ? '54000' : '55000', message: refused.reason };
+  if (ok) return { kind: 'executed', rowsAffected: affected ?? statement.rows };
+  return { kind: 'fail', sqlstate: 'XX000', message: statement.lost ? 'the connection closed before the statement’s end was seen; it may have run' : 'the statement ran and failed upstream' };
 }

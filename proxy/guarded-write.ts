@@ -11,7 +11,7 @@
 import { serialize } from 'pg-protocol';
 import { encodeCommandComplete, encodeErrorResponse, encodeNoticeResponse } from './protocol/backend.js';
 import type { Rewrite, Statement } from './pipeline.js';
-import { capExceeded, ROLLED_BACK_NOTICE, ROLLED_BACK_RULE, taggedRows, type WriteGuard } from './policy/write-guard.js';
+import { guardBroken, ROLLED_BACK_NOTICE, ROLLED_BACK_RULE, taggedRows, type WriteGuard } from './policy/write-guard.js';
 
 /**
  * Fails the transaction it is sent in, whatever the connection holds: a named Parse of text that
@@ -56,8 +56,8 @@ export function guardedReplies(statement: Statement, guard: WriteGuard, outcome:
     // A result suspended at the client's row limit has no tag yet: its rows cannot be counted.
     if (message.kind !== 'CommandComplete' && message.type !== 's') return undefined;
     const rows = message.kind === 'CommandComplete' ? taggedRows(message.tag) : undefined;
-    if (guard.cap !== undefined && (rows === undefined || rows > guard.cap)) {
-      const exceeded = capExceeded(guard.cap, rows);
+    const exceeded = guardBroken(guard, rows);
+    if (exceeded) {
       statement.verdict = { event: 'blocked', rule: exceeded.rule, reason: exceeded.reason, rows: rows ?? 0 };
       outcome.undo = true;
       outcome.refused = true;

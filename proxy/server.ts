@@ -14,6 +14,7 @@ import type { Keyring } from '../src/crypto/seal.js';
 import { encodeEvent } from '../src/events/envelope.js';
 import { CredentialUsed } from '../src/events/credentials.js';
 import type { ProxyStore } from '../src/store/port.js';
+import { estimateOnPool } from './approval-estimate.js';
 import { lostToRestart, onRequest } from './approval-hold.js';
 import { Budgets, sessionBudgets, type SpentSource } from './budgets.js';
 import { DecisionPublisher } from './decisions.js';
@@ -27,7 +28,7 @@ import { endRefusedSessions } from './ip-rules.js';
 import { throughProxyProtocol, type ProxyProtocolOptions } from './proxy-protocol-gate.js';
 import { SessionRegistry } from './session-registry.js';
 import { Session } from './session.js';
-import { Upstreams } from './upstreams.js';
+import { Upstreams, type UpstreamHandle } from './upstreams.js';
 import { logEvent } from '../src/log-events.js';
 import { CATALOG_TIMING, CatalogSnapshots } from './upstream/catalog-snapshot.js';
 import { UpstreamError } from './upstream/connection.js';
@@ -191,6 +192,11 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   // A policy that starts masking with hash: its project's key is read before its sessions' next statements need it.
   policies.onChange((_, __, after) => void hashKeys.forPolicy(after, (error) => logger.warn({ err: error, project_id: after?.project_id }, 'could not read a project’s hash key')));
 
+  const upstreamFor = (credential: CredentialRow): Promise<UpstreamHandle | undefined> => {
+    const policy = policies.get(credential.policy_profile_id);
+    const choice = upstreamChoice(policy, policyRoles.get(credential.policy_profile_id), credential.database_id);
+    return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role, sandboxBranchOf(policy, branches.values(), credential.database_id));
+  };
   const context = {
     credentials,
     budgets,
@@ -198,11 +204,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     honeytokens,
     hashKeys,
     // A read-only policy provisioned on the credential's database runs as its own upstream role.
-    upstreamFor: (credential: CredentialRow) => {
-      const policy = policies.get(credential.policy_profile_id);
-      const choice = upstreamChoice(policy, policyRoles.get(credential.policy_profile_id), credential.database_id);
-      return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role, sandboxBranchOf(policy, branches.values(), credential.database_id));
-    },
+    upstreamFor,
     readRouting: { routes: (databaseId: string) => monitor.routes(databaseId), next: (databaseId: string) => monitor.next(databaseId), readYourWritesMs: replicaOptions.readYourWritesMs, metrics },
     catalogs,
     decisions,
@@ -214,7 +216,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     maxMessageBytes: options.maxMessageBytes,
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
-    approvals: { store, approvals },
+    approvals: { store, approvals, estimate: async (credential: CredentialRow, sql: string, params: readonly (string | null)[]) => estimateOnPool(await upstreamFor(credential).catch(() => undefined), credential.credential_id, sql, params) },
     resultCaches: new ResultCaches((databaseId: string) => databases.get(databaseId)?.cache_config, cacheMetricsOf(metrics)),
     ipRules,
     ...(options.admission ? { admission: options.admission } : {}),

@@ -1,6 +1,8 @@
-import { holdFor } from './approval-hold.js';
+import { serialize } from 'pg-protocol';
+import { boundParams } from './approval-extended.js';
+import { holdFor, type Hold } from './approval-hold.js';
 import { errorsHidden, undoneSync } from './guarded-write.js';
-import type { Rewrite } from './pipeline.js';
+import type { Rewrite, Statement } from './pipeline.js';
 import { writeGuardOf } from './policy/write-guard.js';
 import { preparedStatements } from './prepared.js';
 import { encodeCloseComplete, encodeCommandComplete, encodeParseComplete, encodeReadyForQuery } from './protocol/backend.js';
@@ -11,24 +13,35 @@ import type { UpstreamAccess } from './session-acquire.js';
 import { statementOf, type Allowed } from './session-audit.js';
 import type { GuardedWrites } from './session-guarded.js';
 import { missHooks, type SessionResults } from './cache/session-results.js';
+import type { SessionHolds } from './session-holds.js';
 import type { SessionHost } from './session-host.js';
 import { parseToRun, policyChanged } from './session-statements.js';
 import type { StatementGate } from './statement-gate.js';
+
+/** Ends an extended batch upstream (held). */
+const SYNC = serialize.sync();
 
 /**
  * A session's extended query protocol: Parse, Bind, Describe, Execute, Close and Sync. Each Parse
  * is decided by the policy and prepared under a server name of its own (session-statements.ts);
  * a statement is prepared again on whatever pooled connection its Bind or Describe reaches, and
- * decided again at Bind. An Execute is counted against the budget, capped by max_rows, or guarded
- * (session-guarded.ts). After a refusal the rest of the batch is skipped until Sync.
+ * decided again at Bind. An Execute is counted against the budget, held for approval
+ * (session-holds.ts), capped by max_rows, or guarded (session-guarded.ts). After a refusal the rest
+ * of the batch is skipped until Sync.
  */
 export class ExtendedProtocol {
+  /** The Binds of portals whose statement the approval rules hold: its Execute is held, bound to their parameters. */
+  private readonly heldBinds = new Map<string, Bind>();
+  /** An Execute of this batch (since the last Sync) was sent: a held one may not end the batch early. */
+  private ranInBatch = false;
+
   constructor(
     private readonly host: SessionHost,
     private readonly gate: StatementGate,
     private readonly access: UpstreamAccess,
     private readonly guarded: GuardedWrites,
     private readonly results: SessionResults,
+    private readonly holds: SessionHolds,
   ) {}
 
   parse({ name, sql, paramTypes, raw }: Parse): Promise<void> | void {
@@ -77,6 +90,8 @@ export class ExtendedProtocol {
     const { portalRows } = this.host;
     this.host.statements.portals.set(message.portal, current);
     this.results.cache.bound(message, this.host.statements.named.get(message.statement)?.parse ?? this.host.statements.unnamed!.parse);
+    if (holdFor(this.host.context.policies.get(this.host.credential!.policy_profile_id), current.decision)) this.heldBinds.set(message.portal, message);
+    else this.heldBinds.delete(message.portal);
     const made = this.gate.rowCap(current.decision) === undefined ? undefined : onReply('2', portalRows.made(message.portal));
     return this.withStatement(message.statement, message.raw, renameBindStatement, '2', made);
   }
@@ -86,13 +101,42 @@ export class ExtendedProtocol {
     return this.preparedStatement(message.name) ? this.withStatement(message.name, message.raw, renameTarget, 'Tn') : undefined;
   }
 
+  execute(message: Execute): Promise<void> | void {
+    const { host } = this;
+    const allowed = host.statements.portals.get(message.portal);
+    if (this.gate.overBudget(allowed?.sql ?? '', 'extended')) return;
+    const bind = this.heldBinds.get(message.portal);
+    const hold = allowed && bind && holdFor(host.context.policies.get(host.credential!.policy_profile_id), allowed.decision);
+    if (hold) return this.held(allowed, bind, hold, message);
+    return this.run(allowed, statementOf(allowed), message);
+  }
+
+  /**
+   * An Execute held for approval. What its batch sent before it (Parse, Bind, Describe) ran nothing:
+   * that batch is ended upstream (a Sync whose reply the client does not see), so the connection
+   * goes back while the statement waits; once approved, its Bind is sent again (its reply hidden:
+   * the client had it) on whatever connection it runs on, then it runs as any Execute.
+   */
+  private async held(allowed: Allowed, bind: Bind, hold: Hold, message: Execute): Promise<void> {
+    const { host } = this;
+    if (host.status === 'I' && host.upstream.server && !this.ranInBatch) {
+      host.send(SYNC, { ends: 'Z', suppress: true });
+      host.unsynced = false;
+    }
+    const run = await this.holds.held(allowed.sql, allowed.decision, hold, 'extended', boundParams(bind), this.ranInBatch);
+    if (!run || host.closed) return;
+    if (run.decision.sql !== allowed.decision.sql) return void this.gate.refuse(allowed.sql, 'extended', policyChanged(bind.statement, run.decision));
+    const approved = { ...allowed, decision: run.decision };
+    host.statements.portals.set(bind.portal, approved);
+    await this.withStatement(bind.statement, bind.raw, renameBindStatement, '2', undefined, true);
+    if (!host.closed && !host.skipUntilSync) await this.run(approved, run.statement, message);
+  }
+
   /** Execute under a row cap asks the server for no more rows than the cap leaves for the portal, so the server stops producing. */
-  execute({ portal, maxRows, raw }: Execute): Promise<void> | void {
+  private run(allowed: Allowed | undefined, statement: Statement, { portal, maxRows, raw }: Execute): Promise<void> | void {
     const { host, gate } = this;
     const { context, portalRows } = host;
-    const allowed = host.statements.portals.get(portal);
-    if (gate.overBudget(allowed?.sql ?? '', 'extended')) return;
-    const statement = statementOf(allowed);
+    this.ranInBatch = true;
     // Each Execute of a prepared write invalidates what it writes, not only its Parse.
     if (allowed) this.results.cache.decided(this.results.databaseId, allowed.decision);
     const guard = allowed && writeGuardOf(context.policies.get(host.credential!.policy_profile_id), allowed.decision.writes);
@@ -128,12 +172,16 @@ export class ExtendedProtocol {
       host.unsynced = true;
       return host.pipeline.expect({ kind: 'synthetic', reply: encodeCloseComplete });
     }
-    if (target === 'P') host.statements.portals.delete(name);
+    if (target === 'P') {
+      host.statements.portals.delete(name);
+      this.heldBinds.delete(name);
+    }
     return host.toServer(raw, { ends: '3', rewrite: target === 'P' && this.gate.rowCap(undefined) !== undefined ? onReply('3', host.portalRows.closed(name)) : undefined });
   }
 
   sync(raw: Buffer): Promise<void> | void {
     const { host } = this;
+    this.ranInBatch = false;
     host.skipUntilSync = false;
     host.unsynced = false;
     if (host.undoAtSync) {
@@ -146,7 +194,7 @@ export class ExtendedProtocol {
   }
 
   /** Bind or Describe of a named statement: prepared first on this connection if it is not yet, then sent under its server name. */
-  private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string, rewrite?: Rewrite): Promise<void> | void {
+  private withStatement(name: string, raw: Buffer, rename: (raw: Buffer, name: string) => Buffer, ends: string, rewrite?: Rewrite, suppress = false): Promise<void> | void {
     const { host } = this;
     const { statements } = host;
     const unnamed = statements.unnamed;
@@ -158,7 +206,7 @@ export class ExtendedProtocol {
           host.send(unnamed.parse, { ends: '1', suppress: true });
           statements.unnamedOn = host.upstream.server;
         }
-        host.send(raw, { ends, rewrite });
+        host.send(raw, { ends, rewrite, suppress });
       }, 'extended');
     }
     // preparedStatement made sure the session prepared it.
@@ -166,7 +214,7 @@ export class ExtendedProtocol {
     host.unsynced = true;
     return this.access.withServer(() => {
       if (!preparedStatements(host.upstream.server!).has(statement.serverName)) host.send(statement.parse, { ends: '1', prepares: statement.serverName, suppress: true });
-      host.send(rename(raw, statement.serverName), { ends, rewrite });
+      host.send(rename(raw, statement.serverName), { ends, rewrite, suppress });
     }, 'extended');
   }
 
@@ -195,8 +243,6 @@ export class ExtendedProtocol {
     const decision = gate.decideOn(prepared.sql, credential, policy, 'extended');
     if (decision === prepared.decision) return prepared;
     if (decision.action !== 'allow') return gate.refuse(prepared.sql, 'extended', { ...decision, kind: decision.statementKind });
-    const hold = holdFor(policy, decision);
-    if (hold) return gate.refuseHeld(prepared.sql, decision, hold);
     if (decision.sql !== prepared.decision.sql) return gate.refuse(prepared.sql, 'extended', policyChanged(name, decision));
     return host.statements.redecided(name, prepared, decision);
   }

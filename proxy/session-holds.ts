@@ -1,14 +1,16 @@
+import type { BoundParams } from './approval-extended.js';
 import type { Hold } from './approval-hold.js';
 import { holdOnWire } from './approval-wire.js';
 import type { Statement } from './pipeline.js';
 import type { Allowed } from './session-audit.js';
-import type { SessionHost } from './session-host.js';
+import type { Protocol, SessionHost } from './session-host.js';
 import type { StatementGate } from './statement-gate.js';
 
 /**
- * A session's simple queries held for approval (approval-wire.ts): one waits at a time, with no
- * upstream connection held, until a reviewer decides, it expires, or the wait is ended (the client
- * cancelled it, or the session ended).
+ * A session's statements held for approval (approval-wire.ts), simple queries and Executes of the
+ * extended protocol (bound to their Bind's parameters): one waits at a time, with no upstream
+ * connection held, until a reviewer decides, it expires, or the wait is ended (the client cancelled
+ * it, or the session ended).
  */
 export class SessionHolds {
   private wait: AbortController | undefined;
@@ -18,8 +20,8 @@ export class SessionHolds {
     private readonly gate: StatementGate,
   ) {}
 
-  /** Waits for the held query's decision: what to run once approved, or undefined once the client was answered why not. */
-  async held(sql: string, decision: Allowed['decision'], hold: Hold): Promise<{ readonly decision: Allowed['decision']; readonly statement: Statement } | undefined> {
+  /** Waits for the held statement's decision: what to run once approved, or undefined once the client was answered why not. */
+  async held(sql: string, decision: Allowed['decision'], hold: Hold, protocol: Protocol = 'simple', bound?: BoundParams, ranInBatch = false): Promise<{ readonly decision: Allowed['decision']; readonly statement: Statement } | undefined> {
     const { host, gate } = this;
     const { context } = host;
     const wait = new AbortController();
@@ -30,19 +32,21 @@ export class SessionHolds {
         credential: host.credential!,
         policies: context.policies,
         sql,
+        ...(bound ? { bound } : {}),
         decision,
         hold,
         sessionId: host.id,
         region: context.identity.region,
-        inTransaction: host.status !== 'I',
+        // An extended batch that ran a statement before this one is an implicit transaction block: holding would commit it early.
+        inTransaction: host.status !== 'I' || ranInBatch,
         wait: wait.signal,
         publish: (record) => context.decisions.publish(record),
         notice: (bytes) => host.pipeline.expect({ kind: 'synthetic', reply: () => bytes }),
         released: () => host.releaseIfIdle(),
         closed: () => host.closed,
-        refuse: (refusal) => gate.refuse(sql, 'simple', refusal),
-        answer: (code, message) => host.refuse({ severity: 'ERROR', code, message }, 'simple'),
-        redecide: () => gate.decide(sql, 'simple'),
+        refuse: (refusal) => gate.refuse(sql, protocol, refusal),
+        answer: (code, message) => host.refuse({ severity: 'ERROR', code, message }, protocol),
+        redecide: () => gate.decide(sql, protocol),
       });
     } finally {
       if (this.wait === wait) this.wait = undefined;

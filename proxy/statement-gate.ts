@@ -1,6 +1,5 @@
 import type { CredentialRow } from '../projections/credentials.js';
 import type { PolicyRow } from '../projections/policies.js';
-import { holdFor, holdUnavailable, type Hold } from './approval-hold.js';
 import { DRIVER_METADATA } from './policy/catalog.js';
 import type { HashKey } from './policy/hash-key.js';
 import { statementKind, type StatementDecision } from './policy/hook.js';
@@ -48,8 +47,6 @@ export class StatementGate {
       host.audit.publish(credential, { event: progress.event, projectId: credential.project_id, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
     }
     if (decision.action !== 'allow') return this.refuse(sql, protocol, { ...decision, kind: decision.statementKind });
-    const hold = protocol === 'extended' ? holdFor(policy, decision) : undefined;
-    if (hold) return this.refuseHeld(sql, decision, hold);
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
     if (decision.changesSession) host.pinned = true;
     this.reads.decided(sql, decision);
@@ -83,11 +80,6 @@ export class StatementGate {
     this.host.audit.refused(this.host.credential!, sql, refusal);
     this.host.refuse({ severity: 'ERROR', code: refusal.sqlstate, message: refusal.reason }, protocol);
     return undefined;
-  }
-
-  /** A statement the approval rules hold, sent where it cannot be held (the extended protocol): refused, saying how to send it. */
-  refuseHeld(sql: string, decision: Allowed['decision'], hold: Hold): undefined {
-    return this.refuse(sql, 'extended', { event: 'blocked', ...holdUnavailable(hold, 'through the extended query protocol (Parse, Bind, Execute)'), kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, tablesBlocked: [] });
   }
 
   /** The policy's max_rows, when it caps this statement's results; drivers' own type lookups are not the agent's results. */

@@ -30,10 +30,10 @@ export async function approvalsPastExpiry(db: pg.Pool, now: Date, limit = 1_000)
   return rows.map((r) => r.approval_id);
 }
 
-/** The newest request of a credential bound to `binding` (statement, parameters, policy version): the one an agent's repeated call concerns. */
+/** The newest MCP request of a credential bound to `binding` (statement, parameters, policy version): where an agent's repeated call starts looking. */
 export async function latestBoundApproval(db: pg.Pool, credentialId: string, binding: string): Promise<ApprovalRow | undefined> {
   const { rows } = await db.query<{ row: ApprovalRow }>(
-    `select to_jsonb(a) as row from rm.approvals a where credential_id = $1 and binding = $2 order by requested_at desc, approval_id desc limit 1`,
+    `select to_jsonb(a) as row from rm.approvals a where credential_id = $1 and binding = $2 and source = 'mcp' order by requested_at desc, approval_id desc limit 1`,
     [credentialId, binding],
   );
   return rows[0]?.row;

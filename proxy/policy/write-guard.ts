@@ -11,7 +11,7 @@ import { statementKinds } from './kinds.js';
 /** What a message writes: no rows; one INSERT, UPDATE or DELETE whose command tag counts them; or rows no tag counts (`what`). */
 export type WriteShape =
   | { readonly rows: 'none'; readonly ddl: boolean }
-  | { readonly rows: 'counted'; readonly ddl: boolean; readonly returning: boolean }
+  | { readonly rows: 'counted'; readonly ddl: boolean; readonly returning: boolean; readonly bound?: RowBounds }
   | { readonly rows: 'uncounted'; readonly ddl: boolean; readonly what: string };
 
 const WRITE_NODES: ReadonlySet<string> = new Set(['InsertStmt', 'UpdateStmt', 'DeleteStmt', 'MergeStmt']);
@@ -59,17 +59,50 @@ function returns(stmt: Node): boolean {
   return isObject(fields) && Array.isArray(fields.returningList) && fields.returningList.length > 0;
 }
 
-/** How a policy has the gateway run a counted write: under a cap of rows, rolled back, or both; undefined when it runs as sent. */
+/**
+ * The rows a write that runs under an approval rule must affect, or it is rolled back: an approved
+ * write within its tolerance of the trial count its reviewer saw, an auto-approved one within its
+ * ceiling (approval-hold.ts). Set on the write's shape for that one execution.
+ */
+export interface RowBounds {
+  readonly min: number;
+  readonly max: number;
+  readonly rule: 'approval.count_drift' | 'approval.auto_approve_exceeded';
+  /** What the bounds come from, as the refusal says it. */
+  readonly why: string;
+}
+
+/** How a policy has the gateway run a counted write: under a cap of rows, rolled back, or both, and within bounds; undefined when it runs as sent. */
 export interface WriteGuard {
   readonly cap: number | undefined;
   readonly rollback: boolean;
+  readonly bound?: RowBounds;
 }
 
 export function writeGuardOf(policy: Pick<PolicyRow, 'read_only' | 'max_affected_rows' | 'write_mode'> | undefined, shape: WriteShape): WriteGuard | undefined {
   if (!policy || policy.read_only || shape.rows !== 'counted') return undefined;
   const cap = policy.max_affected_rows ?? undefined;
   const rollback = policy.write_mode === 'rollback';
+  if (shape.bound) return { cap, rollback, bound: shape.bound };
   return cap === undefined && !rollback ? undefined : { cap, rollback };
+}
+
+/** Why a guarded write must be rolled back and refused, once its rows are known (undefined: not counted); undefined when it may stand. */
+export function guardBroken(guard: WriteGuard, rows: number | undefined): { readonly rule: string; readonly sqlstate: string; readonly reason: string } | undefined {
+  if (guard.cap !== undefined && (rows === undefined || rows > guard.cap)) return capExceeded(guard.cap, rows);
+  const bound = guard.bound;
+  if (bound && (rows === undefined || rows < bound.min || rows > bound.max)) return boundsBroken(bound, rows);
+  return undefined;
+}
+
+function boundsBroken(bound: RowBounds, rows: number | undefined): { readonly rule: string; readonly sqlstate: '55000'; readonly reason: string } {
+  const affected = rows === undefined ? 'its rows could not be counted' : `it affected ${rows} rows`;
+  const range = bound.min === bound.max ? `exactly ${bound.min}` : `${bound.min} to ${bound.max}`;
+  return {
+    rule: bound.rule,
+    sqlstate: '55000',
+    reason: `${bound.why}, so it had to affect ${range} rows; ${affected}, so it was rolled back and nothing changed (rule ${bound.rule})`,
+  };
 }
 
 export interface WriteRefusal {

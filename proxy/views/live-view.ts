@@ -7,6 +7,8 @@ export interface LiveViewSpec<R> {
   keyOf(event: RecordedEvent): string | undefined;
   /** A read model's own pure evolve step. */
   evolve(row: R | undefined, event: RecordedEvent): R | null;
+  /** Whether a row is kept in memory; one that is not is still heard by `onChange`, then forgotten (a later event starts it from nothing). Absent: every row. */
+  keep?(row: R): boolean;
 }
 
 /**
@@ -50,13 +52,18 @@ export class LiveView<R> {
     if (key === undefined) return;
     const before = this.rows.get(key);
     const after = this.spec.evolve(before, event) ?? undefined;
-    if (after === undefined) this.rows.delete(key);
+    if (after === undefined || (this.spec.keep && !this.spec.keep(after))) this.rows.delete(key);
     else this.rows.set(key, after);
     for (const listener of this.listeners) listener(key, before, after);
   }
 
   get(key: string): R | undefined {
     return this.rows.get(key);
+  }
+
+  /** How many rows the view holds now. */
+  get size(): number {
+    return this.rows.size;
   }
 
   /** Every row the view holds now. */

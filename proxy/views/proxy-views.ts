@@ -13,6 +13,9 @@ import { evolvePolicyRoles, type PolicyRoles } from './policy-roles.js';
 
 const afterPrefix = (prefix: string) => (event: { stream: string }) => event.stream.slice(prefix.length);
 
+/** A request a wire session may still wait on or run, or a restart must end: pending, or approved and not yet ended. */
+export const openOnWire = (row: ApprovalRow): boolean => row.source === 'wire' && (row.status === 'pending' || row.status === 'approved');
+
 /**
  * The proxy's in-memory views. Each follows only its own control-plane category (`credential-`,
  * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`, `iprules-`), so audit appends never wake one.
@@ -29,8 +32,8 @@ export function proxyViews(store: Omit<ProxyStore, 'append'>) {
     organizations: new LiveView<OrganizationRow>(store, { streamPrefix: 'org-', keyOf: afterPrefix('org-'), evolve: evolveOrganization }),
     /** Sandbox branches: where write_mode sandbox sessions run (proxy/sandbox.ts). */
     branches: new LiveView<BranchRow>(store, { streamPrefix: 'branch-', keyOf: branchIdOf, evolve: evolveBranch }),
-    /** Held statements wait on their request's decision here. */
-    approvals: new LiveView<ApprovalRow>(store, { streamPrefix: 'approval-', keyOf: approvalIdOf, evolve: evolveApproval }),
+    /** Held statements wait on their request's decision here; only open wire requests are kept, so memory is bounded by the statements held. */
+    approvals: new LiveView<ApprovalRow>(store, { streamPrefix: 'approval-', keyOf: approvalIdOf, evolve: evolveApproval, keep: openOnWire }),
     /** Each project's IP rules, checked at every login. */
     ipRules: new LiveView<IpRulesRow>(store, { streamPrefix: 'iprules-', keyOf: ipRulesProjectOf, evolve: evolveIpRules }),
   };

@@ -18,6 +18,10 @@ import {
   Timestamp,
 } from './fields.js';
 
+/** `trial`: the exact rows of a run rolled back; `plan`: the planner's estimate (EXPLAIN), when the trial ran out of time. */
+export const EstimateMethod = z.enum(['trial', 'plan']);
+export type EstimateMethod = z.infer<typeof EstimateMethod>;
+
 /** Where a held statement came from: its wire session waits for it; an MCP request is run by the agent's next call. */
 export const ApprovalSource = z.enum(['wire', 'mcp']);
 export type ApprovalSource = z.infer<typeof ApprovalSource>;
@@ -45,6 +49,8 @@ export const ApprovalRequested = defineEvent(
     target_tables: z.array(TableName).max(1_000),
     /** A planner estimate or a rolled-back trial count; null when unknown. */
     estimated_rows: Int64String.nullable(),
+    /** How estimated_rows was made (proxy/approval-estimate.ts); null or absent when it was not. */
+    estimate_method: EstimateMethod.nullable().optional(),
     expires_at: Timestamp,
     source: ApprovalSource,
     policy_version: z.int().min(1),

@@ -61,6 +61,8 @@ export const ApprovalRule = z.strictObject({
   tables: z.array(QualifiedTable).max(10_000).optional(),
   /** `schema.table` → a ceiling under which a counted write to it is not held; never a schema change. Absent: none. */
   auto_approve: z.record(QualifiedTable, AutoApprove).optional(),
+  /** How far (percent of the trial count its reviewer saw) an approved write's rows may drift before it is rolled back; absent: 0, exact. */
+  row_tolerance_percent: z.int().min(0).max(100).optional(),
 });
 export type ApprovalRule = z.infer<typeof ApprovalRule>;
 

@@ -147,12 +147,14 @@ describe('statements held for approval on the wire', () => {
     }
   });
 
-  it('refuses a held statement sent through the extended protocol (0A000), never running it unheld', async () => {
+  it('refuses a held statement with parameters inside a transaction block (25001), never running it unheld', async () => {
     const { client } = await openSession(agent.connection_string);
     try {
+      await client.query('begin');
       const error = await client.query('update orders set amount = 9 where id = $1', [4]).then(() => undefined, (e: unknown) => e as { code?: string; message: string });
-      expect(error).toMatchObject({ code: '0A000' });
-      expect(error!.message).toContain('rule approval.unavailable');
+      expect(error).toMatchObject({ code: '25001' });
+      expect(error!.message).toContain('rule approval.in_transaction');
+      await client.query('rollback');
       expect(await upstreamAmount(4)).toBe('5');
     } finally {
       await client.end();
@@ -166,7 +168,7 @@ describe('statements held for approval on the wire', () => {
       const held = await callTool(client, 'query', { sql });
       expect(held.isError).toBe(true);
       const view = (held._meta as Record<string, { approval_id: string; status: string; expires_at: string; estimated_rows: number | null }>)['pgward/approval']!;
-      expect(view).toMatchObject({ status: 'pending', estimated_rows: null });
+      expect(view).toMatchObject({ status: 'pending', estimated_rows: 1, estimate_method: 'trial' });
       expect(textOf(held)).toContain(`Held for a human’s approval (decision_rule approval.held, request ${view.approval_id}, expires ${view.expires_at})`);
       await pendingFor(sql);
       const again = await callTool(client, 'query', { sql });

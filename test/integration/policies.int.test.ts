@@ -53,11 +53,13 @@ describe('policy profiles', () => {
     expect(fields).toEqual(['allowed_tables.0', 'masked_columns.public.customers', 'masked_columns.public.customers.email', 'max_rows']);
   });
 
-  it('keeps approval rules as given: held kinds, row threshold, tables, per-table auto-approve ceilings, expiry', async () => {
-    const approval = { held_kinds: ['update', 'delete'], row_threshold: 100, expiry_seconds: 600, tables: ['public.orders', 'audit.*'], auto_approve: { 'public.orders': { max_rows: 5 } } };
+  it('keeps approval rules as given: held kinds, row threshold, tables, per-table auto-approve ceilings, expiry, tolerance (0 when not given)', async () => {
+    const approval = { held_kinds: ['update', 'delete'], row_threshold: 100, expiry_seconds: 600, tables: ['public.orders', 'audit.*'], auto_approve: { 'public.orders': { max_rows: 5 } }, row_tolerance_percent: 10 };
     const response = await api.call(owner.apiKey, { method: 'POST', url: url(), payload: { name: 'approvals kept', read_only: false, approval } });
     expect(response.statusCode).toBe(201);
     expect((response.json() as { approval: unknown }).approval).toEqual(approval);
+    const plain = await api.call(owner.apiKey, { method: 'POST', url: url(), payload: { name: 'approvals defaulted', read_only: false, approval: { held_kinds: ['update'] } } });
+    expect((plain.json() as { approval: unknown }).approval).toEqual({ held_kinds: ['update'], row_threshold: null, expiry_seconds: 3600, tables: [], auto_approve: {}, row_tolerance_percent: 0 });
   });
 
   it('refuses malformed approval rules strictly, naming each field, and saves nothing', async () => {
@@ -73,6 +75,7 @@ describe('policy profiles', () => {
           expiry_seconds: 0,
           tables: ['orders', 'public.orders', 'public.orders'],
           auto_approve: { 'public.*': { max_rows: 5 }, 'public.orders': { max_rows: 0 }, 'public.items': { max_rows: 1.5 }, 'public.x': { max_rows: 3, ddl: true } },
+          row_tolerance_percent: 101,
           hold_everything: true,
         },
       },
@@ -88,6 +91,7 @@ describe('policy profiles', () => {
       'approval.expiry_seconds',
       'approval.held_kinds.1',
       'approval.row_threshold',
+      'approval.row_tolerance_percent',
       'approval.tables',
       'approval.tables.0',
     ]);

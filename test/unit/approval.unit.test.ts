@@ -8,28 +8,10 @@ import { lostToRestart } from '../../proxy/approval-hold.js';
 import { decodeEvent, type CatalogEvent } from '../../src/events/catalog.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import type { RecordedEvent } from '../../src/store/port.js';
+import { approvalRequest } from '../support/approval-request.js';
 
 const ID = 'apr_aaaaaaaaaaaaaaaaaaaaaaaaaa';
-const request = {
-  approval_id: ID,
-  project_id: 'prj_aaaaaaaaaaaaaaaaaaaaaaaaaa',
-  database_id: 'db_aaaaaaaaaaaaaaaaaaaaaaaaaa',
-  policy_profile_id: 'pol_aaaaaaaaaaaaaaaaaaaaaaaaaa',
-  credential_id: 'agt_aaaaaaaaaaaaaaaaaaaaaaaaaa',
-  session_id: 'px.1.1',
-  region: 'local',
-  sql: 'update orders set amount = 0 where id = 1',
-  normalized_sql: 'update orders set amount = $1 where id = $2',
-  statement_kind: 'update',
-  target_tables: ['public.orders'],
-  estimated_rows: '1',
-  expires_at: '2026-01-01T01:00:00.000Z',
-  source: 'wire' as const,
-  policy_version: 1,
-  binding: 'b'.repeat(64),
-  hold_rule: 'approval.held_kind',
-  hold_reason: 'held',
-};
+const request = approvalRequest({ approval_id: ID });
 const BEFORE = '2026-01-01T00:30:00.000Z';
 const AFTER = '2026-01-01T01:00:00.000Z';
 

@@ -28,7 +28,11 @@ const ApprovalRequest = z
     normalized_sql: z.string(),
     statement_kind: z.string(),
     target_tables: z.array(z.string()),
-    estimated_rows: z.int().nullable().describe('A planner estimate; not a guarantee'),
+    estimated_rows: z.int().nullable().describe('An estimate of the rows it affects, made before it was held: see estimate_method; null when none could be made'),
+    estimate_method: z
+      .enum(['trial', 'plan'])
+      .nullable()
+      .describe('trial: the exact rows of a run rolled back at once (an approved write that then affects other rows, beyond the rule’s row_tolerance_percent, is rolled back); plan: the planner’s estimate (EXPLAIN), when the trial ran out of time'),
     hold_rule: z.string().describe('The approval rule that held it'),
     hold_reason: z.string(),
     status: ApprovalStatus,
@@ -58,6 +62,7 @@ function toApproval(row: ApprovalRow): z.infer<typeof ApprovalRequest> {
     statement_kind: row.statement_kind,
     target_tables: row.target_tables,
     estimated_rows: row.estimated_rows === null ? null : Number(row.estimated_rows),
+    estimate_method: row.estimate_method ?? null,
     hold_rule: row.hold_rule,
     hold_reason: row.hold_reason,
     status: row.status,

@@ -48,8 +48,14 @@ const Approval = z.strictObject({
     .record(ExactTable, z.strictObject({ max_rows: z.int().min(1).max(INT4_MAX).describe('Writes estimated at most this many rows run without a decision, capped at it') }))
     .default({})
     .describe('schema.table → a ceiling under which a held single INSERT, UPDATE or DELETE of it is not held; never a schema change or a write whose rows cannot be counted'),
+  row_tolerance_percent: z
+    .int()
+    .min(0)
+    .max(100)
+    .default(0)
+    .describe('An approved write whose rows at execution differ from the trial count its reviewer saw by more than this percent is rolled back (request failed); 0: exactly'),
 });
-export const DEFAULT_APPROVAL = { held_kinds: [], row_threshold: null, expiry_seconds: 3600, tables: [], auto_approve: {} };
+export const DEFAULT_APPROVAL = { held_kinds: [], row_threshold: null, expiry_seconds: 3600, tables: [], auto_approve: {}, row_tolerance_percent: 0 };
 
 
 const RowFilters = z
@@ -124,6 +130,7 @@ const PolicyApproval = z.object({
   expiry_seconds: z.int(),
   tables: z.array(z.string()),
   auto_approve: z.record(z.string(), z.object({ max_rows: z.int() })),
+  row_tolerance_percent: z.int(),
 });
 
 export const PolicyProfile = z
@@ -149,7 +156,7 @@ export function toPolicy(row: PolicyRow): z.infer<typeof PolicyProfile> {
     max_rows: row.max_rows,
     queries_per_day: row.queries_per_day,
     bytes_per_month: Number(row.bytes_per_month),
-    approval: { tables: [], auto_approve: {}, ...row.approval },
+    approval: { tables: [], auto_approve: {}, row_tolerance_percent: 0, ...row.approval },
     honeytokens: row.honeytokens,
     audit_mode: row.audit_mode as z.infer<typeof AuditMode>,
     allow_catalog: row.allow_catalog,

@@ -74,7 +74,7 @@ export async function admit(context: AgentContext, sql: string, options: { reado
   if (decision.action === 'allow' && hold && options.holds) return { held: decision, hold };
   if (decision.action === 'allow' && hold) {
     // A tool that cannot hold a statement (explain) refuses it: it never runs unheld.
-    const held = { event: 'blocked' as const, ...holdUnavailable(hold, 'through MCP'), tablesBlocked: [] };
+    const held = { event: 'blocked' as const, ...holdUnavailable(hold, 'through this tool'), tablesBlocked: [] };
     audit(context, { ...held, sql, kind: decision.statementKind, ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
     return { refused: refusal(held) };
   }

@@ -9,7 +9,7 @@ import { audit } from './audit.js';
 import { stillUsable } from './auth.js';
 import type { AgentContext } from './context.js';
 import { refusal, upstreamRefusal, type Allowed } from './gate.js';
-import { capExceeded, ROLLED_BACK_NOTICE, ROLLED_BACK_RULE, taggedRows, writeGuardOf, type WriteGuard } from '../../../proxy/policy/write-guard.js';
+import { guardBroken, ROLLED_BACK_NOTICE, ROLLED_BACK_RULE, taggedRows, writeGuardOf, type WriteGuard } from '../../../proxy/policy/write-guard.js';
 import { MAX_RESULT_BYTES, StatementFailed } from './statement.js';
 import type { TypedResult } from './upstream.js';
 import { upstreamRule, UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
@@ -66,9 +66,10 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     if (decision.progress.length > 0) void context.services.databases.schemaChanged(context.credential, context.upstream);
     const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
     const affected = taggedRows(result.command);
-    if (guard?.cap !== undefined && (affected === undefined || affected > guard.cap)) {
-      // Rolled back: the write touched more rows than the cap (or none could be counted).
-      const exceeded = { event: 'blocked' as const, tablesBlocked: [], ...capExceeded(guard.cap, affected ?? 0) };
+    const broken = guard && guardBroken(guard, affected);
+    if (broken) {
+      // Rolled back: the write touched more rows than the cap or its approval allows (or none could be counted).
+      const exceeded = { event: 'blocked' as const, tablesBlocked: [], ...broken };
       audit(context, { ...facts, event: 'blocked', rule: exceeded.rule, reason: exceeded.reason, ran: true, rows: affected ?? 0, bytes: result.bytes, latencyUs });
       return refusal(exceeded);
     }
@@ -120,8 +121,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
 /** Whether a guarded write's transaction commits: not under write_mode rollback, nor past the cap (nor when its rows cannot be counted). */
 function keeps(guard: WriteGuard, command: string): boolean {
   if (guard.rollback) return false;
-  const rows = taggedRows(command);
-  return rows !== undefined && (guard.cap === undefined || rows <= guard.cap);
+  return guardBroken(guard, taggedRows(command)) === undefined;
 }
 
 /**

@@ -18,6 +18,7 @@ export const approvalStatus: AgentTool<typeof ApprovalStatusInput> = {
     status: z.enum(['pending', 'approved', 'rejected', 'expired', 'executed', 'failed']),
     expires_at: z.string(),
     estimated_rows: z.int().nullable(),
+    estimate_method: z.enum(['trial', 'plan']).nullable().describe('trial: the exact rows of a run rolled back; plan: the planner’s estimate'),
     held_because: z.string(),
     decided_by: z.string().nullable(),
     reason: z.string(),

@@ -64,8 +64,8 @@ export const query: AgentTool<typeof QueryInput> = {
     const policyCap = context.policy?.max_rows ?? null;
     const cap: Cap = policyCap !== null && policyCap <= max_rows ? { rows: policyCap, by: 'policy' } : { rows: max_rows, by: 'request' };
     const values = params.map(bound);
-    const answer = async (approvalId?: string): Promise<CallToolResult> => {
-      const ran = await runAllowed(context, sql, allowed, values, cap, approvalId);
+    const answer = async (approvalId?: string, decision = allowed): Promise<CallToolResult> => {
+      const ran = await runAllowed(context, sql, decision, values, cap, approvalId);
       return isRan(ran) ? resultOf(ran) : ran;
     };
     return 'held' in admitted ? heldQuery(context, sql, values, admitted.held, admitted.hold, answer) : answer();
