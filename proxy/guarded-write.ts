@@ -9,7 +9,7 @@
  * and a client's explicit transaction is failed, as any error fails it.
  */
 import { serialize } from 'pg-protocol';
-import { encodeCommandComplete, encodeErrorResponse, encodeNoticeResponse } from './protocol/backend.js';
+import { commandTag, encodeCommandComplete, encodeErrorResponse, encodeNoticeResponse } from './protocol/backend.js';
 import type { Rewrite, Statement } from './pipeline.js';
 import { guardBroken, ROLLED_BACK_NOTICE, ROLLED_BACK_RULE, taggedRows, type WriteGuard } from './policy/write-guard.js';
 
@@ -55,7 +55,8 @@ export function guardedReplies(statement: Statement, guard: WriteGuard, outcome:
     if (options.simple && EXTENDED_ONLY.has(message.type)) return null;
     // A result suspended at the client's row limit has no tag yet: its rows cannot be counted.
     if (message.kind !== 'CommandComplete' && message.type !== 's') return undefined;
-    const rows = message.kind === 'CommandComplete' ? taggedRows(message.tag) : undefined;
+    const tag = message.kind === 'CommandComplete' ? commandTag(message) : undefined;
+    const rows = tag === undefined ? undefined : taggedRows(tag);
     const exceeded = guardBroken(guard, rows);
     if (exceeded) {
       statement.verdict = { event: 'blocked', rule: exceeded.rule, reason: exceeded.reason, rows: rows ?? 0 };
@@ -67,7 +68,7 @@ export function guardedReplies(statement: Statement, guard: WriteGuard, outcome:
     statement.verdict = { event: statement.event, rule: ROLLED_BACK_RULE, reason: `${ROLLED_BACK_NOTICE}. ${statement.reason}`.trim(), rows: rows ?? 0 };
     outcome.undo = true;
     const notice = encodeNoticeResponse({ severity: 'NOTICE', code: '01000', message: ROLLED_BACK_NOTICE });
-    return Buffer.concat([notice, message.kind === 'CommandComplete' ? encodeCommandComplete(message.tag) : PORTAL_SUSPENDED]);
+    return Buffer.concat([notice, tag === undefined ? PORTAL_SUSPENDED : encodeCommandComplete(tag)]);
   };
 }
 

@@ -1,5 +1,5 @@
 import type { CacheOutcome } from './cache/caches.js';
-import { encodeErrorResponse, type ErrorFields, type ScannedMessage, type TransactionStatus } from './protocol/backend.js';
+import { commandTag, encodeErrorResponse, type ErrorFields, type ScannedMessage, type TransactionStatus } from './protocol/backend.js';
 
 /** A statement whose completion is audited: rows and bytes are counted from its replies. */
 export interface Statement {
@@ -193,7 +193,7 @@ export class ResponsePipeline {
     if (statement) {
       statement.bytes += message.bytes;
       if (delivered && message.kind === 'Run' && message.type === 'D') statement.rows += message.count;
-      else if (message.kind === 'CommandComplete' && statement.tagged) statement.tagged(message.tag);
+      else if (message.kind === 'CommandComplete' && statement.tagged) statement.tagged(commandTag(message));
     }
     if (message.kind === 'ErrorResponse') {
       if (statement) statement.failed = true;

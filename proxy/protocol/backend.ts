@@ -202,8 +202,24 @@ export type ScannedMessage =
   | (Scanned & { readonly kind: 'ParameterStatus'; readonly name: string; readonly value: string })
   | (Scanned & { readonly kind: 'Authentication'; readonly code: number; readonly data: Buffer })
   | (Scanned & { readonly kind: 'Run'; readonly type: 'D' | 'd'; readonly count: number })
-  | (Scanned & { readonly kind: 'CommandComplete'; readonly tag: string })
+  | CommandCompleteMessage
   | (Scanned & { readonly kind: 'Other' });
+
+/**
+ * A CommandComplete, checked as it is scanned (one terminated string) but not decoded: few
+ * statements need their tag (commandTag reads it), and a result of many small statements would
+ * otherwise pay a string for each.
+ */
+export type CommandCompleteMessage = Scanned & {
+  readonly kind: 'CommandComplete';
+  /** The message body, a view into the chunk that completed it: the tag and its terminator. */
+  readonly body: Buffer;
+};
+
+/** The command tag of a CommandComplete ("INSERT 0 3", "SELECT 20"). */
+export function commandTag(message: CommandCompleteMessage): string {
+  return message.body.toString('utf8', 0, message.body.length - 1);
+}
 
 interface Run {
   readonly kind: 'Run';
@@ -336,10 +352,11 @@ function decodeScanned(type: string, body: Buffer, bytes: number, end: number): 
     case 'E':
       return { ...at, kind: 'ErrorResponse', error: decodeErrorFields(body) };
     case 'C': {
-      const reader = new BodyReader(body, 'CommandComplete');
-      const tag = reader.cstring();
-      reader.end();
-      return { ...at, kind: 'CommandComplete', tag };
+      // The checks BodyReader's cstring() and end() make, without decoding the tag.
+      const nul = body.indexOf(0);
+      if (nul < 0) throw new BodyReader(body, 'CommandComplete').fail('missing string terminator');
+      if (nul !== body.length - 1) throw new BodyReader(body, 'CommandComplete').fail(`${body.length - 1 - nul} unexpected trailing bytes`);
+      return { type, bytes, end, kind: 'CommandComplete', body };
     }
     case 'K': {
       const reader = new BodyReader(body, 'BackendKeyData');

@@ -5,30 +5,18 @@
  * itself does not); acknowledging and resolving work once each, the same call twice answers 409;
  * `pgward projections rebuild --verify` reproduces the read models.
  */
-import { chmod, mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freePort } from '../support/free-port.js';
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
-import { pgwardCli, startPgward, type PgwardProcess } from '../support/pgward-process.js';
+import { pgwardCli } from '../support/pgward-process.js';
+import { projectDatabase, startServe, type ServedPgward, type ServeOrg } from '../support/serve-fixture.js';
 
-let dataDir: string;
 let upstream: TestDatabase;
-let env: NodeJS.ProcessEnv;
-let server: PgwardProcess | undefined;
-let apiKey: string;
+let served: ServedPgward | undefined;
+let org: ServeOrg;
 let projectId: string;
 
-async function call(method: string, path: string, payload?: object): Promise<{ status: number; body: Record<string, unknown> }> {
-  const response = await fetch(`${server!.httpUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${apiKey}`, ...(payload ? { 'content-type': 'application/json' } : {}) },
-    ...(payload ? { body: JSON.stringify(payload) } : {}),
-  });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
-}
+const call = (method: string, path: string, payload?: object) => org.call(method, path, payload);
 
 async function created(path: string, payload: object): Promise<Record<string, unknown>> {
   const { status, body } = await call('POST', path, payload);
@@ -37,38 +25,20 @@ async function created(path: string, payload: object): Promise<Record<string, un
 }
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'pgward-anomalies-'));
-  await chmod(dataDir, 0o755);
   upstream = await freshDatabase('anomaly_alerts');
   const seed = new pg.Client({ connectionString: upstream.url });
   await seed.connect();
   await seed.query(`create table orders (id int primary key, total int not null); insert into orders select g, g from generate_series(1, 10) g;
     create table api_keys (id int primary key, secret text not null); insert into api_keys values (1, 'sk_live_canary');`);
   await seed.end();
-  const httpPort = await freePort();
-  const { PGWARD_STATE_URL: _s, EVENTSTORE_URL: _e, NATS_URL: _n, ...rest } = process.env;
-  env = {
-    ...rest,
-    PGWARD_DATA_DIR: join(dataDir, '.pgward'),
-    PGWARD_HTTP_PORT: String(httpPort),
-    PGWARD_PROXY_PORT: String(await freePort()),
-    PGWARD_EMBEDDED_PG_PORT: String(await freePort()),
-    PGWARD_PUBLIC_HOST: '127.0.0.1',
-    PGWARD_LOG_LEVEL: 'warn',
-  };
-  server = await startPgward(['serve'], env, httpPort);
-  const org = pgwardCli(['admin', 'create-org', '--name', 'Anomalies', '--plan', 'pro'], env);
-  expect(org.status, org.stderr).toBe(0);
-  apiKey = (JSON.parse(org.stdout) as { api_key: string }).api_key;
-  const target = new URL(upstream.url);
-  const database = { host: target.hostname, port: Number(target.port || 5432), name: target.pathname.slice(1), username: decodeURIComponent(target.username), password: decodeURIComponent(target.password) || 'trust', ssl_mode: 'disable' };
-  projectId = ((await created('/v1/projects', { name: 'anomalies', org_id: (JSON.parse(org.stdout) as { org_id: string }).org_id, database })) as { project: { id: string } }).project.id;
+  served = await startServe({ label: 'anomalies' });
+  org = served.createOrg('Anomalies');
+  projectId = ((await created('/v1/projects', { name: 'anomalies', org_id: org.orgId, database: projectDatabase(upstream) })) as { project: { id: string } }).project.id;
 }, 180_000);
 
 afterAll(async () => {
-  await server?.stop();
+  await served?.stop();
   await upstream?.drop();
-  await rm(dataDir, { recursive: true, force: true });
 });
 
 describe('a honeytoken tripped through node-postgres', () => {
@@ -116,7 +86,7 @@ describe('a honeytoken tripped through node-postgres', () => {
 
   it('pgward projections rebuild --verify reproduces the anomaly read models', () => {
     for (const name of ['anomaly_windows', 'anomalies']) {
-      const result = pgwardCli(['projections', 'rebuild', name, '--verify'], env);
+      const result = pgwardCli(['projections', 'rebuild', name, '--verify'], served!.env);
       expect(result.status, `${result.stdout}\n${result.stderr}`).toBe(0);
       expect(result.stdout).toContain('"identical": true');
     }

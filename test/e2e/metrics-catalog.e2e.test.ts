@@ -5,51 +5,30 @@
  * expression of ops/prometheus/alerts.yml and ops/grafana/pgward.json parses with the Prometheus
  * project's grammar and names only metrics that /metrics serves.
  */
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import type { SyntaxNode } from '@lezer/common';
 import { parser } from '@prometheus-io/lezer-promql';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { freePort } from '../support/free-port.js';
-import { startPgward, type PgwardProcess } from '../support/pgward-process.js';
+import { startServe, type ServedPgward } from '../support/serve-fixture.js';
 
 /** Made by Prometheus for every target it scrapes, not by the target. */
 const PROMETHEUS_MADE = new Set(['up']);
 /** PromQL functions whose argument must be a counter (or a histogram's buckets, sum or count). */
 const COUNTER_FUNCTIONS = new Set(['Rate', 'Increase', 'Irate']);
 
-let dataDir: string;
-let server: PgwardProcess | undefined;
+let pgward: ServedPgward | undefined;
 /** Metric families on /metrics: name → type. */
 let served: Map<string, string>;
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'pgward-metrics-'));
-  await chmod(dataDir, 0o755);
-  const httpPort = await freePort();
-  const { PGWARD_STATE_URL: _s, EVENTSTORE_URL: _e, NATS_URL: _n, ...rest } = process.env;
-  server = await startPgward(
-    ['serve'],
-    {
-      ...rest,
-      PGWARD_DATA_DIR: join(dataDir, '.pgward'),
-      PGWARD_HTTP_PORT: String(httpPort),
-      PGWARD_PROXY_PORT: String(await freePort()),
-      PGWARD_EMBEDDED_PG_PORT: String(await freePort()),
-      PGWARD_PUBLIC_HOST: '127.0.0.1',
-      PGWARD_LOG_LEVEL: 'warn',
-    },
-    httpPort,
-  );
-  const exposition = await fetch(`${server.httpUrl}/metrics`).then((response) => response.text());
+  pgward = await startServe({ label: 'metrics' });
+  const exposition = await fetch(`${pgward.server.httpUrl}/metrics`).then((response) => response.text());
   served = new Map([...exposition.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map(([, name, type]) => [name!, type!]));
 }, 180_000);
 
 afterAll(async () => {
-  await server?.stop();
-  await rm(dataDir, { recursive: true, force: true });
+  await pgward?.stop();
 });
 
 /** The rows of the metrics table in docs/operations.md: name → type. */

@@ -7,41 +7,30 @@
  */
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateAnchorKey } from '../../src/crypto/checkpoint.js';
-import { freePort } from '../support/free-port.js';
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
-import { metricValue, pgwardCli, startPgward, waitFor, workerPid, type PgwardProcess } from '../support/pgward-process.js';
+import { metricValue, waitFor, workerPid, type PgwardProcess } from '../support/pgward-process.js';
+import { projectDatabase, startServe, type ServedPgward, type ServeOrg } from '../support/serve-fixture.js';
 import { missingTool } from '../support/tools.js';
 import { startReceiver, verified, type Envelope, type WebhookReceiver } from '../support/webhook-receiver.js';
 
 const noPsql = missingTool('psql');
 
-let dataDir: string;
 let state: TestDatabase;
 let upstream: TestDatabase;
-let env: NodeJS.ProcessEnv;
-let proxyPort: number;
+let served: ServedPgward | undefined;
 let server: PgwardProcess | undefined;
+let org: ServeOrg;
 let receiver: WebhookReceiver;
-let apiKey: string;
 let projectId: string;
 let policyId: string;
 let webhook: { id: string; secret: string };
 
-async function call(method: string, path: string, payload?: object): Promise<{ status: number; body: Record<string, unknown> }> {
-  const response = await fetch(`${server!.httpUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${apiKey}`, ...(payload ? { 'content-type': 'application/json' } : {}) },
-    ...(payload ? { body: JSON.stringify(payload) } : {}),
-  });
-  const text = await response.text();
-  return { status: response.status, body: text === '' ? {} : (JSON.parse(text) as Record<string, unknown>) };
-}
+const call = (method: string, path: string, payload?: object) => org.call(method, path, payload);
 
 async function agent(name: string): Promise<{ id: string; url: string }> {
   const created = await call('POST', `/v1/projects/${projectId}/agents`, { name, policy_profile_id: policyId });
@@ -52,7 +41,6 @@ async function agent(name: string): Promise<{ id: string; url: string }> {
 const envelopes = (): Envelope[] => receiver.received.map((r) => verified(r, webhook.secret));
 
 beforeAll(async () => {
-  dataDir = await mkdtemp(join(tmpdir(), 'pgward-webhooks-'));
   state = await freshDatabase('webhooks_state');
   upstream = await freshDatabase('webhooks_up');
   const seed = new pg.Client({ connectionString: upstream.url });
@@ -60,33 +48,18 @@ beforeAll(async () => {
   await seed.query(`create table public.orders (id int primary key, total int not null); insert into public.orders select g, g from generate_series(1, 10) g;
     create table public.api_keys (id int primary key, secret text not null); insert into public.api_keys values (1, 'sk_live_canary');`);
   await seed.end();
-  const anchor = join(dataDir, 'anchor.pem');
-  await writeFile(anchor, generateAnchorKey(), { mode: 0o600 });
-  const httpPort = await freePort();
-  proxyPort = await freePort();
-  const { PGWARD_STATE_URL: _s, EVENTSTORE_URL: _e, NATS_URL: _n, ...rest } = process.env;
-  env = {
-    ...rest,
-    PGWARD_STATE_URL: state.url,
-    PGWARD_MASTER_KEY: randomBytes(32).toString('base64'),
-    PGWARD_AUDIT_ANCHOR_KEY: anchor,
-    PGWARD_DATA_DIR: join(dataDir, '.pgward'),
-    PGWARD_HTTP_PORT: String(httpPort),
-    PGWARD_PROXY_PORT: String(proxyPort),
-    PGWARD_PUBLIC_HOST: '127.0.0.1',
-    PGWARD_LOG_LEVEL: 'debug',
-    PGWARD_WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8',
-  };
-  server = await startPgward(['serve'], env, httpPort);
-  const org = pgwardCli(['admin', 'create-org', '--name', 'Webhooks', '--plan', 'pro'], env);
-  expect(org.status, org.stderr).toBe(0);
-  apiKey = (JSON.parse(org.stdout) as { api_key: string }).api_key;
-  const target = new URL(upstream.url);
-  const project = await call('POST', '/v1/projects', {
-    name: 'webhooks',
-    org_id: (JSON.parse(org.stdout) as { org_id: string }).org_id,
-    database: { host: target.hostname, port: Number(target.port || 5432), name: upstream.name, username: decodeURIComponent(target.username), password: decodeURIComponent(target.password) || 'trust', ssl_mode: 'disable' },
+  served = await startServe({
+    label: 'webhooks',
+    stateUrl: state.url,
+    env: async (dataDir) => {
+      const anchor = join(dataDir, 'anchor.pem');
+      await writeFile(anchor, generateAnchorKey(), { mode: 0o600 });
+      return { PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_AUDIT_ANCHOR_KEY: anchor, PGWARD_LOG_LEVEL: 'debug', PGWARD_WEBHOOK_ALLOWED_NETWORKS: '127.0.0.0/8' };
+    },
   });
+  server = served.server;
+  org = served.createOrg('Webhooks');
+  const project = await call('POST', '/v1/projects', { name: 'webhooks', org_id: org.orgId, database: projectDatabase(upstream) });
   projectId = (project.body.project as { id: string }).id;
   const canary = await call('POST', `/v1/projects/${projectId}/honeytokens`, { kind: 'table', target: 'public.api_keys', disable_credential: true });
   const policy = await call('POST', `/v1/projects/${projectId}/policies`, { name: 'orders', read_only: true, allowed_tables: ['public.orders', 'public.api_keys'], honeytokens: [canary.body.id] });
@@ -98,11 +71,10 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  await server?.stop();
+  await served?.stop();
   await receiver?.close();
   await upstream?.drop();
   await state?.drop();
-  await rm(dataDir, { recursive: true, force: true });
 });
 
 describe('webhooks in pgward serve', () => {

@@ -12,90 +12,41 @@
  *   and does not take the process down with an unhandled 'error' event.
  */
 import type pg from 'pg';
-import { pino } from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { BusRecord } from '../../proxy/decisions.js';
+import { describe, expect, it } from 'vitest';
 import { applyBatch } from '../../projections/runner.js';
 import type { Projection } from '../../projections/projection.js';
 import { auditProjection, auditStream, checkpointStream } from '../../projections/audit.js';
 import { createCheckpointer } from '../../src/audit/checkpointer.js';
 import { PreparedEntries } from '../../src/audit/prepared-entries.js';
 import { encodeEvent } from '../../src/events/envelope.js';
-import { createMemoryBus } from '../../src/bus/memory.js';
-import type { DecisionBus } from '../../src/bus/port.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import { AuditCheckpointSigned, AuditGapRecorded, StatementDecided } from '../../src/events/audit.js';
-import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { createPool } from '../../src/pg/pool.js';
-import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
-import { admin, freshDatabase, type TestDatabase } from '../support/pg.js';
+import { useIngestFixture } from '../support/ingest-fixture.js';
+import { admin } from '../support/pg.js';
+import { waitFor } from '../support/wire.js';
 
 const PROJECT = 'prj_ingestfailures0000000000';
-const PROXY = 'failing-proxy';
+const fixture = useIngestFixture('ingest_failures', PROJECT, 'failing-proxy');
+const { decisionAt, publish, batch, trail } = fixture;
+const proxyGap = (from: number, to: number) => fixture.gap(from, to, 'bus_unavailable');
 
-let db: TestDatabase;
-let store: PostgresEventStore;
-let bus: DecisionBus;
-let ingest: RunningIngest | undefined;
-
-beforeEach(async () => {
-  db = await freshDatabase('ingest_failures');
-  store = await createPostgresEventStore(db.url, { poolSize: 4 });
-  bus = createMemoryBus();
-});
-
-afterEach(async () => {
-  await ingest?.stop();
-  ingest = undefined;
-  await bus.close();
-  await store.close();
-  await db.drop();
-});
-
-function decisionAt(seq: number): StatementDecided {
-  return {
-    event: 'query', project_id: PROJECT, credential_id: null, session_id: 'failing.1', source: 'wire', region: 'local', client_ip: '', ts: new Date().toISOString(),
-    sql: `select ${seq}`, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'bypass', rows_returned: '1', bytes_out: '1',
-    latency_us: 1, tables_read: [], tables_written: [], tables_blocked: [], parsed: false, approval_id: null, proxy_id: PROXY, boot_epoch: 1, seq: String(seq),
-  } as StatementDecided;
-}
-
-let published = 0;
-async function publish(record: BusRecord | Record<string, unknown>): Promise<void> {
-  await bus.publish({ id: `record-${++published}`, data: Buffer.from(JSON.stringify(record)) });
-}
-const batch = (...seqs: number[]): BusRecord => ({ kind: 'batch', decisions: seqs.map(decisionAt) });
-const proxyGap = (from: number, to: number) => ({
-  kind: 'gap', project_id: PROJECT, proxy_id: PROXY, boot_epoch: 1, from_seq: String(from), to_seq: String(to), count: String(to - from + 1), reason: 'bus_unavailable', ts: new Date().toISOString(),
-});
-
-async function trail(): Promise<{ type: string; data: Record<string, unknown> }[]> {
-  return (await store.readStream(auditStream(PROJECT))).map((e) => ({ type: e.type, data: JSON.parse(Buffer.from(e.data).toString('utf8')) as Record<string, unknown> }));
-}
-
-async function until(what: string, probe: () => Promise<boolean>, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const gapMarkers = async () => (await trail()).filter((e) => e.type === AuditGapRecorded.type).map((e) => e.data);
 
 describe('ingest: holes in a proxy sequence', () => {
   it('records no second marker for the part of a hole the proxy’s own gap marker explained, when the rest of the hole arrives late', async () => {
     // A grace long enough that the hole 3..10 is not due before 3..4 arrive.
-    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 1_500 });
+    const ingest = await fixture.start({ holeGraceMs: 1_500 });
     await publish(batch(1, 2));
-    await until('1..2 appended', async () => (await trail()).length === 2);
+    await waitFor(async () => (await trail()).length === 2, 10_000, '1..2 appended');
     // The proxy dropped 5..10 and says so; 3..4 are late (e.g. a publish retried).
     await publish(proxyGap(5, 10));
-    await until('the proxy’s marker appended', async () => (await trail()).length === 3);
+    await waitFor(async () => (await trail()).length === 3, 10_000, 'the proxy’s marker appended');
     await publish(batch(11));
-    await until('11 appended', async () => (await trail()).length === 4);
+    await waitFor(async () => (await trail()).length === 4, 10_000, '11 appended');
     await publish(batch(3, 4));
-    await until('3..4 appended', async () => (await trail()).length === 6);
+    await waitFor(async () => (await trail()).length === 6, 10_000, '3..4 appended');
     await sleep(1_600);
     await ingest.sweepHoles();
     // Nothing is missing that the proxy did not report: 5..10 is one marker, not two (entries_dropped would count 12).
@@ -104,35 +55,35 @@ describe('ingest: holes in a proxy sequence', () => {
 
   it('records a hole whose first recording the store refused, at a later sweep', async () => {
     // The store refuses gap markers for a while (here a constraint; a failover or a full disk alike).
-    await admin(db.url, (client) => client.query(`alter table pgward.events add constraint no_gap_markers check (type <> '${AuditGapRecorded.type}') not valid`));
-    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 50 });
+    await admin(fixture.db.url, (client) => client.query(`alter table pgward.events add constraint no_gap_markers check (type <> '${AuditGapRecorded.type}') not valid`));
+    const ingest = await fixture.start({ holeGraceMs: 50 });
     await publish(batch(1));
     await publish(batch(3));
-    await until('1 and 3 appended', async () => (await trail()).length === 2);
+    await waitFor(async () => (await trail()).length === 2, 10_000, '1 and 3 appended');
     await sleep(100);
     // This sweep (or the timer's, if it came first) tries to record 2..2 and fails.
     await ingest.sweepHoles().catch(() => 0);
-    await admin(db.url, (client) => client.query('alter table pgward.events drop constraint no_gap_markers'));
+    await admin(fixture.db.url, (client) => client.query('alter table pgward.events drop constraint no_gap_markers'));
     await ingest.sweepHoles().catch(() => 0);
-    await until('the hole recorded', async () => (await gapMarkers()).length > 0, 2_500).catch(() => undefined);
+    await waitFor(async () => (await gapMarkers()).length > 0, 2_500, 'the hole recorded').catch(() => undefined);
     expect(await gapMarkers()).toEqual([expect.objectContaining({ from_seq: '2', to_seq: '2', reason: 'sequence_hole' })]);
   });
 });
 
 describe('ingest: holes after a restart', () => {
   it('records no hole for records appended before the restart, and only the part of a hole the store lacks', async () => {
-    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 50 });
+    let ingest = await fixture.start({ holeGraceMs: 50 });
     await publish(batch(1, 2, 3, 4, 5, 6, 7, 8, 9, 10));
-    await until('1..10 appended', async () => (await trail()).length === 10);
+    await waitFor(async () => (await trail()).length === 10, 10_000, '1..10 appended');
     await ingest.stop();
     // A new ingest knows nothing of the proxy's sequence. Record 5 comes again (not acknowledged before the
     // restart, say), then new records: the jump from 5 to 11 is no hole, 6..10 being in the store already.
     // 13 reveals a real one: 12 never arrived.
-    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 50 });
+    ingest = await fixture.start({ holeGraceMs: 50 });
     await publish(batch(5));
     await publish(batch(11));
     await publish(batch(13));
-    await until('11 and 13 appended', async () => (await trail()).length === 12);
+    await waitFor(async () => (await trail()).length === 12, 10_000, '11 and 13 appended');
     await sleep(100);
     await ingest.sweepHoles();
     expect(await gapMarkers()).toEqual([expect.objectContaining({ from_seq: '12', to_seq: '12', count: '1', reason: 'sequence_hole' })]);
@@ -141,34 +92,34 @@ describe('ingest: holes after a restart', () => {
 
 describe('ingest: checkpoints', () => {
   it('signs a checkpoint the store refused once it accepts again, and acknowledges the entries meanwhile', async () => {
-    await admin(db.url, (client) => client.query(`alter table pgward.events add constraint no_checkpoints check (type <> '${AuditCheckpointSigned.type}') not valid`));
+    await admin(fixture.db.url, (client) => client.query(`alter table pgward.events add constraint no_checkpoints check (type <> '${AuditCheckpointSigned.type}') not valid`));
     const keys = { keys: new Map<string, Buffer>() };
     const anchor = loadAnchorKey(generateAnchorKey());
-    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 5, keys, anchor: { keyId: 'failing-anchor', privateKey: anchor.privateKey } } });
+    await fixture.start({ checkpoints: { every: 5, keys, anchor: { keyId: 'failing-anchor', privateKey: anchor.privateKey } } });
     await publish(batch(1, 2, 3, 4, 5, 6));
-    await until('1..6 appended', async () => (await trail()).length === 6);
+    await waitFor(async () => (await trail()).length === 6, 10_000, '1..6 appended');
     // The records were acknowledged: nothing is redelivered.
     await sleep(700);
     expect((await trail()).length).toBe(6);
-    expect(await store.readStream(checkpointStream(PROJECT))).toEqual([]);
-    await admin(db.url, (client) => client.query('alter table pgward.events drop constraint no_checkpoints'));
-    await until('the checkpoint signed', async () => (await store.readStream(checkpointStream(PROJECT))).length === 1, 3_000);
-    const [signed] = await store.readStream(checkpointStream(PROJECT));
+    expect(await fixture.store.readStream(checkpointStream(PROJECT))).toEqual([]);
+    await admin(fixture.db.url, (client) => client.query('alter table pgward.events drop constraint no_checkpoints'));
+    await waitFor(async () => (await fixture.store.readStream(checkpointStream(PROJECT))).length === 1, 3_000, 'the checkpoint signed');
+    const [signed] = await fixture.store.readStream(checkpointStream(PROJECT));
     expect(JSON.parse(Buffer.from(signed!.data).toString('utf8'))).toMatchObject({ project_id: PROJECT, size: '6' });
   });
 
   it('signs the checkpoint an append crosses when a redelivered record shares the append with new ones', async () => {
     const anchor = loadAnchorKey(generateAnchorKey());
     const keys = { keys: new Map() };
-    ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 10, keys, anchor: { keyId: 'failing-anchor', privateKey: anchor.privateKey } } });
+    await fixture.start({ checkpoints: { every: 10, keys, anchor: { keyId: 'failing-anchor', privateKey: anchor.privateKey } } });
     await publish(batch(1, 2, 3, 4, 5, 6, 7, 8));
-    await until('1..8 appended', async () => (await trail()).length === 8);
+    await waitFor(async () => (await trail()).length === 8, 10_000, '1..8 appended');
     // 9..12 are new; 7..8 come again (the proxy retried a publish whose ack it lost) and land in the same append.
     await publish(batch(9, 10, 11, 12));
     await publish(batch(7, 8));
-    await until('9..12 appended', async () => (await trail()).length === 12);
+    await waitFor(async () => (await trail()).length === 12, 10_000, '9..12 appended');
     await sleep(200);
-    const signed = (await store.readStream(checkpointStream(PROJECT))).map((e) => (JSON.parse(Buffer.from(e.data).toString('utf8')) as { size: string }).size);
+    const signed = (await fixture.store.readStream(checkpointStream(PROJECT))).map((e) => (JSON.parse(Buffer.from(e.data).toString('utf8')) as { size: string }).size);
     // The stream went from 8 to 12 entries, past 10: a checkpoint is due.
     expect(signed).toEqual(['12']);
   });
@@ -179,7 +130,7 @@ describe('entries handed to the projection', () => {
     const anchor = loadAnchorKey(generateAnchorKey());
     const keys = { keys: new Map() };
     const handed = new PreparedEntries(4);
-    const checkpointer = createCheckpointer(store, keys, { keyId: 'failing-anchor', privateKey: anchor.privateKey }, handed);
+    const checkpointer = createCheckpointer(fixture.store, keys, { keyId: 'failing-anchor', privateKey: anchor.privateKey }, handed);
     const projection = auditProjection(keys, handed);
     const stream = auditStream(PROJECT);
     const eventsFor = (from: number, to: number) =>
@@ -189,14 +140,14 @@ describe('entries handed to the projection', () => {
       });
     // Appends 1..2 commit; the projection's read of the log comes back before ingest handles the append's reply.
     const first = eventsFor(1, 2);
-    await store.append(stream, first, 'any');
-    await projection.prepare!(await store.readAll(-1n, { streamPrefixes: ['audit-'] }));
+    await fixture.store.append(stream, first, 'any');
+    await projection.prepare!(await fixture.store.readAll(-1n, { streamPrefixes: ['audit-'] }));
     await checkpointer.appended(PROJECT, 0, first);
     // Appends 3..4 in the usual order: handed over, then read and taken by the projection.
     const next = eventsFor(3, 4);
-    const { position } = await store.append(stream, next, 'any');
+    const { position } = await fixture.store.append(stream, next, 'any');
     await checkpointer.appended(PROJECT, 2, next);
-    await projection.prepare!(await store.readAll(position - 2n, { streamPrefixes: ['audit-'] }));
+    await projection.prepare!(await fixture.store.readAll(position - 2n, { streamPrefixes: ['audit-'] }));
     // Nothing waits for the projection: the two entries left are of events it read before they were handed over.
     const started = performance.now();
     await handed.room();
@@ -209,7 +160,7 @@ describe('entries handed to the projection', () => {
  * exceptions (Vitest reports any of the run too; this makes the test itself say so).
  */
 async function withLostConnectionHarness(name: string, work: (pool: pg.Pool, projection: Projection, uncaught: unknown[]) => Promise<void>): Promise<void> {
-  const pool = createPool(db.url, { max: 2 });
+  const pool = createPool(fixture.db.url, { max: 2 });
   const uncaught: unknown[] = [];
   const onUncaught = (error: unknown) => uncaught.push(error);
   process.prependListener('uncaughtException', onUncaught);
@@ -228,7 +179,7 @@ describe('projection transactions', () => {
       await pool.query('create table if not exists public.copied (n integer)');
       const killed = applyBatch(pool, projection, 'public', [], -1n, 0n, async (tx) => {
         const { rows } = await tx.query<{ pid: number }>('select pg_backend_pid() as pid');
-        await admin(db.url, (client) => client.query('select pg_terminate_backend($1)', [rows[0]!.pid]));
+        await admin(fixture.db.url, (client) => client.query('select pg_terminate_backend($1)', [rows[0]!.pid]));
         await sleep(200);
         await tx.copyIn('copied', ['n'], Buffer.from('1\n'));
       });
@@ -253,7 +204,7 @@ describe('COPY through copyIn', () => {
         const pid = me[0]!.pid;
         const copying = tx.copyIn('copied_big', ['n', 't'], rows);
         copying.catch(() => undefined);
-        await admin(db.url, async (client) => {
+        await admin(fixture.db.url, async (client) => {
           const deadline = Date.now() + 5_000;
           while (Date.now() < deadline) {
             const { rows: active } = await client.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where pid = $1 and state = 'active' and query ilike 'copy%'`, [pid]);

@@ -5,6 +5,7 @@ import { Parser } from 'pg-protocol/dist/parser.js';
 import { describe, expect, it } from 'vitest';
 import {
   BackendScanner,
+  commandTag,
   encodeAuthenticationCleartextPassword,
   encodeAuthenticationOk,
   encodeAuthenticationSasl,
@@ -27,6 +28,7 @@ import {
   encodeReadyForQuery,
   encodeRowDescription,
   encodeSslResponse,
+  type CommandCompleteMessage,
   type ErrorFields,
   type ScannedMessage,
   type TransactionStatus,
@@ -529,11 +531,18 @@ function scanAll(chunks: readonly Buffer[]): Report[] {
       expect(scanned.end).toBeGreaterThan(previous);
       expect(scanned.end).toBeLessThanOrEqual(chunk.length);
       previous = scanned.end;
-      appendReport(reports, { ...scanned, end: offset + scanned.end });
+      appendReport(reports, { ...reportOf(scanned), end: offset + scanned.end });
     }
     offset += chunk.length;
   }
   return reports;
+}
+
+/** A scanned message as the model states it: a CommandComplete by its tag. */
+function reportOf(scanned: ScannedMessage): Report {
+  if (scanned.kind !== 'CommandComplete') return { ...scanned };
+  const { body: _body, ...rest } = scanned;
+  return { ...rest, tag: commandTag(scanned) };
 }
 
 function appendReport(reports: Report[], report: Report): void {
@@ -592,6 +601,25 @@ describe('BackendScanner', () => {
     const reports = Array.from(error, (byte) => scanner.scan(Buffer.from([byte])));
     expect(reports.slice(0, -1).every((report) => report.length === 0)).toBe(true);
     expect(reports.at(-1)).toEqual([{ kind: 'ErrorResponse', type: 'E', bytes: error.length, end: 1, error: { severity: 'FATAL', code: '57P01', message: 'terminating connection due to administrator command' } }]);
+  });
+
+  it('keeps a CommandComplete undecoded until its tag is asked for, whole even when it came in pieces', () => {
+    const done = encodeCommandComplete('INSERT 0 12');
+    const scanned = new BackendScanner().scan(done);
+    expect(scanned).toEqual([{ kind: 'CommandComplete', type: 'C', bytes: done.length, end: done.length, body: Buffer.from('INSERT 0 12\0') }]);
+    expect(commandTag(scanned[0] as CommandCompleteMessage)).toBe('INSERT 0 12');
+    const scanner = new BackendScanner();
+    const pieces = Array.from(done, (byte) => scanner.scan(Buffer.from([byte])));
+    expect(pieces.slice(0, -1).every((report) => report.length === 0)).toBe(true);
+    expect(commandTag(pieces.at(-1)![0] as CommandCompleteMessage)).toBe('INSERT 0 12');
+    expect(commandTag(new BackendScanner().scan(encodeCommandComplete(''))[0] as CommandCompleteMessage)).toBe('');
+  });
+
+  it('refuses a CommandComplete that is not one terminated string, as it is scanned', () => {
+    expectViolation(() => new BackendScanner().scan(message('C', Buffer.alloc(0))), /invalid CommandComplete message: missing string terminator/);
+    expectViolation(() => new BackendScanner().scan(message('C', Buffer.from('SELECT 1'))), /invalid CommandComplete message: missing string terminator/);
+    expectViolation(() => new BackendScanner().scan(message('C', Buffer.concat([cstr('SELECT 1'), cstr('x')]))), /invalid CommandComplete message: 2 unexpected trailing bytes/);
+    expectViolation(() => new BackendScanner().scan(message('C', Buffer.concat([cstr(''), Buffer.from([1])]))), /invalid CommandComplete message: 1 unexpected trailing bytes/);
   });
 
   it('skips DataRows larger than the limit for decoded messages', () => {
