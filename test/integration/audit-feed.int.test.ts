@@ -89,7 +89,7 @@ async function publish(decisions: readonly StatementDecided[], perRecord: number
   }
 }
 
-/** Within what an entry hashes as a JSON number (entry.ts refuses more). */
+/** Within what an entry hashes as a JSON number (beyond it the entry is a gap marker, the last test). */
 const exact = (count: string): string => String(BigInt(count) % BigInt(Number.MAX_SAFE_INTEGER));
 
 /** Random decisions, each of one of the projects and with a proxy sequence of its own (so none is a redelivery). */
@@ -172,5 +172,33 @@ describe('the audit projection fed by ingest in the same process', () => {
     await publish(randomDecisions(300, 24), 30);
     await expectComplete(projection);
     expect(reads() - caughtUp).toBeLessThanOrEqual(3);
+  });
+
+  it('a decision with a count beyond 2^53 - 1 stalls nothing: it becomes a counter_out_of_range gap marker, the entries after it are projected, checkpoints signed, and a rebuild matches', async () => {
+    const { projection } = await pipeline();
+    const decisions = randomDecisions(128, 31);
+    const big = (i: number, changes: Partial<StatementDecided>) => (decisions[i] = { ...decisions[i]!, ...changes });
+    big(40, { bytes_out: '9007199254740993' });
+    big(41, { rows_returned: '9223372036854775807' });
+    big(90, { proxy_id: 'feed-proxy-big', seq: '9007199254740993' });
+    await publish(decisions, 16);
+    await expectComplete(projection);
+    const { rows } = await pool.query<{ project_id: string; seq: string; event: string; reason: string; proxy_id: string; gap: unknown; bytes_out: bigint; ts: string }>(
+      `select project_id, seq, event, reason, proxy_id, gap, bytes_out, ts from rm.audit_entries where event = 'gap_marker' order by seq`,
+    );
+    const marker = (d: StatementDecided, gap: unknown) => ({ project_id: d.project_id, event: 'gap_marker', reason: 'counter_out_of_range', proxy_id: d.proxy_id, gap, bytes_out: 0n, ts: d.ts });
+    expect(rows.map(({ seq: _seq, ...row }) => row)).toEqual([
+      marker(decisions[40]!, { from_seq: Number(decisions[40]!.seq), to_seq: Number(decisions[40]!.seq), count: 1 }),
+      marker(decisions[41]!, { from_seq: Number(decisions[41]!.seq), to_seq: Number(decisions[41]!.seq), count: 1 }),
+      marker(decisions[90]!, null),
+    ]);
+    // The event log keeps the decision's values exactly.
+    const stored = (await store.readStream(auditStream(decisions[40]!.project_id))).map((event) => JSON.parse(Buffer.from(event.data).toString('utf8')) as StatementDecided);
+    expect(stored.filter((d) => d.bytes_out === '9007199254740993')).toHaveLength(1);
+    // Each project's 64 entries were covered by a checkpoint: the checkpointer did not stop at the marker either.
+    for (const project of PROJECTS) {
+      const checkpoints = (await store.readStream(`auditcp-${project}`)).map((event) => JSON.parse(Buffer.from(event.data).toString('utf8')) as { size: string });
+      expect(checkpoints.map((c) => c.size)).toEqual(['64']);
+    }
   });
 });
