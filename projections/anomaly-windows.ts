@@ -10,7 +10,7 @@ import { StatementDecided, type AuditEventKind } from '../src/events/audit.js';
 import type { StoredRules } from '../src/events/anomaly-rules.js';
 import { decodeWith, parseJson } from '../src/events/envelope.js';
 import type { RecordedEvent } from '../src/store/port.js';
-import { AUDIT_STREAM_PREFIX } from './audit.js';
+import { AUDIT_STREAM_PREFIX, type AuditEventPayload } from './audit.js';
 import type { Projection, ProjectionTx, ReadModelTable } from './projection.js';
 
 export const ANOMALY_RULES_PREFIX = 'anomalyrules-';
@@ -33,9 +33,10 @@ interface DecisionFields {
   decision_rule: string;
 }
 
-function inputOf(event: RecordedEvent): Input | undefined {
+/** An event; a decision's with the StatementDecided ingest encoded it from, when ingest handed it over in this process (no parse then). */
+function inputOf(event: RecordedEvent & AuditEventPayload): Input | undefined {
   if (event.type === StatementDecided.type) {
-    const d = parseJson(event.data) as DecisionFields;
+    const d: DecisionFields = event.decision ?? (parseJson(event.data) as DecisionFields);
     if (d.credential_id === null) return undefined;
     const activity: Activity = {
       projectId: d.project_id,

@@ -7,6 +7,7 @@
 import { AuditEventKind } from '../src/events/audit.js';
 import type { DecisionFacts } from './decision-record.js';
 import { auditSql } from './audit-text.js';
+import { auditCount } from './audit-count.js';
 import { statementIdentity, type StatementIdentity } from './policy/identity.js';
 
 type SessionFacts = Pick<DecisionFacts, 'projectId' | 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp'>;
@@ -61,7 +62,7 @@ export function decisionMembers(session: string, text: string, outcome: OutcomeF
   const latency = outcome.latencyUs !== null && Number.isFinite(outcome.latencyUs) ? outcome.latencyUs : null;
   return (
     `"event":${EVENT_JSON.get(outcome.event) ?? json(outcome.event)},${session},"ts":${jsonTimestamp(outcome.ts)},${text},"decision_rule":${jsonString(outcome.rule)},"reason":${jsonString(outcome.reason)},` +
-    `"cache_status":"${outcome.ran ? (outcome.cache ?? 'bypass') : 'none'}","rows_returned":"${outcome.rows}","bytes_out":"${outcome.bytes}","latency_us":${latency},` +
+    `"cache_status":"${outcome.ran ? (outcome.cache ?? 'bypass') : 'none'}","rows_returned":"${auditCount(outcome.rows)}","bytes_out":"${auditCount(outcome.bytes)}","latency_us":${latency},` +
     `"tables_blocked":${outcome.tablesBlocked && outcome.tablesBlocked.length > 0 ? json(outcome.tablesBlocked) : '[]'},"approval_id":${outcome.approvalId === undefined ? 'null' : json(outcome.approvalId)}`
   );
 }

@@ -1,4 +1,5 @@
 import type { AuditEventKind, AuditSource } from '../src/events/audit.js';
+import { auditCount } from './audit-count.js';
 import type { Decision } from './decisions.js';
 import type { CacheOutcome } from './cache/caches.js';
 import { statementIdentity } from './policy/identity.js';
@@ -55,8 +56,8 @@ export function decisionRecord(facts: DecisionFacts): Decision {
     decision_rule: facts.rule,
     reason: facts.reason,
     cache_status: facts.ran ? (facts.cache ?? 'bypass') : 'none',
-    rows_returned: String(facts.rows),
-    bytes_out: String(facts.bytes),
+    rows_returned: String(auditCount(facts.rows)),
+    bytes_out: String(auditCount(facts.bytes)),
     latency_us: facts.latencyUs,
     tables_read: [...(facts.tablesRead ?? [])],
     tables_written: [...(facts.tablesWritten ?? [])],

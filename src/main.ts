@@ -27,7 +27,7 @@ import type { Registry } from 'prom-client';
 import { startSweeps } from './sweeps.js';
 import { startIngest } from './ingest/ingest.js';
 import { PreparedEntries } from './audit/prepared-entries.js';
-import { CommittedFeed } from './store/committed-feed.js';
+import { CategoryFeeds } from './store/category-feeds.js';
 import { AUDIT_STREAM_PREFIX } from '../projections/audit.js';
 import type { EventStore } from './store/port.js';
 import { createPostgresEventStore } from './store/postgres.js';
@@ -142,8 +142,8 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     cleanup.push(() => pool.end());
     const store = instrumentStore(await openEventStore(config, state.url), metrics);
     cleanup.push(() => store.close());
-    // ...and the events it appends, so the audit projection need not read them back (dense positions only).
-    const auditFeed = preparedEntries && store.densePositions ? new CommittedFeed(AUDIT_STREAM_PREFIX) : undefined;
+    // ...and the events it appends, so the projections of the audit streams need not read them back (dense positions only).
+    const auditFeeds = preparedEntries && store.densePositions ? new CategoryFeeds(AUDIT_STREAM_PREFIX, store) : undefined;
     const bus = options.bus ?? (await openBus(config));
     if (!options.bus) cleanup.push(() => bus.close());
 
@@ -155,7 +155,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         store,
         pool,
         projection,
-        feed: auditFeed && projection.streamPrefixes.length === 1 && projection.streamPrefixes[0] === auditFeed.streamPrefix ? auditFeed : undefined,
+        feed: auditFeeds?.feedFor(projection.streamPrefixes),
         hooks: {
           onBatch: (name, _count, position) => {
             metrics.projectionPosition.set({ projection: name }, Number(position));
@@ -183,7 +183,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         logger: logger.child({ role: 'ingest' }),
         observe: metrics.ingest,
         checkpoints: { every: config.PGWARD_AUDIT_CHECKPOINT_EVERY, keys: auditKeys, anchor: { keyId: ANCHOR_KEY_NAME, privateKey: anchor!.privateKey }, handOn: preparedEntries },
-        feed: auditFeed,
+        feed: auditFeeds,
       });
       cleanup.push(() => ingest.stop());
     }

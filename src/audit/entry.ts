@@ -87,12 +87,6 @@ function checkSeq(seq: number): void {
   if (!Number.isSafeInteger(seq) || seq < 1) throw new AuditEntryError('seq must be a positive safe integer');
 }
 
-function count(value: string, field: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n)) throw new AuditEntryError(`${field} exceeds 2^53 - 1 and cannot be hashed exactly as a JSON number`);
-  return n;
-}
-
 /** The entry id: `aud_` and 26 base32 characters (130 bits) of SHA-256 over project id and seq. */
 export function auditEntryId(projectId: string, seq: number): string {
   checkSeq(seq);
@@ -107,7 +101,21 @@ export function genesisHash(projectId: string): string {
   return createHash('sha256').update(`pgward-audit-genesis\0${projectId}`, 'utf8').digest('hex');
 }
 
+/** The gap marker reason of a decision whose counters an entry cannot carry exactly (see entryFromDecision). */
+export const COUNTER_OUT_OF_RANGE = 'counter_out_of_range';
+
+const isExactCount = (value: string | null): boolean => value === null || Number.isSafeInteger(Number(value));
+
+/**
+ * The entry of a decision. An entry hashes its counts as JSON numbers, exact up to 2^53 - 1; the
+ * proxy never records more (proxy/audit-count.ts), but the event schema takes any int64. A decision
+ * with a larger count becomes a gap marker (`counter_out_of_range`, the proxy's sequence number as
+ * its range when that is exact) instead of an error: an error here would stop the projection and
+ * the checkpointer at that event for good. The event keeps the decision's values exactly, and a
+ * rebuild or `audit verify --from-events` makes the same marker.
+ */
 export function entryFromDecision(d: StatementDecided, seq: number): AuditEntryContent {
+  if (!isExactCount(d.rows_returned) || !isExactCount(d.bytes_out) || !isExactCount(d.seq)) return markerOfDecision(d, seq);
   return {
     id: auditEntryId(d.project_id, seq),
     project_id: d.project_id,
@@ -126,8 +134,8 @@ export function entryFromDecision(d: StatementDecided, seq: number): AuditEntryC
     decision_rule: d.decision_rule,
     reason: d.reason,
     cache_status: d.cache_status,
-    rows_returned: count(d.rows_returned, 'rows_returned'),
-    bytes_out: count(d.bytes_out, 'bytes_out'),
+    rows_returned: Number(d.rows_returned),
+    bytes_out: Number(d.bytes_out),
     latency_ms: d.latency_us === null ? 0 : d.latency_us / 1000,
     latency_us: d.latency_us,
     tables_read: d.tables_read,
@@ -136,10 +144,22 @@ export function entryFromDecision(d: StatementDecided, seq: number): AuditEntryC
     parsed: d.parsed,
     proxy_id: d.proxy_id,
     boot_epoch: d.boot_epoch,
-    proxy_seq: d.seq === null ? null : count(d.seq, 'seq'),
+    proxy_seq: d.seq === null ? null : Number(d.seq),
     approval_id: d.approval_id,
     gap: null,
   };
+}
+
+function markerOfDecision(d: StatementDecided, seq: number): AuditEntryContent {
+  const marker = entryFromGap({ project_id: d.project_id, proxy_id: d.proxy_id, boot_epoch: d.boot_epoch, from_seq: '0', to_seq: '0', count: '1', reason: COUNTER_OUT_OF_RANGE, ts: d.ts }, seq);
+  const proxySeq = d.seq !== null && isExactCount(d.seq) ? Number(d.seq) : null;
+  return { ...marker, gap: proxySeq === null ? null : { from_seq: proxySeq, to_seq: proxySeq, count: 1 } };
+}
+
+/** A gap's range and count, or null when one of them is beyond 2^53 - 1 (the event holds them exactly). */
+function gapOf(g: Pick<AuditGapRecorded, 'from_seq' | 'to_seq' | 'count'>): AuditEntryContent['gap'] {
+  if (!isExactCount(g.from_seq) || !isExactCount(g.to_seq) || !isExactCount(g.count)) return null;
+  return { from_seq: Number(g.from_seq), to_seq: Number(g.to_seq), count: g.count === null ? null : Number(g.count) };
 }
 
 /** A gap marker: no credential, no statement, zero latency, written by the control plane. */
@@ -174,11 +194,7 @@ export function entryFromGap(g: AuditGapRecorded, seq: number): AuditEntryConten
     boot_epoch: g.boot_epoch,
     proxy_seq: null,
     approval_id: null,
-    gap: {
-      from_seq: count(g.from_seq, 'from_seq'),
-      to_seq: count(g.to_seq, 'to_seq'),
-      count: g.count === null ? null : count(g.count, 'count'),
-    },
+    gap: gapOf(g),
   };
 }
 

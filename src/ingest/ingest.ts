@@ -13,7 +13,7 @@ import type { HmacKeyring } from '../audit/chain.js';
 import type { AnchorSigner } from '../audit/checkpoints.js';
 import { createCheckpointer } from '../audit/checkpointer.js';
 import type { PreparedEntries } from '../audit/prepared-entries.js';
-import type { CommittedFeed } from '../store/committed-feed.js';
+import type { CommittedWriter } from '../store/committed-feed.js';
 import { AppendBatcher } from './batcher.js';
 import { HoleTracker, missingRuns, type Hole } from './holes.js';
 
@@ -62,8 +62,8 @@ export interface IngestOptions {
    * waits while that projection has many of them to take (PreparedEntries.room).
    */
   readonly checkpoints?: { readonly every: number; readonly keys: HmacKeyring; readonly anchor: AnchorSigner; readonly handOn?: PreparedEntries };
-  /** Each committed append is handed to it, for a subscriber of the audit streams in the same process (the audit projection). */
-  readonly feed?: CommittedFeed;
+  /** Each committed append is handed to it, for the subscribers of the audit streams in the same process (the audit projection, anomaly_windows). */
+  readonly feed?: CommittedWriter;
   readonly now?: () => Date;
   /** Bus messages handled at once (DEFAULT_MAX_IN_FLIGHT unless given); the records that arrive together are appended in one transaction per project. */
   readonly maxInFlight?: number;

@@ -24,9 +24,29 @@ const DEFAULT_CAPACITY = 32_768;
  */
 const WAIT_MS = 50;
 
-export class CommittedFeed implements SubscriptionFeed {
+/** A writer's side of the feeds of a category: what its appends tell them. */
+export interface CommittedWriter {
+  /** An append to the category is under way; `settled` follows it, whatever its outcome, after `committed`. */
+  started(): void;
+  settled(): void;
+  /**
+   * `events`, appended to `stream` in one append that committed with `result`, the first at
+   * revision `firstRevision`. Positions must be dense (the PostgreSQL store's); a result without
+   * categoryBefore hands nothing on.
+   */
+  committed<E extends NewEvent>(stream: string, firstRevision: number, events: readonly E[], result: AppendResult): void;
+}
+
+/** The events of an append as the store recorded them, or undefined when a reader could not place them (see CommittedWriter.committed). */
+export function recordedBatch<E extends NewEvent>(streamPrefix: string, stream: string, firstRevision: number, events: readonly E[], result: AppendResult): RecordedEvent[] | undefined {
+  if (result.categoryBefore === undefined || result.duplicate || events.length === 0 || !stream.startsWith(streamPrefix)) return undefined;
+  const first = result.position - BigInt(events.length - 1);
+  return events.map((event, i): RecordedEvent => ({ ...event, stream, revision: firstRevision + i, position: first + BigInt(i) }));
+}
+
+export class CommittedFeed implements SubscriptionFeed, CommittedWriter {
   /** Batches by the category's position before them. */
-  private readonly batches = new Map<bigint, RecordedEvent[]>();
+  private readonly batches = new Map<bigint, readonly RecordedEvent[]>();
   private held = 0;
   private underWay = 0;
   private waiting: (() => void)[] = [];
@@ -43,7 +63,6 @@ export class CommittedFeed implements SubscriptionFeed {
     return this.held;
   }
 
-  /** An append to the category is under way; `settled` follows it, whatever its outcome, after `committed`. */
   started(): void {
     this.underWay += 1;
   }
@@ -53,24 +72,23 @@ export class CommittedFeed implements SubscriptionFeed {
     this.release();
   }
 
-  /**
-   * `events`, appended to `stream` in one append that committed with `result`, the first at
-   * revision `firstRevision`. Positions must be dense (the PostgreSQL store's); a result without
-   * categoryBefore hands nothing on.
-   */
   committed<E extends NewEvent>(stream: string, firstRevision: number, events: readonly E[], result: AppendResult): void {
-    if (result.categoryBefore === undefined || result.duplicate || events.length === 0 || !stream.startsWith(this.streamPrefix)) return;
-    const first = result.position - BigInt(events.length - 1);
-    const batch = events.map((event, i): RecordedEvent => ({ ...event, stream, revision: firstRevision + i, position: first + BigInt(i) }));
-    this.batches.set(result.categoryBefore, batch);
+    const batch = recordedBatch(this.streamPrefix, stream, firstRevision, events, result);
+    if (batch) this.hold(result.categoryBefore!, batch);
+  }
+
+  /** A batch recorded after `before`, the category's position before it (the batch is not changed: feeds of one writer share it). */
+  hold(before: bigint, batch: readonly RecordedEvent[]): void {
+    this.batches.set(before, batch);
     this.held += batch.length;
-    for (const [before, dropped] of this.batches) {
+    for (const [position, dropped] of this.batches) {
       if (this.held <= this.capacity) break;
-      this.batches.delete(before);
+      this.batches.delete(position);
       this.held -= dropped.length;
     }
     this.release();
-    for (const wake of this.wakes) wake(result.position);
+    const head = batch[batch.length - 1]!.position;
+    for (const wake of this.wakes) wake(head);
   }
 
   /**

@@ -20,9 +20,10 @@ const POSITION = /^[0-9]{1,19}$/;
 /**
  * Catch-up then live: reads batches until empty, then sleeps until woken, and repeats. There is
  * no polling: a subscription whose categories do not move makes no round trip at all. A wake-up
- * that announces an event the subscription has read already wakes nothing (the notification of
- * an append it took from its feed). After a batch taken from the feed it sleeps too, unless woken
- * meanwhile: an append in the store that the feed does not hold announces itself.
+ * that announces an event the subscription has read already, or one at or before the newest its
+ * feed announced, wakes nothing (the notification of an append it took, or is taking, from its
+ * feed). After a batch taken from the feed it sleeps too, unless woken meanwhile: an append in the
+ * store that the feed does not hold announces itself.
  */
 export function wakeableSubscription(source: WakeableSource): Subscription {
   let closed = false;
@@ -33,7 +34,10 @@ export function wakeableSubscription(source: WakeableSource): Subscription {
   let fedHead = -1n;
   let interrupt: (() => void) | undefined;
   const offStore = source.onWake((payload) => {
-    if (payload !== undefined && POSITION.test(payload) && BigInt(payload) <= position) return;
+    // An event at or before the feed's newest is read or taken anyway before the subscription sleeps
+    // (it sleeps only once it has reached fedHead); the store's notification of an append that the
+    // feed handed on often arrives while its batch is still being consumed.
+    if (payload !== undefined && POSITION.test(payload) && BigInt(payload) <= (fedHead > position ? fedHead : position)) return;
     woken = true;
     interrupt?.();
   });

@@ -13,19 +13,23 @@ import fc from 'fast-check';
 import type pg from 'pg';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { anomalyRulesStream, anomalyWindowsProjection } from '../../projections/anomaly-windows.js';
 import { AUDIT_STREAM_PREFIX, auditProjection, auditStream } from '../../projections/audit.js';
+import type { Projection } from '../../projections/projection.js';
 import { rebuildAndVerify } from '../../projections/maintenance.js';
-import { runProjection, type RunningProjection } from '../../projections/runner.js';
+import { readCheckpoint, runProjection, type RunningProjection } from '../../projections/runner.js';
 import type { BusRecord } from '../../proxy/decisions.js';
 import { PreparedEntries } from '../../src/audit/prepared-entries.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import type { DecisionBus } from '../../src/bus/port.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
+import { AnomalyRulesSet } from '../../src/events/anomalies.js';
 import { AuditGapRecorded, type StatementDecided } from '../../src/events/audit.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { createPool } from '../../src/pg/pool.js';
-import { CommittedFeed } from '../../src/store/committed-feed.js';
+import { CategoryFeeds } from '../../src/store/category-feeds.js';
+import type { EventStore } from '../../src/store/port.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
 import { countingStore } from '../support/counting-store.js';
 import { decision } from '../support/decisions.js';
@@ -57,24 +61,28 @@ afterEach(async () => {
 });
 
 /** The pipeline worker's wiring (src/main.ts): ingest hands its entries and its appends to the audit projection. */
-async function pipeline(options: { capacity?: number; projection?: boolean } = {}) {
+async function pipeline(options: { capacity?: number; projection?: boolean; anomalies?: boolean } = {}) {
   const counted = countingStore(store);
-  const feed = new CommittedFeed(AUDIT_STREAM_PREFIX, options.capacity);
+  const anomalyReads = countingStore(store);
+  const feeds = new CategoryFeeds(AUDIT_STREAM_PREFIX, store, options.capacity);
   const handed = new PreparedEntries();
   const projection = auditProjection(keys, handed);
-  let runner: RunningProjection | undefined;
-  if (options.projection !== false) {
-    runner = runProjection({ store: counted.store, pool, projection, feed });
+  const runners: RunningProjection[] = [];
+  const start = async (projected: Projection, reading: EventStore) => {
+    const runner = runProjection({ store: reading, pool, projection: projected, feed: feeds.feedFor(projected.streamPrefixes) });
+    runners.push(runner);
     running.push(runner);
     await runner.active;
-  }
-  const ingest: RunningIngest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 600_000, appendLingerMs: 2, checkpoints: { every: 64, keys, anchor: { keyId: 'feed-anchor', privateKey: anchor.privateKey }, handOn: handed }, feed });
+  };
+  if (options.projection !== false) await start(projection, counted.store);
+  if (options.anomalies) await start(anomalyWindowsProjection, anomalyReads.store);
+  const ingest: RunningIngest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), holeGraceMs: 600_000, appendLingerMs: 2, checkpoints: { every: 64, keys, anchor: { keyId: 'feed-anchor', privateKey: anchor.privateKey }, handOn: handed }, feed: feeds });
   running.push(ingest);
   const stop = async () => {
     await ingest.stop();
-    await runner?.stop();
+    for (const runner of runners) await runner.stop();
   };
-  return { reads: counted.reads, projection, stop };
+  return { reads: counted.reads, anomalyReads: anomalyReads.reads, projection, stop };
 }
 
 let published = 0;
@@ -89,7 +97,7 @@ async function publish(decisions: readonly StatementDecided[], perRecord: number
   }
 }
 
-/** Within what an entry hashes as a JSON number (entry.ts refuses more). */
+/** Within what an entry hashes as a JSON number (beyond it the entry is a gap marker, the last test). */
 const exact = (count: string): string => String(BigInt(count) % BigInt(Number.MAX_SAFE_INTEGER));
 
 /** Random decisions, each of one of the projects and with a proxy sequence of its own (so none is a redelivery). */
@@ -173,4 +181,59 @@ describe('the audit projection fed by ingest in the same process', () => {
     await expectComplete(projection);
     expect(reads() - caughtUp).toBeLessThanOrEqual(3);
   });
+
+  it('a decision with a count beyond 2^53 - 1 stalls nothing: it becomes a counter_out_of_range gap marker, the entries after it are projected, checkpoints signed, and a rebuild matches', async () => {
+    const { projection } = await pipeline();
+    const decisions = randomDecisions(128, 31);
+    const big = (i: number, changes: Partial<StatementDecided>) => (decisions[i] = { ...decisions[i]!, ...changes });
+    big(40, { bytes_out: '9007199254740993' });
+    big(41, { rows_returned: '9223372036854775807' });
+    big(90, { proxy_id: 'feed-proxy-big', seq: '9007199254740993' });
+    await publish(decisions, 16);
+    await expectComplete(projection);
+    const { rows } = await pool.query<{ project_id: string; seq: string; event: string; reason: string; proxy_id: string; gap: unknown; bytes_out: bigint; ts: string }>(
+      `select project_id, seq, event, reason, proxy_id, gap, bytes_out, ts from rm.audit_entries where event = 'gap_marker' order by seq`,
+    );
+    const marker = (d: StatementDecided, gap: unknown) => ({ project_id: d.project_id, event: 'gap_marker', reason: 'counter_out_of_range', proxy_id: d.proxy_id, gap, bytes_out: 0n, ts: d.ts });
+    expect(rows.map(({ seq: _seq, ...row }) => row)).toEqual([
+      marker(decisions[40]!, { from_seq: Number(decisions[40]!.seq), to_seq: Number(decisions[40]!.seq), count: 1 }),
+      marker(decisions[41]!, { from_seq: Number(decisions[41]!.seq), to_seq: Number(decisions[41]!.seq), count: 1 }),
+      marker(decisions[90]!, null),
+    ]);
+    // The event log keeps the decision's values exactly.
+    const stored = (await store.readStream(auditStream(decisions[40]!.project_id))).map((event) => JSON.parse(Buffer.from(event.data).toString('utf8')) as StatementDecided);
+    expect(stored.filter((d) => d.bytes_out === '9007199254740993')).toHaveLength(1);
+    // Each project's 64 entries were covered by a checkpoint: the checkpointer did not stop at the marker either.
+    for (const project of PROJECTS) {
+      const checkpoints = (await store.readStream(`auditcp-${project}`)).map((event) => JSON.parse(Buffer.from(event.data).toString('utf8')) as { size: string });
+      expect(checkpoints.map((c) => c.size)).toEqual(['64']);
+    }
+  });
+
+  it('anomaly_windows takes ingest’s appends too, without reading them back; an anomalyrules event between them is read from the store; both read models equal their rebuilds', async () => {
+    const { reads, anomalyReads, projection } = await pipeline({ anomalies: true });
+    const before = { audit: reads(), anomalies: anomalyReads() };
+    await publish(randomDecisions(600, 43), 20);
+    await expectComplete(projection);
+    await until('anomaly_windows caught up', async () => (await checkpointOf('anomaly_windows')) === (await auditHead()));
+    // 30 appends, each read back before anomaly_windows took them from its feed.
+    expect(anomalyReads() - before.anomalies).toBeLessThanOrEqual(10);
+    expect(reads() - before.audit).toBeLessThanOrEqual(10);
+    const rules = { project_id: PROJECTS[0]!, rules: { volume_spike: { sigma_milli: 6000, floor: 500 } }, credentials: {} };
+    await store.append(anomalyRulesStream(PROJECTS[0]!), [encodeEvent(AnomalyRulesSet, rules, { event_id: '5f0c3c9a-7b4e-4a51-9a57-5f1c8d2e3f41', correlation_id: 'test', actor: 'api', at: '2026-11-26T10:00:00.000Z' })], 'any');
+    await publish(randomDecisions(200, 44), 20);
+    await until('anomaly_windows caught up', async () => (await checkpointOf('anomaly_windows')) === (await auditHead()));
+    expect((await pool.query<{ project_id: string }>('select project_id from rm.anomaly_rules')).rows).toEqual([{ project_id: PROJECTS[0] }]);
+    expect(await rebuildAndVerify(store, pool, anomalyWindowsProjection)).toMatchObject({ identical: true });
+    expect(await rebuildAndVerify(store, pool, projection)).toMatchObject({ identical: true });
+  });
 });
+
+async function checkpointOf(name: string): Promise<bigint> {
+  return readCheckpoint(pool, name);
+}
+
+async function auditHead(): Promise<bigint> {
+  const { rows } = await pool.query<{ head: bigint }>(`select max(position) as head from pgward.events where stream like 'audit-%'`);
+  return rows[0]!.head;
+}

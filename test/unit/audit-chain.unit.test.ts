@@ -265,9 +265,16 @@ describe('audit entries', () => {
     expect(AuditLogEntry.shape.id.parse(auditEntryId(projectId, 7))).toMatch(/^aud_[a-z2-7]{26}$/);
   });
 
-  it('refuses counts a JSON number cannot carry exactly', () => {
-    expect(() => entryFromDecision({ ...decision(projectId, 1), bytes_out: '9007199254740993' }, 1)).toThrow(AuditEntryError);
-    expect(() => entryFromDecision(decision(projectId, 1), 0)).toThrow(AuditEntryError);
+  it('makes a counter_out_of_range gap marker of a decision whose counts a JSON number cannot carry exactly, and refuses seq 0', () => {
+    const d = decision(projectId, 1);
+    expect(entryFromDecision({ ...d, bytes_out: '9007199254740991', rows_returned: '9007199254740991' }, 1)).toMatchObject({ event: d.event, bytes_out: 2 ** 53 - 1, rows_returned: 2 ** 53 - 1 });
+    const marker = { event: 'gap_marker', reason: 'counter_out_of_range', ts: d.ts, proxy_id: d.proxy_id, credential_id: null, sql: '', bytes_out: 0, rows_returned: 0, proxy_seq: null };
+    const proxySeq = Number(d.seq);
+    for (const changes of [{ bytes_out: '9007199254740992' }, { rows_returned: '9223372036854775807' }]) {
+      expect(entryFromDecision({ ...d, ...changes }, 3)).toMatchObject({ ...marker, seq: 3, gap: { from_seq: proxySeq, to_seq: proxySeq, count: 1 } });
+    }
+    expect(entryFromDecision({ ...d, seq: '9007199254740993' }, 3)).toMatchObject({ ...marker, gap: null });
+    expect(() => entryFromDecision(d, 0)).toThrow(AuditEntryError);
   });
 
   it('hashes RFC 8785 canonical JSON of everything but prev_hash and entry_hash', () => {

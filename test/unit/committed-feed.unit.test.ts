@@ -116,4 +116,24 @@ describe('wakeableSubscription with a feed', () => {
     expect(reads()).toBe(2);
     await subscription.close();
   });
+
+  it('a notification of the batch it is still taking from the feed wakes nothing: no read after the batch', async () => {
+    const { feed, notify, reads, iterator, subscription } = setUp();
+    const first = iterator.next();
+    await tick();
+    expect(reads()).toBe(1);
+    feed.committed('audit-p1', 0, events(3), result(3, 2n, -1n));
+    expect((await first).value?.position).toBe(0n);
+    // The store's notification of that append arrives while the batch's first event is being consumed.
+    notify('2');
+    expect((await iterator.next()).value?.position).toBe(1n);
+    expect((await iterator.next()).value?.position).toBe(2n);
+    const fourth = iterator.next();
+    await tick();
+    expect(reads()).toBe(1);
+    feed.committed('audit-p1', 3, events(1, 'y'), result(1, 3n, 2n));
+    expect((await fourth).value?.position).toBe(3n);
+    expect(reads()).toBe(1);
+    await subscription.close();
+  });
 });
