@@ -3,7 +3,11 @@
  * project, UTC hour, credential, event, cache status and whether a latency was recorded, the
  * entry count and sums; and per project, UTC day and credential, a histogram of measured latencies
  * in log-linear buckets. The audit projection writes them from the entries it chains, in the same
- * transaction, so a report reading both in one snapshot sees the trail at one position.
+ * transaction, so a report reading both in one snapshot sees the trail at one position. With them,
+ * each wire session's span (its first and last decision's time) for the daily usage aggregate's
+ * connection_seconds (docs/http-api.md): the proxy records no connect or disconnect, so a session's
+ * span runs from its first decision to its last. Spans merge with least, greatest and a sum, so the
+ * table is the same however entries are batched.
  * `credential` is '' for entries without one (credential ids are never empty).
  */
 import { latencyBucket } from '../src/audit/latency-buckets.js';
@@ -93,6 +97,32 @@ function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; late
   return { hours: [...hours.values()], latencies: [...latencies.values()] };
 }
 
+export interface SessionSpan {
+  project_id: string;
+  session_id: string;
+  first_at: string;
+  last_at: string;
+  decisions: number;
+}
+
+/** The spans of the wire sessions among `entries` (in any order). */
+export function sessionSpans(entries: readonly Pick<AuditEntryContent, 'project_id' | 'session_id' | 'source' | 'ts'>[]): SessionSpan[] {
+  const spans = new Map<string, SessionSpan>();
+  for (const entry of entries) {
+    if (entry.source !== 'wire' || entry.session_id === '') continue;
+    // Project ids hold no space, so the pair is one key.
+    const key = `${entry.project_id} ${entry.session_id}`;
+    const span = spans.get(key);
+    if (!span) spans.set(key, { project_id: entry.project_id, session_id: entry.session_id, first_at: entry.ts, last_at: entry.ts, decisions: 1 });
+    else {
+      if (entry.ts < span.first_at) span.first_at = entry.ts;
+      if (entry.ts > span.last_at) span.last_at = entry.ts;
+      span.decisions += 1;
+    }
+  }
+  return [...spans.values()];
+}
+
 async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], key: string, merge: string): Promise<void> {
   if (rows.length === 0) return;
   await tx.query(
@@ -119,6 +149,12 @@ export const auditUsageTables: readonly ReadModelTable[] = [
       primary key (project_id, day, credential, bucket)`,
     orderBy: 'project_id, day, credential, bucket',
   },
+  {
+    name: 'session_spans',
+    columns: 'project_id text not null, session_id text not null, first_at timestamptz not null, last_at timestamptz not null, decisions bigint not null, primary key (project_id, session_id)',
+    orderBy: 'project_id, session_id',
+    indexes: ['project_id, last_at'],
+  },
 ];
 
 /** Adds the entries (in any order) to the rollups of auditUsageTables. */
@@ -132,4 +168,5 @@ export async function rollUpUsage(tx: ProjectionTx, entries: readonly AuditEntry
     `${added(['entries', 'rows_returned', 'bytes_out', 'latency_us'])}, first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
   );
   await upsert(tx, 'audit_latency_daily', latencies, 'project_id, day, credential, bucket', added(['entries']));
+  await upsert(tx, 'session_spans', sessionSpans(entries), 'project_id, session_id', `first_at = least(t.first_at, excluded.first_at), last_at = greatest(t.last_at, excluded.last_at), ${added(['decisions'])}`);
 }

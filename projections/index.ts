@@ -17,7 +17,6 @@ import { organizationsProjection } from './organizations.js';
 import { policiesProjection } from './policies.js';
 import { projectsProjection } from './projects.js';
 import { webhooksProjection } from './webhooks.js';
-import { sessionSpansProjection } from './session-spans.js';
 import { cancellationFeedbackProjection, supportCasesProjection, supportMessagesProjection } from './support.js';
 
 export interface ProjectionOptions {
@@ -29,5 +28,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, sessionSpansProjection, enrollmentsProjection];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection];
 }
