@@ -226,7 +226,8 @@ describe('pgward serve: stopping', () => {
       await locker.connect();
       await locker.query(`begin; lock table ${table} in access exclusive mode`);
     }
-    const finished = finishing.query('select count(*)::int as n from public.items').then((r) => r.rows, (error: Error) => error);
+    // The same text was read a moment ago: the hint keeps the result cache from answering it without the lock.
+    const finished = finishing.query('/* pgward:no-cache */ select count(*)::int as n from public.items').then((r) => r.rows, (error: Error) => error);
     const ended = overdue.query('select count(*)::int as n from public.stuck').then((r) => r.rows, (error: Error) => error);
     await waitingOnLock('public.items');
     await waitingOnLock('public.stuck');
