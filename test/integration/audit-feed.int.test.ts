@@ -149,8 +149,9 @@ describe('the audit projection fed by ingest in the same process', () => {
     await expectComplete(projection);
     // 30 appends, each read back without the feed (80 reads): the read at start is before `before`; a
     // few reads for notifications that raced a batch, more on a loaded machine, where a projection
-    // woken mid-append may wait out its 50 ms for the hand-over.
-    expect(reads() - before).toBeLessThanOrEqual(10);
+    // woken mid-append may wait out its 50 ms for the hand-over (11 seen once in a whole-suite run):
+    // the bound stays far under the 80 of reading every append back.
+    expect(reads() - before).toBeLessThanOrEqual(16);
   });
 
   it('reads from the store what the feed does not hold: another writer’s append between ingest’s, and batches dropped for room', async () => {
