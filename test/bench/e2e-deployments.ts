@@ -27,6 +27,9 @@ export const DEPLOYMENTS = ['serve', 'split'] as const;
 export type DeploymentName = (typeof DEPLOYMENTS)[number];
 
 /** The open credential's policy, and the realistic one: read-only, an allowlist, two masked columns, a row cap. */
+/** PGWARD_BENCH_CACHE=off registers the database with its result cache off (the default cache_config has it on). */
+const BENCH_DATABASE_SETTINGS = process.env.PGWARD_BENCH_CACHE === 'off' ? { cache_config: { enabled: false, ttl_seconds: 60, max_entries: 10_000, swr_seconds: 30 } } : {};
+
 export const POLICIES = {
   open: { allowed_tables: ['public.*'] },
   realistic: REALISTIC_POLICY,
@@ -79,7 +82,7 @@ async function scratchDir(teardown: Teardown): Promise<string> {
 }
 
 async function provisioned(api: PgwardProcess, env: NodeJS.ProcessEnv, upstream: Upstream): Promise<{ provisioned: Provisioned; logins: Record<Credential, Login> }> {
-  const result = await provision({ httpUrl: api.httpUrl, env }, upstream, POLICIES).catch((error: unknown) => {
+  const result = await provision({ httpUrl: api.httpUrl, env }, upstream, POLICIES, BENCH_DATABASE_SETTINGS).catch((error: unknown) => {
     throw new Error(`provisioning failed: ${(error as Error).message}\nthe API's log:\n${api.output().slice(-4_000)}`);
   });
   return { provisioned: result, logins: { open: result.logins.open!, realistic: result.logins.realistic! } };

@@ -99,7 +99,7 @@ export const TRANSACTION_POOL = { mode: 'transaction', max_connections: 10, max_
  * An organization (the CLI), a project on `upstream` (the API), and for each of `policies` a policy
  * and an agent under it.
  */
-export async function provision(pgward: { httpUrl: string; env: NodeJS.ProcessEnv }, upstream: Upstream, policies: Record<string, Record<string, unknown>>): Promise<Provisioned> {
+export async function provision(pgward: { httpUrl: string; env: NodeJS.ProcessEnv }, upstream: Upstream, policies: Record<string, Record<string, unknown>>, databaseSettings: Record<string, unknown> = {}): Promise<Provisioned> {
   const created = pgwardCli(['admin', 'create-org', '--name', 'E2E org', '--plan', 'pro'], pgward.env);
   if (created.status !== 0) throw new Error(`admin create-org failed: ${created.stderr}`);
   const { org_id: orgId, api_key: apiKey } = JSON.parse(created.stdout) as { org_id: string; api_key: string };
@@ -109,7 +109,7 @@ export async function provision(pgward: { httpUrl: string; env: NodeJS.ProcessEn
     if (response.status !== 201) throw new Error(`POST ${path}: ${response.status} ${body}`);
     return JSON.parse(body) as Record<string, unknown>;
   };
-  const database = { host: upstream.host, port: upstream.port, name: upstream.database, username: upstream.user, password: upstream.password, ssl_mode: 'disable', pool_config: TRANSACTION_POOL };
+  const database = { host: upstream.host, port: upstream.port, name: upstream.database, username: upstream.user, password: upstream.password, ssl_mode: 'disable', pool_config: TRANSACTION_POOL, ...databaseSettings };
   const { project } = (await call('/v1/projects', { name: 'e2e', org_id: orgId, database })) as { project: { id: string } };
   const logins: Record<string, Login> = {};
   for (const [name, policy] of Object.entries(policies)) {
