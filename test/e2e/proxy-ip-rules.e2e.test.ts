@@ -192,13 +192,8 @@ describe('PROXY protocol v2 from a trusted balancer', () => {
     // LOCAL: the balancer's own connection, judged by its own address.
     expect(await login(socketWriting(proxyV2Header({ command: 'local' }), '127.0.0.3'), balanced.port)).toEqual({ answer: 42 });
     const entries = await auditOf(before + 5);
-    expect(entries.slice(0, 5).map((e) => [e.event, e.client_ip])).toEqual([
-      ['query', '127.0.0.3'],
-      ['query', '2001:db8::9'],
-      ['auth_failed', '127.0.0.2'],
-      ['query', '198.51.100.9'],
-      ['auth_failed', '127.0.0.2'],
-    ]);
+    // Five sessions, one after another; the trail's order among them is its timestamps', to the millisecond, so they are compared as a set.
+    expect(entries.slice(0, 5).map((e) => `${e.event} ${e.client_ip}`).sort()).toEqual(['auth_failed 127.0.0.2', 'auth_failed 127.0.0.2', 'query 127.0.0.3', 'query 198.51.100.9', 'query 2001:db8::9']);
   });
 
   it('a header from an untrusted peer, a malformed one, or none from the trusted peer: refused before any login', async () => {

@@ -110,6 +110,8 @@ describe.skipIf(natsUrl === '')('the split deployment: proxy, audit pipeline and
     pipeline = await start(PIPELINE);
     const atRestart = load.done.length;
     await waitFor('statements after the restart', () => load.done.length, (n) => n >= atRestart + 200);
+    // The restarted pipeline catches up from the store first; appends made once it has are handed on.
+    await waitFor('entries handed on after the restart', () => handedOn(pipeline), (n) => n > 0, 60_000);
     await load.stop();
     const statements = load.done.length;
 
@@ -117,6 +119,5 @@ describe.skipIf(natsUrl === '')('the split deployment: proxy, audit pipeline and
     await waitFor('every statement in the audit read model', () => auditEntryCount(state.url, projectId), (n) => n >= statements, 180_000);
     const tally = verifyAudit(projectId, env);
     expect({ entries: tally.entries, events: tally.events, ok: tally.ok }).toEqual({ entries: statements, events: statements, ok: true });
-    expect(await handedOn(pipeline)).toBeGreaterThan(0);
   }, 600_000);
 });
