@@ -171,6 +171,10 @@ export function awaitDecision(services: ApprovalServices, request: z.input<typeo
       if (key === approvalId && after && after.status !== 'pending') finish(after);
     });
     ended.addEventListener('abort', aborted);
+    if (ended.aborted) {
+      finish(undefined);
+      return;
+    }
     const lapse = async (): Promise<void> => {
       const refused = await onRequest(services, approvalId, { kind: 'expire' }, 'system:approval-expiry').catch(() => new DomainError('CONFLICT', 'could not record the expiry'));
       const row = services.approvals.get(approvalId) ?? (await services.approvals.getOrRead(approvalId, approvalStream(approvalId)));
