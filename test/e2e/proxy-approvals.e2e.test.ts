@@ -197,6 +197,33 @@ describe('statements held for approval on the wire', () => {
     expect(await upstreamAmount(8)).toBe('6');
   });
 
+  it('an approval is bound to the exact statement: the approved text changed by one byte does not run it (a new request), the exact text does, once', async () => {
+    const url = await listenForAgents(gateway);
+    const sql = 'update orders set amount = 9 where id = 10';
+    const changed = 'update orders set amount = 9 where id = 11';
+    await withAgentMcp(`${url}/mcp`, agent, async (client) => {
+      const held = await callTool(client, 'query', { sql });
+      const id = (held._meta as Record<string, { approval_id: string }>)['pgward/approval']!.approval_id;
+      await pendingFor(sql);
+      expect((await decide(id, 'approve')).statusCode).toBe(200);
+      const other = await callTool(client, 'query', { sql: changed });
+      expect(other.isError).toBe(true);
+      const otherView = (other._meta as Record<string, { approval_id: string; status: string }>)['pgward/approval']!;
+      expect(otherView.status).toBe('pending');
+      expect(otherView.approval_id).not.toBe(id);
+      expect(textOf(other)).toContain(`Held for a human’s approval (decision_rule approval.held, request ${otherView.approval_id}`);
+      expect(await upstreamAmount(10)).toBe('5');
+      expect(await upstreamAmount(11)).toBe('5');
+      expect((await approvals()).find((a) => a.id === id)).toMatchObject({ status: 'approved', rows_affected: null });
+      const ran = await callTool(client, 'query', { sql });
+      expect(ran.isError, textOf(ran)).toBeFalsy();
+      expect((ran.structuredContent as { command: string }).command).toBe('UPDATE 1');
+      expect(await upstreamAmount(10)).toBe('9');
+      expect(await upstreamAmount(11)).toBe('5');
+      expect((await decide(otherView.approval_id, 'reject', 'not this one')).statusCode).toBe(200);
+    });
+  });
+
   it('a kill-switch while held ends the wait: the session ends, the request fails, nothing ran', async () => {
     const sql = 'update orders set amount = 8 where id = 5';
     const run = psql(sql);
