@@ -53,6 +53,10 @@ function psql(sql: string, marker = 'waiting for a reviewer'): { done: Promise<{
   return { done, saw, interrupt: () => child.kill('SIGINT') };
 }
 
+let listening: string | undefined;
+/** The API's URL for agents (listening from the first MCP test on). */
+const agentsUrl = async (): Promise<string> => (listening ??= await listenForAgents(gateway));
+
 async function trail(): Promise<Entry[]> {
   return ((await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/audit?page_size=100` })).json() as { entries: Entry[] }).entries;
 }
@@ -162,7 +166,7 @@ describe('statements held for approval on the wire', () => {
   });
 
   it('the hosted MCP answers a held query at once with its request; once approved the same call runs it once; approval_status reports it', async () => {
-    const url = await listenForAgents(gateway);
+    const url = await agentsUrl();
     const sql = 'update orders set amount = amount + 1 where id = 8';
     await withAgentMcp(`${url}/mcp`, agent, async (client) => {
       const held = await callTool(client, 'query', { sql });
@@ -198,7 +202,7 @@ describe('statements held for approval on the wire', () => {
   });
 
   it('an approval is bound to the exact statement: the approved text changed by one byte does not run it (a new request), the exact text does, once', async () => {
-    const url = await listenForAgents(gateway);
+    const url = await agentsUrl();
     const sql = 'update orders set amount = 9 where id = 10';
     const changed = 'update orders set amount = 9 where id = 11';
     await withAgentMcp(`${url}/mcp`, agent, async (client) => {
