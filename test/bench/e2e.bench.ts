@@ -27,7 +27,7 @@ import { benchSettings, describeOutcome, eachRun, loadAverage, median, PGBOUNCER
 import { CpuMeter } from './e2e-cpu.js';
 import { DEPLOYMENTS, startServe, startSplit, type Credential, type Deployment, type DeploymentName } from './e2e-deployments.js';
 import { writeFile } from 'node:fs/promises';
-import { cacheScript, initialize, runArgs, select, type Endpoint, type Mode, type Outcome } from './proxy-pgbench.js';
+import { cacheScript, initialize, isCacheMode, runArgs, select, type Endpoint, type Mode, type Outcome } from './proxy-pgbench.js';
 import { startPgBouncer, Teardown, type Cluster } from './proxy-servers.js';
 
 const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'cache-hits', 'cache-mixed'];
@@ -125,7 +125,7 @@ function printReport(deployment: DeploymentName, results: Results<Target>, cpu: 
 
   console.log('\nNothing lost:');
   const counted = audited.exact ? '' : 'at least (a run through pgward failed, so pgbench did not say how many it ran) ';
-  console.log(`  statements run through pgward: ${counted}${number.format(audited.statements)} (pgbench's transactions and its ${PGBENCH_SETUP_STATEMENTS} set-up queries per run, warm-ups included, and the bench's own probes)`);
+  console.log(`  statements run through pgward: ${counted}${number.format(audited.statements)} (pgbench's transactions and its ${PGBENCH_SETUP_STATEMENTS} set-up queries per -S run, warm-ups included, and the bench's own probes)`);
   const equal = audited.exact ? audited.entries === audited.statements && audited.events === audited.statements : audited.entries >= audited.statements && audited.events === audited.entries;
   console.log(`  audit entries: ${number.format(audited.entries)} in the read model, ${number.format(audited.events)} in the event store ${equal ? 'PASS' : 'MISMATCH'}`);
   console.log(`  audit lag after the load: ${audited.lagSeconds.toFixed(1)} s; chain verifies: ${audited.chainOk ? 'yes' : 'NO'}`);
@@ -217,10 +217,11 @@ async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoin
     statements += 1;
   }
   const serves = (target: Target, mode: Mode): boolean => target !== 'PgBouncer' || mode !== 'prepared' || bouncer.servesPrepared;
-  const count = (target: Target, outcome: Outcome): void => {
+  const count = (target: Target, mode: Mode, outcome: Outcome): void => {
     if (target !== 'open' && target !== 'realistic') return;
     if (outcome.transactions === undefined) exact = false;
-    else statements += PGBENCH_SETUP_STATEMENTS + outcome.transactions;
+    // A script of its own (-f) needs no scale: pgbench sends no set-up queries then.
+    else statements += (isCacheMode(mode) ? 0 : PGBENCH_SETUP_STATEMENTS) + outcome.transactions;
   };
 
   if (WARMUP_SECONDS > 0) {
@@ -230,7 +231,7 @@ async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoin
         if (!serves(target, mode)) continue;
         await headroom(admin, 10);
         const outcome = await select(pgbench, endpoints[target], { mode, clients: 10, seconds: WARMUP_SECONDS, ...scriptOf(mode) }, signal);
-        count(target, outcome);
+        count(target, mode, outcome);
         if (!outcome.ok) log(`warm-up ${mode} ${target}: ${describeOutcome(outcome)}`);
       }
     }
@@ -249,7 +250,7 @@ async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoin
     await meter?.begin();
     const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...scriptOf(mode), ...(logPrefix ? { logPrefix } : {}) }, signal).finally(() => meter?.stop());
     const used = await meter?.end();
-    count(target, outcome);
+    count(target, mode, outcome);
     let cpuLine = '';
     if (used && outcome.ok && outcome.transactions > 0) {
       const perTransaction = Object.fromEntries(Object.entries(used).map(([group, us]) => [group, us / outcome.transactions]));

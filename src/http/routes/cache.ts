@@ -160,7 +160,7 @@ export function cacheRoutes(app: Api, deps: ApiDeps): void {
       const override = state.rules.get(queryHash) ?? NO_OVERRIDE;
       const [stats] = await listShapeStats(deps.pool, projectId, databaseId, { only: queryHash, limit: 1 });
       etag(reply, override.version);
-      return toCacheRuleEntry(stats?.calls ? stats : emptyStats(queryHash), override, configOf(database.cache_config));
+      return toCacheRuleEntry(stats ?? emptyStats(queryHash), override, configOf(database.cache_config));
     },
   );
 
