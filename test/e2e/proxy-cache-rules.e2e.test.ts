@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeEvent } from '../../src/events/catalog.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
-import { createPolicy, registerOn } from '../support/proxy-agents.js';
+import { createPolicy, registerOn, withAgentClient } from '../support/proxy-agents.js';
 import { decisionsOfCredential, recordsText } from '../support/recorded.js';
 import { waitFor } from '../support/wire.js';
 
@@ -140,6 +140,24 @@ describe('cache rules and recommendations', () => {
       { project_id: gateway.projectId, database_id: databaseId, query_hash: hash, cache_enabled: false, cache_ttl_seconds: null, cache_swr_seconds: null },
       { project_id: gateway.projectId, database_id: databaseId, query_hash: hash, cache_enabled: null, cache_ttl_seconds: null, cache_swr_seconds: null },
     ]);
+  });
+
+  it('applies an override on the extended protocol too: the shape of the Parse’s text, whatever its parameters', async () => {
+    const text = 'select customer from orders where id = $1';
+    const read = (id: string) => withAgentClient(agent, (client) => client.query({ text, values: [id] }));
+    await read('21');
+    await read('21');
+    const recorded = () => decisionsOfCredential(gateway, agent.credential.id).filter((d) => d.source === 'wire' && d.sql === text);
+    await waitFor(() => recorded().length >= 2, 3_000, 'two extended reads');
+    expect(recorded().map((d) => d.cache_status)).toEqual(['miss', 'hit']);
+    const hash = recorded()[0]!.query_hash as string;
+    expect((await call('PATCH', `${base}/rules/${hash}`, { cache_enabled: false })).statusCode).toBe(200);
+    await waitFor(async () => {
+      const before = recorded().length;
+      await read('22');
+      await waitFor(() => recorded().length > before, 3_000, 'an extended read');
+      return recorded().at(-1)!.cache_status === 'bypass';
+    }, 5_000, 'an extended bypass');
   });
 
   it('a ttl override gives the shape’s entries their own time', async () => {
