@@ -98,7 +98,7 @@ export const crmRecordsProjection = rowProjection<CrmRecordRow>({
     columns: `record_id text primary key, record_type text not null, org_id text not null, fields jsonb not null, search text not null, status text, created_by text not null, created_by_agent_role text,
       approved_by text, approved_at timestamptz, sent_by text, sent_at timestamptz, revision integer not null, created_at timestamptz not null, updated_at timestamptz not null`,
     orderBy: 'record_id',
-    indexes: ['org_id, record_type, record_id'],
+    indexes: ['org_id, record_type, created_at desc, record_id desc'],
   },
   keyOf: (event) => {
     const type = recordTypeOf(event.stream);

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { CrmActivityRow, CrmContextRow, CrmRecordRow } from '../projections/crm.js';
 import type { CrmRecordType } from '../src/events/crm.js';
+import type { TimeCursor } from './cursor.js';
 
 /** A filter on one field of a record: `equals` its value, or `includes` it in an array field. */
 export interface FieldFilter {
@@ -29,17 +30,17 @@ function likePattern(text: string): string {
   return `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
-/** Ordered by id, after `after` when given. */
-export async function listCrmRecords(db: pg.Pool, filter: CrmRecordFilter, after: string | undefined, limit: number): Promise<CrmRecordRow[]> {
-  const values: unknown[] = [filter.orgId, filter.type, after ?? null, limit];
-  const where = ['org_id = $1', 'record_type = $2', '($3::text is null or record_id > $3)'];
+/** Newest first (ties by id), after `before` when given. */
+export async function listCrmRecords(db: pg.Pool, filter: CrmRecordFilter, before: TimeCursor | undefined, limit: number): Promise<CrmRecordRow[]> {
+  const values: unknown[] = [filter.orgId, filter.type, before?.createdAt ?? null, before?.id ?? null, limit];
+  const where = ['org_id = $1', 'record_type = $2', '($3::timestamptz is null or (created_at, record_id) < ($3::timestamptz, $4::text))'];
   const param = (value: unknown): string => `$${values.push(value)}`;
   if (filter.q !== undefined) where.push(`search like ${param(likePattern(filter.q))}`);
   if (filter.status !== undefined) where.push(`status = ${param(filter.status)}`);
   for (const { field, value, match } of filter.fields ?? []) {
     where.push(match === 'equals' ? `fields ->> ${param(field)} = ${param(value)}` : `fields -> ${param(field)} ? ${param(value)}`);
   }
-  const { rows } = await db.query<{ row: CrmRecordRow }>(`select to_jsonb(r) as row from rm.crm_records r where ${where.join(' and ')} order by record_id limit $4`, values);
+  const { rows } = await db.query<{ row: CrmRecordRow }>(`select to_jsonb(r) as row from rm.crm_records r where ${where.join(' and ')} order by created_at desc, record_id desc limit $5`, values);
   return rows.map((r) => r.row);
 }
 

@@ -210,7 +210,11 @@ describe('records', () => {
       token = page.next_page_token;
     } while (token);
     expect(seen.sort()).toEqual(['Acme Rockets', 'Globex', 'Initech']);
-    expect((await names('/v1/crm/companies')).companies!.length).toBe(3);
+    const all = (await names('/v1/crm/companies')).companies!;
+    expect(all.length).toBe(3);
+    expect(all.map((c) => c.created_at as string)).toEqual(all.map((c) => c.created_at as string).sort().reverse());
+    const bad = await send(org.apiKey, 'GET', '/v1/crm/companies?page_token=bm90LWEtdG9rZW4');
+    expect([bad.statusCode, problem(bad).errors?.[0]?.field]).toEqual([400, 'page_token']);
   });
 
   it('makes a create with an Idempotency-Key once', async () => {

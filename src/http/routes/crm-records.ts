@@ -12,7 +12,7 @@ import { CRM_ID_PREFIX, type CrmRecordType } from '../../events/crm.js';
 import { text } from '../../events/fields.js';
 import { isAgentRole, type AgentRole } from '../../events/organizations.js';
 import { newId } from '../../ids.js';
-import { decodePageToken, PageQuery, paginate } from '../pagination.js';
+import { decodeTimeCursor, PageQuery, paginate, timeCursorKey } from '../pagination.js';
 import { callerOf } from '../plugins/auth.js';
 import { Problem } from '../problem.js';
 import { fold } from './projects.js';
@@ -130,7 +130,7 @@ export function recordRoutes(app: Api, deps: ApiDeps, spec: RecordRoutes): void 
       schema: {
         operationId: spec.ops.list,
         summary: `List the organization’s ${spec.label === 'company' ? 'companies' : `${spec.label}s`}`,
-        description: `Ordered by id; q searches the ${spec.searched}; the other parameters filter on equal values.`,
+        description: `Newest first; q searches the ${spec.searched}; the other parameters filter on equal values.`,
         tags: ['crm'],
         querystring: ListQuery,
         response: { 200: z.object({ [listKey]: z.array(spec.response), next_page_token: z.string() }), ...errorResponses('FORBIDDEN') },
@@ -139,8 +139,8 @@ export function recordRoutes(app: Api, deps: ApiDeps, spec: RecordRoutes): void 
     async (request) => {
       const caller = crmCaller(request, spec.ops.list);
       const query = request.query as PageQuery & Record<string, string | undefined>;
-      const rows = await listCrmRecords(deps.pool, { orgId: caller.orgId, type: spec.type, ...listBody(spec, query) }, decodePageToken(query.page_token), query.page_size + 1);
-      const page = paginate(rows, query.page_size, (row) => row.record_id);
+      const rows = await listCrmRecords(deps.pool, { orgId: caller.orgId, type: spec.type, ...listBody(spec, query) }, decodeTimeCursor(query.page_token), query.page_size + 1);
+      const page = paginate(rows, query.page_size, (row) => timeCursorKey(iso(row.created_at), row.record_id));
       return { [listKey]: page.items.map(spec.toResponse), next_page_token: page.next_page_token };
     },
   );
