@@ -9,6 +9,7 @@ import { branchesProjection } from './branches.js';
 import { cacheControlsProjection } from './cache-controls.js';
 import { approvalsProjection } from './approvals.js';
 import { credentialsProjection } from './credentials.js';
+import { crmActivitiesProjection, crmContextsProjection, crmRecordsProjection } from './crm.js';
 import { databasesProjection, replicasProjection } from './databases.js';
 import { domainsProjection } from './domains.js';
 import { enrollmentsProjection } from './enrollments.js';
@@ -29,5 +30,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection, cacheControlsProjection];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection, crmRecordsProjection, crmContextsProjection, crmActivitiesProjection, cacheControlsProjection];
 }

@@ -32,6 +32,7 @@ import { ipRuleRoutes } from './routes/ip-rules.js';
 import { approvalRoutes } from './routes/approvals.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { supportCaseRoutes } from './routes/support-cases.js';
+import { crmRoutes } from './routes/crm.js';
 import { usageRoutes } from './routes/usage.js';
 import { ensureWebhookTables } from '../webhooks/schema.js';
 import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
@@ -164,6 +165,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     agentRoutes(api, plane.deps);
     demoRoutes(api, plane.deps);
     supportCaseRoutes(api, plane.deps);
+    crmRoutes(api, plane.deps);
     usageRoutes(api, plane.deps);
     enrollmentRoutes(api, plane.deps);
     dataPlaneRoutes(api, plane.deps);

@@ -76,6 +76,7 @@ async function workload(): Promise<void> {
     if (p === 2) await call('DELETE', base);
   }
   await supportWorkload(orgId, call);
+  await crmWorkload(call);
 }
 
 /** Support cases from both sides, cancellation feedback and an operator's billing record. */
@@ -88,6 +89,24 @@ async function supportWorkload(orgId: string, call: (method: 'POST' | 'PUT' | 'P
   }
   await call('POST', `/v1/orgs/${orgId}/cancellation-feedback`, { reason: 'too_expensive', feedback: 'monthly only' });
   await api.call(operator.token, { method: 'PATCH', url: `/v1/operator/orgs/${orgId}/billing`, payload: { billing_provider: 'stripe', subscription_status: 'past_due' } });
+}
+
+/** The CRM: every record type created, changed and deleted, an artifact through its transitions, the context set. */
+async function crmWorkload(call: (method: 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: object) => Promise<LightMyRequestResponse>): Promise<void> {
+  const created = async (collection: string, payload: object) => ((await call('POST', `/v1/crm/${collection}`, payload)).json() as { id: string }).id;
+  const company = await created('companies', { name: 'Example', domain: 'Example.COM' });
+  await call('PATCH', `/v1/crm/companies/${company}`, { industry: 'Retail' });
+  await call('DELETE', `/v1/crm/companies/${await created('companies', { name: 'Gone' })}`);
+  const contact = await created('contacts', { name: 'Ada', company_id: company, email: 'ada@example.com' });
+  const deal = await created('deals', { name: 'Pilot', company_id: company, contact_ids: [contact], amount: '100' });
+  await call('PATCH', `/v1/crm/deals/${deal}`, { stage: 'won' });
+  const task = await created('research-tasks', { subject_type: 'contact', subject_id: contact, role: 'outreach', title: 'Write' });
+  await call('PATCH', `/v1/crm/research-tasks/${task}`, { status: 'done' });
+  const draft = await created('artifacts', { subject_type: 'contact', subject_id: contact, task_id: task, kind: 'outreach_email', title: 'Hi' });
+  await call('PATCH', `/v1/crm/artifacts/${draft}`, { body: 'Dear Ada' });
+  await call('POST', `/v1/crm/artifacts/${draft}/approve`);
+  await call('POST', `/v1/crm/artifacts/${draft}/send`);
+  await call('PUT', '/v1/crm/context', { positioning: 'A gateway', tone: 'plain' });
 }
 
 /** A branch's life as the copier records it (no real copy: the read models are what is exercised here). */

@@ -239,6 +239,37 @@ const samples: Record<string, Record<string, unknown>> = {
   'SupportMessagePosted.v1': { case_id: id('sc_'), message_id: id('scm_'), side: 'operator', author: 'operator:alice', body: 'Looking into it' },
   'SupportCaseClosed.v1': { case_id: id('sc_'), side: 'customer', closed_by: 'user:u1' },
   'CancellationFeedbackRecorded.v1': { feedback_id: id('cfb_'), org_id: id('org_'), reason: 'too_expensive', feedback: '', recorded_by: 'user:u1' },
+  'CompanyCreated.v1': { record_id: id('cmp_'), org_id: id('org_'), agent_role: null, fields: { name: 'Example Inc', description: '', domain: 'example.com', industry: null, location: 'Berlin', logo_url: null } },
+  'CompanyUpdated.v1': { record_id: id('cmp_'), org_id: id('org_'), agent_role: 'enricher', changes: { industry: 'Retail' } },
+  'CompanyDeleted.v1': { record_id: id('cmp_'), org_id: id('org_'), agent_role: null },
+  'ContactCreated.v1': {
+    record_id: id('cnt_'), org_id: id('org_'), agent_role: 'researcher',
+    fields: { name: 'Ada', company_id: id('cmp_'), email: 'ada@example.com', phone: null, title: 'CTO', professional_network_url: null, notes: '' },
+  },
+  'ContactUpdated.v1': { record_id: id('cnt_'), org_id: id('org_'), agent_role: null, changes: { company_id: null } },
+  'ContactDeleted.v1': { record_id: id('cnt_'), org_id: id('org_'), agent_role: null },
+  'DealCreated.v1': {
+    record_id: id('dl_'), org_id: id('org_'), agent_role: null,
+    fields: { name: 'Pilot', company_id: id('cmp_'), contact_ids: [id('cnt_')], stage: 'lead', amount: '12500.50', currency: 'EUR', expected_close_date: '2027-03-31', notes: '' },
+  },
+  'DealUpdated.v1': { record_id: id('dl_'), org_id: id('org_'), agent_role: 'enricher', changes: { stage: 'won' } },
+  'DealDeleted.v1': { record_id: id('dl_'), org_id: id('org_'), agent_role: null },
+  'ResearchTaskCreated.v1': {
+    record_id: id('tsk_'), org_id: id('org_'), agent_role: null,
+    fields: { subject_type: 'company', subject_id: id('cmp_'), role: 'researcher', title: 'Find the buyers', instructions: '', status: 'open' },
+  },
+  'ResearchTaskUpdated.v1': { record_id: id('tsk_'), org_id: id('org_'), agent_role: 'researcher', subject_type: 'company', subject_id: id('cmp_'), changes: { status: 'done' } },
+  'ResearchTaskDeleted.v1': { record_id: id('tsk_'), org_id: id('org_'), agent_role: null, subject_type: 'company', subject_id: id('cmp_') },
+  'ArtifactCreated.v1': {
+    record_id: id('art_'), org_id: id('org_'), agent_role: 'outreach',
+    fields: { subject_type: 'contact', subject_id: id('cnt_'), task_id: id('tsk_'), kind: 'outreach_email', title: 'Hello', body: 'Dear Ada' },
+  },
+  'ArtifactUpdated.v1': { record_id: id('art_'), org_id: id('org_'), agent_role: 'outreach', subject_type: 'contact', subject_id: id('cnt_'), changes: { body: 'Dear Ada,' } },
+  'ArtifactDeleted.v1': { record_id: id('art_'), org_id: id('org_'), agent_role: null, subject_type: 'contact', subject_id: id('cnt_') },
+  'ArtifactApproved.v1': { record_id: id('art_'), org_id: id('org_'), agent_role: null, subject_type: 'contact', subject_id: id('cnt_') },
+  'ArtifactSent.v1': { record_id: id('art_'), org_id: id('org_'), agent_role: 'outreach', subject_type: 'contact', subject_id: id('cnt_') },
+  'ArtifactDiscarded.v1': { record_id: id('art_'), org_id: id('org_'), agent_role: null, subject_type: 'contact', subject_id: id('cnt_') },
+  'CrmContextSet.v1': { org_id: id('org_'), positioning: 'A Postgres gateway', icp: 'Data teams', tone: 'plain', notes: '' },
   'PolicyRoleProvisioned.v1': { policy_id: id('pol_'), database_id: id('db_'), role_name: 'pgward_0f3a9c', password: sealed, tables: ['public.orders'] },
 };
 
