@@ -8,6 +8,7 @@ import { apiKeysProjection } from './api-keys.js';
 import { branchesProjection } from './branches.js';
 import { approvalsProjection } from './approvals.js';
 import { credentialsProjection } from './credentials.js';
+import { creditBalancesProjection } from './credits.js';
 import { databasesProjection, replicasProjection } from './databases.js';
 import { domainsProjection } from './domains.js';
 import { enrollmentsProjection } from './enrollments.js';
@@ -28,5 +29,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection, creditBalancesProjection];
 }

@@ -5,6 +5,7 @@ import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as branches from './branches.js';
 import * as credentials from './credentials.js';
+import * as credits from './credits.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
 import * as domains from './domains.js';
@@ -85,6 +86,9 @@ export const catalog = [
   support.CancellationFeedbackRecorded,
   enrollments.SelfHostEnrollmentCreated,
   enrollments.SelfHostEnrollmentRevoked,
+  credits.CreditsToppedUp,
+  credits.CreditsCharged,
+  credits.CreditsRefunded,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];
