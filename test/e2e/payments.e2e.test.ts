@@ -2,28 +2,26 @@
  * The 402 flow over real HTTP with fetch, as a client of the Payment scheme would run it: ask,
  * read the challenge from WWW-Authenticate, answer it with Authorization: Payment, read the receipt.
  */
-import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ORG_KEY_PREFIX } from '../../commands/organizations/create-organization.js';
 import { newOperatorToken } from '../../src/auth/operators.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import { newSecret } from '../../src/crypto/tokens.js';
-import { DEMO_IDS, provisionDemo, type DemoUpstream } from '../../src/demo/provision.js';
+import { DEMO_IDS, provisionDemo } from '../../src/demo/provision.js';
 import { decodeJson, parseChallenges } from '../../src/payments/auth-params.js';
 import { credentialHeader, type PaymentChallenge } from '../../src/payments/challenge.js';
 import { startApi, type TestApi } from '../support/api.js';
-import { admin } from '../support/pg.js';
+import { demoUpstream } from '../support/demo-upstream.js';
 
 const operator = newOperatorToken('billing');
 let api: TestApi;
-let upstream: DemoUpstream;
+let upstream: ReturnType<typeof demoUpstream>;
 let base: string;
 
 beforeAll(async () => {
   api = await startApi('payments_e2e', { PGWARD_DEMO: 'on', PGWARD_PRICES: 'createDemoCredential:pro=25', PGWARD_PAYMENT_CURRENCY: 'eur', PGWARD_OPERATOR_TOKENS: operator.entry });
-  upstream = { adminUrl: inject('pgUrl'), database: `pgward_t_paye2e_${randomBytes(4).toString('hex')}` };
+  upstream = demoUpstream('paye2e');
   await provisionDemo({ store: api.store, keyring: parseKeyring(api.masterKey) }, upstream, async () => newSecret(ORG_KEY_PREFIX));
   await api.app.listen({ port: 0, host: '127.0.0.1' });
   base = `http://127.0.0.1:${(api.app.server.address() as AddressInfo).port}`;
@@ -31,10 +29,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await api?.stop();
-  await admin(upstream.adminUrl, async (client) => {
-    await client.query(`drop database if exists ${pg.escapeIdentifier(upstream.database)} with (force)`);
-    await client.query(`drop role if exists ${pg.escapeIdentifier(`${upstream.database}_reader`)}`);
-  });
+  await upstream?.drop();
 });
 
 describe('paying for a request over HTTP', () => {

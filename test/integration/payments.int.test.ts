@@ -4,27 +4,25 @@
  * prepaid credit ledger, the receipt, refused replays and forgeries, refunds, and one settlement of
  * a challenge under concurrent retries.
  */
-import { randomBytes } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ORG_KEY_PREFIX } from '../../commands/organizations/create-organization.js';
 import { newOperatorToken } from '../../src/auth/operators.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import { newSecret } from '../../src/crypto/tokens.js';
 import { decodeEvent } from '../../src/events/catalog.js';
-import { DEMO_IDS, provisionDemo, type DemoUpstream } from '../../src/demo/provision.js';
+import { DEMO_IDS, provisionDemo } from '../../src/demo/provision.js';
 import { decodeJson, encodeJson, parseChallenges } from '../../src/payments/auth-params.js';
 import { bodyDigest, challengeSecrets, credentialHeader, issueChallenge, type PaymentChallenge } from '../../src/payments/challenge.js';
 import { startApi, type TestApi } from '../support/api.js';
-import { admin } from '../support/pg.js';
+import { demoUpstream } from '../support/demo-upstream.js';
 
 const PRICE = 50;
 const operator = newOperatorToken('billing');
 const PRO = JSON.stringify({ tier: 'pro' });
 
 let api: TestApi;
-let upstream: DemoUpstream;
+let upstream: ReturnType<typeof demoUpstream>;
 let demoOwner: string;
 let customer: { orgId: string; apiKey: string };
 let member: string;
@@ -82,7 +80,7 @@ async function newKey(role: string): Promise<{ secret: string; id: string }> {
 
 beforeAll(async () => {
   api = await startApi('payments', { PGWARD_DEMO: 'on', PGWARD_PRICES: `createDemoCredential:pro=${PRICE}`, PGWARD_OPERATOR_TOKENS: operator.entry });
-  upstream = { adminUrl: inject('pgUrl'), database: `pgward_t_pay_${randomBytes(4).toString('hex')}` };
+  upstream = demoUpstream('pay');
   demoOwner = newSecret(ORG_KEY_PREFIX);
   await provisionDemo({ store: api.store, keyring: parseKeyring(api.masterKey) }, upstream, async () => demoOwner);
   customer = await api.org();
@@ -92,10 +90,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await api?.stop();
-  await admin(upstream.adminUrl, async (client) => {
-    await client.query(`drop database if exists ${pg.escapeIdentifier(upstream.database)} with (force)`);
-    await client.query(`drop role if exists ${pg.escapeIdentifier(`${upstream.database}_reader`)}`);
-  });
+  await upstream?.drop();
 });
 
 describe('a priced request (the demo’s paid tier)', () => {
