@@ -170,8 +170,11 @@ export function installPayments(app: FastifyInstance, options: PaymentsOptions):
     const paid = request.payment;
     if (!paid || !verifier) return payload;
     if (reply.statusCode >= 400) {
-      // The paid request delivered nothing: the charge is given back, and no receipt is sent.
-      await verifier.refund(paid.settlement, `the request failed with ${reply.statusCode}`);
+      // The paid request delivered nothing: the charge is given back, and no receipt is sent. A refund
+      // that fails does not replace the request's own answer; it is logged for an operator to settle.
+      await verifier.refund(paid.settlement, `the request failed with ${reply.statusCode}`).catch((error: unknown) => {
+        request.log.error({ err: error, challenge_id: paid.settlement.challengeId, org_id: paid.settlement.orgId }, 'a failed paid request could not be refunded');
+      });
       return payload;
     }
     void reply.header('payment-receipt', receiptHeader({ status: 'success', method: paid.method, timestamp: paid.at, reference: paid.reference }));
