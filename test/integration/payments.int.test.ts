@@ -4,7 +4,10 @@
  * prepaid credit ledger, the receipt, refused replays and forgeries, refunds, and one settlement of
  * a challenge under concurrent retries.
  */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { LightMyRequestResponse } from 'fastify';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ORG_KEY_PREFIX } from '../../commands/organizations/create-organization.js';
 import { newOperatorToken } from '../../src/auth/operators.js';
@@ -27,6 +30,9 @@ let demoOwner: string;
 let customer: { orgId: string; apiKey: string };
 let member: string;
 let viewer: string;
+let jwks: Server;
+let signingKey: Awaited<ReturnType<typeof generateKeyPair>>['privateKey'];
+const ISSUER = 'https://auth.pgward.test/api/auth';
 
 function expectProblem(response: LightMyRequestResponse, status: number, code: string, paymentError?: string): Record<string, unknown> {
   expect(response.statusCode, response.body).toBe(status);
@@ -79,7 +85,19 @@ async function newKey(role: string): Promise<{ secret: string; id: string }> {
 }
 
 beforeAll(async () => {
-  api = await startApi('payments', { PGWARD_DEMO: 'on', PGWARD_PRICES: `createDemoCredential:pro=${PRICE}`, PGWARD_OPERATOR_TOKENS: operator.entry });
+  const pair = await generateKeyPair('ES256');
+  signingKey = pair.privateKey;
+  const jwk = { ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' };
+  jwks = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })));
+  await new Promise<void>((resolve) => jwks.listen(0, '127.0.0.1', resolve));
+  api = await startApi('payments', {
+    PGWARD_DEMO: 'on',
+    PGWARD_PRICES: `createDemoCredential:pro=${PRICE}`,
+    PGWARD_OPERATOR_TOKENS: operator.entry,
+    PGWARD_JWKS_URL: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks`,
+    PGWARD_JWT_ISSUER: ISSUER,
+    PGWARD_JWT_AUDIENCE: 'pgward-api',
+  });
   upstream = demoUpstream('pay');
   demoOwner = newSecret(ORG_KEY_PREFIX);
   await provisionDemo({ store: api.store, keyring: parseKeyring(api.masterKey) }, upstream, async () => demoOwner);
@@ -91,6 +109,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await api?.stop();
   await upstream?.drop();
+  await new Promise((resolve) => jwks?.close(resolve));
 });
 
 describe('a priced request (the demo’s paid tier)', () => {
@@ -228,6 +247,25 @@ describe('a priced request (the demo’s paid tier)', () => {
     expectProblem(await vend(credential), 401, 'UNAUTHORIZED', 'invalid-challenge');
     const unpriced = await api.app.inject({ method: 'GET', url: '/v1/projects', headers: { authorization: credential } });
     expectProblem(unpriced, 401, 'UNAUTHORIZED', 'invalid-challenge');
+  });
+
+  it('charges a human signed in with a JWT as that user: the challenge names them, the charge and the credential are theirs', async () => {
+    const jwt = await new SignJWT({ sub: 'usr_pay', org_id: customer.orgId, role: 'member' })
+      .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+      .setIssuer(ISSUER)
+      .setAudience('pgward-api')
+      .setIssuedAt()
+      .setExpirationTime('5m')
+      .sign(signingKey);
+    const challenge = await freshChallenge(jwt);
+    expect(decodeJson(challenge.opaque)).toMatchObject({ org_id: customer.orgId, principal: 'user:usr_pay', role: 'member' });
+    const paid = await vend(credentialHeader(challenge, {}));
+    expect(paid.statusCode, paid.body).toBe(201);
+    const actorOf = (event: { metadata: Uint8Array }) => (JSON.parse(Buffer.from(event.metadata).toString()) as { actor: string }).actor;
+    const charge = (await api.store.readStream(`credits-${customer.orgId}`)).at(-1)!;
+    expect([decodeEvent(charge).type, actorOf(charge)]).toEqual(['CreditsCharged.v1', 'user:usr_pay']);
+    const credentialId = (paid.json() as { credential: { id: string } }).credential.id;
+    expect(actorOf((await api.store.readStream(`credential-${credentialId}`))[0]!)).toBe('user:usr_pay');
   });
 
   it('shows the balance to the organization only: another organization’s is 404', async () => {
