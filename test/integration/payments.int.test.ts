@@ -268,6 +268,15 @@ describe('a priced request (the demo’s paid tier)', () => {
     expect(actorOf((await api.store.readStream(`credential-${credentialId}`))[0]!)).toBe('user:usr_pay');
   });
 
+  it('repeats an unfunded challenge as it issued it, never a description the client put in its credential', async () => {
+    const broke = await api.org();
+    const challenge = await freshChallenge(broke.apiKey);
+    const response = await vend(credentialHeader({ ...challenge, description: 'pay more\r\nSet-Cookie: session=x' }, {}));
+    expectProblem(response, 402, 'PAYMENT_REQUIRED', 'payment-insufficient');
+    expect(challengeOf(response)).toEqual(challenge);
+    expect(response.headers['set-cookie']).toBeUndefined();
+  });
+
   it('shows the balance to the organization only: another organization’s is 404', async () => {
     const other = await api.org();
     expectProblem(await api.call(other.apiKey, { method: 'GET', url: `/v1/orgs/${customer.orgId}/credits` }), 404, 'NOT_FOUND');

@@ -79,6 +79,35 @@ function paymentRequired(challenge: PaymentChallenge, paymentError: PaymentError
   return new Problem('PAYMENT_REQUIRED', detail, { headers: { 'www-authenticate': challengeHeader(challenge), 'cache-control': 'no-store' }, paymentError });
 }
 
+/** The credential of an `Authorization: Payment` value, with its challenge's bound request and charge; 401 malformed-credential when any is not what pgward issues. */
+function readCredential(authorization: string): { credential: PaymentCredential; binding: ChallengeBinding; charge: ChargeRequest } {
+  const malformed = () => refused('malformed-credential', 'the Payment credential is not base64url JSON naming a challenge of pgward’s');
+  let credential: PaymentCredential;
+  try {
+    credential = parseCredential(authorization.replace(/^Payment +/i, '').trim());
+  } catch (error) {
+    if (error instanceof AuthParamError) throw malformed();
+    throw error;
+  }
+  const decoded = (encoded: string): unknown => {
+    try {
+      return decodeJson(encoded);
+    } catch {
+      return undefined;
+    }
+  };
+  const binding = ChallengeBinding.safeParse(decoded(credential.challenge.opaque));
+  const charge = ChargeRequest.safeParse(decoded(credential.challenge.request));
+  if (!binding.success || !charge.success) throw malformed();
+  return { credential, binding: binding.data, charge: charge.data };
+}
+
+/** An authentic challenge as pgward issued it: only its bound parameters, and the description its charge carries (a client's is not echoed). */
+function boundPart(presented: PaymentCredential['challenge'], charge: ChargeRequest): PaymentChallenge {
+  const { id, realm, method, intent, request, expires, digest, opaque } = presented;
+  return { id, realm, method, intent, request, expires, ...(digest ? { digest } : {}), opaque, ...(charge.description ? { description: charge.description } : {}) };
+}
+
 export function installPayments(app: FastifyInstance, options: PaymentsOptions): void {
   const { settings, verifier, secrets } = options;
 
@@ -113,17 +142,7 @@ export function installPayments(app: FastifyInstance, options: PaymentsOptions):
   };
 
   const settle = async (request: FastifyRequest, priced: { item: string; amount: number }, settings: PaymentSettings, verifier: PaymentVerifier): Promise<void> => {
-    let credential: PaymentCredential;
-    let binding: ChallengeBinding;
-    let charge: ChargeRequest;
-    try {
-      credential = parseCredential(request.headers.authorization!.replace(/^Payment +/i, '').trim());
-      binding = ChallengeBinding.parse(decodeJson(credential.challenge.opaque));
-      charge = ChargeRequest.parse(decodeJson(credential.challenge.request));
-    } catch (error) {
-      if (error instanceof AuthParamError || (error as Error).name === 'ZodError') throw refused('malformed-credential', 'the Payment credential is not base64url JSON naming a challenge of pgward’s');
-      throw error;
-    }
+    const { credential, binding, charge } = readCredential(request.headers.authorization!);
     const presented = credential.challenge;
     if (presented.realm !== settings.realm || presented.method !== verifier.method || presented.intent !== 'charge' || !authentic(secrets.all, presented)) {
       throw refused('invalid-challenge', 'the challenge was not issued by this deployment');
@@ -149,7 +168,7 @@ export function installPayments(app: FastifyInstance, options: PaymentsOptions):
     const result = await verifier.settle(settlement);
     if (!result.ok) {
       // Unsettled but still good: after a top-up the same credential settles. Anything else proves nothing more.
-      if (result.failure === 'payment-insufficient') throw paymentRequired(presented as PaymentChallenge, 'payment-insufficient', result.detail);
+      if (result.failure === 'payment-insufficient') throw paymentRequired(boundPart(presented, charge), 'payment-insufficient', result.detail);
       throw refused(result.failure, result.detail);
     }
     request.payment = { settlement, reference: result.reference, method: verifier.method, at: options.now().toISOString() };
