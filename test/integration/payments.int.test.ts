@@ -92,7 +92,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => jwks.listen(0, '127.0.0.1', resolve));
   api = await startApi('payments', {
     PGWARD_DEMO: 'on',
-    PGWARD_PRICES: `createDemoCredential:pro=${PRICE}`,
+    PGWARD_PRICES: `createDemoCredential:pro=${PRICE},getCurrentCaller=1`,
     PGWARD_OPERATOR_TOKENS: operator.entry,
     PGWARD_JWKS_URL: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks`,
     PGWARD_JWT_ISSUER: ISSUER,
@@ -112,7 +112,7 @@ afterAll(async () => {
   await new Promise((resolve) => jwks?.close(resolve));
 });
 
-describe('a priced request (the demo’s paid tier)', () => {
+describe('priced requests (the demo’s paid tier first)', () => {
   it('GET /v1/demo offers the pro tier at its price; the free tier stays public and free', async () => {
     const offer = (await api.app.inject({ method: 'GET', url: '/v1/demo' })).json() as { tiers: { tier: string; available: boolean; policy_id: string | null; price: unknown }[] };
     expect(offer.tiers.map((t) => [t.tier, t.available, t.policy_id, t.price])).toEqual([
@@ -275,6 +275,23 @@ describe('a priced request (the demo’s paid tier)', () => {
     expectProblem(response, 402, 'PAYMENT_REQUIRED', 'payment-insufficient');
     expect(challengeOf(response)).toEqual(challenge);
     expect(response.headers['set-cookie']).toBeUndefined();
+  });
+
+  it('prices any operation by its id: a GET has no digest, and its challenge is bound to the path with its query', async () => {
+    expect((await topUp(10)).statusCode).toBe(201);
+    const before = (await balance()).balance as number;
+    const unpaid = await api.call(member, { method: 'GET', url: '/v1/me' });
+    expectProblem(unpaid, 402, 'PAYMENT_REQUIRED', 'payment-required');
+    const challenge = challengeOf(unpaid);
+    expect(challenge.digest).toBeUndefined();
+    expect(decodeJson(challenge.request)).toMatchObject({ amount: '1', currency: 'usd', description: 'getCurrentCaller on gateway.test' });
+    const credential = credentialHeader(challenge, {});
+    expectProblem(await api.app.inject({ method: 'GET', url: '/v1/me?again=1', headers: { authorization: credential } }), 401, 'UNAUTHORIZED', 'invalid-challenge');
+    const paid = await api.app.inject({ method: 'GET', url: '/v1/me', headers: { authorization: credential } });
+    expect(paid.statusCode, paid.body).toBe(200);
+    expect(paid.json()).toMatchObject({ kind: 'org_api_key', org_id: customer.orgId, role: 'member', key_id: expect.stringMatching(/^key_/) });
+    expect(decodeJson(String(paid.headers['payment-receipt']))).toMatchObject({ status: 'success', method: 'credits' });
+    expect(await balance()).toMatchObject({ balance: before - 1 });
   });
 
   it('shows the balance to the organization only: another organization’s is 404', async () => {
