@@ -4,6 +4,7 @@ import * as anomalies from './anomalies.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as branches from './branches.js';
+import * as cache from './cache.js';
 import * as credentials from './credentials.js';
 import * as credits from './credits.js';
 import * as databases from './databases.js';
@@ -36,6 +37,8 @@ export const catalog = [
   databases.ReplicaAdded,
   databases.ReplicaRemoved,
   databases.ReplicaUpdated,
+  cache.CacheRuleSet,
+  cache.CachePurged,
   policies.PolicyProfileCreated,
   policies.PolicyProfileUpdated,
   policies.PolicyProfileDeleted,

@@ -20,6 +20,7 @@ import { anomalyRoutes } from './routes/anomalies.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditRoutes } from './routes/audit.js';
 import { auditReportRoutes } from './routes/audit-reports.js';
+import { cacheRoutes } from './routes/cache.js';
 import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
 import { domainRoutes } from './routes/domains.js';
@@ -154,6 +155,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     proxyCaRoutes(api, plane.deps);
     projectRoutes(api, plane.deps);
     databaseRoutes(api, plane.deps);
+    cacheRoutes(api, plane.deps);
     // The hosted agent MCP and the policy what-if decide on the same upstream pools and catalog snapshots.
     const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log);
     app.addHook('onClose', () => databases.close());

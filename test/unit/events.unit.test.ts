@@ -114,6 +114,8 @@ const samples: Record<string, Record<string, unknown>> = {
   'ReplicaAdded.v1': { replica_id: id('rep_'), database_id: id('db_'), host: '10.0.0.7', port: 5432, ssl_mode: 'require' },
   'ReplicaRemoved.v1': { replica_id: id('rep_'), database_id: id('db_') },
   'ReplicaUpdated.v1': { replica_id: id('rep_'), database_id: id('db_'), changes: { port: 5433 } },
+  'CacheRuleSet.v1': { project_id: id('prj_'), database_id: id('db_'), query_hash: '0123456789abcdef', cache_enabled: false, cache_ttl_seconds: 300, cache_swr_seconds: null },
+  'CachePurged.v1': { project_id: id('prj_'), database_id: id('db_') },
   'PolicyProfileCreated.v1': { policy_id: id('pol_'), project_id: id('prj_'), ...policy },
   'PolicyProfileUpdated.v1': { policy_id: id('pol_'), changes: { read_only: false, max_rows: null }, version: 2 },
   'PolicyProfileDeleted.v1': { policy_id: id('pol_') },
