@@ -7,6 +7,7 @@ import * as branches from './branches.js';
 import * as cache from './cache.js';
 import * as credentials from './credentials.js';
 import * as crm from './crm.js';
+import * as credits from './credits.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
 import * as domains from './domains.js';
@@ -108,6 +109,9 @@ export const catalog = [
   crm.ArtifactSent,
   crm.ArtifactDiscarded,
   crm.CrmContextSet,
+  credits.CreditsToppedUp,
+  credits.CreditsCharged,
+  credits.CreditsRefunded,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

@@ -12,6 +12,7 @@ import { pruneUnusedSchemas } from './openapi.js';
 import { Problem } from './problem.js';
 import { installAuth, type Authenticators } from './plugins/auth.js';
 import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
+import { installPayments } from './plugins/payments.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
 import { installRequestMetrics, type RequestObserver } from './plugins/request-metrics.js';
 import { agentRoutes } from './routes/agents.js';
@@ -43,6 +44,9 @@ import { organizationRoutes } from './routes/organizations.js';
 import { proxyCaRoutes } from './routes/proxy-ca.js';
 import { projectRoutes } from './routes/projects.js';
 import type { ApiDeps } from './routes/support.js';
+import { challengeSecrets } from '../payments/challenge.js';
+import type { PaymentVerifier } from '../payments/verifier.js';
+import { creditBalanceRoutes } from './routes/credits.js';
 
 export type PartState = { ok: true; detail?: string } | { ok: false; detail: string };
 
@@ -51,6 +55,8 @@ export interface ControlPlane {
   authenticators: Authenticators;
   rateLimits: RateLimits;
   sealer: BodySealer;
+  /** Settles Payment credentials of priced requests (deps.payments); the prepaid credit ledger unless the composition root plugs in another. */
+  verifier?: PaymentVerifier;
 }
 
 export interface AppOptions {
@@ -135,6 +141,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     });
     installRateLimit(app, plane.rateLimits);
     installAuth(app, plane.authenticators);
+    installPayments(app, {
+      ...(plane.deps.payments ? { settings: plane.deps.payments } : {}),
+      ...(plane.verifier ? { verifier: plane.verifier } : {}),
+      secrets: challengeSecrets(plane.deps.keyring),
+      authenticators: plane.authenticators,
+      pool: plane.deps.pool,
+      now: plane.deps.now,
+    });
     await installIdempotency(app, plane.deps.pool, idempotencyScope, plane.sealer);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
@@ -167,6 +181,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     supportCaseRoutes(api, plane.deps);
     crmRoutes(api, plane.deps);
     usageRoutes(api, plane.deps);
+    creditBalanceRoutes(api, plane.deps);
     enrollmentRoutes(api, plane.deps);
     dataPlaneRoutes(api, plane.deps);
     managementMcpRoutes(api, options.observe?.toolCall('management'));

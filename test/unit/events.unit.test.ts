@@ -141,6 +141,9 @@ const samples: Record<string, Record<string, unknown>> = {
   'CredentialUsed.v1': { credential_id: id('agt_'), used_at: at },
   'DemoProvisioned.v1': { org_id: id('org_'), project_id: id('prj_'), database_id: id('db_'), tiers: [{ tier: 'free', policy_id: id('pol_') }] },
   'DemoPaused.v1': { reason: 'abuse from one address' },
+  'CreditsToppedUp.v1': { org_id: id('org_'), amount: 5000, currency: 'usd', reference: 'pi_3Nc0ffee' },
+  'CreditsCharged.v1': { org_id: id('org_'), challenge_id: 'x'.repeat(43), amount: 50, currency: 'usd', operation: 'createDemoCredential:pro' },
+  'CreditsRefunded.v1': { org_id: id('org_'), challenge_id: 'x'.repeat(43), amount: 50, currency: 'usd', reason: 'the request failed with 503' },
   'DemoResumed.v1': {},
   'ApprovalRequested.v1': {
     approval_id: id('apr_'),
