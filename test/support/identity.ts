@@ -20,7 +20,7 @@ export function sessionCookie(response: Response): string | undefined {
   return response.headers
     .getSetCookie()
     .map((line) => line.split(';')[0]!)
-    .find((pair) => pair.startsWith('pgward.session_token='));
+    .find((pair) => pair.startsWith('pgward.session_token=') && pair.length > 'pgward.session_token='.length);
 }
 
 /** Signs a person up with e-mail and password over HTTP as a browser page of `base` would; their session cookie and user id. */
