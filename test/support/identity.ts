@@ -7,8 +7,8 @@ import { freePort } from './free-port.js';
 export const PASSWORD = 'correct horse battery staple';
 
 /** The control plane listening on a port of its own, with PGWARD_PUBLIC_URL naming it (the identity server's issuer derives from it). */
-export async function startListeningApi(label: string, env: NodeJS.ProcessEnv = {}): Promise<{ api: TestApi; base: string }> {
-  const port = await freePort();
+export async function startListeningApi(label: string, env: NodeJS.ProcessEnv = {}, chosenPort?: number): Promise<{ api: TestApi; base: string }> {
+  const port = chosenPort ?? (await freePort());
   const base = `http://127.0.0.1:${port}`;
   const api = await startApi(label, { PGWARD_PUBLIC_URL: base, ...env });
   await api.app.listen({ port, host: '127.0.0.1' });
