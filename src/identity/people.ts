@@ -53,10 +53,10 @@ export function signUpEffects(store: EventStore, pool: pg.Pool): SignUpEffects {
  * This deployment's signing keys, read from the identity server (its JWKS, the same document
  * /api/auth/jwks serves) and read again when a token names a key not seen yet (a rotation).
  */
-export function ownKeys(identity: IdentityServer): JWTVerifyGetKey {
+export function ownKeys(identity: () => IdentityServer): JWTVerifyGetKey {
   let current: { keys: JWTVerifyGetKey; kids: Set<string> } | undefined;
   const load = async () => {
-    const set = (await identity.api.getJwks()) as JSONWebKeySet;
+    const set = (await identity().api.getJwks()) as JSONWebKeySet;
     current = { keys: createLocalJWKSet(set), kids: new Set(set.keys.map((k) => k.kid ?? '')) };
     return current;
   };
@@ -67,9 +67,9 @@ export function ownKeys(identity: IdentityServer): JWTVerifyGetKey {
 }
 
 /** The person a session cookie names, acting in their first organization with their role there. */
-export function sessionCaller(identity: IdentityServer, effects: SignUpEffects): (headers: Headers) => Promise<Caller | undefined> {
+export function sessionCaller(identity: () => IdentityServer, effects: SignUpEffects): (headers: Headers) => Promise<Caller | undefined> {
   return async (headers) => {
-    const session = await identity.api.getSession({ headers });
+    const session = await identity().api.getSession({ headers });
     if (!session) return undefined;
     const membership = await effects.membershipOf(session.user.id);
     if (!membership) return undefined;

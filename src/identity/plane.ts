@@ -23,16 +23,25 @@ export interface IdentityPlane {
 export function identityPlane(config: Config, keyring: Keyring, store: EventStore, pool: pg.Pool): IdentityPlane {
   const publicUrl = publicUrlOf(config);
   const effects = signUpEffects(store, pool);
-  // One options object for the server and its migrations: a migration then clears the server's cached schema check.
   const options = identityOptions({ pool, publicUrl, secret: identitySecret(keyring), ssoProviders: config.PGWARD_SSO_PROVIDERS ? parseSsoProviders(config.PGWARD_SSO_PROVIDERS) : [], effects });
-  const server = createIdentityServer(options);
   const issuer = issuerOf(publicUrl);
+  // Created once its tables exist: Better Auth checks its schema when it starts and would report them missing.
+  let server: IdentityServer | undefined;
+  const serverOf = (): IdentityServer => {
+    if (!server) throw new Error('the identity server is used before its tables were migrated');
+    return server;
+  };
   return {
-    server,
+    get server() {
+      return serverOf();
+    },
     publicUrl,
     issuer,
-    tokens: createJwtVerifier({ jwks: ownKeys(server), issuer, audience: apiResource(publicUrl) }),
-    session: sessionCaller(server, effects),
-    migrate: () => migrateIdentity(pool, options),
+    tokens: createJwtVerifier({ jwks: ownKeys(serverOf), issuer, audience: apiResource(publicUrl) }),
+    session: sessionCaller(serverOf, effects),
+    async migrate() {
+      await migrateIdentity(pool, options);
+      server ??= createIdentityServer(options);
+    },
   };
 }
