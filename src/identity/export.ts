@@ -10,7 +10,7 @@ import type { IdentityServer } from './server.js';
 
 /** An organization's URL-safe name in the export (pgward addresses organizations by id; the slug is for people). */
 export function slugOf(name: string): string {
-  return name.toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '') || 'organization';
+  return name.normalize('NFKD').replace(/\p{M}/gu, '').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '') || 'organization';
 }
 
 /** The latest recorded choice of each e-mail preference; marketing is off and usage-limit alerts on until the person says otherwise. */
