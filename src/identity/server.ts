@@ -58,6 +58,13 @@ export function identityOptions(options: IdentityOptions) {
     telemetry: { enabled: false },
     trustedOrigins: [origin],
     emailAndPassword: { enabled: true, minPasswordLength: 12, maxPasswordLength: 256 },
+    // On whatever NODE_ENV says (Better Auth's default is production only): per client address and path, in memory of the API process.
+    rateLimit: {
+      enabled: true,
+      window: 60,
+      max: 600,
+      customRules: { '/sign-in/*': { window: 10, max: 10 }, '/sign-up/*': { window: 10, max: 10 }, '/two-factor/*': { window: 10, max: 10 } },
+    },
     // The OAuth provider issues tokens at /oauth2/token; the JWT plugin's session-to-JWT endpoint is not offered.
     disabledPaths: ['/token'],
     advanced: {

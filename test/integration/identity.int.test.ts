@@ -174,4 +174,19 @@ describe('people and their organizations (docs/identity.md)', () => {
     const byKey = await fetch(`${base}/v1/account/export`, { headers: { authorization: `Bearer ${(await api.org()).apiKey}` } });
     expect(byKey.status).toBe(403);
   });
+
+  it('limits password attempts per client address: 10 in 10 s, then 429 with Retry-After', async () => {
+    const attempt = () => fetch(`${base}/api/auth/sign-in/email`, { method: 'POST', headers: { 'content-type': 'application/json', origin: base }, body: JSON.stringify({ email: 'owner@example.test', password: 'not the password at all' }) });
+    const statuses: number[] = [];
+    let limited: Response | undefined;
+    for (let i = 0; i < 11 && !limited; i++) {
+      const response = await attempt();
+      statuses.push(response.status);
+      if (response.status === 429) limited = response;
+    }
+    // The TOTP test's sign-in may fall in the same window: 9 or 10 refusals, then the limit.
+    expect(statuses.filter((s) => s === 401).length).toBeGreaterThanOrEqual(9);
+    expect(statuses.at(-1)).toBe(429);
+    expect(Number(limited!.headers.get('x-retry-after') ?? limited!.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
 });
