@@ -123,6 +123,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const plane = options.controlPlane;
   if (plane) {
+    // The identity server's tables are made meanwhile (its routes are registered once they exist).
+    const identityReady = plane.identity.migrate();
+    identityReady.catch(() => undefined);
     // The hosted agent MCP decides statements with the proxy's grammar, also in a process without a proxy (the API worker).
     await loadParser();
     await app.register(fastifySwagger, {
@@ -139,7 +142,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     installRateLimit(app, plane.rateLimits);
     installAuth(app, plane.authenticators);
     await installIdempotency(app, plane.deps.pool, idempotencyScope, plane.sealer);
-    await plane.identity.migrate();
+    await identityReady;
     await identityRoutes(app, plane.identity.server, plane.identity.publicUrl);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
