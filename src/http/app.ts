@@ -47,11 +47,16 @@ import type { ApiDeps } from './routes/support.js';
 import { challengeSecrets } from '../payments/challenge.js';
 import type { PaymentVerifier } from '../payments/verifier.js';
 import { creditBalanceRoutes } from './routes/credits.js';
+import type { IdentityPlane } from '../identity/plane.js';
+import { identityRoutes } from '../identity/routes.js';
+import { accountRoutes } from './routes/account.js';
 
 export type PartState = { ok: true; detail?: string } | { ok: false; detail: string };
 
 export interface ControlPlane {
   deps: ApiDeps;
+  /** The identity server (docs/identity.md), mounted at /api/auth. */
+  identity: IdentityPlane;
   authenticators: Authenticators;
   rateLimits: RateLimits;
   sealer: BodySealer;
@@ -94,7 +99,7 @@ function frameworkError(error: FastifyError, request: FastifyRequest, reply: Fas
 /** Whose Idempotency-Keys a request's are: its API key's, its user's, or its operator's. */
 function idempotencyScope(request: FastifyRequest): string {
   if (request.operator) return `operator:${request.operator.name}`;
-  return request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.kind === 'jwt' ? request.caller.subject : ''}`;
+  return request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.subject ?? ''}`;
 }
 
 /** The HTTP surface. The composition root decides what backs it. */
@@ -126,6 +131,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const plane = options.controlPlane;
   if (plane) {
+    // The identity server's tables are made meanwhile (its routes are registered once they exist).
+    const identityReady = plane.identity.migrate();
+    identityReady.catch(() => undefined);
     // The hosted agent MCP decides statements with the proxy's grammar, also in a process without a proxy (the API worker).
     await loadParser();
     await app.register(fastifySwagger, {
@@ -150,6 +158,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       now: plane.deps.now,
     });
     await installIdempotency(app, plane.deps.pool, idempotencyScope, plane.sealer);
+    await identityReady;
+    await identityRoutes(app, plane.identity.server, plane.identity.publicUrl);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
     organizationRoutes(api, plane.deps);
@@ -184,7 +194,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     creditBalanceRoutes(api, plane.deps);
     enrollmentRoutes(api, plane.deps);
     dataPlaneRoutes(api, plane.deps);
-    managementMcpRoutes(api, options.observe?.toolCall('management'));
+    accountRoutes(api, plane.deps, plane.identity);
+    managementMcpRoutes(api, plane.identity.publicUrl, options.observe?.toolCall('management'));
     agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));
   }

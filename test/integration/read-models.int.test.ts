@@ -13,6 +13,8 @@ import { newId } from '../../src/ids.js';
 import { branch } from '../../commands/branches/branch.js';
 import { domain } from '../../commands/domains/domain.js';
 import { newOperatorToken } from '../../src/auth/operators.js';
+import { recordConsents } from '../../commands/identity/consents.js';
+import { createOrganizationForUser } from '../../commands/organizations/create-organization.js';
 
 let api: TestApi;
 const operator = newOperatorToken('ops');
@@ -77,6 +79,17 @@ async function workload(): Promise<void> {
   }
   await supportWorkload(orgId, call);
   await crmWorkload(call);
+  await peopleWorkload();
+}
+
+/** What a sign-up records (docs/identity.md): a person's organization with them as owner, their consents, a withdrawn one. */
+async function peopleWorkload(): Promise<void> {
+  const context = { correlationId: 'test', actor: 'test' };
+  for (const [i, userId] of [newId('usr_'), newId('usr_')].entries()) {
+    await createOrganizationForUser(api.store, { name: `org of ${userId}`, plan: 'free', userId }, context);
+    const consents = [{ documentType: 'terms_of_service', documentVersion: '2026-11-01', accepted: true }, { documentType: 'marketing_emails', documentVersion: '1', accepted: false }] as const;
+    await recordConsents(api.store, { userId, ip: i === 0 ? null : '203.0.113.9', consents }, context);
+  }
 }
 
 /** Support cases from both sides, cancellation feedback and an operator's billing record. */

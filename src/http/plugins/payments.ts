@@ -136,7 +136,8 @@ export function installPayments(app: FastifyInstance, options: PaymentsOptions):
   /** The caller a settled challenge names, if its principal still may act: an API key revoked since is refused. */
   const payer = async (binding: ChallengeBinding): Promise<Caller | undefined> => {
     const [kind, id] = [binding.principal.slice(0, binding.principal.indexOf(':')), binding.principal.slice(binding.principal.indexOf(':') + 1)];
-    if (kind === 'user') return { kind: 'jwt', subject: id, orgId: binding.org_id, role: binding.role as ApiKeyRole };
+    // A person (signed in by JWT or by the identity server's cookie) acts on as that person, in the challenge's organization and role.
+    if (kind === 'user') return { kind: 'session', subject: id, orgId: binding.org_id, role: binding.role as ApiKeyRole };
     const key = await findApiKey(options.pool, binding.org_id, id);
     return key?.status === 'active' ? { kind: 'api_key', keyId: id, orgId: binding.org_id, role: key.role as ApiKeyRole } : undefined;
   };
