@@ -6,11 +6,15 @@ import { chromium, type Browser, type Locator, type Page } from 'playwright-core
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { DASHBOARD_CSP } from '../../src/dashboard/routes.js';
+import { parseKeyring } from '../../src/crypto/seal.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
+import { parseAllowedNetworks } from '../../src/webhooks/networks.js';
+import { startWebhookDelivery, type WebhookDelivery } from '../../src/webhooks/service.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
 import { captureLogs, type CapturedLogs } from '../support/logs.js';
 import { psqlCommand } from '../support/psql-held.js';
-import { openSession, waitFor } from '../support/wire.js';
+import { startReceiver, verified, type WebhookReceiver } from '../support/webhook-receiver.js';
+import { loginError, openSession, waitFor } from '../support/wire.js';
 
 /** Screenshots of the main pages, kept as test artifacts (gitignored). */
 const ARTIFACTS = join(process.cwd(), 'test-artifacts', 'dashboard');
@@ -19,6 +23,8 @@ const CHROMIUM = process.env.PGWARD_CHROMIUM ?? '/usr/bin/chromium';
 let gateway: TestGateway;
 let ingest: RunningIngest;
 let logs: CapturedLogs;
+let delivery: WebhookDelivery;
+let receiver: WebhookReceiver;
 let browser: Browser;
 let page: Page;
 let base: string;
@@ -51,8 +57,12 @@ async function upstreamTotal(id: number): Promise<string> {
 beforeAll(async () => {
   await mkdir(ARTIFACTS, { recursive: true });
   logs = captureLogs();
-  gateway = await startGateway('dashboard', undefined, 60_000, {}, logs.logger);
+  const networks = 'public,127.0.0.0/8,::1/128';
+  gateway = await startGateway('dashboard', undefined, 60_000, { PGWARD_WEBHOOK_ALLOWED_NETWORKS: networks }, logs.logger);
   ingest = await startIngest({ store: gateway.api.store, bus: gateway.bus, logger: pino({ level: 'silent' }), holeGraceMs: 200 });
+  // As the api worker of `pgward serve` does: webhook delivery beside the API.
+  delivery = startWebhookDelivery({ store: gateway.api.store, pool: gateway.api.pool, keyring: parseKeyring(gateway.api.masterKey), logger: logs.logger, allowed: parseAllowedNetworks(networks), timeoutMs: 2_000, horizonMs: 600_000 });
+  receiver = await startReceiver();
   await gateway.api.app.listen({ host: '127.0.0.1', port: 0 });
   base = `http://127.0.0.1:${(gateway.api.app.server.address() as AddressInfo).port}`;
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
@@ -73,6 +83,8 @@ afterEach(async (context) => {
 
 afterAll(async () => {
   await browser?.close();
+  await delivery?.stop();
+  await receiver?.close();
   await ingest?.stop();
   await gateway?.stop();
 });
@@ -142,6 +154,7 @@ describe('the dashboard in Chromium', () => {
   });
 
   let connectionString = '';
+  let project = '';
   it('registers an agent and shows its secrets once', async () => {
     await nav('Agents');
     const register = page.getByRole('form', { name: 'Register an agent' });
@@ -173,8 +186,11 @@ describe('the dashboard in Chromium', () => {
     expect(await upstreamTotal(1)).toBe('1.5');
     const id = (await request.getAttribute('data-approval'))!;
     await shot('07-approvals');
+    // By keyboard: the note, then Tab to Approve and Enter.
     await page.getByLabel(`Note for request ${id}`, { exact: true }).fill('ticket 7');
-    await page.getByRole('button', { name: `Approve request ${id}` }).click();
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate('document.activeElement.getAttribute("aria-label")')).toBe(`Approve request ${id}`);
+    await page.keyboard.press('Enter');
     const result = await run.done;
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout.trim()).toBe('UPDATE 1');
@@ -194,9 +210,28 @@ describe('the dashboard in Chromium', () => {
     await shot('08-agent-disabled');
   });
 
+  it('rotates an agent’s secrets (shown once: the old password is refused, the new one logs in) and revokes it', async () => {
+    await page.getByRole('button', { name: 'Enable agent reporter' }).click();
+    await page.getByRole('button', { name: 'Disable agent reporter (kill-switch)' }).waitFor();
+    await page.getByRole('button', { name: 'Rotate the secrets of agent reporter' }).click();
+    const secrets = page.getByRole('region', { name: 'New secrets of reporter' });
+    const rotated = await secrets.getByLabel('Connection string (psql, drivers)', { exact: true }).inputValue();
+    expect(rotated).not.toBe(connectionString);
+    expect(await loginError(connectionString)).toBe('28P01');
+    const { client } = await openSession(rotated);
+    expect((await client.query('select 2 as two')).rows).toEqual([{ two: 2 }]);
+    await client.end();
+    await secrets.getByRole('button', { name: 'I have saved them' }).click();
+    await shot('09-agent-rotated');
+    await page.getByRole('button', { name: 'Revoke agent reporter' }).click();
+    await expect.poll(async () => page.locator('[data-agent-status]').textContent(), { timeout: 10_000 }).toBe('revoked');
+    expect(await loginError(rotated)).toBe('28P01');
+    connectionString = rotated;
+  });
+
   it('reads the trail, verifies the chain and summarizes a session', async () => {
     await nav('Audit trail');
-    const project = await projectId();
+    project = await projectId();
     let entries: { seq: number; event: string; sql: string }[] = [];
     await waitFor(async () => (entries = ((await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${project}/audit?page_size=100` })).json() as { entries: typeof entries }).entries).length >= 4, 10_000, 'the trail');
     expect(entries.sort((a, b) => a.seq - b.seq).map((e) => [e.event, e.sql])).toEqual([
@@ -204,11 +239,12 @@ describe('the dashboard in Chromium', () => {
       ['approved', 'update orders set total = 0 where id = 1'],
       ['query', 'update orders set total = 0 where id = 1'],
       ['query', 'select 1 as one'],
+      ...entries.slice(4).map((e) => [e.event, e.sql]),
     ]);
     await page.getByRole('form', { name: 'Filter the audit trail' }).getByLabel('Event', { exact: true }).fill('approved');
     await page.getByRole('button', { name: 'Apply filters' }).click();
-    await page.getByRole('cell', { name: 'approval.approved', exact: true }).or(page.getByRole('cell', { name: 'approved', exact: true })).first().waitFor();
-    expect(await page.locator('tbody tr').count()).toBe(1);
+    await expect.poll(async () => page.locator('tbody tr').allTextContents(), { timeout: 10_000 }).toEqual([expect.stringContaining('approvedwire')]);
+    expect(await page.getByRole('cell', { name: 'approval.approved', exact: true }).count()).toBe(1);
     await page.getByRole('button', { name: 'Verify the chain' }).click();
     const verified = page.locator('[data-verified="true"]');
     await verified.waitFor();
@@ -218,20 +254,14 @@ describe('the dashboard in Chromium', () => {
     await page.getByRole('button', { name: /^Summary of session / }).first().click();
     const summary = page.getByRole('region', { name: /^Session / });
     expect(await definition(summary, 'Tables written').textContent()).toBe('public.orders');
-    await shot('09-audit');
+    await shot('10-audit');
   });
 
   it('shows usage charts, anomalies, webhooks and API keys (a new key shown once)', async () => {
     await nav('Usage');
     expect(await page.locator('svg.chart').count()).toBe(8);
     expect(await page.locator('svg.chart rect.bar').count()).toBeGreaterThan(0);
-    await shot('10-usage');
-    await nav('Anomalies');
-    await page.getByText('Alerts: no alerts.').waitFor();
-    await shot('11-anomalies');
-    await nav('Webhooks');
-    await page.getByRole('form', { name: 'Add a webhook' }).waitFor();
-    await shot('12-webhooks');
+    await shot('11-usage');
     await nav('API keys');
     const create = page.getByRole('form', { name: 'Create an API key' });
     await create.getByLabel('Key name', { exact: true }).fill('ci');
@@ -240,7 +270,48 @@ describe('the dashboard in Chromium', () => {
     const key = await page.getByRole('region', { name: 'API key ci' }).getByLabel('API key', { exact: true }).inputValue();
     expect(key).toMatch(/^pgw_org_/);
     expect((await gateway.api.call(key, { method: 'GET', url: '/v1/me' })).json()).toMatchObject({ role: 'viewer' });
-    await shot('13-api-keys');
+    await shot('12-api-keys');
+  });
+
+  it('adds a webhook (its secret shown once), sends a test event and lists its delivery', async () => {
+    await page.goto(`${base}/dashboard/#/p/${project}/webhooks`);
+    await page.getByRole('heading', { level: 1, name: 'Webhooks' }).waitFor();
+    const add = page.getByRole('form', { name: 'Add a webhook' });
+    await add.getByLabel('Endpoint URL', { exact: true }).fill(receiver.url);
+    await add.getByLabel('anomaly_alert', { exact: true }).check();
+    await add.getByRole('button', { name: 'Add webhook' }).click();
+    const secret = await page.getByRole('region', { name: `Signing secret of ${receiver.url}` }).getByLabel('Signing secret', { exact: true }).inputValue();
+    expect(secret).toMatch(/^whsec_/);
+    expect(await page.getByRole('cell', { name: 'query_blocked, anomaly_alert', exact: true }).count()).toBe(1);
+    await page.getByRole('button', { name: `Send a test event to ${receiver.url}` }).click();
+    await waitFor(() => receiver.received.length === 1, 10_000, 'the test delivery');
+    expect(verified(receiver.received[0]!, secret).type).toBe('webhook.test');
+    await expect.poll(async () => {
+      await page.getByRole('button', { name: `Show deliveries to ${receiver.url}` }).click();
+      return page.getByRole('table', { name: 'Delivery attempts, newest first' }).locator('tbody tr').allTextContents();
+    }, { timeout: 10_000 }).toEqual([expect.stringMatching(/^.*webhook\.test1delivered200\d+ ms$/)]);
+    await shot('13-webhooks');
+  });
+
+  it('acknowledges and resolves an anomaly alert (a honeytoken tripped by another agent)', async () => {
+    const call = (method: 'GET' | 'POST' | 'PUT', url: string, payload?: object) => gateway.api.call(gateway.owner.apiKey, { method, url: `/v1/projects/${project}${url}`, ...(payload ? { payload } : {}) });
+    const honeytoken = (await call('POST', '/honeytokens', { kind: 'table', target: 'public.customers', disable_credential: false })).json() as { id: string };
+    const policy = (await call('POST', '/policies', { name: 'canaried', read_only: true, allowed_tables: ['public.*'], honeytokens: [honeytoken.id] })).json() as { id: string };
+    const tripper = (await call('POST', '/agents', { name: 'tripper', policy_profile_id: policy.id })).json() as { connection_string: string };
+    const { client } = await openSession(tripper.connection_string);
+    await client.query('select email from customers').catch(() => undefined);
+    await client.end();
+    await waitFor(async () => ((await call('GET', '/anomalies?status=open')).json() as { anomalies: unknown[] }).anomalies.length === 1, 10_000, 'the alert');
+    await nav('Anomalies');
+    const row = page.getByRole('row').filter({ hasText: 'canary_tripped' });
+    expect(await row.getByRole('cell').nth(3).textContent()).toBe('open');
+    await shot('14-anomalies');
+    await row.getByRole('button', { name: /^Acknowledge alert / }).click();
+    await expect.poll(async () => page.getByRole('row').filter({ hasText: 'canary_tripped' }).getByRole('cell').nth(3).textContent(), { timeout: 10_000 }).toBe('acknowledged');
+    await page.getByRole('row').filter({ hasText: 'canary_tripped' }).getByRole('button', { name: /^Resolve alert / }).click();
+    await expect.poll(async () => page.getByRole('row').filter({ hasText: 'canary_tripped' }).getByRole('cell').nth(3).textContent(), { timeout: 10_000 }).toBe('resolved');
+    const [alert] = ((await call('GET', '/anomalies')).json() as { anomalies: Record<string, unknown>[] }).anomalies;
+    expect(alert).toMatchObject({ kind: 'canary_tripped', status: 'resolved', acknowledged_by: expect.stringMatching(/^api_key:key_/), resolved_by: expect.stringMatching(/^api_key:key_/) });
   });
 
   it('kept every secret out of URLs and logs, and the page raised no error (CSP included)', () => {

@@ -9,7 +9,7 @@ import { databasesPage } from './databases.js';
 import { apiKeysPage, organizationPage } from './organization.js';
 import { policiesPage } from './policies.js';
 import { signInPage } from './signin.js';
-import { clear, errorBox, h } from './ui.js';
+import { announce, clear, errorBox, h } from './ui.js';
 import { usagePage } from './usage.js';
 import { webhooksPage } from './webhooks.js';
 
@@ -86,6 +86,7 @@ function renderHeader(current) {
 
 async function route() {
   for (const stop of cleanups.splice(0)) stop();
+  announce('');
   const main = document.getElementById('main');
   const current = parse(location.hash);
   const context = {

@@ -4,6 +4,7 @@ import { h, table } from './ui.js';
 
 const WIDTH = 640;
 const HEIGHT = 180;
+const MAX_STEP = 72;
 const PAD = { top: 10, right: 10, bottom: 40, left: 56 };
 
 function compact(value) {
@@ -18,7 +19,7 @@ export function barChart(title, unit, points) {
   const max = Math.max(1, ...points.map(([, value]) => value));
   const plotWidth = WIDTH - PAD.left - PAD.right;
   const plotHeight = HEIGHT - PAD.top - PAD.bottom;
-  const step = plotWidth / Math.max(1, points.length);
+  const step = Math.min(MAX_STEP, plotWidth / Math.max(1, points.length));
   const labelEvery = Math.max(1, Math.ceil(points.length / 10));
   const bars = points.map(([label, value], index) => {
     const height = (value / max) * plotHeight;
