@@ -96,7 +96,14 @@ describe('the dashboard in Chromium', () => {
     expect(response.headers.get('content-security-policy')).toBe(DASHBOARD_CSP);
     expect(DASHBOARD_CSP).toContain("script-src 'self'");
     expect(DASHBOARD_CSP).not.toContain('unsafe');
-    expect((await fetch(`${base}/dashboard/../src/dashboard/routes.ts`)).status).toBe(404);
+    const script = await fetch(`${base}/dashboard/app.js`);
+    expect(script.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+    expect(script.headers.get('content-security-policy')).toBe(DASHBOARD_CSP);
+    expect(script.headers.get('x-content-type-options')).toBe('nosniff');
+    for (const path of ['/dashboard/../src/dashboard/routes.ts', '/dashboard/%2e%2e%2froutes.ts', '/dashboard/routes.ts']) {
+      const refused = await fetch(`${base}${path}`);
+      expect(refused.status, path).toBe(404);
+    }
     await page.goto(`${base}/dashboard`);
     await page.getByRole('heading', { name: 'Sign in to pgward' }).waitFor();
     expect(new URL(page.url()).hash).toBe('#/signin');

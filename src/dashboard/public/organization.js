@@ -4,12 +4,20 @@ import { databaseFields, databaseBody } from './databases.js';
 import { announce, button, clear, code, field, form, h, secretsPanel, table, when } from './ui.js';
 
 export async function organizationPage(context) {
-  const org = await api.get(`/v1/orgs/${encodeURIComponent(context.me.org_id)}`);
-  const { projects } = await api.get('/v1/projects?page_size=100');
+  const [org, { organizations }, { projects }] = await Promise.all([
+    api.get(`/v1/orgs/${encodeURIComponent(context.me.org_id)}`),
+    api.get('/v1/orgs?page_size=100'),
+    api.get('/v1/projects?page_size=100'),
+  ]);
   clear(
     context.main,
     h('h1', { text: `Organization ${org.name}` }),
     h('p', {}, 'Plan ', h('strong', { text: org.plan }), ` · features: ${org.features.join(', ') || 'none'} · id `, code(org.id), ` · your role: ${context.me.role}`),
+    table('Organizations you act in', [
+      ['Name', (o) => (o.id === org.id ? h('strong', { text: `${o.name} (current)` }) : o.name)],
+      ['Plan', (o) => o.plan],
+      ['Id', (o) => code(o.id)],
+    ], organizations),
     table('Projects', [
       ['Name', (p) => h('a', { href: `#/p/${encodeURIComponent(p.id)}/agents`, text: p.name })],
       ['Id', (p) => code(p.id)],
