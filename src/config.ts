@@ -6,6 +6,7 @@ import { parseOperatorTokens } from './auth/operators.js';
 import { parseKeyring } from './crypto/seal.js';
 import { parseCidrList } from './net/cidr.js';
 import { parseDnsServers } from './domains/dns.js';
+import { parseSsoProviders } from './identity/sso.js';
 import { parseAllowedNetworks } from './webhooks/networks.js';
 
 const port = z.coerce.number({ message: 'expected a port number' }).int('expected a port number').min(1, 'expected a port number from 1 to 65535').max(65535, 'expected a port number from 1 to 65535');
@@ -37,6 +38,8 @@ export const ConfigSchema = z.object({
   PGWARD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PGWARD_PUBLIC_HOST: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, 'expected a host name').default('localhost'),
   PGWARD_PUBLIC_MCP_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) URL agents reach the hosted MCP at' }).optional(),
+  PGWARD_PUBLIC_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) origin people and OAuth clients reach the API at' }).optional(),
+  PGWARD_SSO_PROVIDERS: parsedBy(parseSsoProviders, 'expected a JSON array of {provider_id, discovery_url, client_id, client_secret, scopes?}').optional(),
   PGWARD_MASTER_KEY: parsedBy(parseKeyring, 'expected a base64 32-byte key or kid:base64key entries, current first')
     .optional(),
   PGWARD_JWKS_URL: z.url({ protocol: /^https?$/, message: 'expected an http(s) URL of a JWKS' }).optional(),
@@ -118,6 +121,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 /** The proxy's TLS files as proxy/tls.ts takes them (the data directory holds generated ones). */
 export function tlsFiles(config: Config): { certFile: string | undefined; keyFile: string | undefined; caFile: string | undefined; dataDir: string } {
   return { certFile: config.PGWARD_TLS_CERT, keyFile: config.PGWARD_TLS_KEY, caFile: config.PGWARD_TLS_CA, dataDir: resolve(config.PGWARD_DATA_DIR) };
+}
+
+/** The origin of the API as people and OAuth clients reach it: the identity server's issuer is `{this}/api/auth`. */
+export function publicUrl(config: Config): string {
+  return new URL(config.PGWARD_PUBLIC_URL ?? `http://${config.PGWARD_PUBLIC_HOST}:${config.PGWARD_HTTP_PORT}`).origin;
 }
 
 /** This process's name on the decision bus and in audit entries: PGWARD_PROXY_ID, else the host name and process id. */

@@ -120,7 +120,7 @@ export async function provisionDemo(deps: ProvisionDeps, upstream: DemoUpstream,
       name: 'pgward demo',
       plan: 'free',
       features: [...plans.free.defaultFeatures],
-      ownerKey: { keyId: DEMO_IDS.ownerKey, name: 'demo owner', role: 'owner', prefix: displayPrefix(key), tokenHash: sha256Hex(key) },
+      owner: { key: { keyId: DEMO_IDS.ownerKey, name: 'demo owner', role: 'owner', prefix: displayPrefix(key), tokenHash: sha256Hex(key) } },
     }, context),
   );
   await created(() =>

@@ -11,6 +11,7 @@ import * as domains from './domains.js';
 import * as enrollments from './enrollments.js';
 import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
 import * as honeytokens from './honeytokens.js';
+import * as identity from './identity.js';
 import * as ipRules from './ip-rules.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
@@ -25,6 +26,8 @@ export const catalog = [
   organizations.ApiKeyCreated,
   organizations.ApiKeyRevoked,
   organizations.OrganizationBillingChanged,
+  identity.OrganizationMemberAdded,
+  identity.ConsentRecorded,
   projects.ProjectCreated,
   projects.ProjectUpdated,
   projects.ProjectDeleted,

@@ -42,11 +42,16 @@ import { organizationRoutes } from './routes/organizations.js';
 import { proxyCaRoutes } from './routes/proxy-ca.js';
 import { projectRoutes } from './routes/projects.js';
 import type { ApiDeps } from './routes/support.js';
+import type { IdentityPlane } from '../identity/plane.js';
+import { identityRoutes } from '../identity/routes.js';
+import { accountRoutes } from './routes/account.js';
 
 export type PartState = { ok: true; detail?: string } | { ok: false; detail: string };
 
 export interface ControlPlane {
   deps: ApiDeps;
+  /** The identity server (docs/identity.md), mounted at /api/auth. */
+  identity: IdentityPlane;
   authenticators: Authenticators;
   rateLimits: RateLimits;
   sealer: BodySealer;
@@ -87,7 +92,7 @@ function frameworkError(error: FastifyError, request: FastifyRequest, reply: Fas
 /** Whose Idempotency-Keys a request's are: its API key's, its user's, or its operator's. */
 function idempotencyScope(request: FastifyRequest): string {
   if (request.operator) return `operator:${request.operator.name}`;
-  return request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.kind === 'jwt' ? request.caller.subject : ''}`;
+  return request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.subject ?? ''}`;
 }
 
 /** The HTTP surface. The composition root decides what backs it. */
@@ -135,6 +140,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     installRateLimit(app, plane.rateLimits);
     installAuth(app, plane.authenticators);
     await installIdempotency(app, plane.deps.pool, idempotencyScope, plane.sealer);
+    await plane.identity.migrate();
+    await identityRoutes(app, plane.identity.server, plane.identity.publicUrl);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
     organizationRoutes(api, plane.deps);
@@ -166,7 +173,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     usageRoutes(api, plane.deps);
     enrollmentRoutes(api, plane.deps);
     dataPlaneRoutes(api, plane.deps);
-    managementMcpRoutes(api, options.observe?.toolCall('management'));
+    accountRoutes(api, plane.deps, plane.identity);
+    managementMcpRoutes(api, plane.identity.publicUrl, options.observe?.toolCall('management'));
     agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
     dashboardRoutes(app);
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));

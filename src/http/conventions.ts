@@ -82,7 +82,7 @@ export function installConventions(app: FastifyInstance): void {
     void reply.header('x-request-id', request.id);
     const length = Number(request.headers['content-length'] ?? 0);
     const hasBody = length > 0 || request.headers['transfer-encoding'] !== undefined;
-    if (hasBody && BODY_METHODS.has(request.method)) {
+    if (hasBody && BODY_METHODS.has(request.method) && !request.routeOptions.config.rawBody) {
       const type = request.headers['content-type']?.split(';')[0]?.trim().toLowerCase();
       if (type !== 'application/json' && !type?.endsWith('+json')) {
         return sendProblem(reply, new Problem('UNSUPPORTED_MEDIA_TYPE', 'send the body as JSON with Content-Type: application/json'));

@@ -81,6 +81,8 @@ const samples: Record<string, Record<string, unknown>> = {
   'ApiKeyCreated.v1': { org_id: id('org_'), key_id: id('key_'), name: 'ci', role: 'admin', prefix: 'pgw_ab12', token_hash: hash },
   'ApiKeyRevoked.v1': { org_id: id('org_'), key_id: id('key_') },
   'OrganizationBillingChanged.v1': { org_id: id('org_'), billing_provider: 'stripe', subscription_status: 'past_due' },
+  'OrganizationMemberAdded.v1': { org_id: id('org_'), user_id: id('usr_'), role: 'owner' },
+  'ConsentRecorded.v1': { consent_id: id('cns_'), user_id: id('usr_'), document_type: 'terms_of_service', document_version: '2026-11-01', accepted: true, accepted_at: '2026-11-26T12:00:00.000Z', ip_address: '203.0.113.7' },
   'ProjectCreated.v1': {
     project_id: id('prj_'),
     org_id: id('org_'),
