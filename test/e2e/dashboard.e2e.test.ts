@@ -1,5 +1,4 @@
 import { mkdir, writeFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
 import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
@@ -11,6 +10,7 @@ import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { parseAllowedNetworks } from '../../src/webhooks/networks.js';
 import { startWebhookDelivery, type WebhookDelivery } from '../../src/webhooks/service.js';
 import { startGateway, type TestGateway } from '../support/gateway.js';
+import { freePort } from '../support/free-port.js';
 import { captureLogs, type CapturedLogs } from '../support/logs.js';
 import { psqlCommand } from '../support/psql-held.js';
 import { startReceiver, verified, type WebhookReceiver } from '../support/webhook-receiver.js';
@@ -18,6 +18,8 @@ import { loginError, openSession, waitFor } from '../support/wire.js';
 
 /** Screenshots of the main pages, kept as test artifacts (gitignored). */
 const ARTIFACTS = join(process.cwd(), 'test-artifacts', 'dashboard');
+const EMAIL = 'ada@example.com';
+const PASSWORD = 'correct horse battery staple';
 const CHROMIUM = process.env.PGWARD_CHROMIUM ?? '/usr/bin/chromium';
 
 let gateway: TestGateway;
@@ -58,15 +60,17 @@ beforeAll(async () => {
   await mkdir(ARTIFACTS, { recursive: true });
   logs = captureLogs();
   const networks = 'public,127.0.0.0/8,::1/128';
-  gateway = await startGateway('dashboard', undefined, 60_000, { PGWARD_WEBHOOK_ALLOWED_NETWORKS: networks }, logs.logger);
+  // The identity server's origin (cookie-authenticated mutations must come from it) is the page's.
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  gateway = await startGateway('dashboard', undefined, 60_000, { PGWARD_WEBHOOK_ALLOWED_NETWORKS: networks, PGWARD_PUBLIC_URL: base }, logs.logger);
   ingest = await startIngest({ store: gateway.api.store, bus: gateway.bus, logger: pino({ level: 'silent' }), holeGraceMs: 200 });
   // As the api worker of `pgward serve` does: webhook delivery beside the API.
   delivery = startWebhookDelivery({ store: gateway.api.store, pool: gateway.api.pool, keyring: parseKeyring(gateway.api.masterKey), logger: logs.logger, allowed: parseAllowedNetworks(networks), timeoutMs: 2_000, horizonMs: 600_000 });
   receiver = await startReceiver();
-  await gateway.api.app.listen({ host: '127.0.0.1', port: 0 });
-  base = `http://127.0.0.1:${(gateway.api.app.server.address() as AddressInfo).port}`;
+  await gateway.api.app.listen({ host: '127.0.0.1', port });
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox'] });
-  page = await browser.newPage({ viewport: { width: 1366, height: 800 } });
+  page = await (await browser.newContext({ viewport: { width: 1366, height: 800 } })).newPage();
   page.setDefaultTimeout(10_000);
   page.on('dialog', (dialog) => void dialog.accept());
   page.on('pageerror', (error) => pageErrors.push(error.message));
@@ -110,14 +114,38 @@ describe('the dashboard in Chromium', () => {
     await shot('01-sign-in');
   });
 
-  it('signs in with an organization API key kept only in sessionStorage', async () => {
-    await page.getByLabel('API key', { exact: true }).fill(gateway.owner.apiKey);
-    await page.getByRole('button', { name: 'Use this key' }).click();
-    await page.getByRole('heading', { level: 1, name: 'Organization Test org' }).waitFor();
-    expect(await page.evaluate("sessionStorage.getItem('pgward.orgKey')")).toBe(gateway.owner.apiKey);
-    expect(await page.evaluate('localStorage.length')).toBe(0);
-    expect(page.url()).not.toContain('pgw_');
+  it('signs a new person up (their organization made for them) and creates an org API key, shown once', async () => {
+    await page.getByRole('region', { name: 'Create an account' }).waitFor();
+    const signUp = page.getByRole('form', { name: 'Create an account' });
+    await signUp.getByLabel('Name', { exact: true }).fill('Ada Lovelace');
+    await signUp.getByLabel('Email', { exact: true }).fill(EMAIL);
+    await signUp.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await signUp.getByRole('button', { name: 'Create account' }).click();
+    // The terms must be accepted: the browser refuses the form before anything is sent.
+    expect(await signUp.getByLabel('I accept the terms of service and the privacy policy', { exact: true }).evaluate((box) => (box as unknown as { validity: { valueMissing: boolean } }).validity.valueMissing)).toBe(true);
+    await signUp.getByLabel('I accept the terms of service and the privacy policy', { exact: true }).check();
+    await signUp.getByRole('button', { name: 'Create account' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Organization Ada Lovelace’s organization' }).or(page.getByRole('heading', { level: 1, name: "Organization Ada Lovelace's organization" })).waitFor();
+    const cookies = await page.context().cookies();
+    expect(cookies.find((c) => c.name === 'pgward.session_token')).toMatchObject({ httpOnly: true, sameSite: 'Lax' });
+    expect(await page.evaluate("sessionStorage.getItem('pgward.orgKey')")).toBe(null);
     await shot('02-organization');
+
+    await nav('API keys');
+    const create = page.getByRole('form', { name: 'Create an API key' });
+    await create.getByLabel('Key name', { exact: true }).fill('automation');
+    await create.getByLabel('Role', { exact: true }).selectOption('admin');
+    await create.getByRole('button', { name: 'Create key' }).click();
+    const panel = page.getByRole('region', { name: 'API key automation' });
+    orgKey = await panel.getByLabel('API key', { exact: true }).inputValue();
+    expect(orgKey).toMatch(/^pgw_org_[A-Za-z0-9_-]{43}$/);
+    const me = (await gateway.api.call(orgKey, { method: 'GET', url: '/v1/me' })).json() as { role: string; org_id: string };
+    expect(me.role).toBe('admin');
+    await panel.getByRole('button', { name: 'I have saved them' }).click();
+    expect(await page.getByText(orgKey).count()).toBe(0);
+    await page.getByRole('cell', { name: 'automation', exact: true }).waitFor();
+    await page.goto(`${base}/dashboard/#/`);
+    await page.getByRole('heading', { level: 1, name: /^Organization Ada Lovelace/ }).waitFor();
   });
 
   it('creates a project whose database passes the connection test', async () => {
@@ -134,8 +162,8 @@ describe('the dashboard in Chromium', () => {
     await page.getByRole('heading', { level: 1, name: 'Databases' }).waitFor();
     await page.getByRole('button', { name: /^Test connection to / }).click();
     await expect.poll(async () => page.getByRole('status').filter({ hasText: 'Connected' }).first().textContent(), { timeout: 10_000 }).toMatch(/^ Connected: PostgreSQL \d+/);
-    const listed = (await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: '/v1/projects?page_size=100' })).json() as { projects: { id: string; name: string }[] };
-    expect(listed.projects.map((p) => p.name).sort()).toEqual(['dashboard', 'shop']);
+    const listed = (await gateway.api.call(orgKey, { method: 'GET', url: '/v1/projects?page_size=100' })).json() as { projects: { id: string; name: string }[] };
+    expect(listed.projects.map((p) => p.name)).toEqual(['shop']);
     expect(new URL(page.url()).hash).toBe(`#/p/${listed.projects.find((p) => p.name === 'shop')!.id}/databases`);
     await shot('03-databases');
   });
@@ -161,6 +189,7 @@ describe('the dashboard in Chromium', () => {
   });
 
   let connectionString = '';
+  let orgKey = '';
   let project = '';
   it('registers an agent and shows its secrets once', async () => {
     await nav('Agents');
@@ -202,8 +231,8 @@ describe('the dashboard in Chromium', () => {
     expect(result.code, result.stderr).toBe(0);
     expect(result.stdout.trim()).toBe('UPDATE 1');
     expect(await upstreamTotal(1)).toBe('0');
-    const stored = (await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${await projectId()}/approvals/${id}` })).json() as Record<string, unknown>;
-    expect(stored).toMatchObject({ reason: 'ticket 7', decided_by: expect.stringMatching(/^api_key:key_/) });
+    const stored = (await gateway.api.call(orgKey, { method: 'GET', url: `/v1/projects/${await projectId()}/approvals/${id}` })).json() as Record<string, unknown>;
+    expect(stored).toMatchObject({ reason: 'ticket 7', decided_by: expect.stringMatching(/^user:/) });
   });
 
   it('flips the kill-switch and the agent’s open session ends', async () => {
@@ -240,7 +269,7 @@ describe('the dashboard in Chromium', () => {
     await nav('Audit trail');
     project = await projectId();
     let entries: { seq: number; event: string; sql: string }[] = [];
-    await waitFor(async () => (entries = ((await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${project}/audit?page_size=100` })).json() as { entries: typeof entries }).entries).length >= 4, 10_000, 'the trail');
+    await waitFor(async () => (entries = ((await gateway.api.call(orgKey, { method: 'GET', url: `/v1/projects/${project}/audit?page_size=100` })).json() as { entries: typeof entries }).entries).length >= 4, 10_000, 'the trail');
     expect(entries.sort((a, b) => a.seq - b.seq).map((e) => [e.event, e.sql])).toEqual([
       ['approval_requested', 'update orders set total = 0 where id = 1'],
       ['approved', 'update orders set total = 0 where id = 1'],
@@ -255,7 +284,7 @@ describe('the dashboard in Chromium', () => {
     await page.getByRole('button', { name: 'Verify the chain' }).click();
     const verified = page.locator('[data-verified="true"]');
     await verified.waitFor();
-    const rest = (await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${project}/audit/verify` })).json() as { verified_count: number; ok: boolean };
+    const rest = (await gateway.api.call(orgKey, { method: 'GET', url: `/v1/projects/${project}/audit/verify` })).json() as { verified_count: number; ok: boolean };
     expect(rest.ok).toBe(true);
     expect(await verified.getByRole('heading').textContent()).toBe(`Chain verified: ${rest.verified_count} entries`);
     await page.getByRole('button', { name: /^Summary of session / }).first().click();
@@ -301,7 +330,7 @@ describe('the dashboard in Chromium', () => {
   });
 
   it('acknowledges and resolves an anomaly alert (a honeytoken tripped by another agent)', async () => {
-    const call = (method: 'GET' | 'POST' | 'PUT', url: string, payload?: object) => gateway.api.call(gateway.owner.apiKey, { method, url: `/v1/projects/${project}${url}`, ...(payload ? { payload } : {}) });
+    const call = (method: 'GET' | 'POST' | 'PUT', url: string, payload?: object) => gateway.api.call(orgKey, { method, url: `/v1/projects/${project}${url}`, ...(payload ? { payload } : {}) });
     const honeytoken = (await call('POST', '/honeytokens', { kind: 'table', target: 'public.customers', disable_credential: false })).json() as { id: string };
     const policy = (await call('POST', '/policies', { name: 'canaried', read_only: true, allowed_tables: ['public.*'], honeytokens: [honeytoken.id] })).json() as { id: string };
     const tripper = (await call('POST', '/agents', { name: 'tripper', policy_profile_id: policy.id })).json() as { connection_string: string };
@@ -318,14 +347,44 @@ describe('the dashboard in Chromium', () => {
     await page.getByRole('row').filter({ hasText: 'canary_tripped' }).getByRole('button', { name: /^Resolve alert / }).click();
     await expect.poll(async () => page.getByRole('row').filter({ hasText: 'canary_tripped' }).getByRole('cell').nth(3).textContent(), { timeout: 10_000 }).toBe('resolved');
     const [alert] = ((await call('GET', '/anomalies')).json() as { anomalies: Record<string, unknown>[] }).anomalies;
-    expect(alert).toMatchObject({ kind: 'canary_tripped', status: 'resolved', acknowledged_by: expect.stringMatching(/^api_key:key_/), resolved_by: expect.stringMatching(/^api_key:key_/) });
+    expect(alert).toMatchObject({ kind: 'canary_tripped', status: 'resolved', acknowledged_by: expect.stringMatching(/^user:/), resolved_by: expect.stringMatching(/^user:/) });
+  });
+
+  it('signs out, and back in with email and password, then with the org API key kept only in sessionStorage', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in to pgward' }).waitFor();
+    expect((await page.context().cookies()).find((c) => c.name === 'pgward.session_token')).toBeUndefined();
+    const withEmail = page.getByRole('form', { name: 'Sign in with email' });
+    await withEmail.getByLabel('Email', { exact: true }).fill(EMAIL);
+    await withEmail.getByLabel('Password', { exact: true }).fill('not the password');
+    await withEmail.getByRole('button', { name: 'Sign in' }).click();
+    await withEmail.getByRole('alert').waitFor();
+    await withEmail.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await withEmail.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: /^Organization Ada Lovelace/ }).waitFor();
+    expect(await page.locator('#who').textContent()).toContain('owner · signed in');
+    await page.getByRole('button', { name: 'Sign out' }).click();
+
+    await page.getByRole('form', { name: 'Sign in with an API key' }).getByLabel('API key', { exact: true }).fill(orgKey);
+    await page.getByRole('button', { name: 'Use this key' }).click();
+    await page.getByRole('heading', { level: 1, name: /^Organization Ada Lovelace/ }).waitFor();
+    expect(await page.locator('#who').textContent()).toContain('admin · API key');
+    expect(await page.evaluate("sessionStorage.getItem('pgward.orgKey')")).toBe(orgKey);
+    expect(await page.evaluate('localStorage.length')).toBe(0);
+    expect(page.url()).not.toContain('pgw_');
+    // A new tab of the same browser does not have it.
+    const other = await page.context().newPage();
+    await other.goto(`${base}/dashboard/`);
+    await other.getByRole('heading', { name: 'Sign in to pgward' }).waitFor();
+    await other.close();
   });
 
   it('kept every secret out of URLs and logs, and the page raised no error (CSP included)', () => {
     expect(pageErrors).toEqual([]);
     const text = logs.lines.join('\n');
     expect(logs.lines.length).toBeGreaterThan(0);
-    expect(text).not.toContain(gateway.owner.apiKey);
+    expect(text).not.toContain(orgKey);
+    expect(text).not.toContain(PASSWORD);
     expect(text).not.toContain(new URL(connectionString).password);
   });
 });

@@ -26,11 +26,12 @@ export async function signInPage(context) {
         h('h2', { id: 'signup', text: 'Create an account' }),
         form(
           'Create an account',
-          [field('Name', 'name', { required: true, autocomplete: 'name' }), field('Email', 'email', { type: 'email', required: true, autocomplete: 'email' }), field('Password', 'password', { type: 'password', required: true, minlength: 8, autocomplete: 'new-password' })],
+          [field('Name', 'name', { required: true, autocomplete: 'name' }), field('Email', 'email', { type: 'email', required: true, autocomplete: 'email' }), field('Password', 'password', { type: 'password', required: true, minlength: 8, autocomplete: 'new-password' }),
+            field('I accept the terms of service and the privacy policy', 'accept_terms', { type: 'checkbox', required: true })],
           'Create account',
-          async ({ name, email, password }) => {
+          async ({ name, email, password, accept_terms }) => {
             orgKey.clear();
-            await identity('sign-up/email', { name, email, password });
+            await identity('sign-up/email', { name, email, password, accept_terms });
             await context.signedIn();
           },
         ),
