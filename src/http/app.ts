@@ -7,6 +7,7 @@ import { agentMcpRoutes } from '../mcp/agent/route.js';
 import { AgentDatabases } from '../mcp/agent/upstream.js';
 import { managementMcpRoutes } from '../mcp/management/route.js';
 import type { ToolCallObserver } from '../mcp/tool.js';
+import { dashboardRoutes } from '../dashboard/routes.js';
 import { installConventions, requestId, sendProblem } from './conventions.js';
 import { pruneUnusedSchemas } from './openapi.js';
 import { Problem } from './problem.js';
@@ -197,6 +198,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     accountRoutes(api, plane.deps, plane.identity);
     managementMcpRoutes(api, plane.identity.publicUrl, options.observe?.toolCall('management'));
     agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
+    dashboardRoutes(app);
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));
   }
   return app;
