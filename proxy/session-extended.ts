@@ -96,7 +96,7 @@ export class ExtendedProtocol {
     const { portalRows } = this.host;
     this.host.statements.portals.set(message.portal, current);
     this.results.cache.bound(message, this.host.statements.named.get(message.statement)?.parse ?? this.host.statements.unnamed!.parse);
-    if (holdFor(this.host.context.policies.get(this.host.credential!.policy_profile_id), current.decision)) this.heldBinds.set(message.portal, message);
+    if (holdFor(this.host.context.policies.get(this.host.credential!.policy_profile_id), current.decision, this.host.catalog?.current())) this.heldBinds.set(message.portal, message);
     else this.heldBinds.delete(message.portal);
     const made = this.gate.rowCap(current.decision) === undefined ? undefined : onReply('2', portalRows.made(message.portal));
     return this.withStatement(message.statement, message.raw, renameBindStatement, '2', made);
@@ -112,7 +112,7 @@ export class ExtendedProtocol {
     const allowed = host.statements.portals.get(message.portal);
     if (this.gate.overBudget(allowed?.sql ?? '', 'extended')) return;
     const bind = this.heldBinds.get(message.portal);
-    const hold = allowed && bind && holdFor(host.context.policies.get(host.credential!.policy_profile_id), allowed.decision);
+    const hold = allowed && bind && holdFor(host.context.policies.get(host.credential!.policy_profile_id), allowed.decision, host.catalog?.current());
     if (hold) return this.held(allowed, bind, hold, message);
     return this.run(allowed, statementOf(allowed), message);
   }
