@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { readyBranch } from '../support/branches.js';
 import { adminRows } from '../support/pg.js';
 import { missingTool } from '../support/tools.js';
 
@@ -40,17 +41,7 @@ afterAll(async () => {
 describe.skipIf(missingTool('psql'))('write_mode sandbox', () => {
   it('sends a session’s writes and reads to the branch; the source is unchanged; delete drops the branch and refuses writes again', async () => {
     const { api, owner, projectId } = gateway;
-    const created = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/branches`, payload: { database_id: databaseId, name: 'rehearsal' } });
-    expect(created.statusCode).toBe(202);
-    const branch = created.json() as { id: string; database_name: string };
-    branchDatabase = branch.database_name;
-    const deadline = Date.now() + 20_000;
-    let status = 'copying';
-    while (status === 'copying' && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      status = ((await api.call(owner.apiKey, { method: 'GET', url: `/v1/projects/${projectId}/branches/${branch.id}` })).json() as { status: string }).status;
-    }
-    expect(status).toBe('ready');
+    const branch = await readyBranch(gateway, databaseId, 'rehearsal', (name) => (branchDatabase = name));
 
     // psql, simple protocol: the write and the read of the same session see the branch.
     const { stdout } = await psql(`insert into orders values (5001, 'sandbox', 1); update orders set total = 0 where id = 1; select count(*), (select total from orders where id = 1) from orders`);

@@ -70,7 +70,7 @@ export async function admit(context: AgentContext, sql: string, options: { reado
   for (const progress of decision.action === 'allow' ? decision.progress : []) {
     audit(context, { event: progress.event, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
   }
-  const hold = decision.action === 'allow' ? holdFor(context.policy, decision) : undefined;
+  const hold = decision.action === 'allow' ? holdFor(context.policy, decision, catalog) : undefined;
   if (decision.action === 'allow' && hold && options.holds) return { held: decision, hold };
   if (decision.action === 'allow' && hold) {
     // A tool that cannot hold a statement (explain) refuses it: it never runs unheld.
