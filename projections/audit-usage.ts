@@ -19,9 +19,9 @@ import type { ProjectionTx, ReadModelTable } from './projection.js';
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
 
-/** A sum of entries' counts, each at most 2^53 - 1 (the column is a bigint). */
-type Sum = ExactSum;
-const add = addExact;
+/** A sum of entries' counts, each at most 2^53 - 1 (the column is a bigint): exact-sum.ts. */
+export type Sum = ExactSum;
+export const add: (sum: Sum, value: number) => Sum = addExact;
 
 interface HourRow {
   project_id: string;
@@ -118,7 +118,7 @@ export function sessionSpans(entries: readonly Pick<AuditEntryContent, 'project_
   return [...spans.values()];
 }
 
-async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], key: string, merge: string): Promise<void> {
+export async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], key: string, merge: string): Promise<void> {
   if (rows.length === 0) return;
   await tx.query(
     `insert into ${tx.table(table)} as t select * from json_populate_recordset(null::${tx.table(table)}, $1::json)
@@ -128,7 +128,7 @@ async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], 
   );
 }
 
-const added = (columns: readonly string[]) => columns.map((c) => `${c} = t.${c} + excluded.${c}`).join(', ');
+export const added = (columns: readonly string[]) => columns.map((c) => `${c} = t.${c} + excluded.${c}`).join(', ');
 
 export const auditUsageTables: readonly ReadModelTable[] = [
   {

@@ -9,6 +9,8 @@ import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
 import { operatorOf, parseOperatorTokens } from './auth/operators.js';
 import type { DecisionBus } from './bus/port.js';
 import { demoSettings } from './demo/settings.js';
+import { creditLedgerVerifier } from './payments/credit-ledger.js';
+import { paymentSettings } from './payments/prices.js';
 import { ConfigError, instanceId, tlsFiles, type Config } from './config.js';
 import { publishedCaFile } from '../proxy/tls.js';
 import { DomainCertificates } from './domains/certificates.js';
@@ -89,6 +91,8 @@ export function controlPlane(
   budgets?: Budgets,
 ): ControlPlane {
   const demo = demoSettings(config);
+  const payments = paymentSettings(config);
+  const now = () => new Date();
   const proxyCaFile = publishedCaFile(tlsFiles(config));
   const settle = async (stream: string, position: bigint): Promise<void> => {
     if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');
@@ -103,13 +107,14 @@ export function controlPlane(
       // The embedded default serves the hosted MCP on its own HTTP port; deployments behind TLS set the URL.
       mcpUrl: config.PGWARD_PUBLIC_MCP_URL ?? `http://${config.PGWARD_PUBLIC_HOST}:${config.PGWARD_HTTP_PORT}/mcp`,
       proxyPort: config.PGWARD_PROXY_PORT,
-      now: () => new Date(),
+      now,
       settle,
       audit,
       // A publisher id of its own: the proxy of this process numbers its decisions separately.
       decisions: { bus, publisherId: `${instanceId(config).slice(0, 60)}:mcp`, region: config.PGWARD_REGION },
       ...(budgets ? { budgets } : {}),
       ...(demo ? { demo } : {}),
+      ...(payments ? { payments } : {}),
       ...(proxyCaFile ? { proxyCaFile } : {}),
       domains: {
         ...(config.PGWARD_DNS_SERVERS ? { dnsServers: parseDnsServers(config.PGWARD_DNS_SERVERS) } : {}),
@@ -119,5 +124,7 @@ export function controlPlane(
     authenticators: authenticators(config, store, pool),
     rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },
     sealer: { seal: (body, aad) => JSON.stringify(sealBlob(body, keyring, aad)), open: (stored, aad) => openSecret(JSON.parse(stored), keyring, aad) },
+    // Another payment provider plugs in here: a PaymentVerifier for its method (docs/payments.md).
+    ...(payments ? { verifier: creditLedgerVerifier(store, now, settle) } : {}),
   };
 }

@@ -4,7 +4,10 @@ import * as anomalies from './anomalies.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as branches from './branches.js';
+import * as cache from './cache.js';
 import * as credentials from './credentials.js';
+import * as crm from './crm.js';
+import * as credits from './credits.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
 import * as domains from './domains.js';
@@ -35,6 +38,8 @@ export const catalog = [
   databases.ReplicaAdded,
   databases.ReplicaRemoved,
   databases.ReplicaUpdated,
+  cache.CacheRuleSet,
+  cache.CachePurged,
   policies.PolicyProfileCreated,
   policies.PolicyProfileUpdated,
   policies.PolicyProfileDeleted,
@@ -85,6 +90,28 @@ export const catalog = [
   support.CancellationFeedbackRecorded,
   enrollments.SelfHostEnrollmentCreated,
   enrollments.SelfHostEnrollmentRevoked,
+  crm.CompanyEvents.created,
+  crm.CompanyEvents.updated,
+  crm.CompanyEvents.deleted,
+  crm.ContactEvents.created,
+  crm.ContactEvents.updated,
+  crm.ContactEvents.deleted,
+  crm.DealEvents.created,
+  crm.DealEvents.updated,
+  crm.DealEvents.deleted,
+  crm.TaskEvents.created,
+  crm.TaskEvents.updated,
+  crm.TaskEvents.deleted,
+  crm.ArtifactEvents.created,
+  crm.ArtifactEvents.updated,
+  crm.ArtifactEvents.deleted,
+  crm.ArtifactApproved,
+  crm.ArtifactSent,
+  crm.ArtifactDiscarded,
+  crm.CrmContextSet,
+  credits.CreditsToppedUp,
+  credits.CreditsCharged,
+  credits.CreditsRefunded,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

@@ -12,6 +12,7 @@ import { pruneUnusedSchemas } from './openapi.js';
 import { Problem } from './problem.js';
 import { installAuth, type Authenticators } from './plugins/auth.js';
 import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
+import { installPayments } from './plugins/payments.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
 import { installRequestMetrics, type RequestObserver } from './plugins/request-metrics.js';
 import { agentRoutes } from './routes/agents.js';
@@ -19,6 +20,7 @@ import { anomalyRoutes } from './routes/anomalies.js';
 import { apiKeyRoutes } from './routes/api-keys.js';
 import { auditRoutes } from './routes/audit.js';
 import { auditReportRoutes } from './routes/audit-reports.js';
+import { cacheRoutes } from './routes/cache.js';
 import { databaseRoutes } from './routes/databases.js';
 import { demoRoutes } from './routes/demo.js';
 import { domainRoutes } from './routes/domains.js';
@@ -31,6 +33,7 @@ import { ipRuleRoutes } from './routes/ip-rules.js';
 import { approvalRoutes } from './routes/approvals.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { supportCaseRoutes } from './routes/support-cases.js';
+import { crmRoutes } from './routes/crm.js';
 import { usageRoutes } from './routes/usage.js';
 import { ensureWebhookTables } from '../webhooks/schema.js';
 import { policyEvaluateRoutes } from './routes/policy-evaluate.js';
@@ -41,6 +44,9 @@ import { organizationRoutes } from './routes/organizations.js';
 import { proxyCaRoutes } from './routes/proxy-ca.js';
 import { projectRoutes } from './routes/projects.js';
 import type { ApiDeps } from './routes/support.js';
+import { challengeSecrets } from '../payments/challenge.js';
+import type { PaymentVerifier } from '../payments/verifier.js';
+import { creditBalanceRoutes } from './routes/credits.js';
 
 export type PartState = { ok: true; detail?: string } | { ok: false; detail: string };
 
@@ -49,6 +55,8 @@ export interface ControlPlane {
   authenticators: Authenticators;
   rateLimits: RateLimits;
   sealer: BodySealer;
+  /** Settles Payment credentials of priced requests (deps.payments); the prepaid credit ledger unless the composition root plugs in another. */
+  verifier?: PaymentVerifier;
 }
 
 export interface AppOptions {
@@ -133,6 +141,14 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     });
     installRateLimit(app, plane.rateLimits);
     installAuth(app, plane.authenticators);
+    installPayments(app, {
+      ...(plane.deps.payments ? { settings: plane.deps.payments } : {}),
+      ...(plane.verifier ? { verifier: plane.verifier } : {}),
+      secrets: challengeSecrets(plane.deps.keyring),
+      authenticators: plane.authenticators,
+      pool: plane.deps.pool,
+      now: plane.deps.now,
+    });
     await installIdempotency(app, plane.deps.pool, idempotencyScope, plane.sealer);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
@@ -140,6 +156,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     proxyCaRoutes(api, plane.deps);
     projectRoutes(api, plane.deps);
     databaseRoutes(api, plane.deps);
+    cacheRoutes(api, plane.deps);
     // The hosted agent MCP and the policy what-if decide on the same upstream pools and catalog snapshots.
     const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log);
     app.addHook('onClose', () => databases.close());
@@ -162,7 +179,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     agentRoutes(api, plane.deps);
     demoRoutes(api, plane.deps);
     supportCaseRoutes(api, plane.deps);
+    crmRoutes(api, plane.deps);
     usageRoutes(api, plane.deps);
+    creditBalanceRoutes(api, plane.deps);
     enrollmentRoutes(api, plane.deps);
     dataPlaneRoutes(api, plane.deps);
     managementMcpRoutes(api, options.observe?.toolCall('management'));

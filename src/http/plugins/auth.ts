@@ -38,7 +38,7 @@ export interface Authenticators {
 const ORG_KEY = /^pgw_org_[A-Za-z0-9_-]{43}$/;
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
-function unauthorized(detail: string): Problem {
+export function unauthorized(detail: string): Problem {
   return new Problem('UNAUTHORIZED', detail, { headers: { 'www-authenticate': 'Bearer realm="pgward"' } });
 }
 
@@ -68,31 +68,45 @@ export function requestPath(request: FastifyRequest): string {
   }
 }
 
-/** Bearer authentication on every /v1 route not marked public (spec §5.3), decided by the matched route, not by how the target was spelled. */
+/** Authenticates the request's `Authorization: Bearer` credential, setting request.caller or request.operator; 401 when there is none or it is bad. */
+export async function authenticateBearer(request: FastifyRequest, authenticators: Authenticators): Promise<void> {
+  const header = request.headers.authorization;
+  const match = typeof header === 'string' ? /^Bearer +(\S+)$/i.exec(header) : null;
+  if (!match) throw unauthorized('send Authorization: Bearer <organization API key or JWT>');
+  const token = match[1]!;
+  if (OPERATOR_TOKEN.test(token)) {
+    const name = authenticators.operator?.(token);
+    if (name === undefined) throw unauthorized('the operator token is unknown');
+    request.operator = { name };
+    return;
+  }
+  if (ORG_KEY.test(token)) {
+    const caller = await authenticators.apiKey(token);
+    if (!caller) throw unauthorized('the API key is unknown or revoked');
+    request.caller = caller;
+    return;
+  }
+  if (JWT.test(token) && authenticators.jwt) {
+    request.caller = await authenticators.jwt(token);
+    return;
+  }
+  throw unauthorized('the bearer token is malformed: expected an organization API key (pgw_org_...), a JWT or an operator token (pgw_op_...)');
+}
+
+/** Whether the request answers a payment challenge (`Authorization: Payment ...`): the payments plugin authenticates it. */
+export function carriesPayment(request: FastifyRequest): boolean {
+  return /^Payment +/i.test(request.headers.authorization ?? '');
+}
+
+/**
+ * Bearer authentication on every /v1 route not marked public (spec §5.3), decided by the matched
+ * route, not by how the target was spelled. A Payment credential is left to the payments plugin,
+ * which authenticates it on priced requests; on any other, no caller is set and the route refuses.
+ */
 export function installAuth(app: FastifyInstance, authenticators: Authenticators): void {
   app.addHook('onRequest', async (request) => {
     const route = request.routeOptions.url;
-    if (!route?.startsWith('/v1/') || request.routeOptions.config.public) return;
-    const header = request.headers.authorization;
-    const match = typeof header === 'string' ? /^Bearer +(\S+)$/i.exec(header) : null;
-    if (!match) throw unauthorized('send Authorization: Bearer <organization API key or JWT>');
-    const token = match[1]!;
-    if (OPERATOR_TOKEN.test(token)) {
-      const name = authenticators.operator?.(token);
-      if (name === undefined) throw unauthorized('the operator token is unknown');
-      request.operator = { name };
-      return;
-    }
-    if (ORG_KEY.test(token)) {
-      const caller = await authenticators.apiKey(token);
-      if (!caller) throw unauthorized('the API key is unknown or revoked');
-      request.caller = caller;
-      return;
-    }
-    if (JWT.test(token) && authenticators.jwt) {
-      request.caller = await authenticators.jwt(token);
-      return;
-    }
-    throw unauthorized('the bearer token is malformed: expected an organization API key (pgw_org_...), a JWT or an operator token (pgw_op_...)');
+    if (!route?.startsWith('/v1/') || request.routeOptions.config.public || carriesPayment(request)) return;
+    await authenticateBearer(request, authenticators);
   });
 }

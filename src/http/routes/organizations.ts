@@ -2,7 +2,7 @@ import { z } from 'zod';
 import type { OrganizationRow } from '../../../projections/organizations.js';
 import { ApiKeyRole, Plan } from '../../events/organizations.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
-import type { Caller } from '../plugins/auth.js';
+import { callerOf, type Caller } from '../plugins/auth.js';
 import { Problem } from '../problem.js';
 import { visibleOrganization } from './projects.js';
 import { addressedOrg, errorResponses, IdParam, iso, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
@@ -15,7 +15,7 @@ const Me = z
   .object({
     kind: CallerKind,
     org_id: z.string().describe('The organization the credential belongs to; operations taking org_id default to it'),
-    role: ApiKeyRole.describe('The caller’s role in that organization (docs/permissions.md)'),
+    role: ApiKeyRole.describe('The caller’s role in that organization (docs/permissions.md); researcher, enricher and outreach are agent roles (docs/crm.md)'),
     key_id: z.string().nullable().describe('The API key’s id (org_api_key), else null'),
     subject: z.string().nullable().describe('The JWT’s `sub` claim (user_jwt), else null'),
   })
@@ -55,7 +55,7 @@ export function organizationRoutes(app: Api, deps: ApiDeps): void {
         response: { 200: Me, ...errorResponses() },
       },
     },
-    async (request) => toMe(requireRole(request, 'viewer')),
+    async (request) => toMe(callerOf(request)),
   );
 
   app.get(

@@ -48,3 +48,8 @@ export function audit(context: AgentContext, outcome: Outcome): void {
   else logRecordedRefusal(context.log, outcome, { source: 'mcp', session: context.sessionId, credential_id: context.credential.credential_id, project_id: context.credential.project_id });
   context.services.decisions.publish(mcpDecision(context, outcome));
 }
+
+/** Resolves once the decision bus holds the outcome's record; rejects when it cannot take it (a refusal's record, not counted against a budget). */
+export function auditStrict(context: AgentContext, outcome: Outcome & { readonly ran: false }): Promise<void> {
+  return context.services.decisions.publishStrict(mcpDecision(context, outcome));
+}
