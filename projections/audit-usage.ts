@@ -10,6 +10,7 @@
  * table is the same however entries are batched.
  * `credential` is '' for entries without one (credential ids are never empty).
  */
+import { addExact, type ExactSum } from '../src/audit/exact-sum.js';
 import { latencyBucket } from '../src/audit/latency-buckets.js';
 import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
@@ -18,15 +19,9 @@ import type { ProjectionTx, ReadModelTable } from './projection.js';
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
 
-/** A sum of entries' counts, each at most 2^53 - 1: a number while it is exact, past that a bigint (the column is a bigint). */
-export type Sum = number | bigint;
-
-export function add(sum: Sum, value: number): Sum {
-  if (typeof sum === 'bigint') return sum + BigInt(value);
-  const added = sum + value;
-  // A sum past 2^53 - 1 is rounded, and how would depend on how the entries were batched: a rebuild would differ.
-  return Number.isSafeInteger(added) ? added : BigInt(sum) + BigInt(value);
-}
+/** A sum of entries' counts, each at most 2^53 - 1 (the column is a bigint): exact-sum.ts. */
+export type Sum = ExactSum;
+export const add: (sum: Sum, value: number) => Sum = addExact;
 
 interface HourRow {
   project_id: string;

@@ -62,7 +62,7 @@ export class SessionResults {
 
 /** A miss's hooks, bound to its capture; undefined for any other plan. */
 export function missHooks(plan: CachePlan | undefined): MissHooks | undefined {
-  if (plan?.outcome !== 'miss') return undefined;
-  const { capture } = plan;
+  const capture = plan?.outcome === 'miss' ? plan.capture : undefined;
+  if (!capture) return undefined;
   return { settled: (ok) => capture.settled(ok), tap: (message, bytes) => capture.tap(message, bytes) };
 }
