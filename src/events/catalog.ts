@@ -4,6 +4,7 @@ import * as anomalies from './anomalies.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as branches from './branches.js';
+import * as connections from './connections.js';
 import * as credentials from './credentials.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
@@ -85,6 +86,8 @@ export const catalog = [
   support.CancellationFeedbackRecorded,
   enrollments.SelfHostEnrollmentCreated,
   enrollments.SelfHostEnrollmentRevoked,
+  connections.WireSessionOpened,
+  connections.WireSessionClosed,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];
