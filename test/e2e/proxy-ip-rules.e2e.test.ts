@@ -24,7 +24,7 @@ let agent: AgentSecrets;
 let balanced: RunningProxy;
 const relays: net.Server[] = [];
 
-type Entry = { event: string; decision_rule: string; client_ip: string; credential_id: string | null; reason: string };
+type Entry = { event: string; decision_rule: string; client_ip: string; credential_id: string | null; reason: string; source: string };
 
 /** The agent's connection string aimed at `host:port` (the password and database unchanged). */
 function aimedAt(host: string, port: number): string {
@@ -234,5 +234,16 @@ describe('IP rules on the hosted agent MCP', () => {
     await client.close();
     await setRules({ deny: [{ cidr: '127.0.0.0/8' }] });
     await expect(connectAgent(url, agent.mcp_token, 'denied')).rejects.toThrow(/403/);
+
+    // Each refusal is in the audit trail as the wire's are: auth_failed, rule ip_rules, the judged address.
+    const refusedOverMcp = async () => (await auditOf(1)).filter((entry) => entry.source === 'mcp' && entry.event === 'auth_failed');
+    await waitFor(async () => (await refusedOverMcp()).length >= 3, 5_000, 'three MCP refusals audited');
+    const refused = await refusedOverMcp();
+    expect(refused.map((entry) => [entry.decision_rule, entry.credential_id, entry.client_ip]).sort()).toEqual([
+      ['ip_rules', agent.credential.id, '127.0.0.1'],
+      ['ip_rules', agent.credential.id, '127.0.0.2'],
+      ['ip_rules', agent.credential.id, '::1'],
+    ]);
+    expect(refused.map((entry) => entry.reason)).toContain('address 127.0.0.2 is in deny entry 127.0.0.2/32');
   });
 });
