@@ -48,6 +48,7 @@ export const catalog = [
   credentials.CredentialRevoked,
   credentials.CredentialExpired,
   credentials.CredentialUsed,
+  credentials.CredentialIpRulesSet,
   approvals.ApprovalRequested,
   approvals.ApprovalApproved,
   approvals.ApprovalRejected,
