@@ -16,6 +16,7 @@ import * as ipRules from './ip-rules.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
 import * as projects from './projects.js';
+import * as reservations from './reservations.js';
 import * as support from './support.js';
 import * as webhooks from './webhooks.js';
 
@@ -89,6 +90,8 @@ export const catalog = [
   enrollments.SelfHostEnrollmentRevoked,
   connections.WireSessionOpened,
   connections.WireSessionClosed,
+  reservations.NameReserved,
+  reservations.NameReleased,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

@@ -8,6 +8,7 @@ import { copyBranch, dropBranch, type BranchTarget } from '../../branches/copy.j
 import { takeCopyLease, type CopyLease } from '../../branches/copy-lease.js';
 import { branchesStillCopying } from '../../../queries/branches.js';
 import type { FastifyBaseLogger } from 'fastify';
+import { releaseName, reservationKeys, reserveName, stillHolds } from '../../reservations.js';
 import { BranchCopyMethod } from '../../events/branches.js';
 import { text } from '../../events/fields.js';
 import { newId } from '../../ids.js';
@@ -15,7 +16,7 @@ import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { databaseFromStream, upstreamClientConfig } from './databases.js';
 import { fold, visibleProject } from './projects.js';
-import { errorResponses, etag, execute, executeAs, foldStream, IdParam, matchedRevision, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { actorOf, errorResponses, etag, execute, executeAs, foldStream, IdParam, matchedRevision, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
 
 const CreateBranchRequest = z
   .strictObject({
@@ -203,8 +204,16 @@ export function branchRoutes(app: Api, deps: ApiDeps): void {
       const { database_id: databaseId, name } = request.body;
       const database = await databaseFromStream(deps, projectId, databaseId);
       if (!database) throw new Problem('NOT_FOUND', `database ${databaseId} not found in project ${projectId}`);
-      if (await branchNameTaken(deps.pool, databaseId, name)) throw new Problem('RESOURCE_EXISTS', `database ${databaseId} already has a branch named ${JSON.stringify(name)}; pick another name`);
+      const taken = () => new Problem('RESOURCE_EXISTS', `database ${databaseId} already has a branch named ${JSON.stringify(name)}; pick another name`);
+      if (await branchNameTaken(deps.pool, databaseId, name)) throw taken();
       const branchId = newId('brn_');
+      const key = reservationKeys.branch(databaseId, name);
+      // The read model may not show a branch created a moment ago: the name's own stream decides a race.
+      const holds = async (holder: string, since: string) => {
+        const row = await foldStream(deps, `branch-${holder}`, evolveBranch);
+        return stillHolds(row, row?.status !== 'deleted', since);
+      };
+      if (!(await reserveName(deps.store, key, branchId, actorOf(caller), holds))) throw taken();
       // Taken before the branch is recorded: a recovery run never finds it copying with its lease free.
       const lease = (await takeCopyLease(deps.pool, branchId, true))!;
       let result;
@@ -215,6 +224,7 @@ export function branchRoutes(app: Api, deps: ApiDeps): void {
         });
       } catch (error) {
         await lease.release();
+        await releaseName(deps.store, key, branchId, actorOf(caller));
         throw error;
       }
       const row = fold(evolveBranch, result.recorded);
@@ -270,6 +280,7 @@ export function branchRoutes(app: Api, deps: ApiDeps): void {
         });
       }
       await execute(deps, request, `branch-${current.branch_id}`, branch, { kind: 'delete', ...(expected === undefined ? {} : { ifRevision: expected }) });
+      await releaseName(deps.store, reservationKeys.branch(current.database_id, current.name), current.branch_id, actorOf(caller));
       return reply.code(204).send(null);
     },
   );
