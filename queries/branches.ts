@@ -25,3 +25,9 @@ export async function branchesStillCopying(db: pg.Pool): Promise<{ branch_id: st
   const { rows } = await db.query<{ branch_id: string; project_id: string }>(`select branch_id, project_id from rm.branches where status = 'copying' order by branch_id`);
   return rows;
 }
+
+/** A database's ready branches: the hosted MCP picks its sandbox branch among them as the proxy does. */
+export async function readyBranches(db: pg.Pool, databaseId: string): Promise<BranchRow[]> {
+  const { rows } = await db.query<{ row: BranchRow }>(`select to_jsonb(b) as row from rm.branches b where database_id = $1 and status = 'ready'`, [databaseId]);
+  return rows.map((r) => r.row);
+}

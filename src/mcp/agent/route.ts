@@ -22,6 +22,8 @@ import { requestHoneytokens } from './honeytokens.js';
 import { createAgentServer } from './server.js';
 import type { AgentDatabases } from './upstream.js';
 import { masksWithHash } from '../../../proxy/policy/hash-key.js';
+import { sandboxBranchOf } from '../../../proxy/sandbox.js';
+import { readyBranches } from '../../../queries/branches.js';
 
 /** As the proxy chooses: a read-only policy's pool, as the role provisioned for it on this database when there is one. */
 export async function upstreamOf(store: EventStore, policy: PolicyRow | undefined, databaseId: string): Promise<UpstreamChoice> {
@@ -76,7 +78,7 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
       honeytokens: await requestHoneytokens(deps.pool, deps.store, policy, request.id, request.log),
       hashKey: masksWithHash(policy) ? await deps.hashKeys.load(credential.project_id).catch((error: unknown) => void request.log.warn({ err: error }, 'could not read the project’s hash key; statements a hash mask applies to are refused')) : undefined,
       budgets: credentialBudgets,
-      upstream: await upstreamOf(deps.store, policy, credential.database_id),
+      upstream: { ...(await upstreamOf(deps.store, policy, credential.database_id)), branch: sandboxBranchOf(policy, await readyBranches(deps.pool, credential.database_id), credential.database_id) },
       sessionId,
       clientIp,
       log: request.log,
