@@ -19,9 +19,9 @@ export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
 
 /** A sum of entries' counts, each at most 2^53 - 1: a number while it is exact, past that a bigint (the column is a bigint). */
-type Sum = number | bigint;
+export type Sum = number | bigint;
 
-function add(sum: Sum, value: number): Sum {
+export function add(sum: Sum, value: number): Sum {
   if (typeof sum === 'bigint') return sum + BigInt(value);
   const added = sum + value;
   // A sum past 2^53 - 1 is rounded, and how would depend on how the entries were batched: a rebuild would differ.
@@ -123,7 +123,7 @@ export function sessionSpans(entries: readonly Pick<AuditEntryContent, 'project_
   return [...spans.values()];
 }
 
-async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], key: string, merge: string): Promise<void> {
+export async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], key: string, merge: string): Promise<void> {
   if (rows.length === 0) return;
   await tx.query(
     `insert into ${tx.table(table)} as t select * from json_populate_recordset(null::${tx.table(table)}, $1::json)
@@ -133,7 +133,7 @@ async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], 
   );
 }
 
-const added = (columns: readonly string[]) => columns.map((c) => `${c} = t.${c} + excluded.${c}`).join(', ');
+export const added = (columns: readonly string[]) => columns.map((c) => `${c} = t.${c} + excluded.${c}`).join(', ');
 
 export const auditUsageTables: readonly ReadModelTable[] = [
   {

@@ -8,6 +8,7 @@ import { decodeData } from '../src/events/envelope.js';
 import { copyField } from '../src/pg/copy-in.js';
 import type { RecordedEvent } from '../src/store/port.js';
 import { auditUsageTables, rollUpUsage } from './audit-usage.js';
+import { cacheShapeTables, rollUpCacheShapes } from './cache-shapes.js';
 import type { Projection, ProjectionTx } from './projection.js';
 
 export const AUDIT_STREAM_PREFIX = 'audit-';
@@ -146,7 +147,8 @@ async function insertEntries(tx: ProjectionTx, chained: readonly Chained[]): Pro
  * seq = its stream revision + 1, chained onto the project's previous entry. Hashing uses only the
  * events and the HMAC keyring, so a rebuild from position 0 reproduces every hash — as long as the
  * deployment keeps its keyring (keys are added, never removed). The usage rollups of the same
- * entries are written in the same transaction (projections/audit-usage.ts). `handed` holds the
+ * entries are written in the same transaction (projections/audit-usage.ts), and so are the
+ * result cache's statement shapes (projections/cache-shapes.ts). `handed` holds the
  * entries ingest prepared when it runs in the same process (src/audit/prepared-entries.ts).
  */
 export function auditProjection(keyring: HmacKeyring, handed?: PreparedEntries): Projection {
@@ -158,7 +160,9 @@ export function auditProjection(keyring: HmacKeyring, handed?: PreparedEntries):
       const projectIds = [...new Set(prepared.map(({ entry }) => entry.project_id))];
       const chained = linkPrepared(prepared, await tips(tx, projectIds));
       await insertEntries(tx, chained);
-      await rollUpUsage(tx, chained.map(({ entry }) => entry));
+      const entries = chained.map(({ entry }) => entry);
+      await rollUpUsage(tx, entries);
+      await rollUpCacheShapes(tx, entries);
     };
   };
   return {
@@ -180,6 +184,7 @@ export function auditProjection(keyring: HmacKeyring, handed?: PreparedEntries):
         retiredIndexes: ['audit_entries_i3'],
       },
       ...auditUsageTables,
+      ...cacheShapeTables,
     ],
     prepare,
     apply: async (tx, events) => (await prepare(events))(tx),

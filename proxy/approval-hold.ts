@@ -71,15 +71,30 @@ export async function withEstimate(policy: PolicyRow, decision: Allowed, hold: H
 }
 
 /**
- * The decision an approved statement runs under: bound to the trial count its reviewer saw, within
- * the rule's row_tolerance_percent (rolled back outside it). A planner's estimate binds nothing (it
- * is rough), nor does a write whose RETURNING rows the policy's max_rows must cut (a bound write's
- * rows are not cut).
+ * How far a planner's estimate binds an approved write: it may affect up to this many times the rows
+ * the planner expected (at least one), and fewer. EXPLAIN's rows are a guess, often off by a small
+ * factor, so binding them exactly would fail writes whose reviewer approved what they do; an order of
+ * magnitude more is no longer the write its reviewer saw.
+ */
+export const PLAN_BOUND_FACTOR = 10;
+
+/**
+ * The decision an approved statement runs under, bound to the estimate its reviewer saw: a trial
+ * count within the rule's row_tolerance_percent, a planner's estimate up to PLAN_BOUND_FACTOR times
+ * it (rolled back outside either). None binds a write whose RETURNING rows the policy's max_rows must
+ * cut (a bound write's rows are not cut).
  */
 export function boundToEstimate(decision: Allowed, row: Pick<ApprovalRow, 'estimated_rows' | 'estimate_method'>, policy: PolicyRow): Allowed {
   const writes = decision.writes;
-  if (writes.rows !== 'counted' || row.estimate_method !== 'trial' || row.estimated_rows === null || (writes.returning && policy.max_rows)) return decision;
+  if (writes.rows !== 'counted' || !row.estimate_method || row.estimated_rows === null || (writes.returning && policy.max_rows)) return decision;
   const seen = Number(row.estimated_rows);
+  if (row.estimate_method === 'plan') {
+    const most = Math.max(seen, 1) * PLAN_BOUND_FACTOR;
+    return {
+      ...decision,
+      writes: { ...writes, bound: { min: 0, max: most, rule: 'approval.count_drift', why: `its reviewer approved it on the planner’s estimate of ${seen} rows (EXPLAIN; a trial run took too long), and an approval on a planner’s estimate lets it affect at most ${PLAN_BOUND_FACTOR} times that` } },
+    };
+  }
   const tolerance = policy.approval.row_tolerance_percent ?? 0;
   const slack = Math.floor((seen * tolerance) / 100);
   const within = tolerance === 0 ? 'exactly' : `within ${tolerance}% of`;
@@ -171,6 +186,10 @@ export function awaitDecision(services: ApprovalServices, request: z.input<typeo
       if (key === approvalId && after && after.status !== 'pending') finish(after);
     });
     ended.addEventListener('abort', aborted);
+    if (ended.aborted) {
+      finish(undefined);
+      return;
+    }
     const lapse = async (): Promise<void> => {
       const refused = await onRequest(services, approvalId, { kind: 'expire' }, 'system:approval-expiry').catch(() => new DomainError('CONFLICT', 'could not record the expiry'));
       const row = services.approvals.get(approvalId) ?? (await services.approvals.getOrRead(approvalId, approvalStream(approvalId)));

@@ -38,6 +38,8 @@ export interface WireHold {
   /** Aborted when the client cancels, or the session ends. */
   readonly wait: AbortSignal;
   publish(record: Decision): void;
+  /** Resolves once the decision bus holds the record; rejects when it cannot take it. */
+  publishStrict(record: Decision): Promise<void>;
   /** Sends the client a message in order (the NOTICE). */
   notice(bytes: Buffer): void;
   /** Hands the upstream connection back while the statement waits. */
@@ -75,13 +77,20 @@ export async function holdOnWire(facts: WireHold): Promise<{ decision: Allowed; 
   const approvalId = request.approval_id;
   const audited: ApprovalFacts = { ...request, credential_id: request.credential_id ?? null, target_tables: [...(request.target_tables ?? [])] };
   const actor = `proxy:${facts.sessionId}`;
+  const unavailable = (what: string): void =>
+    facts.refuse(refusalOf(facts, 'approval.unavailable', '58000', `this statement needs a human's approval: ${request.hold_reason}; ${what}, so it did not run (rule approval.unavailable); retry shortly`));
+  // The bus holds the progress row before the request exists, so every row of its outcome (written by
+  // whoever decides it, once it exists) follows it on the bus and in the trail (spec §6).
+  try {
+    await facts.publishStrict(approvalDecision(audited, { event: 'approval_requested', source: 'wire', rule: request.hold_rule, reason: request.hold_reason, ts: new Date().toISOString() }));
+  } catch {
+    return void unavailable('the audit trail is not taking records, so the request could not be announced');
+  }
   try {
     await handle(services.store, approvalStream(approvalId), approval, { kind: 'request', request }, { correlationId: `approval-${approvalId}`, actor });
   } catch {
-    return void facts.refuse(refusalOf(facts, 'approval.unavailable', '58000', `this statement needs a human's approval: ${request.hold_reason}; the approval request could not be recorded, so it did not run (rule approval.unavailable); retry shortly`));
+    return void unavailable('the approval request could not be recorded');
   }
-  // The progress row goes before any outcome of the request: no decision can be made before the request exists.
-  facts.publish(approvalDecision(audited, { event: 'approval_requested', source: 'wire', rule: request.hold_rule, reason: request.hold_reason, ts: new Date().toISOString() }));
   facts.notice(encodeNoticeResponse({ severity: 'NOTICE', code: '01000', message: noticeOf(approvalId) }));
   facts.released();
 

@@ -22,7 +22,7 @@ import { LiveHoneytokens } from './honeytokens.js';
 import { HashKeys } from './hash-keys.js';
 import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
-import { cacheMetricsOf, ResultCaches } from './cache/caches.js';
+import { cacheMetricsOf, purgeOnRequest, ResultCaches } from './cache/caches.js';
 import { Inlet } from './inlet.js';
 import { endRefusedSessions } from './ip-rules.js';
 import { throughProxyProtocol, type ProxyProtocolOptions } from './proxy-protocol-gate.js';
@@ -115,7 +115,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const { store, logger } = options;
   await loadParser();
   const metrics = createProxyMetrics(options.metrics);
-  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, ipRules, branches, all: views } = proxyViews(store);
+  const { credentials, databases, replicas, policies, honeytokens: honeytokenRows, policyRoles, projects, organizations, approvals, ipRules, branches, cacheControls, all: views } = proxyViews(store);
   await Promise.all(views.map((view) => view.start()));
 
   const bootEpoch = Math.floor(Date.now() / 1000);
@@ -197,6 +197,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     const choice = upstreamChoice(policy, policyRoles.get(credential.policy_profile_id), credential.database_id);
     return upstreams.for(credential.database_id, credential.project_id, choice.readOnly, choice.role, sandboxBranchOf(policy, branches.values(), credential.database_id));
   };
+  const resultCaches = new ResultCaches((databaseId: string) => databases.get(databaseId)?.cache_config, cacheMetricsOf(metrics));
+  purgeOnRequest(cacheControls, resultCaches);
   const context = {
     credentials,
     budgets,
@@ -217,7 +219,8 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
     approvals: { store, approvals, estimate: async (credential: CredentialRow, sql: string, params: readonly (string | null)[]) => estimateOnPool(await upstreamFor(credential).catch(() => undefined), credential.credential_id, sql, params) },
-    resultCaches: new ResultCaches((databaseId: string) => databases.get(databaseId)?.cache_config, cacheMetricsOf(metrics)),
+    resultCaches,
+    cacheControls,
     ipRules,
     ...(options.admission ? { admission: options.admission } : {}),
     ...(options.tls ? { tls: options.tls } : {}),

@@ -181,11 +181,14 @@ export class ExtendedProtocol {
 
   sync(raw: Buffer): Promise<void> | void {
     const { host } = this;
+    // The gateway refused a statement after another of this batch ran, outside a transaction block:
+    // PostgreSQL would roll the batch back at the error, so the statement before it is undone too.
+    const refusedAfterRun = host.skipUntilSync && this.ranInBatch && host.status === 'I' && host.upstream.server !== undefined;
     this.ranInBatch = false;
     host.skipUntilSync = false;
     host.unsynced = false;
-    if (host.undoAtSync) {
-      // A guarded write of this batch is undone: its transaction fails, and this Sync rolls it back.
+    if (host.undoAtSync || refusedAfterRun) {
+      // A guarded write of this batch, or the batch a refusal ended, is undone: its transaction fails, and this Sync rolls it back.
       host.undoAtSync = false;
       return host.toServer(undoneSync(raw), { ends: 'Z', synced: true, rewrite: errorsHidden });
     }

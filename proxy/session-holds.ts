@@ -41,6 +41,7 @@ export class SessionHolds {
         inTransaction: host.status !== 'I' || ranInBatch,
         wait: wait.signal,
         publish: (record) => context.decisions.publish(record),
+        publishStrict: (record) => context.decisions.publishStrict(record),
         notice: (bytes) => host.pipeline.expect({ kind: 'synthetic', reply: () => bytes }),
         released: () => host.releaseIfIdle(),
         closed: () => host.closed,

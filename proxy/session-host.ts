@@ -12,6 +12,7 @@ import type { HashKeys } from './hash-keys.js';
 import type { ProxyMetrics } from './metrics.js';
 import type { Rewrite, ResponsePipeline, Statement, Tap } from './pipeline.js';
 import type { ResultCaches } from './cache/caches.js';
+import type { CacheControlsView } from './cache/rules.js';
 import type { Honeytokens } from './policy/hook.js';
 import type { SessionValues } from './policy/row-filters.js';
 import type { PortalRows } from './portal-rows.js';
@@ -61,6 +62,8 @@ export interface SessionContext {
   readonly approvals?: ApprovalServices;
   /** The result cache (cache/); without it every statement bypasses it. */
   readonly resultCaches?: ResultCaches;
+  /** Each database's cache rules by statement shape (cache/rules.ts); without them its cache_config alone applies. */
+  readonly cacheControls?: CacheControlsView;
   /** Each project's IP rules, checked at login (proxy/ip-rules.ts); without them every address may connect. */
   readonly ipRules?: LiveView<IpRulesRow>;
   /** Whether logins are admitted at all (proxy/admission.ts); absent: always. */

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { TimeCursor } from './cursor.js';
 import type { CancellationFeedbackRow, SupportCaseRow, SupportMessageRow } from '../projections/support.js';
 
 export interface SupportCaseFilter {
@@ -13,20 +14,14 @@ export async function findSupportCase(db: pg.Pool, caseId: string): Promise<Supp
   return rows[0]?.row;
 }
 
-/** Where a page of cases ends: the last case's creation time and id. */
-export interface CaseCursor {
-  readonly createdAt: string;
-  readonly caseId: string;
-}
-
 /** Newest first (ties by id), after `before` when given. */
-export async function listSupportCases(db: pg.Pool, filter: SupportCaseFilter, before: CaseCursor | undefined, limit: number): Promise<SupportCaseRow[]> {
+export async function listSupportCases(db: pg.Pool, filter: SupportCaseFilter, before: TimeCursor | undefined, limit: number): Promise<SupportCaseRow[]> {
   const { rows } = await db.query<{ row: SupportCaseRow }>(
     `select to_jsonb(c) as row from rm.support_cases c
       where ($1::text is null or org_id = $1) and ($2::text is null or status = $2) and ($3::int is null or severity = $3)
         and ($4::timestamptz is null or (created_at, case_id) < ($4::timestamptz, $5::text))
       order by created_at desc, case_id desc limit $6`,
-    [filter.orgId ?? null, filter.status ?? null, filter.severity ?? null, before?.createdAt ?? null, before?.caseId ?? null, limit],
+    [filter.orgId ?? null, filter.status ?? null, filter.severity ?? null, before?.createdAt ?? null, before?.id ?? null, limit],
   );
   return rows.map((r) => r.row);
 }

@@ -80,3 +80,13 @@ export function cacheMetricsOf(metrics: Pick<ProxyMetrics, 'cacheLookups' | 'cac
     bytes: (delta) => metrics.cacheBytes.inc(delta),
   };
 }
+
+/**
+ * A purge asked of a database (POST .../cache/purge, a CachePurged event each proxy's view folds):
+ * its entries go, and no result whose statement started before it is kept.
+ */
+export function purgeOnRequest(view: { onChange(listener: (databaseId: string, before: { purges: number } | undefined, after: { purges: number } | undefined) => void): unknown }, caches: ResultCaches): void {
+  view.onChange((databaseId, before, after) => {
+    if ((after?.purges ?? 0) !== (before?.purges ?? 0)) caches.existing(databaseId)?.invalidate(undefined);
+  });
+}

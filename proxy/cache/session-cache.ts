@@ -5,7 +5,8 @@ import { filtersUseSessionValues, type SessionValues } from '../policy/row-filte
 import { uncacheable, type CacheSituation } from './cacheable.js';
 import type { ResultCaches } from './caches.js';
 import { cacheKey, type KeyParts } from './key.js';
-import type { CachedResult, ResultStore } from './store.js';
+import type { ShapeRule } from './rules.js';
+import type { CachedResult, EntryTiming, ResultStore } from './store.js';
 
 type Allowed = Extract<StatementDecision, { action: 'allow' }>;
 
@@ -20,6 +21,8 @@ export interface CacheLookup extends CacheSituation {
   readonly protocol: 'simple' | 'extended';
   /** Extended protocol: what the Parse and Bind said. */
   readonly wire?: Pick<KeyParts, 'paramTypes' | 'paramFormats' | 'params' | 'resultFormats'>;
+  /** The statement shape's cache rule (rules.ts): kept out of the cache, or its entry's own ttl and swr. */
+  readonly rule?: ShapeRule;
 }
 
 /** What to do with a statement: answer it from `result`, run it and capture its replies, or run it past the cache. */
@@ -62,6 +65,7 @@ export class Capture {
     private readonly generation: number,
     private readonly maxBytes: number,
     private readonly finished: (capture: Capture) => void,
+    private readonly timing?: EntryTiming,
   ) {}
 
   tap(message: ScannedMessage, bytes: Buffer): void {
@@ -84,7 +88,7 @@ export class Capture {
   /** Stores the result when the session was idle at its end (`status` I); else hands the refresh on. */
   keep(status: TransactionStatus): void {
     if (status !== 'I') return this.store.abandon(this.key);
-    this.store.store(this.key, { replies: this.replies, rows: this.rows, tables: this.tables }, this.generation);
+    this.store.store(this.key, { replies: this.replies, rows: this.rows, tables: this.tables }, this.generation, this.timing);
   }
 }
 
@@ -159,7 +163,7 @@ export class SessionCache {
     const caches = this.caches;
     if (!caches) return BYPASS;
     const store = caches.storeOf(lookup.databaseId);
-    const plan = store && !uncacheable(lookup.sql, lookup.decision, lookup) ? this.lookupIn(store, lookup) : BYPASS;
+    const plan = store && lookup.rule?.bypass !== true && !uncacheable(lookup.sql, lookup.decision, lookup) ? this.lookupIn(store, lookup) : BYPASS;
     caches.metrics.lookup(plan.outcome);
     return plan;
   }
@@ -168,12 +172,13 @@ export class SessionCache {
     const key = lookupKey(lookup);
     const found = store.lookup(key);
     if (found.outcome !== 'miss') return found;
-    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.tablesRead, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture)) };
+    const timing = lookup.rule?.bypass === false ? lookup.rule.timing : undefined;
+    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.tablesRead, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
   }
 }
 
 /** The cache key of a lookup (key.ts): the session values count only when the policy's row filters name them. */
-export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql'>): string {
+export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql' | 'rule'>): string {
   const { decision, policy } = lookup;
   return cacheKey({
     databaseId: lookup.databaseId,

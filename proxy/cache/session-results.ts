@@ -2,6 +2,7 @@ import type { Statement, Tap } from '../pipeline.js';
 import type { Protocol, SessionHost } from '../session-host.js';
 import type { Allowed } from '../session-audit.js';
 import { catalogVersionOf } from './cacheable.js';
+import { shapeRuleOf } from './rules.js';
 import { cachedReply, repliedBytes, SessionCache, type CacheLookup, type CachePlan } from './session-cache.js';
 
 /** What a miss adds to its statement: the capture that stores its result when it ends, and the tap that feeds it. */
@@ -36,7 +37,8 @@ export class SessionResults {
     // do sandboxed sessions, whose branch (docs/branches.md) is not the database the key names.
     const elsewhere = host.upstream.handle!.branchId !== undefined || host.context.readRouting?.routes(databaseId) === true;
     const situation = { inTransaction: host.status !== 'I', pinned: host.pinned || elsewhere };
-    const plan = this.cache.plan({ sql, decision, databaseId, policy, catalogVersion: catalogVersionOf(host.catalog!.current()), sessionValues: host.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}) });
+    const rule = shapeRuleOf(host.context.cacheControls?.get(databaseId), sql);
+    const plan = this.cache.plan({ sql, decision, databaseId, policy, catalogVersion: catalogVersionOf(host.catalog!.current()), sessionValues: host.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}), ...(rule ? { rule } : {}) });
     statement.cache = plan.outcome;
     return plan;
   }

@@ -31,10 +31,14 @@ export interface StoreEvents {
   bytes(delta: number): void;
 }
 
+/** An entry's own ttl or swr, overriding the store's (a statement shape's cache rule, rules.ts). */
+export type EntryTiming = Partial<Pick<StoreLimits, 'ttlMs' | 'swrMs'>>;
+
 interface Entry {
   readonly result: CachedResult;
   readonly bytes: number;
   readonly storedAt: number;
+  readonly timing: EntryTiming | undefined;
   refreshing: boolean;
 }
 
@@ -89,13 +93,14 @@ export class ResultStore {
     const entry = this.entries.get(key);
     if (!entry) return { outcome: 'miss' };
     const age = this.now() - entry.storedAt;
-    if (age >= this.limits.ttlMs + this.limits.swrMs) {
+    const ttlMs = entry.timing?.ttlMs ?? this.limits.ttlMs;
+    if (age >= ttlMs + (entry.timing?.swrMs ?? this.limits.swrMs)) {
       this.remove(key, entry);
       return { outcome: 'miss' };
     }
     this.entries.delete(key);
     this.entries.set(key, entry);
-    if (age < this.limits.ttlMs) return { outcome: 'hit', result: entry.result };
+    if (age < ttlMs) return { outcome: 'hit', result: entry.result };
     if (entry.refreshing) return { outcome: 'stale', result: entry.result };
     entry.refreshing = true;
     return { outcome: 'miss' };
@@ -108,7 +113,7 @@ export class ResultStore {
   }
 
   /** Stores a result of a statement started under `generation`; false (nothing stored) when a write came since, or it is too large. */
-  store(key: string, result: CachedResult, generation: number): boolean {
+  store(key: string, result: CachedResult, generation: number, timing?: EntryTiming): boolean {
     if (generation !== this.generationNow) {
       this.abandon(key);
       return false;
@@ -120,7 +125,7 @@ export class ResultStore {
     }
     const old = this.entries.get(key);
     if (old) this.remove(key, old);
-    this.entries.set(key, { result, bytes, storedAt: this.now(), refreshing: false });
+    this.entries.set(key, { result, bytes, storedAt: this.now(), timing, refreshing: false });
     this.bytesNow += bytes;
     this.events.bytes(bytes);
     for (const table of result.tables) {

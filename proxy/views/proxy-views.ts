@@ -1,5 +1,6 @@
 import { approvalIdOf, evolveApproval, type ApprovalRow } from '../../projections/approvals.js';
 import { branchIdOf, evolveBranch, type BranchRow } from '../../projections/branches.js';
+import { cacheControlsDatabaseOf, evolveCacheControls, type CacheControlsRow } from '../../projections/cache-controls.js';
 import { evolveCredential, type CredentialRow } from '../../projections/credentials.js';
 import { databaseIdOf, evolveDatabase, evolveReplica, replicaIdOf, type DatabaseRow, type ReplicaRow } from '../../projections/databases.js';
 import { evolveHoneytoken, honeytokenIdOf, type HoneytokenRow } from '../../projections/honeytokens.js';
@@ -18,7 +19,7 @@ export const openOnWire = (row: ApprovalRow): boolean => row.source === 'wire' &
 
 /**
  * The proxy's in-memory views. Each follows only its own control-plane category (`credential-`,
- * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`, `iprules-`), so audit appends never wake one.
+ * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`, `iprules-`, `branch-`, `cache-`), so audit appends never wake one.
  */
 export function proxyViews(store: Omit<ProxyStore, 'append'>) {
   const views = {
@@ -36,6 +37,8 @@ export function proxyViews(store: Omit<ProxyStore, 'append'>) {
     approvals: new LiveView<ApprovalRow>(store, { streamPrefix: 'approval-', keyOf: approvalIdOf, evolve: evolveApproval, keep: openOnWire }),
     /** Each project's IP rules, checked at every login. */
     ipRules: new LiveView<IpRulesRow>(store, { streamPrefix: 'iprules-', keyOf: ipRulesProjectOf, evolve: evolveIpRules }),
+    /** Each database's result-cache rules and purges (docs/cache.md). */
+    cacheControls: new LiveView<CacheControlsRow>(store, { streamPrefix: 'cache-', keyOf: cacheControlsDatabaseOf, evolve: evolveCacheControls }),
   };
   return { ...views, all: Object.values(views) };
 }

@@ -55,10 +55,6 @@ export class MemoryBusClosedError extends Error {
   }
 }
 
-/**
- * A durable created after older messages were compacted away starts at the oldest message still
- * held, which is every message some other durable has not acknowledged yet.
- */
 export class MemoryBusFullError extends Error {
   override readonly name = 'MemoryBusFullError';
   constructor(held: string) {
@@ -208,7 +204,9 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
       const { maxInFlight, retryDelayMs } = consumeSettings(options);
       let durable = durables.get(options.durable);
       if (durable === undefined) {
-        durable = { next: base, unacked: new Map() };
+        // A durable created after others acknowledged messages starts at the oldest message still
+        // held (every one some durable has not acknowledged), past the slots already emptied.
+        durable = { next: released, unacked: new Map() };
         durables.set(options.durable, durable);
       }
       const consumer = startConsumer(durable, maxInFlight, retryDelayMs, handler);

@@ -3,7 +3,7 @@ import type { EventStore, RecordedEvent } from '../store/port.js';
 import { DATA_PLANE_PREFIXES } from './wire.js';
 
 /** Categories whose streams name no project: each stream's first event says whose it is. */
-const OWNED_BY_FIRST_EVENT = ['credential-', 'policy-', 'honeytoken-', 'approval-', 'branch-'] as const;
+const OWNED_BY_FIRST_EVENT = ['credential-', 'policy-', 'honeytoken-', 'approval-', 'branch-', 'cache-'] as const;
 
 /** Of an organization's stream a data plane sees its plan, never its API keys (hashed as they are). */
 const ORG_EVENT_TYPES: ReadonlySet<string> = new Set([OrganizationCreated.type, OrganizationPlanChanged.type]);
@@ -11,7 +11,7 @@ const ORG_EVENT_TYPES: ReadonlySet<string> = new Set([OrganizationCreated.type, 
 /**
  * Which events of the control plane's store belong to one project, as its data plane may see
  * them: its own `project-`, `hashkey-` and `iprules-` streams, its organization's plan, and the credential,
- * policy, honeytoken, approval and branch streams whose first event names the project. Ownership never
+ * policy, honeytoken, approval, branch and cache streams whose first event names the project. Ownership never
  * changes, so it is remembered per stream.
  */
 export class ProjectStreams {

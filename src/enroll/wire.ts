@@ -48,7 +48,7 @@ export const ChannelEnd = z.object({ reason: z.enum(['revoked', 'expired']), det
 export type ChannelEnd = z.infer<typeof ChannelEnd>;
 
 /** The prefixes of the categories a data plane may read: its proxy's live views and its project's hash key. */
-export const DATA_PLANE_PREFIXES = ['credential-', 'project-', 'policy-', 'honeytoken-', 'org-', 'approval-', 'hashkey-', 'iprules-', 'branch-'] as const;
+export const DATA_PLANE_PREFIXES = ['credential-', 'project-', 'policy-', 'honeytoken-', 'org-', 'approval-', 'hashkey-', 'iprules-', 'branch-', 'cache-'] as const;
 
 /** The response header of a 401 naming why a token no longer authenticates (`revoked`, `expired`). */
 export const ENROLLMENT_END_HEADER = 'pgward-enrollment-end';

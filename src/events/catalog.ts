@@ -5,13 +5,17 @@ import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as branches from './branches.js';
 import * as connections from './connections.js';
+import * as cache from './cache.js';
 import * as credentials from './credentials.js';
+import * as crm from './crm.js';
+import * as credits from './credits.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
 import * as domains from './domains.js';
 import * as enrollments from './enrollments.js';
 import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
 import * as honeytokens from './honeytokens.js';
+import * as identity from './identity.js';
 import * as ipRules from './ip-rules.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
@@ -27,6 +31,8 @@ export const catalog = [
   organizations.ApiKeyCreated,
   organizations.ApiKeyRevoked,
   organizations.OrganizationBillingChanged,
+  identity.OrganizationMemberAdded,
+  identity.ConsentRecorded,
   projects.ProjectCreated,
   projects.ProjectUpdated,
   projects.ProjectDeleted,
@@ -37,6 +43,8 @@ export const catalog = [
   databases.ReplicaAdded,
   databases.ReplicaRemoved,
   databases.ReplicaUpdated,
+  cache.CacheRuleSet,
+  cache.CachePurged,
   policies.PolicyProfileCreated,
   policies.PolicyProfileUpdated,
   policies.PolicyProfileDeleted,
@@ -92,6 +100,28 @@ export const catalog = [
   connections.WireSessionClosed,
   reservations.NameReserved,
   reservations.NameReleased,
+  crm.CompanyEvents.created,
+  crm.CompanyEvents.updated,
+  crm.CompanyEvents.deleted,
+  crm.ContactEvents.created,
+  crm.ContactEvents.updated,
+  crm.ContactEvents.deleted,
+  crm.DealEvents.created,
+  crm.DealEvents.updated,
+  crm.DealEvents.deleted,
+  crm.TaskEvents.created,
+  crm.TaskEvents.updated,
+  crm.TaskEvents.deleted,
+  crm.ArtifactEvents.created,
+  crm.ArtifactEvents.updated,
+  crm.ArtifactEvents.deleted,
+  crm.ArtifactApproved,
+  crm.ArtifactSent,
+  crm.ArtifactDiscarded,
+  crm.CrmContextSet,
+  credits.CreditsToppedUp,
+  credits.CreditsCharged,
+  credits.CreditsRefunded,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

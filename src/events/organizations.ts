@@ -8,8 +8,21 @@ export type Plan = z.infer<typeof Plan>;
 /** Feature flags enabled for an organization, e.g. `agent-gateway`. */
 export const Features = z.array(z.string().regex(/^[a-z0-9][a-z0-9-]{0,63}$/, { message: 'expected a feature flag name' })).max(64);
 
-export const ApiKeyRole = z.enum(['owner', 'admin', 'member', 'viewer']);
+/** A person's role in an organization, ordered viewer < member < admin < owner (docs/permissions.md). */
+export const HumanRole = z.enum(['owner', 'admin', 'member', 'viewer']);
+export type HumanRole = z.infer<typeof HumanRole>;
+
+/** The role of an AI agent acting on the CRM (spec §2.13): it may call only the CRM operations its role allows (docs/crm.md). */
+export const AgentRole = z.enum(['researcher', 'enricher', 'outreach']);
+export type AgentRole = z.infer<typeof AgentRole>;
+
+/** What an organization API key carries: a person's role, or an agent role. */
+export const ApiKeyRole = z.enum([...HumanRole.options, ...AgentRole.options]);
 export type ApiKeyRole = z.infer<typeof ApiKeyRole>;
+
+export function isAgentRole(role: ApiKeyRole): role is AgentRole {
+  return (AgentRole.options as readonly string[]).includes(role);
+}
 
 /** An organization was created. */
 export const OrganizationCreated = defineEvent(

@@ -11,8 +11,12 @@
  * project's audit entries (read model and event store) equal the statements run, how long after
  * the load they were all there, and that the chain verifies.
  *
+ * The cache modes (proxy-pgbench.ts cacheScript()) repeat -S's statement over 100 accounts
+ * (`cache-hits`) or draw 9 in 10 of its keys from them (`cache-mixed`), on the simple protocol: the
+ * open credential's result cache answers them; the realistic one's row cap bypasses it.
+ *
  * Settings (for quick runs): PGWARD_BENCH_SECONDS (per run, 5), PGWARD_BENCH_WARMUP_SECONDS (3),
- * PGWARD_BENCH_ROUNDS (3), PGWARD_BENCH_MODES (simple,extended,prepared), PGWARD_BENCH_CLIENTS
+ * PGWARD_BENCH_ROUNDS (3), PGWARD_BENCH_MODES (simple,extended,prepared,cache-hits,cache-mixed), PGWARD_BENCH_CLIENTS
  * (1,10,50), PGWARD_BENCH_DEPLOYMENTS (serve,split), NATS_URL (nats://127.0.0.1:4222).
  */
 import { randomBytes } from 'node:crypto';
@@ -22,10 +26,12 @@ import { auditEntryCount, verifyAudit, type Login } from '../support/pgward-proc
 import { benchSettings, describeOutcome, eachRun, loadAverage, median, PGBOUNCER, prepareWorkspace, runBench, number, ratio, Results, subset, table, verdict, type Pick } from './bench-kit.js';
 import { CpuMeter } from './e2e-cpu.js';
 import { DEPLOYMENTS, startServe, startSplit, type Credential, type Deployment, type DeploymentName } from './e2e-deployments.js';
-import { initialize, runArgs, select, type Endpoint, type Mode, type Outcome } from './proxy-pgbench.js';
+import { writeFile } from 'node:fs/promises';
+import { cacheScript, initialize, isCacheMode, runArgs, select, type Endpoint, type Mode, type Outcome } from './proxy-pgbench.js';
 import { startPgBouncer, Teardown, type Cluster } from './proxy-servers.js';
 
-const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared'];
+const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'cache-hits', 'cache-mixed'];
+const CACHE_MODES: readonly Mode[] = ['cache-hits', 'cache-mixed'];
 const TARGETS = ['direct', 'PgBouncer', 'open', 'realistic'] as const;
 type Target = (typeof TARGETS)[number];
 const PGWARD_TARGETS: readonly Credential[] = ['open', 'realistic'];
@@ -44,10 +50,15 @@ const TARGET_SPLIT_VS_DIRECT = 0.3;
 const TARGET_ADDED_P50_US = 150;
 const TARGET_AUDIT_LAG_S = 5;
 const TARGET_STEADY = 0.9;
+/** Result-cache hits through pgward (open credential, simple protocol) against the same statements direct. */
+const TARGET_CACHE_HITS_VS_DIRECT = 1.5;
 
 const { seconds: SECONDS, warmupSeconds: WARMUP_SECONDS, rounds: ROUNDS, modes: MODES, clients: CLIENTS } = benchSettings(ALL_MODES);
 const DEPLOYMENT_NAMES = subset('PGWARD_BENCH_DEPLOYMENTS', DEPLOYMENTS);
 const NATS_URL = process.env.NATS_URL || 'nats://127.0.0.1:4222';
+/** The script file of each cache mode, written at start. */
+const scripts = new Map<Mode, string>();
+
 /** How long the bench waits for the audit trail to hold every statement before it reports a loss. */
 const AUDIT_WAIT_MS = 300_000;
 
@@ -114,7 +125,7 @@ function printReport(deployment: DeploymentName, results: Results<Target>, cpu: 
 
   console.log('\nNothing lost:');
   const counted = audited.exact ? '' : 'at least (a run through pgward failed, so pgbench did not say how many it ran) ';
-  console.log(`  statements run through pgward: ${counted}${number.format(audited.statements)} (pgbench's transactions and its ${PGBENCH_SETUP_STATEMENTS} set-up queries per run, warm-ups included, and the bench's own probes)`);
+  console.log(`  statements run through pgward: ${counted}${number.format(audited.statements)} (pgbench's transactions and its ${PGBENCH_SETUP_STATEMENTS} set-up queries per -S run, warm-ups included, and the bench's own probes)`);
   const equal = audited.exact ? audited.entries === audited.statements && audited.events === audited.statements : audited.entries >= audited.statements && audited.events === audited.entries;
   console.log(`  audit entries: ${number.format(audited.entries)} in the read model, ${number.format(audited.events)} in the event store ${equal ? 'PASS' : 'MISMATCH'}`);
   console.log(`  audit lag after the load: ${audited.lagSeconds.toFixed(1)} s; chain verifies: ${audited.chainOk ? 'yes' : 'NO'}`);
@@ -130,9 +141,16 @@ function printReport(deployment: DeploymentName, results: Results<Target>, cpu: 
     const rounds = results.perRound('extended', 10, ['open'], (o) => o.tps);
     if (rounds.length > 1) console.log(`  steady: last round / first round at c=10 extended open >= ${TARGET_STEADY}: ${ratio.format(rounds.at(-1)! / rounds[0]!)} ${verdict(rounds.at(-1)! / rounds[0]! >= TARGET_STEADY)}`);
   }
+  if (CLIENTS.includes(10)) {
+    if (MODES.includes('cache-hits')) {
+      const hits = vs('open', 'cache-hits', 10);
+      console.log(`  cache hits: open/direct at c=10 >= ${ratio.format(TARGET_CACHE_HITS_VS_DIRECT)}×: ${ratio.format(hits)}× ${verdict(hits >= TARGET_CACHE_HITS_VS_DIRECT)}`);
+    }
+    if (MODES.includes('cache-mixed')) console.log(`  cache mixed (about 90 % hits): open/direct at c=10: ${ratio.format(vs('open', 'cache-mixed', 10))}×`);
+  }
   if (CLIENTS.includes(1)) {
     const added: Pick = (w, d) => w.latency!.p50 - d.latency!.p50;
-    const worst = Math.max(...MODES.map((mode) => results.median(mode, 1, ['open', 'direct'], added)));
+    const worst = Math.max(...MODES.filter((mode) => !CACHE_MODES.includes(mode)).map((mode) => results.median(mode, 1, ['open', 'direct'], added)));
     console.log(`  added p50 at c=1 (open, worst mode) <= ${TARGET_ADDED_P50_US} µs: ${number.format(worst)} µs ${verdict(worst <= TARGET_ADDED_P50_US)}`);
   }
   console.log(`  every statement audited within ${TARGET_AUDIT_LAG_S} s of the load's end, chain verified: ${verdict(equal && audited.lagSeconds <= TARGET_AUDIT_LAG_S && audited.chainOk)}`);
@@ -179,6 +197,11 @@ async function verifyWithRoom(admin: pg.Client, projectId: string, env: NodeJS.P
   }
 }
 
+const scriptOf = (mode: Mode): { script?: string } => {
+  const script = scripts.get(mode);
+  return script ? { script } : {};
+};
+
 async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoint, bouncer: { port: number; pid: number; servesPrepared: boolean }, pgbench: string, logs: string, signal: AbortSignal): Promise<void> {
   const endpoints: Record<Target, Endpoint> = {
     direct,
@@ -194,10 +217,11 @@ async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoin
     statements += 1;
   }
   const serves = (target: Target, mode: Mode): boolean => target !== 'PgBouncer' || mode !== 'prepared' || bouncer.servesPrepared;
-  const count = (target: Target, outcome: Outcome): void => {
+  const count = (target: Target, mode: Mode, outcome: Outcome): void => {
     if (target !== 'open' && target !== 'realistic') return;
     if (outcome.transactions === undefined) exact = false;
-    else statements += PGBENCH_SETUP_STATEMENTS + outcome.transactions;
+    // A script of its own (-f) needs no scale: pgbench sends no set-up queries then.
+    else statements += (isCacheMode(mode) ? 0 : PGBENCH_SETUP_STATEMENTS) + outcome.transactions;
   };
 
   if (WARMUP_SECONDS > 0) {
@@ -206,8 +230,8 @@ async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoin
       for (const target of TARGETS) {
         if (!serves(target, mode)) continue;
         await headroom(admin, 10);
-        const outcome = await select(pgbench, endpoints[target], { mode, clients: 10, seconds: WARMUP_SECONDS }, signal);
-        count(target, outcome);
+        const outcome = await select(pgbench, endpoints[target], { mode, clients: 10, seconds: WARMUP_SECONDS, ...scriptOf(mode) }, signal);
+        count(target, mode, outcome);
         if (!outcome.ok) log(`warm-up ${mode} ${target}: ${describeOutcome(outcome)}`);
       }
     }
@@ -224,9 +248,9 @@ async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoin
     const meter = through ? new CpuMeter(deployment.processes) : target === 'PgBouncer' ? new CpuMeter({ PgBouncer: async () => [bouncer.pid] }) : undefined;
     await headroom(admin, clients);
     await meter?.begin();
-    const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...(logPrefix ? { logPrefix } : {}) }, signal).finally(() => meter?.stop());
+    const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...scriptOf(mode), ...(logPrefix ? { logPrefix } : {}) }, signal).finally(() => meter?.stop());
     const used = await meter?.end();
-    count(target, outcome);
+    count(target, mode, outcome);
     let cpuLine = '';
     if (used && outcome.ok && outcome.transactions > 0) {
       const perTransaction = Object.fromEntries(Object.entries(used).map(([group, us]) => [group, us / outcome.transactions]));
@@ -271,6 +295,10 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
   const password = `bench-${process.pid}`;
   const direct: Endpoint = { port: MACHINE_PG.port, user: MACHINE_PG.user, password, database };
   await initialize(binaries.pgbench, direct, SCALE, signal);
+  for (const mode of MODES.filter((m) => CACHE_MODES.includes(m))) {
+    scripts.set(mode, join(dir, `${mode}.sql`));
+    await writeFile(scripts.get(mode)!, cacheScript(mode, SCALE));
+  }
 
   const cluster: Cluster = { port: MACHINE_PG.port, user: MACHINE_PG.user, password, url: (name) => `postgresql://${MACHINE_PG.user}@127.0.0.1:${MACHINE_PG.port}/${name}` };
   const bouncer = await startPgBouncer(dir, PGBOUNCER, cluster, database, runAs, teardown);

@@ -10,8 +10,11 @@ export interface Endpoint {
   readonly database: string;
 }
 
-/** pgbench's protocol modes, and `policy` (`policy-simple`): the ten-row script of policyScript() on the extended (simple) protocol. */
-export type Mode = 'simple' | 'extended' | 'prepared' | 'policy' | 'policy-simple';
+/**
+ * pgbench's protocol modes, `policy` (`policy-simple`): the ten-row script of policyScript() on the
+ * extended (simple) protocol, and the result cache's modes of cacheScript().
+ */
+export type Mode = 'simple' | 'extended' | 'prepared' | 'policy' | 'policy-simple' | 'cache-hits' | 'cache-mixed';
 
 /** The modes that run policyScript() rather than `-S`; through pgward, under the bench's realistic policy. */
 export const isPolicyMode = (mode: Mode): boolean => mode === 'policy' || mode === 'policy-simple';
@@ -21,13 +24,30 @@ export function policyScript(scale: number): string {
   return `\\set aid random(1, ${scale * 100_000 - 9})\nSELECT aid, bid, abalance, filler FROM pgbench_accounts WHERE aid BETWEEN :aid AND :aid + 9;\n`;
 }
 
+/** The modes that run cacheScript() rather than `-S`. */
+export const isCacheMode = (mode: Mode): boolean => mode === 'cache-hits' || mode === 'cache-mixed';
+
+/** The accounts the cache modes repeat. */
+export const HOT_KEYS = 100;
+
+/**
+ * pgbench -S's statement over few keys, for the result cache (simple protocol): `cache-hits` draws
+ * every key from the first HOT_KEYS accounts, so once warm every statement is a hit; `cache-mixed`
+ * draws 9 in 10 from them and the rest from all the accounts (about 90 % hits).
+ */
+export function cacheScript(mode: Mode, scale: number): string {
+  const hot = `random(1, ${HOT_KEYS})`;
+  const aid = mode === 'cache-hits' ? hot : `case when random(1, 10) <= 9 then ${hot} else random(1, ${scale * 100_000}) end`;
+  return `\\set aid ${aid}\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n`;
+}
+
 export interface Run {
   readonly mode: Mode;
   readonly clients: number;
   readonly seconds: number;
   /** Where `--log` writes its per-transaction log; no log without it. */
   readonly logPrefix?: string;
-  /** The file holding policyScript(), for mode `policy`. */
+  /** The file holding policyScript() (mode `policy`) or cacheScript() (the cache modes). */
   readonly script?: string;
   /** Transactions per second offered (`pgbench -R`) instead of as many as the target takes. */
   readonly rate?: number;
@@ -77,7 +97,11 @@ export async function initialize(binary: string, endpoint: Endpoint, scale: numb
 
 /** The pgbench arguments of one run, as the report prints them. */
 export function runArgs(run: Run): string[] {
-  const workload = isPolicyMode(run.mode) ? ['-f', run.script ?? 'policy.sql', '-M', run.mode === 'policy' ? 'extended' : 'simple'] : ['-S', '-M', run.mode];
+  const workload = isPolicyMode(run.mode)
+    ? ['-f', run.script ?? 'policy.sql', '-M', run.mode === 'policy' ? 'extended' : 'simple']
+    : isCacheMode(run.mode)
+      ? ['-f', run.script ?? `${run.mode}.sql`, '-M', 'simple']
+      : ['-S', '-M', run.mode];
   const args = [...workload, '-n', '-c', String(run.clients), '-j', String(Math.min(run.clients, 2)), '-T', String(run.seconds), ...(run.rate ? ['-R', String(run.rate)] : [])];
   return run.logPrefix ? [...args, '--log', `--log-prefix=${run.logPrefix}`] : args;
 }

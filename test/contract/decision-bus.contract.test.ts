@@ -88,6 +88,25 @@ describe('memory bus log compaction', () => {
       { id: 'late-2', text: 'late-2' },
     ]);
   });
+  it('starts a durable created later at the oldest message still held, not at an emptied slot', async () => {
+    const bus = createMemoryBus();
+    const encoder = new TextEncoder();
+    const seen: Record<string, string[]> = { first: [], second: [] };
+    await bus.consume({ durable: 'first' }, async (d) => {
+      seen.first!.push(d.id);
+    });
+    for (const id of ['a', 'b', 'c']) await bus.publish({ id, data: encoder.encode(id) });
+    await waitUntil('the first durable acknowledging a, b and c', () => seen.first!.length === 3);
+
+    await bus.consume({ durable: 'second' }, async (d) => {
+      seen.second!.push(d.id);
+    });
+    await bus.publish({ id: 'd', data: encoder.encode('d') });
+    await waitUntil('d reaching both durables', () => seen.first!.length === 4 && seen.second!.length === 1);
+    await bus.close();
+
+    expect(seen).toEqual({ first: ['a', 'b', 'c', 'd'], second: ['d'] });
+  });
 });
 
 describe('connectNatsBus', () => {

@@ -79,7 +79,7 @@ async function entriesFor(sql: string, count: number): Promise<Entry[]> {
 beforeAll(async () => {
   gateway = await startGateway('approval_estimates');
   await upstream('alter table orders add column amount numeric not null default 5, add column grp int');
-  // Groups of rows the tests write: 7 (drift), 8 (within tolerance), 9 (the cap), 10 (MCP).
+  // Groups of rows the tests write: 7 (drift), 8 (within tolerance), 9 (the cap), 10 (MCP), 11 (a planner's estimate).
   await upstream(`update orders set grp = case when id in (30, 31) then 7 when id in (40, 41) then 8 when id in (50, 51, 52) then 9 when id = 60 then 10 end where id in (30, 31, 40, 41, 50, 51, 52, 60)`);
   agent = await gateway.register('estimated');
   ingest = await startIngest({ store: gateway.api.store, bus: gateway.bus, logger: pino({ level: 'silent' }), holeGraceMs: 200 });
@@ -164,6 +164,38 @@ describe('an approved write is bound to the rows its reviewer saw', () => {
       expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
     } finally {
       await client.end();
+    }
+  });
+
+  it('a planner’s estimate (the trial took too long) binds up to ten times it: more rows by approval time roll it back (55000, approval.count_drift)', async () => {
+    await policy({ approval: { held_kinds: ['update'] } });
+    await upstream(`update orders set grp = 11 where id in (70, 71, 72)`);
+    // Updating row 70 takes 2.2 s (a trigger the gateway does not see): the trial runs out of its 2 s, so the estimate is EXPLAIN's.
+    await upstream(`create function slow_row() returns trigger language plpgsql as $$ begin if new.id = 70 then perform pg_sleep(2.2); end if; return new; end $$;
+      create trigger slow_row before update on orders for each row when (new.grp = 11) execute function slow_row()`);
+    const { client } = await openSession(agent.connection_string);
+    try {
+      const sql = 'update orders set amount = 3 where grp = 11';
+      const failed = client.query(sql).then(() => undefined, (error: unknown) => error as { code?: string; message: string });
+      const request = await pendingFor(sql);
+      expect(request.estimate_method).toBe('plan');
+      const planned = request.estimated_rows!;
+      const most = Math.max(planned, 1) * 10;
+      // One row more than the bound by the time it runs.
+      await upstream(`insert into orders (id, customer, total, grp) select g, 'late', 1, 11 from generate_series(3001, 3000 + $1::int) g`, [most + 1 - 3]);
+      expect((await decide(request.id, 'approve')).statusCode).toBe(200);
+      const error = await failed;
+      expect(error).toMatchObject({ code: '55000' });
+      expect(error!.message).toBe(
+        `its reviewer approved it on the planner’s estimate of ${planned} rows (EXPLAIN; a trial run took too long), and an approval on a planner’s estimate lets it affect at most 10 times that, so it had to affect 0 to ${most} rows; it affected ${most + 1} rows, so it was rolled back and nothing changed (rule approval.count_drift)`,
+      );
+      const ended = await settled(request.id, 'failed');
+      expect(ended.reason).toContain(`it affected ${most + 1} rows`);
+      expect((await upstream<{ n: number }>(`select count(*)::int as n from orders where grp = 11 and amount = 3`))[0]!.n).toBe(0);
+      expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await client.end();
+      await upstream('drop trigger slow_row on orders; drop function slow_row()');
     }
   });
 

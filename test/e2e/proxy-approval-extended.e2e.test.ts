@@ -8,6 +8,7 @@ import pg from 'pg';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { RawWire, serialize } from '../support/raw-wire.js';
 import { openSession, waitFor } from '../support/wire.js';
 
 let gateway: TestGateway;
@@ -131,6 +132,31 @@ describe('parameterised statements held for approval', () => {
       expect(await amountOf(73)).toBe('16');
     } finally {
       await sql.end();
+    }
+  });
+
+  it('a held Execute after another Execute of its batch is refused as in a transaction block (25001): the batch rolls back (as after any refusal), nothing is held, the session goes on', async () => {
+    const wire = await RawWire.open(agent.connection_string);
+    try {
+      const insert = serialize.parse({ text: `insert into orders (id, customer, total) values (4001, 'batch', 1)` });
+      const update = serialize.parse({ text: UPDATE });
+      const replies = await wire.turn([insert, serialize.bind({}), serialize.execute({}), update, serialize.bind({ values: ['18', '74'] }), serialize.execute({}), serialize.sync()]);
+      expect(replies.slice(0, 5)).toEqual(['1', '2', 'C INSERT 0 1', '1', '2']);
+      expect(replies[5]).toMatch(/^E 25001 this statement needs a human's approval: .*; statements are held for approval outside transaction blocks only, so it did not run \(rule approval\.in_transaction\); end the transaction \(COMMIT or ROLLBACK\) and send it on its own$/);
+      expect(replies.slice(6)).toEqual(['Z I']);
+      expect(await wire.query('select count(*) from orders where id = 4001')).toEqual(['T', 'D 1', 'C SELECT 1', 'Z I']);
+      expect(wire.values.at(-1)).toBe('0');
+      expect(await amountOf(74)).toBe('5');
+      expect((await approvals()).filter((a) => a.sql === UPDATE && a.status === 'pending')).toEqual([]);
+      // Any refusal of the gateway after a statement of its batch ran undoes the batch, as PostgreSQL's own error would.
+      const refused = await wire.turn([serialize.parse({ text: `insert into orders (id, customer, total) values (4002, 'batch', 1)` }), serialize.bind({}), serialize.execute({}), serialize.parse({ text: 'select * from other.secrets' }), serialize.bind({}), serialize.execute({}), serialize.sync()]);
+      expect(refused.slice(0, 3)).toEqual(['1', '2', 'C INSERT 0 1']);
+      expect(refused.slice(3, 4)).toEqual([expect.stringMatching(/^E 42501 /)]);
+      expect(refused.slice(4)).toEqual(['Z I']);
+      expect(await wire.query('select count(*) from orders where id in (4001, 4002)')).toEqual(['T', 'D 1', 'C SELECT 1', 'Z I']);
+      expect(wire.values.at(-1)).toBe('0');
+    } finally {
+      wire.close();
     }
   });
 });

@@ -53,6 +53,10 @@ function psql(sql: string, marker = 'waiting for a reviewer'): { done: Promise<{
   return { done, saw, interrupt: () => child.kill('SIGINT') };
 }
 
+let listening: string | undefined;
+/** The API's URL for agents (listening from the first MCP test on). */
+const agentsUrl = async (): Promise<string> => (listening ??= await listenForAgents(gateway));
+
 async function trail(): Promise<Entry[]> {
   return ((await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/audit?page_size=100` })).json() as { entries: Entry[] }).entries;
 }
@@ -162,7 +166,7 @@ describe('statements held for approval on the wire', () => {
   });
 
   it('the hosted MCP answers a held query at once with its request; once approved the same call runs it once; approval_status reports it', async () => {
-    const url = await listenForAgents(gateway);
+    const url = await agentsUrl();
     const sql = 'update orders set amount = amount + 1 where id = 8';
     await withAgentMcp(`${url}/mcp`, agent, async (client) => {
       const held = await callTool(client, 'query', { sql });
@@ -195,6 +199,33 @@ describe('statements held for approval on the wire', () => {
       expect(explained.isError, textOf(explained)).toBeFalsy();
     });
     expect(await upstreamAmount(8)).toBe('6');
+  });
+
+  it('an approval is bound to the exact statement: the approved text changed by one byte does not run it (a new request), the exact text does, once', async () => {
+    const url = await agentsUrl();
+    const sql = 'update orders set amount = 9 where id = 10';
+    const changed = 'update orders set amount = 9 where id = 11';
+    await withAgentMcp(`${url}/mcp`, agent, async (client) => {
+      const held = await callTool(client, 'query', { sql });
+      const id = (held._meta as Record<string, { approval_id: string }>)['pgward/approval']!.approval_id;
+      await pendingFor(sql);
+      expect((await decide(id, 'approve')).statusCode).toBe(200);
+      const other = await callTool(client, 'query', { sql: changed });
+      expect(other.isError).toBe(true);
+      const otherView = (other._meta as Record<string, { approval_id: string; status: string }>)['pgward/approval']!;
+      expect(otherView.status).toBe('pending');
+      expect(otherView.approval_id).not.toBe(id);
+      expect(textOf(other)).toContain(`Held for a human’s approval (decision_rule approval.held, request ${otherView.approval_id}`);
+      expect(await upstreamAmount(10)).toBe('5');
+      expect(await upstreamAmount(11)).toBe('5');
+      expect((await approvals()).find((a) => a.id === id)).toMatchObject({ status: 'approved', rows_affected: null });
+      const ran = await callTool(client, 'query', { sql });
+      expect(ran.isError, textOf(ran)).toBeFalsy();
+      expect((ran.structuredContent as { command: string }).command).toBe('UPDATE 1');
+      expect(await upstreamAmount(10)).toBe('9');
+      expect(await upstreamAmount(11)).toBe('5');
+      expect((await decide(otherView.approval_id, 'reject', 'not this one')).statusCode).toBe(200);
+    });
   });
 
   it('a kill-switch while held ends the wait: the session ends, the request fails, nothing ran', async () => {

@@ -90,14 +90,21 @@ describe('node-postgres through the proxy', () => {
 
   it('cancels a long-running query within a second through the proxy’s own cancel key', async () => {
     const client = new pg.Client({ connectionString: agent.connection_string });
-    await client.connect();
+    const observer = new pg.Client({ connectionString: gateway.upstream.url });
+    await Promise.all([client.connect(), observer.connect()]);
     try {
-      const started = Date.now();
       const sleeping = client.query('select count(*) from orders a, orders b, orders c').then(
         () => undefined,
         (e: unknown) => e as { code?: string },
       );
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // PostgreSQL ignores a cancel that reaches a backend before it has read the statement: the
+      // request goes once the statement runs upstream, and the second counts from the request.
+      await waitFor(
+        async () => (await observer.query(`select 1 from pg_stat_activity where datname = current_database() and state = 'active' and pid <> pg_backend_pid() and query ilike '%count(*)%'`)).rowCount === 1,
+        10_000,
+        'the statement running upstream',
+      );
+      const started = Date.now();
       const { processID, secretKey } = client as unknown as { processID: number; secretKey: number };
       await new Promise<void>((resolve, reject) => {
         const socket = connect(gateway.proxy.port, '127.0.0.1', () => {
@@ -116,7 +123,7 @@ describe('node-postgres through the proxy', () => {
       expect(Date.now() - started).toBeLessThan(1500);
       expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
     } finally {
-      await client.end();
+      await Promise.all([client.end(), observer.end()]);
     }
   });
 });

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { approval, approvalStream, type ApprovalCommand } from '../../commands/approvals/approval.js';
 import { handle } from '../../commands/handle.js';
 import type { ApprovalRow } from '../../projections/approvals.js';
+import { awaitDecision } from '../../proxy/approval-hold.js';
 import { proxyViews } from '../../proxy/views/proxy-views.js';
 import { newId } from '../../src/ids.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
@@ -78,6 +79,22 @@ describe('the proxy’s view of approval requests', () => {
       await later.start();
       expect(later.size).toBe(10);
       await later.stop();
+    } finally {
+      await approvals.stop();
+    }
+  });
+
+  it('a wait whose end came before it began (the session ended meanwhile) ends at once; the request stays pending for its end to be recorded', async () => {
+    const { approvals } = proxyViews(store);
+    await approvals.start();
+    try {
+      const id = newId('apr_');
+      const held = request(id, 'wire');
+      await on(id, { kind: 'request', request: held });
+      const waited = awaitDecision({ store, approvals }, held, AbortSignal.abort('closed'), () => undefined);
+      const outcome = await Promise.race([waited, new Promise((resolve) => setTimeout(() => resolve('still waiting'), 2_000))]);
+      expect(outcome).toBeUndefined();
+      expect(await approvals.getOrRead(id, approvalStream(id))).toMatchObject({ status: 'pending' });
     } finally {
       await approvals.stop();
     }

@@ -15,6 +15,8 @@ import { newId } from '../../src/ids.js';
 import { branch } from '../../commands/branches/branch.js';
 import { domain } from '../../commands/domains/domain.js';
 import { newOperatorToken } from '../../src/auth/operators.js';
+import { recordConsents } from '../../commands/identity/consents.js';
+import { createOrganizationForUser } from '../../commands/organizations/create-organization.js';
 
 let api: TestApi;
 const operator = newOperatorToken('ops');
@@ -67,6 +69,10 @@ async function workload(): Promise<void> {
     if (p === 1) await call('DELETE', `${base}/webhooks/${hook.id}`);
     await call('PUT', `${base}/ip-rules`, { allow: [{ cidr: '10.0.0.0/8', label: `office ${p}` }], deny: [{ cidr: '10.6.6.6' }] });
     if (p === 1) await call('PUT', `${base}/ip-rules`, { deny: [{ cidr: '2001:db8::/32' }] });
+    await call('PATCH', `${base}/databases/${project.database.id}/cache/rules/${'ab'.repeat(8)}`, { cache_enabled: p === 1, cache_ttl_seconds: 5 });
+    if (p === 0) await call('PATCH', `${base}/databases/${project.database.id}/cache/rules/${'ab'.repeat(8)}`, { cache_swr_seconds: 0 });
+    await call('POST', `${base}/databases/${project.database.id}/cache/purge`);
+    await appendShapeRuns(project.project.id, agent.credential.id, p);
     const site = (await call('POST', `${base}/domains`, { domain: `db${p}.example.com` })).json() as { id: string };
     if (p === 0) await handle(api.store, `domain-${site.id}`, domain, { kind: 'verify', recordName: `_pgward.db${p}.example.com` }, { correlationId: 'test', actor: 'test' });
     if (p === 1) await call('DELETE', `${base}/domains/${site.id}`);
@@ -74,6 +80,18 @@ async function workload(): Promise<void> {
     if (p === 2) await call('DELETE', base);
   }
   await supportWorkload(orgId, call);
+  await crmWorkload(call);
+  await peopleWorkload();
+}
+
+/** What a sign-up records (docs/identity.md): a person's organization with them as owner, their consents, a withdrawn one. */
+async function peopleWorkload(): Promise<void> {
+  const context = { correlationId: 'test', actor: 'test' };
+  for (const [i, userId] of [newId('usr_'), newId('usr_')].entries()) {
+    await createOrganizationForUser(api.store, { name: `org of ${userId}`, plan: 'free', userId }, context);
+    const consents = [{ documentType: 'terms_of_service', documentVersion: '2026-11-01', accepted: true }, { documentType: 'marketing_emails', documentVersion: '1', accepted: false }] as const;
+    await recordConsents(api.store, { userId, ip: i === 0 ? null : '203.0.113.9', consents }, context);
+  }
 }
 
 /** Support cases from both sides, cancellation feedback and an operator's billing record. */
@@ -86,6 +104,24 @@ async function supportWorkload(orgId: string, call: (method: 'POST' | 'PUT' | 'P
   }
   await call('POST', `/v1/orgs/${orgId}/cancellation-feedback`, { reason: 'too_expensive', feedback: 'monthly only' });
   await api.call(operator.token, { method: 'PATCH', url: `/v1/operator/orgs/${orgId}/billing`, payload: { billing_provider: 'stripe', subscription_status: 'past_due' } });
+}
+
+/** The CRM: every record type created, changed and deleted, an artifact through its transitions, the context set. */
+async function crmWorkload(call: (method: 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: object) => Promise<LightMyRequestResponse>): Promise<void> {
+  const created = async (collection: string, payload: object) => ((await call('POST', `/v1/crm/${collection}`, payload)).json() as { id: string }).id;
+  const company = await created('companies', { name: 'Example', domain: 'Example.COM' });
+  await call('PATCH', `/v1/crm/companies/${company}`, { industry: 'Retail' });
+  await call('DELETE', `/v1/crm/companies/${await created('companies', { name: 'Gone' })}`);
+  const contact = await created('contacts', { name: 'Ada', company_id: company, email: 'ada@example.com' });
+  const deal = await created('deals', { name: 'Pilot', company_id: company, contact_ids: [contact], amount: '100' });
+  await call('PATCH', `/v1/crm/deals/${deal}`, { stage: 'won' });
+  const task = await created('research-tasks', { subject_type: 'contact', subject_id: contact, role: 'outreach', title: 'Write' });
+  await call('PATCH', `/v1/crm/research-tasks/${task}`, { status: 'done' });
+  const draft = await created('artifacts', { subject_type: 'contact', subject_id: contact, task_id: task, kind: 'outreach_email', title: 'Hi' });
+  await call('PATCH', `/v1/crm/artifacts/${draft}`, { body: 'Dear Ada' });
+  await call('POST', `/v1/crm/artifacts/${draft}/approve`);
+  await call('POST', `/v1/crm/artifacts/${draft}/send`);
+  await call('PUT', '/v1/crm/context', { positioning: 'A gateway', tone: 'plain' });
 }
 
 /** A branch's life as the copier records it (no real copy: the read models are what is exercised here). */
@@ -131,6 +167,22 @@ async function appendAgentActivity(projectId: string, credentialId: string, p: n
   await api.store.append(auditStream(projectId), events, 'any');
 }
 
+/** Runs of one statement shape, in two appends (so a rebuild batches them otherwise): misses, hits and refreshes that return the same result or another. */
+async function appendShapeRuns(projectId: string, credentialId: string, p: number): Promise<void> {
+  const runs = [['miss', '3'], ['hit', '3'], ['miss', '3'], ['bypass', '4'], ['stale', '4'], ['miss', '4']] as const;
+  const events = runs.map(([cache_status, rows], n) => {
+    const decision = {
+      event: 'query' as const, project_id: projectId, credential_id: credentialId, session_id: `shape.${p}`, source: 'wire' as const, region: 'local', client_ip: '127.0.0.1',
+      ts: new Date(Date.UTC(2026, 0, 3, 0, 0, n)).toISOString(), sql: 'select * from orders where id < 4', normalized_sql: 'select * from orders where id < $1', query_hash: 'ab'.repeat(8),
+      statement_kind: 'select', decision_rule: '', reason: '', cache_status, rows_returned: rows, bytes_out: String(10 * Number(rows)), latency_us: 1000 + 100 * n,
+      tables_read: ['public.orders'], tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'rm-shape', boot_epoch: 1, seq: String(10 * p + n + 1), approval_id: null,
+    };
+    return encodeEvent(StatementDecided, decision, { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: decision.ts });
+  });
+  await api.store.append(auditStream(projectId), events.slice(0, 3), 'any');
+  await api.store.append(auditStream(projectId), events.slice(3), 'any');
+}
+
 /** What ingest appends for a decision the proxy made, so the audit chain has entries too. */
 async function appendAuditDecision(projectId: string, n: number): Promise<void> {
   const decision = {
@@ -157,5 +209,8 @@ describe('read models', () => {
       expect({ name: result.name, identical: result.identical }).toEqual({ name: projection.name, identical: true });
       expect({ name: result.name, empty: Object.entries(result.live).filter(([, table]) => table.rows === 0).map(([table]) => table) }).toEqual({ name: projection.name, empty: [] });
     }
+    // Each agent's shape: 6 entries, 4 runs upstream, 3 refreshes of which 2 returned the run before's rows and bytes (one across the appends).
+    const { rows } = await api.pool.query(`select calls, runs, refreshes, same_results from rm.cache_shapes where query_hash = $1`, ['ab'.repeat(8)]);
+    expect(rows).toEqual([0, 1, 2].map(() => ({ calls: 6n, runs: 4n, refreshes: 3n, same_results: 2n })));
   });
 });

@@ -52,7 +52,7 @@ export interface TestGateway {
  * can read, and a fresh upstream database (tables `orders` and `customers`) registered as a
  * project's primary database, on the test server or on `upstreamServerUrl`; `env` adds to the
  * control plane's configuration; `logger` is the proxy's and the API's; `replicas` the proxy's replica options;
- * `more` overrides proxy options (its listen host, PROXY protocol) and gives the API its trusted proxies.
+ * `more` overrides proxy options (its listen host, PROXY protocol), gives the API its trusted proxies, and may wrap the bus both publish through.
  */
 export async function startGateway(
   label: string,
@@ -61,16 +61,18 @@ export async function startGateway(
   env: NodeJS.ProcessEnv = {},
   logger: Logger = pino({ level: 'silent' }),
   replicas: ProxyOptions['replicas'] = {},
-  more: { readonly proxy?: Partial<ProxyOptions>; readonly trustProxy?: readonly string[] } = {},
+  more: { readonly proxy?: Partial<ProxyOptions>; readonly trustProxy?: readonly string[]; readonly publishVia?: (bus: DecisionBus) => DecisionBus } = {},
 ): Promise<TestGateway> {
   const proxyPort = await freePort();
   const bus = createMemoryBus();
+  // What the proxy and the control plane publish through: the bus, or a test's wrapper of it (the test's own consumer and ingest read the bus).
+  const publishing = more.publishVia?.(bus) ?? bus;
   // As in one `pgward serve` process: the proxy and the hosted MCP count budgets against one tally (the pool is the API's, known once it runs).
   const readModels: { pool?: pg.Pool } = {};
   const budgets = new Budgets((scope, day, month) => spentSince(readModels.pool!, scope, day, month), () => undefined);
   // The proxy's generated TLS material: GET /v1/proxy/ca.pem serves its CA.
   const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));
-  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), PGWARD_DATA_DIR: tlsDir, ...env }, { bus, budgets, logger, ...(more.trustProxy ? { trustProxy: more.trustProxy } : {}) });
+  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), PGWARD_DATA_DIR: tlsDir, ...env }, { bus: publishing, budgets, logger, ...(more.trustProxy ? { trustProxy: more.trustProxy } : {}) });
   readModels.pool = api.pool;
   const upstream = await freshDatabase(`${label}_up`, upstreamServerUrl);
   const seed = new pg.Client({ connectionString: upstream.url });
@@ -99,7 +101,7 @@ export async function startGateway(
     tls,
     ...(env.PGWARD_DOMAIN_CERT_DIR ? { domainCertificates: new DomainCertificates(env.PGWARD_DOMAIN_CERT_DIR) } : {}),
     store: api.store,
-    bus,
+    bus: publishing,
     keyring,
     logger,
     metrics: (metrics = new Registry()),

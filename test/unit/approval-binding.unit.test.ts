@@ -28,8 +28,22 @@ describe('an approved write bound to the rows its reviewer saw', () => {
     expect(boundOf(boundToEstimate(decisionOf(counted), seen(0), policyOf(100)))).toEqual({ min: 0, max: 0 });
   });
 
-  it('is not bound to a planner estimate, to none, to a write no tag counts, nor where max_rows must cut RETURNING rows', () => {
-    expect(boundOf(boundToEstimate(decisionOf(counted), seen(5, 'plan'), policyOf(0)))).toBeUndefined();
+  it('is bound to a planner estimate from none up to ten times it (at least one row expected), whatever the tolerance', () => {
+    expect(boundOf(boundToEstimate(decisionOf(counted), seen(5, 'plan'), policyOf(0)))).toEqual({ min: 0, max: 50 });
+    expect(boundOf(boundToEstimate(decisionOf(counted), seen(5, 'plan'), policyOf(100)))).toEqual({ min: 0, max: 50 });
+    expect(boundOf(boundToEstimate(decisionOf(counted), seen(0, 'plan'), policyOf(0)))).toEqual({ min: 0, max: 10 });
+    const guard = writeGuardOf({ read_only: false, max_affected_rows: null, write_mode: 'commit' }, boundToEstimate(decisionOf(counted), seen(5, 'plan'), policyOf(0)).writes)!;
+    expect(guardBroken(guard, 0)).toBeUndefined();
+    expect(guardBroken(guard, 50)).toBeUndefined();
+    expect(guardBroken(guard, 51)).toEqual({
+      rule: 'approval.count_drift',
+      sqlstate: '55000',
+      reason: 'its reviewer approved it on the planner’s estimate of 5 rows (EXPLAIN; a trial run took too long), and an approval on a planner’s estimate lets it affect at most 10 times that, so it had to affect 0 to 50 rows; it affected 51 rows, so it was rolled back and nothing changed (rule approval.count_drift)',
+    });
+  });
+
+  it('is not bound to none, to a write no tag counts, nor where max_rows must cut RETURNING rows', () => {
+    expect(boundOf(boundToEstimate(decisionOf({ ...counted, returning: true }), seen(5, 'plan'), policyOf(0, 10)))).toBeUndefined();
     expect(boundOf(boundToEstimate(decisionOf(counted), seen(null, null), policyOf(0)))).toBeUndefined();
     expect(boundOf(boundToEstimate(decisionOf({ rows: 'uncounted', ddl: false, what: 'TRUNCATE' }), seen(5), policyOf(0)))).toBeUndefined();
     expect(boundOf(boundToEstimate(decisionOf({ ...counted, returning: true }), seen(5), policyOf(0, 10)))).toBeUndefined();

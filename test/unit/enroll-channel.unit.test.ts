@@ -9,6 +9,7 @@ import { decisionRefusal } from '../../src/enroll/decision-check.js';
 import { resealFor } from '../../src/enroll/reseal.js';
 import { dataPlaneKeyring } from '../../src/enroll/token.js';
 import { CredentialEnabled, CredentialUsed } from '../../src/events/credentials.js';
+import { CachePurged } from '../../src/events/cache.js';
 import { DatabaseRegistered, DatabaseUpdated } from '../../src/events/databases.js';
 import { decodeWith, encodeEvent, type EventDefinition } from '../../src/events/envelope.js';
 import { ProjectHashKeyGenerated } from '../../src/events/projects.js';
@@ -160,5 +161,19 @@ describe('the data plane channel', () => {
     const streams = new ProjectStreams(noStore as never, PRJ, 'org_01hzzzzzzzzzzzzzzzzzzzzzzz');
     expect(await streams.owns(`iprules-${PRJ}`)).toBe(true);
     expect(await streams.owns(`iprules-${OTHER}`)).toBe(false);
+  });
+
+  it('shows a database’s cache stream (rules, purges) to the project its first event names only', async () => {
+    const purged = (project: string): RecordedEvent => {
+      const event = encodeEvent(CachePurged, { project_id: project, database_id: 'db_01hzzzzzzzzzzzzzzzzzzzzzzz' }, { event_id: randomUUID(), correlation_id: 'c', actor: 'a', at: '2026-11-26T12:00:00.000Z' });
+      return { ...event, stream: `cache-db_${project.slice(4)}`, revision: 0, position: 1n } as RecordedEvent;
+    };
+    const ours = purged(PRJ);
+    const theirs = purged(OTHER);
+    const store = { readStream: (stream: string) => Promise.resolve([ours, theirs].filter((event) => event.stream === stream)) };
+    const streams = new ProjectStreams(store as never, PRJ, 'org_01hzzzzzzzzzzzzzzzzzzzzzzz');
+    expect(await streams.shows(ours)).toBe(true);
+    expect(await streams.shows(theirs)).toBe(false);
+    expect(await streams.whose(theirs.stream)).toBe('other');
   });
 });

@@ -10,7 +10,8 @@ import { displayPrefix, newSecret, sha256Hex } from '../../crypto/tokens.js';
 import { PrincipalType } from '../../events/credentials.js';
 import { text } from '../../events/fields.js';
 import { newId } from '../../ids.js';
-import type { Caller, Role } from '../plugins/auth.js';
+import type { Caller } from '../plugins/auth.js';
+import type { HumanRole } from '../../events/organizations.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { agentCredentialDiscovery } from './discovery.js';
@@ -110,7 +111,7 @@ export function secretsBody(deps: ApiDeps, row: CredentialRow, database: Databas
 }
 
 /** The caller, once its role suffices and its organization has the `agent-gateway` feature (spec §4.2, §9). */
-async function agentCaller(deps: ApiDeps, request: FastifyRequest, minimum: Role): Promise<Caller> {
+async function agentCaller(deps: ApiDeps, request: FastifyRequest, minimum: HumanRole): Promise<Caller> {
   const caller = requireRole(request, minimum);
   const feature = agentCredentialDiscovery.feature_flag;
   if (!(await visibleOrganization(deps, caller.orgId))?.features.includes(feature)) {

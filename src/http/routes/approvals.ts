@@ -32,7 +32,7 @@ const ApprovalRequest = z
     estimate_method: z
       .enum(['trial', 'plan'])
       .nullable()
-      .describe('trial: the exact rows of a run rolled back at once (an approved write that then affects other rows, beyond the rule’s row_tolerance_percent, is rolled back); plan: the planner’s estimate (EXPLAIN), when the trial ran out of time'),
+      .describe('trial: the exact rows of a run rolled back at once (an approved write that then affects other rows, beyond the rule’s row_tolerance_percent, is rolled back); plan: the planner’s estimate (EXPLAIN), when the trial ran out of time (an approved write that then affects more than ten times it is rolled back)'),
     hold_rule: z.string().describe('The approval rule that held it'),
     hold_reason: z.string(),
     status: ApprovalStatus,

@@ -56,7 +56,7 @@ export async function databaseFromStream(deps: ApiDeps, projectId: string, datab
   return row?.status === 'active' ? row : undefined;
 }
 
-async function visibleDatabase(deps: ApiDeps, orgId: string, projectId: string, databaseId: string): Promise<DatabaseView> {
+export async function visibleDatabase(deps: ApiDeps, orgId: string, projectId: string, databaseId: string): Promise<DatabaseView> {
   await visibleProject(deps, orgId, projectId);
   const row = (await findDatabase(deps.pool, projectId, databaseId)) ?? (await databaseFromStream(deps, projectId, databaseId));
   if (!row) throw new Problem('NOT_FOUND', `database ${databaseId} not found in project ${projectId}`);

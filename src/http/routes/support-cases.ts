@@ -8,11 +8,11 @@ import { z } from 'zod';
 import { cancellationFeedback, CANCELLATION_FEEDBACK_STREAM } from '../../../commands/support/cancellation-feedback.js';
 import { supportCase, supportCaseStream } from '../../../commands/support/support-case.js';
 import { evolveCancellationFeedback, evolveSupportCase, evolveSupportMessage, type CancellationFeedbackRow, type SupportCaseRow, type SupportMessageRow } from '../../../projections/support.js';
-import { findSupportCase, listCancellationFeedback, listSupportCases, listSupportMessages, type CaseCursor } from '../../../queries/support.js';
+import { findSupportCase, listCancellationFeedback, listSupportCases, listSupportMessages } from '../../../queries/support.js';
 import { text } from '../../events/fields.js';
 import { CancellationReason, SupportBody, SupportSeverity, SupportSide, SupportTitle } from '../../events/support.js';
 import { newId } from '../../ids.js';
-import { decodePageToken, PageQuery, paginate } from '../pagination.js';
+import { decodePageToken, decodeTimeCursor, PageQuery, paginate, timeCursorKey } from '../pagination.js';
 import { requireOperator } from '../plugins/auth.js';
 import { Problem } from '../problem.js';
 import { OrgParams } from './organizations.js';
@@ -113,17 +113,6 @@ async function thread(deps: ApiDeps, row: SupportCaseRow): Promise<SupportMessag
   return events.filter((event) => event.type.startsWith('SupportMessagePosted.')).map((event) => evolveSupportMessage(undefined, event)!);
 }
 
-/** The cursor a page token of the case lists carries: the last case's creation time and id. */
-function caseCursor(token: string | undefined): CaseCursor | undefined {
-  const key = decodePageToken(token);
-  if (key === undefined) return undefined;
-  const [createdAt, caseId, ...rest] = key.split(' ');
-  if (rest.length > 0 || !createdAt || !caseId || Number.isNaN(Date.parse(createdAt))) {
-    throw new Problem('INVALID_INPUT', 'page_token is not a token this API issued; start again without it', { errors: [{ field: 'page_token', message: 'is not a valid page token' }] });
-  }
-  return { createdAt, caseId };
-}
-
 const CaseParams = z.object({ case_id: IdParam('support case id') });
 const CaseFilters = z.object({
   status: z.enum(['open', 'closed']).optional().describe('Only cases in this status'),
@@ -177,8 +166,8 @@ function threadRoutes(app: Api, deps: ApiDeps, side: Side): void {
     async (request) => {
       const { page_size: size, page_token: token, status, severity, org_id: named } = request.query;
       const orgId = side.scope(request, false, named);
-      const rows = await listSupportCases(deps.pool, { ...(orgId ? { orgId } : {}), ...(status ? { status } : {}), ...(severity ? { severity } : {}) }, caseCursor(token), size + 1);
-      const page = paginate(rows, size, (row) => `${iso(row.created_at)} ${row.case_id}`);
+      const rows = await listSupportCases(deps.pool, { ...(orgId ? { orgId } : {}), ...(status ? { status } : {}), ...(severity ? { severity } : {}) }, decodeTimeCursor(token), size + 1);
+      const page = paginate(rows, size, (row) => timeCursorKey(iso(row.created_at), row.case_id));
       return { cases: page.items.map(toCase), next_page_token: page.next_page_token };
     },
   );

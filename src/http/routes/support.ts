@@ -11,8 +11,10 @@ import type { EventStore, RecordedEvent } from '../../store/port.js';
 import type { HmacKeyring } from '../../audit/chain.js';
 import type { AnchorSigner } from '../../audit/checkpoints.js';
 import type { DemoSettings } from '../../demo/settings.js';
+import type { PaymentSettings } from '../../payments/prices.js';
 import type { DomainCertificates } from '../../domains/certificates.js';
-import { callerOf, type Caller, type Role } from '../plugins/auth.js';
+import { isAgentRole, type HumanRole } from '../../events/organizations.js';
+import { callerOf, type Caller } from '../plugins/auth.js';
 import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
 import type { HashKeys } from '../../../proxy/hash-keys.js';
 
@@ -45,13 +47,19 @@ export interface ApiDeps {
   readonly domains?: { readonly dnsServers?: readonly string[]; readonly certificates?: DomainCertificates };
   /** What the demo offers (spec §4.8); absent when PGWARD_DEMO turns it off. */
   readonly demo?: DemoSettings;
+  /** What the deployment charges per request (PGWARD_PRICES, docs/payments.md); absent when it prices nothing. */
+  readonly payments?: PaymentSettings;
 }
 
-const rank: Record<Role, number> = { viewer: 0, member: 1, admin: 2, owner: 3 };
+const rank: Record<HumanRole, number> = { viewer: 0, member: 1, admin: 2, owner: 3 };
 
-/** Refuses with 403 FORBIDDEN unless the caller's role is at least `minimum` (docs/permissions.md). */
-export function requireRole(request: FastifyRequest, minimum: Role): Caller {
+/**
+ * Refuses with 403 FORBIDDEN unless the caller's role is at least `minimum` (docs/permissions.md).
+ * An agent-role key has no rank: it reaches only the CRM operations its role allows (docs/crm.md).
+ */
+export function requireRole(request: FastifyRequest, minimum: HumanRole): Caller {
   const caller = callerOf(request);
+  if (isAgentRole(caller.role)) throw new Problem('FORBIDDEN', `an agent credential of role ${caller.role} may call only the CRM operations its role allows (docs/crm.md)`);
   if (rank[caller.role] < rank[minimum]) throw new Problem('FORBIDDEN', `this operation needs the ${minimum} role or higher; the caller is ${caller.role}`);
   return caller;
 }

@@ -52,7 +52,7 @@ function toBilling(row: OrganizationRow): z.infer<typeof OrganizationBilling> {
 }
 
 /** The organization as its own stream has it, and the stream's revision (the ETag), else 404. */
-async function organizationRecord(deps: ApiDeps, orgId: string): Promise<{ row: OrganizationRow; revision: number }> {
+export async function organizationRecord(deps: ApiDeps, orgId: string): Promise<{ row: OrganizationRow; revision: number }> {
   const events = await deps.store.readStream(`org-${orgId}`);
   const row = events.reduce<OrganizationRow | undefined>((current, event) => evolveOrganization(current, event) ?? undefined, undefined);
   if (!row) throw new Problem('NOT_FOUND', `organization ${orgId} not found`);

@@ -12,7 +12,7 @@ import { estimateRows, type Estimate } from '../../../proxy/approval-estimate.js
 import { boundToEstimate, heldRequest, notRunError, onRequest, withEstimate, type Hold } from '../../../proxy/approval-hold.js';
 import { latestBoundApproval } from '../../../queries/approvals.js';
 import { toolError } from '../tool.js';
-import { audit } from './audit.js';
+import { audit, auditStrict } from './audit.js';
 import type { AgentContext } from './context.js';
 import { DECISION_META, type Allowed } from './gate.js';
 
@@ -123,13 +123,18 @@ export async function heldQuery(
     region: context.services.region,
     now: new Date(),
   });
+  // The bus holds the progress row before the request exists, so every row of its outcome follows it (spec §6).
+  try {
+    await auditStrict(context, { event: 'approval_requested', sql, kind: decision.statementKind, rule: request.hold_rule, reason: request.hold_reason, ran: false, tablesWritten: decision.tablesWritten, approvalId: next });
+  } catch {
+    return toolError('The approval request could not be announced: the audit trail is not taking records, so the statement did not run (decision_rule approval.unavailable). Retry shortly.');
+  }
   const made = await onRequest(services, next, { kind: 'request', request }, actor);
   if (made) {
-    // Another call of the same binding recorded it first: this call concerns that request.
+    // Another call of the same binding recorded it first: this call concerns that request (and was held on it, as its progress row says).
     const { row } = await boundRequest(context, binding);
     return row ? heldResult(row, false) : toolError(`The approval request could not be recorded: ${made.message}. Retry.`);
   }
-  audit(context, { event: 'approval_requested', sql, kind: decision.statementKind, rule: request.hold_rule, reason: request.hold_reason, ran: false, tablesWritten: decision.tablesWritten, approvalId: next });
   return heldResult({ ...request, estimated_rows: request.estimated_rows ?? null, estimate_method: request.estimate_method ?? null, status: 'pending', reason: '', decided_by: null, rows_affected: null }, true);
 }
 

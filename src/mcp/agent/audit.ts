@@ -54,5 +54,12 @@ export function mcpDecision(origin: McpOrigin, outcome: Outcome): Decision {
 export function audit(context: AgentContext, outcome: Outcome): void {
   if (outcome.ran) context.budgets.spent(context.credential, outcome.bytes ?? 0);
   else logRecordedRefusal(context.log, outcome, { source: 'mcp', session: context.sessionId, credential_id: context.credential.credential_id, project_id: context.credential.project_id });
-  context.services.decisions.publish(mcpDecision({ credential: context.credential, sessionId: context.sessionId, region: context.services.region, clientIp: context.clientIp }, outcome));
+  context.services.decisions.publish(mcpDecision(originOf(context), outcome));
+}
+
+const originOf = (context: AgentContext): McpOrigin => ({ credential: context.credential, sessionId: context.sessionId, region: context.services.region, clientIp: context.clientIp });
+
+/** Resolves once the decision bus holds the outcome's record; rejects when it cannot take it (a refusal's record, not counted against a budget). */
+export function auditStrict(context: AgentContext, outcome: Outcome & { readonly ran: false }): Promise<void> {
+  return context.services.decisions.publishStrict(mcpDecision(originOf(context), outcome));
 }

@@ -13,7 +13,7 @@ export const searchEndpoints: ManagementTool<typeof SearchEndpointsInput> = {
   name: 'search_endpoints',
   title: 'Search the management API',
   description:
-    'Finds REST operations of the pgward management API (projects, databases, policy profiles, API keys, agent credentials) by intent, ranked by relevance (BM25 over operation id, summary, description, path and tag). Start here, then describe_endpoint, then call_endpoint.',
+    'Finds REST operations of the pgward management API (projects, databases, policy profiles, API keys, agent credentials, the CRM) by intent, ranked by relevance (BM25 over operation id, summary, description, path and tag). Start here, then describe_endpoint, then call_endpoint.',
   inputSchema: SearchEndpointsInput,
   outputSchema: z.object({ endpoints: z.array(Endpoint) }),
   annotations: { title: 'Search the management API', readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false },
