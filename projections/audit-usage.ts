@@ -5,8 +5,8 @@
  * in log-linear buckets. The audit projection writes them from the entries it chains, in the same
  * transaction, so a report reading both in one snapshot sees the trail at one position. With them,
  * each wire session's span (its first and last decision's time) for the daily usage aggregate's
- * connection_seconds (docs/http-api.md): the proxy records no connect or disconnect, so a session's
- * span runs from its first decision to its last. Spans merge with least, greatest and a sum, so the
+ * connection_seconds (docs/http-api.md), for sessions whose connection the proxy did not record
+ * (projections/connections.ts has those it did). Spans merge with least, greatest and a sum, so the
  * table is the same however entries are batched.
  * `credential` is '' for entries without one (credential ids are never empty).
  */

@@ -6,6 +6,7 @@ import { anomaliesProjection } from './anomalies.js';
 import { anomalyWindowsProjection } from './anomaly-windows.js';
 import { apiKeysProjection } from './api-keys.js';
 import { branchesProjection } from './branches.js';
+import { connectionsProjection } from './connections.js';
 import { cacheControlsProjection } from './cache-controls.js';
 import { approvalsProjection } from './approvals.js';
 import { credentialsProjection } from './credentials.js';
@@ -32,5 +33,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection, crmRecordsProjection, crmContextsProjection, crmActivitiesProjection, cacheControlsProjection, creditBalancesProjection, membershipsProjection, consentsProjection];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection, crmRecordsProjection, crmContextsProjection, crmActivitiesProjection, cacheControlsProjection, creditBalancesProjection, membershipsProjection, consentsProjection, connectionsProjection];
 }

@@ -4,6 +4,7 @@ import * as anomalies from './anomalies.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as branches from './branches.js';
+import * as connections from './connections.js';
 import * as cache from './cache.js';
 import * as credentials from './credentials.js';
 import * as crm from './crm.js';
@@ -19,6 +20,7 @@ import * as ipRules from './ip-rules.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
 import * as projects from './projects.js';
+import * as reservations from './reservations.js';
 import * as support from './support.js';
 import * as webhooks from './webhooks.js';
 
@@ -55,6 +57,7 @@ export const catalog = [
   credentials.CredentialRevoked,
   credentials.CredentialExpired,
   credentials.CredentialUsed,
+  credentials.CredentialIpRulesSet,
   approvals.ApprovalRequested,
   approvals.ApprovalApproved,
   approvals.ApprovalRejected,
@@ -93,6 +96,10 @@ export const catalog = [
   support.CancellationFeedbackRecorded,
   enrollments.SelfHostEnrollmentCreated,
   enrollments.SelfHostEnrollmentRevoked,
+  connections.WireSessionOpened,
+  connections.WireSessionClosed,
+  reservations.NameReserved,
+  reservations.NameReleased,
   crm.CompanyEvents.created,
   crm.CompanyEvents.updated,
   crm.CompanyEvents.deleted,

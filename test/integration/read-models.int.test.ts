@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { auditStream } from '../../projections/audit.js';
 import { projectionsFor } from '../../projections/index.js';
 import { StatementDecided } from '../../src/events/audit.js';
+import { connectionStream } from '../../projections/connections.js';
+import { WireSessionClosed, WireSessionOpened } from '../../src/events/connections.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import { rebuildAndVerify } from '../../projections/maintenance.js';
 import { startApi, type TestApi } from '../support/api.js';
@@ -191,6 +193,12 @@ async function appendAuditDecision(projectId: string, n: number): Promise<void> 
   };
   const meta = { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: decision.ts };
   await api.store.append(auditStream(projectId), [encodeEvent(StatementDecided, decision, meta), encodeEvent(StatementDecided, { ...decision, seq: String(n + 100) }, { ...meta, event_id: randomUUID() })], 'any');
+  // Its session's connection, as ingest appends the proxy's marks (closed, then opened: ingest may append them in either order).
+  const mark = (at: string) => ({ event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at });
+  await api.store.append(connectionStream(projectId), [
+    encodeEvent(WireSessionClosed, { project_id: projectId, session_id: `s.${n}`, at: '2026-01-01T01:00:00.000Z' }, mark('2026-01-01T01:00:00.000Z')),
+    encodeEvent(WireSessionOpened, { project_id: projectId, session_id: `s.${n}`, credential_id: `agt_${'c'.repeat(26)}`, at: '2026-01-01T00:00:00.000Z' }, mark('2026-01-01T00:00:00.000Z')),
+  ], 'any');
 }
 
 describe('read models', () => {

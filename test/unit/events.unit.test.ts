@@ -227,6 +227,11 @@ const samples: Record<string, Record<string, unknown>> = {
   'BranchReady.v1': { branch_id: id('brn_'), method: 'template' },
   'BranchFailed.v1': { branch_id: id('brn_'), reason: 'the source has other sessions' },
   'BranchDeleted.v1': { branch_id: id('brn_') },
+  'NameReserved.v1': { key: 'domain:db.example.com', holder: id('dom_') },
+  'NameReleased.v1': { key: 'domain:db.example.com', holder: id('dom_') },
+  'CredentialIpRulesSet.v1': { credential_id: id('agt_'), allow: [{ cidr: '10.0.0.0/8', label: 'office' }], deny: [{ cidr: '::1/128' }] },
+  'WireSessionOpened.v1': { project_id: id('prj_'), session_id: 'proxy-1.1700000000.7', credential_id: id('agt_'), at },
+  'WireSessionClosed.v1': { project_id: id('prj_'), session_id: 'proxy-1.1700000000.7', at },
   'WebhookCreated.v1': {
     webhook_id: id('whk_'),
     project_id: id('prj_'),

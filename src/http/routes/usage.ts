@@ -21,7 +21,7 @@ const DailyUsage = z
     bytes_transferred: z.int().describe('Bytes sent to clients: the audit entries’ bytes_out'),
     cache_hits: z.int().describe('Statements answered from the cache (cache_status hit or stale)'),
     cache_misses: z.int().describe('Statements the cache was asked for and did not hold (cache_status miss)'),
-    connection_seconds: z.number().describe('Wire sessions’ time that day, first to last decision, to the millisecond (docs/http-api.md)'),
+    connection_seconds: z.number().describe('Wire sessions’ time that day, connect to disconnect as the proxy recorded them, to the millisecond (docs/http-api.md)'),
   })
   .meta({ id: 'DailyUsage' });
 

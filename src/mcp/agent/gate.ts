@@ -44,7 +44,7 @@ export async function decide(context: AgentContext, sql: string): Promise<Statem
 }
 
 function decideOn(context: AgentContext, sql: string, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
-  return decideWithCatalog(sql, { credential: context.credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens, hashKey: context.hashKey, sessionValues: sessionValuesOf(context.credential) }, catalog);
+  return decideWithCatalog(sql, { credential: context.credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens, hashKey: context.hashKey, sessionValues: sessionValuesOf(context.credential), sandboxed: context.upstream.branch !== undefined }, catalog);
 }
 
 /**
