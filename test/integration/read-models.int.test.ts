@@ -22,7 +22,7 @@ let api: TestApi;
 const operator = newOperatorToken('ops');
 
 beforeAll(async () => {
-  api = await startApi('read_models', { PGWARD_OPERATOR_TOKENS: operator.entry });
+  api = await startApi('read_models', { PGWARD_OPERATOR_TOKENS: operator.entry, PGWARD_PRICES: 'createDemoCredential:pro=50' });
 });
 afterAll(async () => {
   await api?.stop();
@@ -94,7 +94,7 @@ async function peopleWorkload(): Promise<void> {
   }
 }
 
-/** Support cases from both sides, cancellation feedback and an operator's billing record. */
+/** Support cases from both sides, cancellation feedback, an operator's billing record and two credit top-ups. */
 async function supportWorkload(orgId: string, call: (method: 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: object) => Promise<LightMyRequestResponse>): Promise<void> {
   for (let c = 0; c < 2; c++) {
     const opened = (await call('POST', '/v1/support-cases', { org_id: orgId, title: `case ${c}`, body: 'help', severity: c + 1 })).json() as { id: string };
@@ -104,6 +104,10 @@ async function supportWorkload(orgId: string, call: (method: 'POST' | 'PUT' | 'P
   }
   await call('POST', `/v1/orgs/${orgId}/cancellation-feedback`, { reason: 'too_expensive', feedback: 'monthly only' });
   await api.call(operator.token, { method: 'PATCH', url: `/v1/operator/orgs/${orgId}/billing`, payload: { billing_provider: 'stripe', subscription_status: 'past_due' } });
+  for (const amount of [500, 250]) {
+    const topUp = await api.call(operator.token, { method: 'POST', url: `/v1/operator/orgs/${orgId}/credits/top-ups`, headers: { 'idempotency-key': `top-up-${amount}` }, payload: { amount, reference: `pi_${amount}` } });
+    expect(topUp.statusCode).toBe(201);
+  }
 }
 
 /** The CRM: every record type created, changed and deleted, an artifact through its transitions, the context set. */
