@@ -2,6 +2,9 @@
  * Red-team findings on the CRM area (docs/crm.md): forged page tokens, unicode-equivalent search
  * text, an agent handing its task to another role, and concurrent artifact transitions.
  */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startApi, type TestApi } from '../support/api.js';
@@ -103,6 +106,70 @@ describe('artifact transitions under concurrency', () => {
       const answers = await Promise.all([owner.apiKey, keys.member].map((key) => api.call(key, { method: 'POST', url: `/v1/crm/artifacts/${draft.id}/approve` })));
       expect(answers.map((a) => a.statusCode).sort()).toEqual([200, 409]);
       expect((answers.find((a) => a.statusCode === 409)!.json() as { code: string }).code).toBe('INVALID_STATE');
+    }
+  });
+});
+
+describe('another organization’s records', () => {
+  it('are 404 by id for every operation, and 400 INVALID_INPUT when a create or patch body names them', async () => {
+    const theirCompany = await create(other.apiKey, 'companies', { name: 'Theirs' });
+    const theirContact = await create(other.apiKey, 'contacts', { name: 'Their Contact', company_id: theirCompany.id });
+    const theirTask = await create(other.apiKey, 'research-tasks', { subject_type: 'company', subject_id: theirCompany.id, role: 'researcher', title: 't' });
+    const theirDraft = await create(other.apiKey, 'artifacts', { subject_type: 'company', subject_id: theirCompany.id, kind: 'note', title: 'their draft' });
+    const calls: [string, string, object?][] = [
+      ['GET', `/v1/crm/companies/${theirCompany.id}`],
+      ['PATCH', `/v1/crm/companies/${theirCompany.id}`, { name: 'mine now' }],
+      ['DELETE', `/v1/crm/contacts/${theirContact.id}`],
+      ['PATCH', `/v1/crm/research-tasks/${theirTask.id}`, { status: 'done' }],
+      ['POST', `/v1/crm/artifacts/${theirDraft.id}/approve`],
+      ['POST', `/v1/crm/artifacts/${theirDraft.id}/discard`],
+    ];
+    for (const [method, url, payload] of calls) {
+      const response = await api.call(owner.apiKey, { method: method as 'GET', url, ...(payload ? { payload } : {}) });
+      expect([method, url, ...problemOf(response)]).toEqual([method, url, 404, 'NOT_FOUND']);
+    }
+    const mine = await create(owner.apiKey, 'companies', { name: 'Mine Co' });
+    const deal = await create(owner.apiKey, 'deals', { name: 'Deal', company_id: mine.id });
+    const bodies: [string, string, object][] = [
+      ['POST', '/v1/crm/contacts', { name: 'x', company_id: theirCompany.id }],
+      ['POST', '/v1/crm/artifacts', { subject_type: 'contact', subject_id: theirContact.id, kind: 'note', title: 'x' }],
+      ['POST', '/v1/crm/artifacts', { subject_type: 'company', subject_id: mine.id, task_id: theirTask.id, kind: 'note', title: 'x' }],
+      ['PATCH', `/v1/crm/deals/${deal.id}`, { contact_ids: [theirContact.id] }],
+      ['PATCH', `/v1/crm/deals/${deal.id}`, { company_id: theirCompany.id }],
+    ];
+    for (const [method, url, payload] of bodies) {
+      const response = await api.call(owner.apiKey, { method: method as 'POST', url, payload });
+      expect([url, ...problemOf(response)]).toEqual([url, 400, 'INVALID_INPUT']);
+      expect(response.body).not.toContain('Theirs');
+    }
+    expect(((await api.call(other.apiKey, { method: 'GET', url: `/v1/crm/artifacts/${theirDraft.id}` })).json() as Body).status).toBe('draft');
+  });
+});
+
+describe('agent keys through the management MCP (call_endpoint)', () => {
+  it('answers as REST does: 403 off their role, 404 for another organization’s record, never its content', async () => {
+    const address = await api.app.listen({ port: 0, host: '127.0.0.1' });
+    const foreign = await create(other.apiKey, 'companies', { name: 'Foreign Secret' });
+    const company = await create(owner.apiKey, 'companies', { name: 'MCP Co' });
+    const draft = await create(keys.outreach, 'artifacts', { subject_type: 'company', subject_id: company.id, kind: 'note', title: 'mcp draft' });
+    const client = new Client({ name: 'redteam', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${address}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${keys.outreach}` } } }));
+    try {
+      const call = async (operation_id: string, path_params: Record<string, string> = {}, body?: object) =>
+        (await client.callTool({ name: 'call_endpoint', arguments: { operation_id, path_params, ...(body ? { body } : {}) } })) as CallToolResult & { structuredContent?: { status: number } };
+      const statusOf = (result: CallToolResult & { structuredContent?: { status: number } }) => [result.isError ?? false, result.structuredContent?.status];
+      expect(statusOf(await call('listProjects'))).toEqual([true, 403]);
+      expect(statusOf(await call('listApiKeys'))).toEqual([true, 403]);
+      expect(statusOf(await call('approveArtifact', { artifact_id: draft.id }))).toEqual([true, 403]);
+      expect(statusOf(await call('createCompany', {}, { name: 'not mine to make' }))).toEqual([true, 403]);
+      const stolen = await call('getCompany', { company_id: foreign.id });
+      expect(statusOf(stolen)).toEqual([true, 404]);
+      expect(JSON.stringify(stolen)).not.toContain('Foreign Secret');
+      expect(statusOf(await call('getCompany', { company_id: company.id }))).toEqual([false, 200]);
+      const artifact = (await api.call(owner.apiKey, { method: 'GET', url: `/v1/crm/artifacts/${draft.id}` })).json() as Body;
+      expect(artifact.status).toBe('draft');
+    } finally {
+      await client.close();
     }
   });
 });
