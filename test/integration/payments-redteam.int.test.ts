@@ -14,8 +14,8 @@ let api: TestApi;
 let customer: { orgId: string; apiKey: string };
 
 beforeAll(async () => {
-  api = await startApi('paymentsredteam', { PGWARD_PRICES: 'getCurrentCaller=3', PGWARD_OPERATOR_TOKENS: operator.entry });
-  customer = await api.org();
+  api = await startApi('paymentsredteam', { PGWARD_PRICES: 'getCurrentCaller=3,createCompany=2', PGWARD_OPERATOR_TOKENS: operator.entry });
+  customer = await api.org('pro');
 }, 60_000);
 afterAll(async () => {
   await api?.stop();
@@ -68,5 +68,26 @@ describe('Payment credentials spelled to confuse', () => {
     const again = await api.app.inject({ method: 'GET', url: '/v1/me', headers: { authorization: `payment ${token}` } });
     expect(again.statusCode).toBe(401);
     expect(await balanceOf(customer)).toMatchObject({ balance: 97, charges: 1 });
+  });
+});
+
+describe('paid creates and their Idempotency-Key', () => {
+  it('gives back the charge of a retry the key answers with the first response (it delivered nothing new), with no receipt', async () => {
+    const org = await api.org('pro');
+    expect((await topUp(org.orgId, 10)).statusCode).toBe(201);
+    const create = async (authorization: string) =>
+      api.app.inject({ method: 'POST', url: '/v1/crm/companies', headers: { authorization, 'idempotency-key': 'create-once', 'content-type': 'application/json' }, payload: JSON.stringify({ name: 'Paid Co' }) });
+    const pay = async () => {
+      const asked = await create(`Bearer ${org.apiKey}`);
+      expect(asked.statusCode, asked.body).toBe(402);
+      return create(credentialHeader(parseChallenges(String(asked.headers['www-authenticate']))[0]!.params as unknown as PaymentChallenge, {}));
+    };
+    const first = await pay();
+    expect([first.statusCode, typeof first.headers['payment-receipt']]).toEqual([201, 'string']);
+    const retry = await pay();
+    expect([retry.statusCode, retry.headers['idempotent-replayed'], retry.headers['payment-receipt'], retry.json()]).toEqual([201, 'true', undefined, first.json()]);
+    expect(await balanceOf(org)).toMatchObject({ balance: 8, charged: 4, refunded: 2, charges: 2 });
+    const companies = (await api.call(org.apiKey, { method: 'GET', url: '/v1/crm/companies' })).json() as { companies: unknown[] };
+    expect(companies.companies).toHaveLength(1);
   });
 });
