@@ -91,8 +91,6 @@ export interface RecordRoutes {
   readonly detail?: (deps: ApiDeps, row: CrmRecordRow) => Promise<Body>;
   /** Refuses (with a Problem naming the field) fields that name records missing from the organization. */
   readonly checkReferences?: (deps: ApiDeps, caller: CrmCaller, fields: Fields, current?: CrmRecordRow) => Promise<void>;
-  /** Refuses a change the record's state or the caller's role forbids beyond the permission table. */
-  readonly checkChange?: (caller: CrmCaller, row: CrmRecordRow, changes: Fields) => void;
   /** Refuses a delete that would leave other records naming this one. */
   readonly checkDelete?: (deps: ApiDeps, row: CrmRecordRow) => Promise<void>;
 }
@@ -200,7 +198,6 @@ export function recordRoutes(app: Api, deps: ApiDeps, spec: RecordRoutes): void 
       const caller = crmCaller(request, spec.ops.update);
       const row = await visible(caller, idOf(request));
       const changes = request.body as Fields;
-      spec.checkChange?.(caller, row, changes);
       await spec.checkReferences?.(deps, caller, changes, row);
       const result = await execute(deps, request, crmStream(spec.type, row.record_id), aggregate, { kind: 'update', changes, agentRole: caller.agentRole, ifRevision: ifMatch(request) });
       const updated = fold(evolveCrmRecord, result.recorded, row);

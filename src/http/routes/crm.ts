@@ -161,12 +161,6 @@ function crmRecordRoutes(app: Api, deps: ApiDeps): void {
     toResponse: recordBody,
     detail: async (deps, row) => ({ ...recordBody(row), artifact_ids: await referencingRecords(deps.pool, row.org_id, 'artifact', { field: 'task_id', value: row.record_id, match: 'equals' }, 1000) }),
     checkReferences: checkSubject,
-    checkChange: (caller, row, changes) => {
-      if (caller.agentRole === null) return;
-      if (caller.agentRole !== row.fields.role) throw new Problem('FORBIDDEN', `this task is for the ${String(row.fields.role)} role; an agent of role ${caller.agentRole} may not change it`);
-      // Else an agent could hand its work to a role whose operations it may not call itself.
-      if (changes.role !== undefined && changes.role !== row.fields.role) throw new Problem('FORBIDDEN', 'only a person reassigns a task to another role');
-    },
   });
 
   recordRoutes(app, deps, {
