@@ -45,11 +45,19 @@ const SEARCHED: Readonly<Record<CrmRecordType, readonly string[]>> = {
   artifact: ['title'],
 };
 
+/**
+ * Text as a search compares it: lowercased and NFKC-normalized, so that `é` typed as one code point
+ * or as `e` and a combining accent, and fullwidth or ligature forms, match their plain spelling.
+ */
+export function searchForm(text: string): string {
+  return text.normalize('NFKC').toLowerCase().normalize('NFKC');
+}
+
 function searchText(type: CrmRecordType, fields: Fields): string {
   return SEARCHED[type]
     .map((name) => fields[name])
     .filter((value): value is string => typeof value === 'string')
-    .map((value) => value.toLowerCase())
+    .map(searchForm)
     .join('\n');
 }
 

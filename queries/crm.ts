@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { CrmActivityRow, CrmContextRow, CrmRecordRow } from '../projections/crm.js';
+import { searchForm, type CrmActivityRow, type CrmContextRow, type CrmRecordRow } from '../projections/crm.js';
 import type { CrmRecordType } from '../src/events/crm.js';
 import type { TimeCursor } from './cursor.js';
 
@@ -27,7 +27,7 @@ export async function findCrmRecord(db: pg.Pool, recordId: string): Promise<CrmR
 
 /** LIKE's wildcards and escape character as plain text. */
 function likePattern(text: string): string {
-  return `%${text.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  return `%${searchForm(text).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
 /** Newest first (ties by id), after `before` when given. */

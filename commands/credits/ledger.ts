@@ -13,6 +13,8 @@ export const creditsStream = (orgId: string): string => `credits-${orgId}`;
 
 export interface LedgerState {
   readonly balance: number;
+  /** Every top-up, summed: it bounds the balance and every other total of the ledger. */
+  readonly toppedUp: number;
   /** The ledger's currency, fixed by its first entry. */
   readonly currency?: string;
   /** Each settled challenge's amount, and whether it was refunded. */
@@ -37,7 +39,7 @@ export class ChargeRefused extends DomainError {
 export function evolveLedger(state: LedgerState, event: CatalogEvent): LedgerState {
   switch (event.type) {
     case CreditsToppedUp.type:
-      return { ...state, balance: state.balance + event.data.amount, currency: state.currency ?? event.data.currency };
+      return { ...state, balance: state.balance + event.data.amount, toppedUp: state.toppedUp + event.data.amount, currency: state.currency ?? event.data.currency };
     case CreditsCharged.type:
       return { ...state, balance: state.balance - event.data.amount, charges: new Map(state.charges).set(event.data.challenge_id, { amount: event.data.amount, refunded: false }) };
     case CreditsRefunded.type:
@@ -53,11 +55,13 @@ function sameCurrency(state: LedgerState, currency: string): DomainError | undef
 }
 
 export const ledger: Aggregate<LedgerState, LedgerCommand> = {
-  initial: { balance: 0, charges: new Map() },
+  initial: { balance: 0, toppedUp: 0, charges: new Map() },
   evolve: evolveLedger,
   decide(state, command) {
     switch (command.kind) {
       case 'top-up':
+        // Past 2^53 - 1 the totals (here, in the read model, in the API's integers) stop being exact.
+        if (state.toppedUp + command.amount > Number.MAX_SAFE_INTEGER) return new DomainError('INVALID_STATE', `the ledger can take at most ${Number.MAX_SAFE_INTEGER - state.toppedUp} more units in top-ups`);
         return sameCurrency(state, command.currency) ?? [emit(CreditsToppedUp, { org_id: command.orgId, amount: command.amount, currency: command.currency, reference: command.reference })];
       case 'charge': {
         if (state.charges.has(command.challengeId)) return new ChargeRefused('already-settled', 'this challenge was settled already');

@@ -85,6 +85,18 @@ export function crmRecord(type: CrmRecordType): Aggregate<CrmRecordState, CrmRec
     return to === undefined ? state : { ...state, status: to, revision: event.revision };
   }
 
+  /**
+   * Why an agent may not make this change to a research task: it changes only its own role's tasks,
+   * and never their role (else outreach, which may not create tasks, could hand its work on). Decided
+   * on the stream, so a reassignment racing the agent's change is seen.
+   */
+  function agentTaskChange(state: CrmRecordState, agentRole: AgentRole | null, changes: Fields): DomainError | undefined {
+    if (agentRole === null) return undefined;
+    if (agentRole !== state.fields.role) return new DomainError('FORBIDDEN', `this task is for the ${String(state.fields.role)} role; an agent of role ${agentRole} may not change it`);
+    if (changes.role !== undefined && changes.role !== state.fields.role) return new DomainError('FORBIDDEN', 'only a person reassigns a task to another role');
+    return undefined;
+  }
+
   /** Why the record's state refuses any change, if it does. */
   function settled(state: CrmRecordState, command: CrmRecordCommand): DomainError | undefined {
     if (command.kind === 'delete') return undefined;
@@ -106,7 +118,7 @@ export function crmRecord(type: CrmRecordType): Aggregate<CrmRecordState, CrmRec
     if (command.ifRevision !== undefined && command.ifRevision !== state.revision) {
       return new DomainError('PRECONDITION_FAILED', `the ${label} is at revision ${state.revision}, not ${command.ifRevision}: fetch it again and retry with its ETag`);
     }
-    const refused = settled(state, command);
+    const refused = (type === 'task' && command.kind === 'update' ? agentTaskChange(state, command.agentRole, command.changes) : undefined) ?? settled(state, command);
     if (refused) return refused;
     const subject = type === 'task' || type === 'artifact' ? { subject_type: state.fields.subject_type, subject_id: state.fields.subject_id } : {};
     const base = { record_id: state.recordId, org_id: state.orgId, agent_role: command.agentRole, ...subject };

@@ -47,6 +47,23 @@ export function decodeTimeCursor(token: string | undefined): TimeCursor | undefi
   const key = decodePageToken(token);
   if (key === undefined) return undefined;
   const [createdAt, id, ...rest] = key.split(' ');
-  if (rest.length > 0 || !createdAt || !id || Number.isNaN(Date.parse(createdAt))) throw invalidToken();
+  if (rest.length > 0 || !createdAt || !id || !isIssuedTime(createdAt)) throw invalidToken();
   return { createdAt, id };
+}
+
+/**
+ * Whether `text` is a time as the API writes one (Date#toISOString). Date.parse alone also reads
+ * `1`, `Jan` or `2026-02-30`, which PostgreSQL refuses: a forged token would be a 500.
+ */
+export function isIssuedTime(text: string): boolean {
+  const time = Date.parse(text);
+  return /^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z$/.test(text) && !Number.isNaN(time) && new Date(time).toISOString() === text;
+}
+
+/** The event or row position a page token carries (a bigint, as text); 400 INVALID_INPUT when it is not one. */
+export function decodePositionCursor(token: string | undefined): string | undefined {
+  const key = decodePageToken(token);
+  // 18 digits stay below bigint's maximum, so PostgreSQL never refuses the cast.
+  if (key !== undefined && !/^[0-9]{1,18}$/.test(key)) throw invalidToken();
+  return key;
 }

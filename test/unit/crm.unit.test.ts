@@ -76,6 +76,16 @@ describe('records', () => {
     expect(codeOf(run('task', [task, status('cancelled'), { kind: 'update', changes: { title: 'x' }, agentRole: null }]).last)).toBe('INVALID_STATE');
     expect(codeOf(run('task', [task, status('cancelled'), { kind: 'delete', agentRole: null }]).last)).toBe('ResearchTaskDeleted');
   });
+
+  it('lets an agent change only its own role’s task, never its role, decided on the stream (a reassignment it raced is seen)', () => {
+    const task: CrmRecordCommand = { kind: 'create', recordId: TSK, orgId: ORG, agentRole: null, fields: { subject_type: 'company', subject_id: CMP, role: 'outreach', title: 't', instructions: '', status: 'open' } };
+    const change = (agentRole: 'researcher' | 'outreach' | null, changes: Record<string, unknown>): CrmRecordCommand => ({ kind: 'update', changes, agentRole });
+    expect(codeOf(run('task', [task, change('outreach', { role: 'researcher' })]).last)).toBe('FORBIDDEN');
+    expect(codeOf(run('task', [task, change('researcher', { status: 'in_progress' })]).last)).toBe('FORBIDDEN');
+    expect(codeOf(run('task', [task, change(null, { role: 'researcher' }), change('outreach', { title: 'late' })]).last)).toBe('FORBIDDEN');
+    expect(codeOf(run('task', [task, change('outreach', { role: 'outreach', status: 'in_progress' })]).last)).toBe('ResearchTaskUpdated');
+    expect(codeOf(run('task', [task, change('researcher', { status: 'cancelled' }), change('researcher', { title: 'x' })]).last)).toBe('FORBIDDEN');
+  });
 });
 
 describe('activities', () => {

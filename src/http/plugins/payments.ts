@@ -189,10 +189,12 @@ export function installPayments(app: FastifyInstance, options: PaymentsOptions):
   app.addHook('onSend', async (request: FastifyRequest, reply: FastifyReply, payload) => {
     const paid = request.payment;
     if (!paid || !verifier) return payload;
-    if (reply.statusCode >= 400) {
+    // An Idempotency-Key replay repeats the answer of a request paid for already: it delivers nothing new.
+    const undelivered = reply.statusCode >= 400 ? `the request failed with ${reply.statusCode}` : reply.getHeader('idempotent-replayed') === 'true' ? 'its Idempotency-Key replayed an earlier answer' : undefined;
+    if (undelivered) {
       // The paid request delivered nothing: the charge is given back, and no receipt is sent. A refund
       // that fails does not replace the request's own answer; it is logged for an operator to settle.
-      await verifier.refund(paid.settlement, `the request failed with ${reply.statusCode}`).catch((error: unknown) => {
+      await verifier.refund(paid.settlement, undelivered).catch((error: unknown) => {
         request.log.error({ err: error, challenge_id: paid.settlement.challengeId, org_id: paid.settlement.orgId }, 'a failed paid request could not be refunded');
       });
       return payload;

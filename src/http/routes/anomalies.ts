@@ -9,7 +9,7 @@ import { findCredential } from '../../../queries/credentials.js';
 import { AnomalySeverity } from '../../events/anomalies.js';
 import { AnomalyRulesRequest, ApiRuleSet, apiRuleSet, projectRulesView, storedRules, type StoredRules } from '../../events/anomaly-rules.js';
 import { decodeEvent } from '../../events/catalog.js';
-import { decodePageToken, encodePageToken, PageQuery } from '../pagination.js';
+import { decodePageToken, encodePageToken, isIssuedTime, PageQuery } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { fold, visibleProject } from './projects.js';
 import { actorOf, commandContext, errorResponses, etag, execute, IdParam, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
@@ -85,7 +85,7 @@ function decodeCursor(token: string | undefined): AnomalyCursor | undefined {
   const key = decodePageToken(token);
   if (key === undefined) return undefined;
   const [createdAt, anomalyId] = key.split('|');
-  if (!createdAt || !anomalyId || Number.isNaN(Date.parse(createdAt))) throw new Problem('INVALID_INPUT', 'page_token is not a token this API issued; start again without it', { errors: [{ field: 'page_token', message: 'is not a valid page token' }] });
+  if (!createdAt || !anomalyId || !isIssuedTime(createdAt)) throw new Problem('INVALID_INPUT', 'page_token is not a token this API issued; start again without it', { errors: [{ field: 'page_token', message: 'is not a valid page token' }] });
   return { created_at: createdAt, anomaly_id: anomalyId };
 }
 

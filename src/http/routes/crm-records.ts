@@ -91,8 +91,6 @@ export interface RecordRoutes {
   readonly detail?: (deps: ApiDeps, row: CrmRecordRow) => Promise<Body>;
   /** Refuses (with a Problem naming the field) fields that name records missing from the organization. */
   readonly checkReferences?: (deps: ApiDeps, caller: CrmCaller, fields: Fields, current?: CrmRecordRow) => Promise<void>;
-  /** Refuses a change the record's state or the caller's role forbids beyond the permission table. */
-  readonly checkChange?: (caller: CrmCaller, row: CrmRecordRow) => void;
   /** Refuses a delete that would leave other records naming this one. */
   readonly checkDelete?: (deps: ApiDeps, row: CrmRecordRow) => Promise<void>;
 }
@@ -199,7 +197,6 @@ export function recordRoutes(app: Api, deps: ApiDeps, spec: RecordRoutes): void 
     async (request, reply) => {
       const caller = crmCaller(request, spec.ops.update);
       const row = await visible(caller, idOf(request));
-      spec.checkChange?.(caller, row);
       const changes = request.body as Fields;
       await spec.checkReferences?.(deps, caller, changes, row);
       const result = await execute(deps, request, crmStream(spec.type, row.record_id), aggregate, { kind: 'update', changes, agentRole: caller.agentRole, ifRevision: ifMatch(request) });

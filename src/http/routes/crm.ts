@@ -13,7 +13,7 @@ import type { CrmOperation } from '../../crm/permissions.js';
 import { artifactFields, ArtifactKind, ArtifactStatus, companyFields, contactFields, crmContextFields, dealFields, DealStage, taskFields, TaskStatus, type CrmRecordType } from '../../events/crm.js';
 import { text } from '../../events/fields.js';
 import { AgentRole } from '../../events/organizations.js';
-import { decodePageToken, PageQuery, paginate } from '../pagination.js';
+import { decodePositionCursor, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { fold } from './projects.js';
 import { crmCaller, liveRecord, RecordMeta, recordBody, recordRoutes, requireReference, type CrmCaller, type ListFilter } from './crm-records.js';
@@ -161,9 +161,6 @@ function crmRecordRoutes(app: Api, deps: ApiDeps): void {
     toResponse: recordBody,
     detail: async (deps, row) => ({ ...recordBody(row), artifact_ids: await referencingRecords(deps.pool, row.org_id, 'artifact', { field: 'task_id', value: row.record_id, match: 'equals' }, 1000) }),
     checkReferences: checkSubject,
-    checkChange: (caller, row) => {
-      if (caller.agentRole !== null && caller.agentRole !== row.fields.role) throw new Problem('FORBIDDEN', `this task is for the ${String(row.fields.role)} role; an agent of role ${caller.agentRole} may not change it`);
-    },
   });
 
   recordRoutes(app, deps, {
@@ -280,8 +277,7 @@ function activityAndContextRoutes(app: Api, deps: ApiDeps): void {
     async (request) => {
       const caller = crmCaller(request, 'listActivities');
       const { page_size: size, page_token: token, subject_id: subjectId, record_id: recordId, verb } = request.query;
-      const after = decodePageToken(token);
-      if (after !== undefined && !/^[0-9]{1,19}$/.test(after)) throw new Problem('INVALID_INPUT', 'page_token is not a token this API issued', { errors: [{ field: 'page_token', message: 'is not a valid page token' }] });
+      const after = decodePositionCursor(token);
       const rows = await listActivities(deps.pool, { orgId: caller.orgId, ...(subjectId ? { subjectId } : {}), ...(recordId ? { recordId } : {}), ...(verb ? { verb } : {}) }, after, size + 1);
       const page = paginate(rows, size, (row) => row.position);
       return { activities: page.items.map(toActivity), next_page_token: page.next_page_token };

@@ -9,7 +9,7 @@ import { newId } from '../../ids.js';
 import { secretAad } from '../../webhooks/lanes.js';
 import { messageId } from '../../webhooks/notifications.js';
 import { newSigningSecret } from '../../webhooks/signing.js';
-import { decodePageToken, PageQuery, paginate } from '../pagination.js';
+import { decodePageToken, decodePositionCursor, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { fold, visibleProject } from './projects.js';
 import { errorResponses, etag, execute, IdParam, ifMatch, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
@@ -313,8 +313,7 @@ export function webhookRoutes(app: Api, deps: ApiDeps): void {
       const caller = requireRole(request, 'member');
       const row = await visibleWebhook(deps, caller.orgId, request.params.project_id, request.params.webhook_id);
       const { page_size: size, page_token: token } = request.query;
-      const before = decodePageToken(token);
-      if (before !== undefined && !/^[0-9]{1,18}$/.test(before)) throw new Problem('INVALID_INPUT', 'page_token is not a token this API issued', { errors: [{ field: 'page_token', message: 'is not a valid page token' }] });
+      const before = decodePositionCursor(token);
       const page = paginate(await listDeliveryAttempts(deps.pool, row.webhook_id, before, size + 1), size, (attempt) => attempt.attempt_id);
       return { deliveries: page.items.map(toAttempt), next_page_token: page.next_page_token };
     },
