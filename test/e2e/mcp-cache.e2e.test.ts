@@ -68,28 +68,34 @@ for (const [name, deploy] of [['pgward serve (supervisor relay)', async () => em
     let gateway: TestGateway;
     let agent: AgentSecrets;
     let mcp: Client;
+    let masked: AgentSecrets;
+    let maskedMcp: Client;
 
     beforeAll(async () => {
       deployment = await deploy();
       gateway = await startGateway(`mcp_cache_${name.startsWith('split') ? 'nats' : 'serve'}`, undefined, 60_000, {}, undefined, {}, { proxy: { cacheFanout: deployment.proxy }, apiCacheFanout: deployment.api });
       agent = await registerOn(gateway, await createPolicy(gateway, { name: 'writes orders', read_only: false, allowed_tables: ['public.*'] }), 'agent');
-      mcp = await connectAgent(`${await listenForAgents(gateway)}/mcp`, agent.mcp_token, 'pgward-cache-test');
+      masked = await registerOn(gateway, await createPolicy(gateway, { name: 'redacts emails', read_only: true, allowed_tables: ['public.*'], masked_columns: { 'public.customers.email': 'redact' } }), 'masked');
+      const url = `${await listenForAgents(gateway)}/mcp`;
+      mcp = await connectAgent(url, agent.mcp_token, 'pgward-cache-test');
+      maskedMcp = await connectAgent(url, masked.mcp_token, 'pgward-cache-test');
     });
     afterAll(async () => {
       await mcp?.close();
+      await maskedMcp?.close();
       await gateway?.stop();
       await deployment?.close();
     });
 
-    async function mcpQuery(sql: string): Promise<unknown[][]> {
-      const result = await mcp.callTool({ name: 'query', arguments: { sql } });
+    async function mcpQuery(sql: string, client = mcp): Promise<unknown[][]> {
+      const result = await client.callTool({ name: 'query', arguments: { sql } });
       expect(result.isError ?? false).toBe(false);
       return (result.structuredContent as { rows: unknown[][] }).rows;
     }
 
     /** The cache_status of each recorded run of `sql` from `source`, in order, once there are `count`. */
-    async function statuses(source: 'wire' | 'mcp', sql: string, count: number): Promise<unknown[]> {
-      const find = () => decisionsOfCredential(gateway, agent.credential.id).filter((d) => d.source === source && recordsText(d.sql, sql));
+    async function statuses(source: 'wire' | 'mcp', sql: string, count: number, of = agent): Promise<unknown[]> {
+      const find = () => decisionsOfCredential(gateway, of.credential.id).filter((d) => d.source === source && recordsText(d.sql, sql));
       await waitFor(() => find().length >= count, 3_000, `${count} ${source} decisions on ${sql}`);
       return find().map((d) => d.cache_status);
     }
@@ -119,6 +125,16 @@ for (const [name, deploy] of [['pgward serve (supervisor relay)', async () => em
       });
       expect(await statuses('wire', read, 4)).toEqual(['miss', 'hit', 'miss', 'hit']);
       expect(await statuses('mcp', 'update orders set total = 5 where id = 8', 1)).toEqual(['bypass']);
+    });
+
+    it('never serves one policy’s cached MCP rows to a credential whose policy masks differently', async () => {
+      const read = 'select id, email from customers order by id limit 2';
+      for (let round = 0; round < 2; round++) {
+        expect(await mcpQuery(read)).toEqual([[1, 'user1@example.com'], [2, 'user2@example.com']]);
+        expect(await mcpQuery(read, maskedMcp)).toEqual([[1, '[redacted]'], [2, '[redacted]']]);
+      }
+      expect(await statuses('mcp', read, 2)).toEqual(['miss', 'hit']);
+      expect(await statuses('mcp', read, 2, masked)).toEqual(['miss', 'hit']);
     });
   });
 }
