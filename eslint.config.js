@@ -13,4 +13,6 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  // The dashboard's ES modules run in the browser (src/dashboard/public, docs/dashboard.md).
+  { files: ['src/dashboard/public/**/*.js'], languageOptions: { globals: globals.browser } },
 );

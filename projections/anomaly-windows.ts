@@ -4,6 +4,7 @@
  * detectors found. Detections are rows here, computed from the events alone (event time, never the
  * clock), so a rebuild reproduces them; src/anomalies/raiser.ts turns each into an AnomalyRaised event.
  */
+import { exactCount } from '../src/audit/exact-sum.js';
 import { Detector, type Activity, type Baseline, type Detection } from '../src/anomalies/detect.js';
 import { AnomalyRulesSet } from '../src/events/anomalies.js';
 import { StatementDecided, type AuditEventKind } from '../src/events/audit.js';
@@ -43,7 +44,7 @@ function inputOf(event: RecordedEvent & AuditEventPayload): Input | undefined {
       credentialId: d.credential_id,
       ts: d.ts,
       event: d.event,
-      bytesOut: Number(d.bytes_out),
+      bytesOut: exactCount(d.bytes_out),
       queryHash: d.query_hash,
       rule: d.decision_rule,
       position: event.position,
@@ -98,7 +99,7 @@ interface WindowRow {
   credential_id: string;
   hour: string;
   statements: number;
-  bytes_out: number;
+  bytes_out: number | string;
   refusals: number;
   novel_shapes: number;
 }

@@ -5,11 +5,12 @@
  * in log-linear buckets. The audit projection writes them from the entries it chains, in the same
  * transaction, so a report reading both in one snapshot sees the trail at one position. With them,
  * each wire session's span (its first and last decision's time) for the daily usage aggregate's
- * connection_seconds (docs/http-api.md): the proxy records no connect or disconnect, so a session's
- * span runs from its first decision to its last. Spans merge with least, greatest and a sum, so the
+ * connection_seconds (docs/http-api.md), for sessions whose connection the proxy did not record
+ * (projections/connections.ts has those it did). Spans merge with least, greatest and a sum, so the
  * table is the same however entries are batched.
  * `credential` is '' for entries without one (credential ids are never empty).
  */
+import { addExact, type ExactSum } from '../src/audit/exact-sum.js';
 import { latencyBucket } from '../src/audit/latency-buckets.js';
 import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
@@ -18,15 +19,9 @@ import type { ProjectionTx, ReadModelTable } from './projection.js';
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
 
-/** A sum of entries' counts, each at most 2^53 - 1: a number while it is exact, past that a bigint (the column is a bigint). */
-export type Sum = number | bigint;
-
-export function add(sum: Sum, value: number): Sum {
-  if (typeof sum === 'bigint') return sum + BigInt(value);
-  const added = sum + value;
-  // A sum past 2^53 - 1 is rounded, and how would depend on how the entries were batched: a rebuild would differ.
-  return Number.isSafeInteger(added) ? added : BigInt(sum) + BigInt(value);
-}
+/** A sum of entries' counts, each at most 2^53 - 1 (the column is a bigint): exact-sum.ts. */
+export type Sum = ExactSum;
+export const add: (sum: Sum, value: number) => Sum = addExact;
 
 interface HourRow {
   project_id: string;

@@ -6,14 +6,17 @@ import { anomaliesProjection } from './anomalies.js';
 import { anomalyWindowsProjection } from './anomaly-windows.js';
 import { apiKeysProjection } from './api-keys.js';
 import { branchesProjection } from './branches.js';
+import { connectionsProjection } from './connections.js';
 import { cacheControlsProjection } from './cache-controls.js';
 import { approvalsProjection } from './approvals.js';
 import { credentialsProjection } from './credentials.js';
 import { crmActivitiesProjection, crmContextsProjection, crmRecordsProjection } from './crm.js';
+import { creditBalancesProjection } from './credits.js';
 import { databasesProjection, replicasProjection } from './databases.js';
 import { domainsProjection } from './domains.js';
 import { enrollmentsProjection } from './enrollments.js';
 import { honeytokensProjection } from './honeytokens.js';
+import { consentsProjection, membershipsProjection } from './identity.js';
 import { ipRulesProjection } from './ip-rules.js';
 import { organizationsProjection } from './organizations.js';
 import { policiesProjection } from './policies.js';
@@ -30,5 +33,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection, crmRecordsProjection, crmContextsProjection, crmActivitiesProjection, cacheControlsProjection];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection, crmRecordsProjection, crmContextsProjection, crmActivitiesProjection, cacheControlsProjection, creditBalancesProjection, membershipsProjection, consentsProjection, connectionsProjection];
 }

@@ -15,9 +15,11 @@ import type { ApprovalRequested, ApprovalSource } from '../src/events/approvals.
 import { newId } from '../src/ids.js';
 import type { EventStore } from '../src/store/port.js';
 import type { Estimate } from './approval-estimate.js';
-import { holdOf, type HoldDecision } from './policy/approval-rules.js';
+import { heldThrough, holdOf, type HoldDecision } from './policy/approval-rules.js';
 import type { StatementDecision } from './policy/hook.js';
 import { statementIdentity } from './policy/identity.js';
+import type { UpstreamCatalog } from './policy/upstream-catalog.js';
+import { isUnavailable, type CatalogUnavailable } from './upstream/catalog-snapshot.js';
 import type { LiveView } from './views/live-view.js';
 
 type Allowed = Extract<StatementDecision, { action: 'allow' }>;
@@ -36,9 +38,10 @@ export interface ApprovalServices {
  * threshold or an auto-approve ceiling holds every counted write here, and `withEstimate` decides
  * it again once its rows are estimated.
  */
-export function holdFor(policy: PolicyRow | undefined, decision: Allowed): Hold | undefined {
+export function holdFor(policy: PolicyRow | undefined, decision: Allowed, catalog: UpstreamCatalog | CatalogUnavailable | undefined): Hold | undefined {
   if (!policy?.approval) return undefined;
-  const hold = holdOf(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: null });
+  const writesThrough = heldThrough(policy.approval, decision.tablesWritten, catalog && !isUnavailable(catalog) ? catalog : undefined);
+  const hold = holdOf(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: null, writesThrough });
   return hold.held ? hold : undefined;
 }
 
@@ -54,7 +57,7 @@ export type Estimated = { readonly hold: Hold; readonly estimate: Estimate | nul
 export async function withEstimate(policy: PolicyRow, decision: Allowed, hold: Hold, estimate: () => Promise<Estimate | null>): Promise<Estimated> {
   if (decision.writes.rows !== 'counted') return { hold, estimate: null };
   const made = await estimate();
-  const again = holdOf(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: made?.rows ?? null });
+  const again = holdOf(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: made?.rows ?? null, writesThrough: hold.through ?? [] });
   if (again.held) return { hold: again, estimate: made };
   if (!again.autoApproved) return { run: decision };
   const { cap, tables } = again.autoApproved;

@@ -20,7 +20,21 @@ export type BusRecord =
       readonly count: string;
       readonly reason: string;
       readonly ts: string;
-    };
+    }
+  /** Wire sessions' connections opened and closed (one mark per login and per end, never per statement). */
+  | { readonly kind: 'sessions'; readonly proxy_id: string; readonly boot_epoch: number; readonly sessions: readonly SessionMark[] };
+
+/** A wire session's connection opened (its login completed; `at` is when the client connected) or closed. */
+export interface SessionMark {
+  readonly phase: 'opened' | 'closed';
+  readonly project_id: string;
+  readonly session_id: string;
+  readonly credential_id: string;
+  readonly at: string;
+}
+
+/** Session marks per bus message at most: a few hundred bytes each. */
+const MARKS_PER_MESSAGE = 256;
 
 /** Decisions per bus message at most; a message also stays within the bus's maxMessageBytes. */
 const BATCH = 1024;
@@ -108,6 +122,9 @@ export class DecisionPublisher {
   /** Whether the bus took the last record offered to it. */
   private busAccepting = true;
   private readonly gaps = new Map<string, Gap>();
+  /** Session marks waiting for the bus, and how many were sent before the first of them (their message ids count from it). */
+  private readonly marks: SessionMark[] = [];
+  private marksSent = 0;
   /** The stamp's members up to the sequence number's digits. */
   private readonly stampHead: string;
 
@@ -164,6 +181,20 @@ export class DecisionPublisher {
     });
   }
 
+  /**
+   * Best effort, like `publish`: a session's connection opened or closed. Marks take no sequence
+   * number (they are not audit entries) and go out after the decisions queued before them.
+   */
+  publishSession(mark: SessionMark): boolean {
+    if (this.closed || this.marks.length >= this.capacity) {
+      this.dropped++;
+      return false;
+    }
+    this.marks.push(mark);
+    this.lingering ??= setTimeout(() => this.drain(), LINGER_MS);
+    return true;
+  }
+
   private recordDrop(projectId: string, seq: number): void {
     this.dropped++;
     this.mergeGap(projectId, { from: seq, to: seq, count: 1 });
@@ -201,8 +232,8 @@ export class DecisionPublisher {
     return this.queue.slice(0, count);
   }
 
-  /** The next message: the oldest queued decisions that fit in one (takeBatch), else a gap marker. */
-  private nextMessage(): { id: string; data: Buffer; taken: Pending[]; gap?: Pending['gap'] } | undefined {
+  /** The next message: the oldest queued decisions that fit in one (takeBatch), else a gap marker, else session marks. */
+  private nextMessage(): { id: string; data: Buffer; taken: Pending[]; gap?: Pending['gap']; marks?: number } | undefined {
     const taken = this.takeBatch();
     // The BusRecord shapes, assembled from the decisions' JSON.
     const first = taken.length > 0 ? `${this.identity.proxyId}:${this.identity.bootEpoch}:${taken[0]!.seq}` : '';
@@ -211,7 +242,16 @@ export class DecisionPublisher {
       return { id: `${first}..${taken.at(-1)!.seq}`, data: batchMessage(taken), taken };
     }
     const gap = this.gapMarker();
-    return gap?.gap ? { id: gap.gap.id, data: Buffer.from(gap.json), taken: [], gap: gap.gap } : undefined;
+    if (gap?.gap) return { id: gap.gap.id, data: Buffer.from(gap.json), taken: [], gap: gap.gap };
+    return this.marksMessage();
+  }
+
+  private marksMessage(): { id: string; data: Buffer; taken: Pending[]; marks: number } | undefined {
+    if (this.marks.length === 0) return undefined;
+    const sessions = this.marks.slice(0, MARKS_PER_MESSAGE);
+    const record: BusRecord = { kind: 'sessions', proxy_id: this.identity.proxyId, boot_epoch: this.identity.bootEpoch, sessions };
+    const id = `${this.identity.proxyId}:${this.identity.bootEpoch}:sessions:${this.marksSent + 1}-${this.marksSent + sessions.length}`;
+    return { id, data: Buffer.from(JSON.stringify(record)), taken: [], marks: sessions.length };
   }
 
   private drain(): void {
@@ -242,6 +282,10 @@ export class DecisionPublisher {
             continue;
           }
           this.queue.splice(0, next.taken.length);
+          if (next.marks) {
+            this.marks.splice(0, next.marks);
+            this.marksSent += next.marks;
+          }
           this.published += next.taken.length + (next.gap ? 1 : 0);
           for (const pending of next.taken) {
             if (!pending.done) continue;
@@ -252,7 +296,7 @@ export class DecisionPublisher {
       } finally {
         this.draining = false;
         // What came while the bus took the last message waits for more to share its message.
-        if (!this.closed && (this.queue.length > 0 || this.gaps.size > 0)) this.lingering ??= setTimeout(() => this.drain(), LINGER_MS);
+        if (!this.closed && this.pending()) this.lingering ??= setTimeout(() => this.drain(), LINGER_MS);
       }
     })();
   }
@@ -288,6 +332,10 @@ export class DecisionPublisher {
     return !this.closed && this.busAccepting && this.queue.length < this.capacity;
   }
 
+  private pending(): boolean {
+    return this.queue.length > 0 || this.gaps.size > 0 || this.marks.length > 0;
+  }
+
   stats(): PublisherStats {
     return { depth: this.queue.length, dropped: this.dropped, published: this.published };
   }
@@ -295,7 +343,7 @@ export class DecisionPublisher {
   /** Stops taking decisions; waits (bounded) for the buffer to drain. */
   async close(timeoutMs = 5_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    while ((this.queue.length > 0 || this.gaps.size > 0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    while (this.pending() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     this.closed = true;
   }
 }

@@ -87,9 +87,27 @@ export class SessionAudit {
     private readonly clientIp: string,
   ) {}
 
-  /** Fixes the members of every statement record, once the login completed. */
-  loggedIn(credential: CredentialRow): void {
+  /** The credential of a completed login, whose connection's close is recorded by `ended`. */
+  private opened: CredentialRow | undefined;
+
+  /**
+   * Fixes the members of every statement record once the login completed, and records the
+   * connection as opened at `connectedAt` (when the client connected).
+   */
+  loggedIn(credential: CredentialRow, connectedAt: string): void {
     this.members = sessionMembers({ ...this.sessionFacts(credential), projectId: credential.project_id });
+    this.opened = credential;
+    this.mark('opened', credential, connectedAt);
+  }
+
+  /** The session ended: a connection recorded as opened is recorded as closed. */
+  ended(): void {
+    if (this.opened) this.mark('closed', this.opened, new Date().toISOString());
+    this.opened = undefined;
+  }
+
+  private mark(phase: 'opened' | 'closed', credential: CredentialRow, at: string): void {
+    this.context.decisions.publishSession({ phase, project_id: credential.project_id, session_id: this.sessionId, credential_id: credential.credential_id, at });
   }
 
   /** A statement that went upstream ended (or its end will not be seen); `cancelledAtMs` is the statement deadline's. */

@@ -34,6 +34,12 @@ export class ExtendedProtocol {
   private readonly heldBinds = new Map<string, Bind>();
   /** An Execute of this batch (since the last Sync) was sent: a held one may not end the batch early. */
   private ranInBatch = false;
+  /**
+   * An Execute of this batch ran something other than a cacheable read (SET LOCAL, set_config(..., true),
+   * a write): the batch is one implicit transaction upstream, so what the rest of it reads may depend on
+   * that, and it bypasses the cache until Sync.
+   */
+  private batchChanged = false;
 
   constructor(
     private readonly host: SessionHost,
@@ -90,7 +96,7 @@ export class ExtendedProtocol {
     const { portalRows } = this.host;
     this.host.statements.portals.set(message.portal, current);
     this.results.cache.bound(message, this.host.statements.named.get(message.statement)?.parse ?? this.host.statements.unnamed!.parse);
-    if (holdFor(this.host.context.policies.get(this.host.credential!.policy_profile_id), current.decision)) this.heldBinds.set(message.portal, message);
+    if (holdFor(this.host.context.policies.get(this.host.credential!.policy_profile_id), current.decision, this.host.catalog?.current())) this.heldBinds.set(message.portal, message);
     else this.heldBinds.delete(message.portal);
     const made = this.gate.rowCap(current.decision) === undefined ? undefined : onReply('2', portalRows.made(message.portal));
     return this.withStatement(message.statement, message.raw, renameBindStatement, '2', made);
@@ -106,7 +112,7 @@ export class ExtendedProtocol {
     const allowed = host.statements.portals.get(message.portal);
     if (this.gate.overBudget(allowed?.sql ?? '', 'extended')) return;
     const bind = this.heldBinds.get(message.portal);
-    const hold = allowed && bind && holdFor(host.context.policies.get(host.credential!.policy_profile_id), allowed.decision);
+    const hold = allowed && bind && holdFor(host.context.policies.get(host.credential!.policy_profile_id), allowed.decision, host.catalog?.current());
     if (hold) return this.held(allowed, bind, hold, message);
     return this.run(allowed, statementOf(allowed), message);
   }
@@ -140,12 +146,14 @@ export class ExtendedProtocol {
     // Each Execute of a prepared write invalidates what it writes, not only its Parse.
     if (allowed) this.results.cache.decided(this.results.databaseId, allowed.decision);
     const guard = allowed && writeGuardOf(context.policies.get(host.credential!.policy_profile_id), allowed.decision.writes);
-    if (allowed && guard) return this.guarded.execute(allowed, statement, guard, raw);
     const cap = gate.rowCap(allowed?.decision);
+    if (guard || cap !== undefined) this.batchChanged = true;
+    if (allowed && guard) return this.guarded.execute(allowed, statement, guard, raw);
     if (cap === undefined) {
       const wire = allowed && maxRows === 0 ? this.results.cache.boundOf(portal) : undefined;
-      const plan = allowed && wire ? this.results.plan(allowed.sql, allowed.decision, 'extended', statement, wire) : undefined;
+      const plan = allowed && wire ? this.results.plan(allowed.sql, allowed.decision, 'extended', statement, wire, this.batchChanged) : undefined;
       if (plan?.outcome === 'hit' || plan?.outcome === 'stale') return this.results.answer(statement, plan, 'extended');
+      if (plan?.outcome !== 'miss') this.batchChanged = true;
       const miss = missHooks(plan);
       if (miss) statement.settled = miss.settled;
       context.budgets.admit(host.credential!);
@@ -185,6 +193,7 @@ export class ExtendedProtocol {
     // PostgreSQL would roll the batch back at the error, so the statement before it is undone too.
     const refusedAfterRun = host.skipUntilSync && this.ranInBatch && host.status === 'I' && host.upstream.server !== undefined;
     this.ranInBatch = false;
+    this.batchChanged = false;
     host.skipUntilSync = false;
     host.unsynced = false;
     if (host.undoAtSync || refusedAfterRun) {

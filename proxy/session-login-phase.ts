@@ -89,7 +89,7 @@ export class LoginPhase {
       }
       const serverFinal = this.scram!.final(message.body);
       // Refused whatever the proof, with the answer a wrong password gets: a refused address learns nothing, not even whether the password was right.
-      const addressRefused = this.credential && addressRefusal(this.host.context.ipRules, this.credential.project_id, this.host.clientAddress);
+      const addressRefused = this.credential && addressRefusal(this.host.context.ipRules, this.credential, this.host.clientAddress);
       if (addressRefused) return this.refuse('auth_failed', addressRefused, { rule: IP_RULES_RULE });
       if (serverFinal === undefined) return this.refuse('auth_failed', 'wrong password or unknown user');
       this.state = 'connecting';

@@ -28,7 +28,7 @@ export class SimpleQuery {
     const { host } = this;
     const decision = this.gate.decide(sql, 'simple');
     if (!decision) return;
-    const hold = holdFor(host.context.policies.get(host.credential!.policy_profile_id), decision);
+    const hold = holdFor(host.context.policies.get(host.credential!.policy_profile_id), decision, host.catalog?.current());
     if (hold) return this.held(sql, raw, decision, hold);
     return this.run(sql, raw, decision, statementOf({ sql, decision }));
   }

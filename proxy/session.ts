@@ -65,6 +65,8 @@ export class Session implements SessionHost {
   private socket: Socket;
   private readonly framer: FrontendFramer;
   private readonly processId = randomInt(1, 2 ** 31 - 1);
+  /** When the client connected: its connection is recorded as opened then (docs/http-api.md, connection_seconds). */
+  private readonly connectedAt = new Date().toISOString();
   private readonly secretKey = randomBytes(4);
   private state: 'login' | 'ready' | 'closed' = 'login';
   /** Until the login completes (session-login-phase.ts). */
@@ -276,7 +278,7 @@ export class Session implements SessionHost {
     this.upstream.handle = handle;
     this.catalog = catalog;
     this.useServer(server);
-    this.audit.loggedIn(credential);
+    this.audit.loggedIn(credential, this.connectedAt);
     this.context.registry.bind(this, credential.credential_id);
     this.expiresAtMs = credential.expires_at ? Date.parse(credential.expires_at) : Number.POSITIVE_INFINITY;
     this.context.onLogin?.(credential.credential_id);
@@ -448,6 +450,7 @@ export class Session implements SessionHost {
     this.deadline.close();
     this.context.metrics.connections.dec();
     this.context.registry.remove(this, this.processId, this.credential?.credential_id);
+    this.audit.ended();
     const idle = this.idle;
     const working = this.pipeline.awaitingServer;
     // Statements sent upstream whose end the session will not see are audited now (as when the upstream is lost): they may have run.

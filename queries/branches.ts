@@ -19,3 +19,15 @@ export async function branchNameTaken(db: pg.Pool, databaseId: string, name: str
   const { rows } = await db.query(`select 1 from rm.branches where database_id = $1 and name = $2 and status <> 'deleted' limit 1`, [databaseId, name]);
   return rows.length > 0;
 }
+
+/** Branches still copying, of every project: the recovery of interrupted copies checks each one's lease. */
+export async function branchesStillCopying(db: pg.Pool): Promise<{ branch_id: string; project_id: string }[]> {
+  const { rows } = await db.query<{ branch_id: string; project_id: string }>(`select branch_id, project_id from rm.branches where status = 'copying' order by branch_id`);
+  return rows;
+}
+
+/** A database's ready branches: the hosted MCP picks its sandbox branch among them as the proxy does. */
+export async function readyBranches(db: pg.Pool, databaseId: string): Promise<BranchRow[]> {
+  const { rows } = await db.query<{ row: BranchRow }>(`select to_jsonb(b) as row from rm.branches b where database_id = $1 and status = 'ready'`, [databaseId]);
+  return rows.map((r) => r.row);
+}

@@ -8,7 +8,7 @@ export type TokenCredential = Omit<CredentialRow, 'scram'>;
 export type CredentialView = Omit<CredentialRow, 'scram' | 'token_hash' | 'token_prefix' | 'secret_version'>;
 
 const viewColumns = `credential_id, project_id, database_id, policy_profile_id, name, pg_username, principal_type, status,
-  expires_at, expired_at, last_used_at, revision, created_at, updated_at`;
+  expires_at, expired_at, last_used_at, ip_rules, revision, created_at, updated_at`;
 
 /** Any status, revoked included: the status is part of the representation. */
 export async function findCredential(db: pg.Pool, projectId: string, credentialId: string): Promise<CredentialView | undefined> {

@@ -14,3 +14,9 @@ export async function listProjects(db: pg.Pool, orgId: string, after: string | u
   );
   return rows.map((r) => r.row);
 }
+
+/** A project's status in the read model (`active`, `deleted`), or undefined when it has none. */
+export async function projectStatus(db: pg.Pool, projectId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ status: string }>('select status from rm.projects where project_id = $1', [projectId]);
+  return rows[0]?.status;
+}

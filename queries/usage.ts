@@ -17,7 +17,10 @@ const num = (value: bigint | string | null) => (value === null ? 0 : Number(valu
 /**
  * The `days` UTC days ending with the one holding `now`, oldest first, every day listed. Bytes and
  * cache counts come from the hourly audit rollup (a `stale` answer was served from the cache: a hit);
- * connection seconds from the wire sessions' spans, each clipped to the day.
+ * connection seconds from the wire sessions' connections, each clipped to the day: opened to closed
+ * as their proxies recorded them. One not (yet) recorded as closed counts to its last decision; a
+ * session with decisions but no recorded connection (marks a proxy dropped, or recorded before
+ * proxies sent them) from its first decision to its last.
  */
 export async function dailyUsage(db: pg.Pool, orgId: string, days: number, now: Date): Promise<DailyUsage[]> {
   const last = Math.floor(now.getTime() / DAY_MS);
@@ -32,11 +35,15 @@ export async function dailyUsage(db: pg.Pool, orgId: string, days: number, now: 
       [orgId, starts[0], new Date((last + 1) * DAY_MS)],
     ),
     db.query<{ day: Date; seconds: string | null }>(
-      `select d.day, sum(extract(epoch from least(s.last_at, d.day + interval '24 hours') - greatest(s.first_at, d.day))) as seconds
+      `with connections as (
+         select coalesce(c.opened_at, s.first_at, c.closed_at) as first_at, coalesce(c.closed_at, greatest(c.opened_at, s.last_at)) as last_at
+           from (select * from rm.wire_connections where project_id in (${projects}) and (closed_at is null or closed_at > $3)) c
+           full join (select * from rm.session_spans where project_id in (${projects}) and last_at > $3) s using (project_id, session_id))
+       select d.day, sum(extract(epoch from least(s.last_at, d.day + interval '24 hours') - greatest(s.first_at, d.day))) as seconds
          from unnest($2::timestamptz[]) as d(day)
-         join rm.session_spans s on s.project_id in (${projects}) and s.first_at < d.day + interval '24 hours' and s.last_at > d.day
+         join connections s on s.first_at < d.day + interval '24 hours' and s.last_at > d.day
         group by d.day`,
-      [orgId, starts],
+      [orgId, starts, starts[0]],
     ),
   ]);
   const byDay = new Map(traffic.rows.map((row) => [Number(row.day), row]));

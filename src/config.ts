@@ -6,6 +6,8 @@ import { parseOperatorTokens } from './auth/operators.js';
 import { parseKeyring } from './crypto/seal.js';
 import { parseCidrList } from './net/cidr.js';
 import { parseDnsServers } from './domains/dns.js';
+import { parsePrices } from './payments/prices.js';
+import { parseSsoProviders } from './identity/sso.js';
 import { parseAllowedNetworks } from './webhooks/networks.js';
 
 const port = z.coerce.number({ message: 'expected a port number' }).int('expected a port number').min(1, 'expected a port number from 1 to 65535').max(65535, 'expected a port number from 1 to 65535');
@@ -37,6 +39,8 @@ export const ConfigSchema = z.object({
   PGWARD_LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   PGWARD_PUBLIC_HOST: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, 'expected a host name').default('localhost'),
   PGWARD_PUBLIC_MCP_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) URL agents reach the hosted MCP at' }).optional(),
+  PGWARD_PUBLIC_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) origin people and OAuth clients reach the API at' }).optional(),
+  PGWARD_SSO_PROVIDERS: parsedBy(parseSsoProviders, 'expected a JSON array of {provider_id, discovery_url, client_id, client_secret, scopes?}').optional(),
   PGWARD_MASTER_KEY: parsedBy(parseKeyring, 'expected a base64 32-byte key or kid:base64key entries, current first')
     .optional(),
   PGWARD_JWKS_URL: z.url({ protocol: /^https?$/, message: 'expected an http(s) URL of a JWKS' }).optional(),
@@ -75,6 +79,9 @@ export const ConfigSchema = z.object({
   PGWARD_PROXY_PROTOCOL_TRUSTED: parsedBy(parseCidrList, 'expected comma-separated addresses or CIDR ranges of the load balancers that send PROXY protocol v2 headers').optional(),
   PGWARD_HTTP_TRUSTED_PROXIES: parsedBy(parseCidrList, 'expected comma-separated addresses or CIDR ranges of the reverse proxies whose X-Forwarded-For is believed').optional(),
   PGWARD_OPERATOR_TOKENS: parsedBy(parseOperatorTokens, 'expected name:sha256hex entries of operator tokens (pgward admin operator-token --name NAME)').optional(),
+  PGWARD_PRICES: parsedBy(parsePrices, 'expected comma-separated operationId[:variant]=amount entries, amounts in base units of PGWARD_PAYMENT_CURRENCY').optional(),
+  PGWARD_PAYMENT_CURRENCY: z.string().regex(/^[a-z]{3}$/, 'expected a lowercase ISO 4217 code such as usd').default('usd'),
+  PGWARD_PAYMENT_CHALLENGE_TTL_SECONDS: z.coerce.number({ message: 'expected seconds' }).int('expected seconds').min(10, 'expected at least 10').max(3600, 'expected at most 3600').default(300),
   PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: z.coerce.number({ message: 'expected a whole number' }).int('expected a whole number').min(1, 'expected at least 1').default(20),
 });
 export type Config = z.infer<typeof ConfigSchema>;
@@ -118,6 +125,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 /** The proxy's TLS files as proxy/tls.ts takes them (the data directory holds generated ones). */
 export function tlsFiles(config: Config): { certFile: string | undefined; keyFile: string | undefined; caFile: string | undefined; dataDir: string } {
   return { certFile: config.PGWARD_TLS_CERT, keyFile: config.PGWARD_TLS_KEY, caFile: config.PGWARD_TLS_CA, dataDir: resolve(config.PGWARD_DATA_DIR) };
+}
+
+/** The origin of the API as people and OAuth clients reach it: the identity server's issuer is `{this}/api/auth`. */
+export function publicUrl(config: Config): string {
+  return new URL(config.PGWARD_PUBLIC_URL ?? `http://${config.PGWARD_PUBLIC_HOST}:${config.PGWARD_HTTP_PORT}`).origin;
 }
 
 /** This process's name on the decision bus and in audit entries: PGWARD_PROXY_ID, else the host name and process id. */

@@ -6,10 +6,14 @@ import { apiKeysProjection } from '../projections/api-keys.js';
 import type { Projection } from '../projections/projection.js';
 import { awaitApplied, awaitCaughtUp } from '../projections/maintenance.js';
 import { findActiveApiKeyByHash } from '../queries/api-keys.js';
-import { createJwtVerifier, JwtRejected } from './auth/jwt.js';
+import { decodeJwt } from 'jose';
+import { createJwtVerifier, JwtRejected, type JwtVerifier } from './auth/jwt.js';
+import { identityPlane, type IdentityPlane } from './identity/plane.js';
 import { operatorOf, parseOperatorTokens } from './auth/operators.js';
 import type { DecisionBus } from './bus/port.js';
 import { demoSettings } from './demo/settings.js';
+import { creditLedgerVerifier } from './payments/credit-ledger.js';
+import { paymentSettings } from './payments/prices.js';
 import { ConfigError, instanceId, tlsFiles, type Config } from './config.js';
 import { publishedCaFile } from '../proxy/tls.js';
 import { DomainCertificates } from './domains/certificates.js';
@@ -42,14 +46,36 @@ export async function loadKeyring(config: Config, state: StateDatabase): Promise
   return loadOrCreateKeyringFile(resolve(config.PGWARD_DATA_DIR, 'master.key'));
 }
 
-function authenticators(config: Config, store: EventStore, pool: pg.Pool): Authenticators {
+/** A rejected JWT as the API answers it: 503 when the provider's keys cannot be had, else 401. */
+async function verified(verifier: JwtVerifier, token: string): Promise<Caller> {
+  try {
+    return await verifier.verify(token);
+  } catch (error) {
+    if (error instanceof JwtRejected && error.reason === 'JWKS_UNAVAILABLE') {
+      throw new Problem('SERVICE_UNAVAILABLE', 'the identity provider’s keys cannot be fetched; retry shortly', { headers: { 'retry-after': '5' } });
+    }
+    if (error instanceof JwtRejected) throw new Problem('UNAUTHORIZED', `the JWT was rejected: ${error.message}`, { headers: { 'www-authenticate': 'Bearer realm="pgward", error="invalid_token"' } });
+    throw error;
+  }
+}
+
+/** The issuer a JWT claims, unverified: only which verifier to ask depends on it. */
+function claimedIssuer(token: string): string | undefined {
+  try {
+    return decodeJwt(token).iss;
+  } catch {
+    return undefined;
+  }
+}
+
+function authenticators(config: Config, store: EventStore, pool: pg.Pool, identity: IdentityPlane): Authenticators {
   const lookup = async (hash: string): Promise<Caller | undefined> => {
     const row = await findActiveApiKeyByHash(pool, hash);
     return row ? { kind: 'api_key', keyId: row.key_id, orgId: row.org_id, role: row.role as Role } : undefined;
   };
-  const jwt =
+  const external =
     config.PGWARD_JWKS_URL && config.PGWARD_JWT_ISSUER && config.PGWARD_JWT_AUDIENCE
-      ? createJwtVerifier({ jwksUrl: config.PGWARD_JWKS_URL, issuer: config.PGWARD_JWT_ISSUER, audience: config.PGWARD_JWT_AUDIENCE })
+      ? createJwtVerifier({ jwks: config.PGWARD_JWKS_URL, issuer: config.PGWARD_JWT_ISSUER, audience: config.PGWARD_JWT_AUDIENCE })
       : undefined;
   const operators = parseOperatorTokens(config.PGWARD_OPERATOR_TOKENS ?? '');
   return {
@@ -60,21 +86,10 @@ function authenticators(config: Config, store: EventStore, pool: pg.Pool): Authe
       if (found) return found;
       return (await awaitCaughtUp(store, pool, apiKeysProjection, KEY_FRESHNESS_MS)) ? lookup(hash) : undefined;
     },
-    ...(jwt
-      ? {
-          async jwt(token: string) {
-            try {
-              return await jwt.verify(token);
-            } catch (error) {
-              if (error instanceof JwtRejected && error.reason === 'JWKS_UNAVAILABLE') {
-                throw new Problem('SERVICE_UNAVAILABLE', 'the identity provider’s keys cannot be fetched; retry shortly', { headers: { 'retry-after': '5' } });
-              }
-              if (error instanceof JwtRejected) throw new Problem('UNAUTHORIZED', `the JWT was rejected: ${error.message}`, { headers: { 'www-authenticate': 'Bearer realm="pgward", error="invalid_token"' } });
-              throw error;
-            }
-          },
-        }
-      : {}),
+    // This deployment's own tokens are told apart by their issuer; any other JWT goes to the external provider, when one is configured.
+    jwt: (token) => verified(claimedIssuer(token) === identity.issuer || !external ? identity.tokens : external, token),
+    session: identity.session,
+    origin: identity.publicUrl,
   };
 }
 
@@ -91,6 +106,9 @@ export function controlPlane(
   cacheFanout?: Fanout,
 ): ControlPlane {
   const demo = demoSettings(config);
+  const payments = paymentSettings(config);
+  const now = () => new Date();
+  const identity = identityPlane(config, keyring, store, pool);
   const proxyCaFile = publishedCaFile(tlsFiles(config));
   const settle = async (stream: string, position: bigint): Promise<void> => {
     if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');
@@ -105,7 +123,7 @@ export function controlPlane(
       // The embedded default serves the hosted MCP on its own HTTP port; deployments behind TLS set the URL.
       mcpUrl: config.PGWARD_PUBLIC_MCP_URL ?? `http://${config.PGWARD_PUBLIC_HOST}:${config.PGWARD_HTTP_PORT}/mcp`,
       proxyPort: config.PGWARD_PROXY_PORT,
-      now: () => new Date(),
+      now,
       settle,
       audit,
       // A publisher id of its own: the proxy of this process numbers its decisions separately.
@@ -113,14 +131,18 @@ export function controlPlane(
       ...(budgets ? { budgets } : {}),
       ...(cacheFanout ? { cacheFanout } : {}),
       ...(demo ? { demo } : {}),
+      ...(payments ? { payments } : {}),
       ...(proxyCaFile ? { proxyCaFile } : {}),
       domains: {
         ...(config.PGWARD_DNS_SERVERS ? { dnsServers: parseDnsServers(config.PGWARD_DNS_SERVERS) } : {}),
         ...(config.PGWARD_DOMAIN_CERT_DIR ? { certificates: new DomainCertificates(config.PGWARD_DOMAIN_CERT_DIR, (domain, error) => logger.warn({ err: error, domain }, 'a custom domain’s certificate is unusable'), 0) } : {}),
       },
     },
-    authenticators: authenticators(config, store, pool),
+    authenticators: authenticators(config, store, pool, identity),
+    identity,
     rateLimits: { perCredential: config.PGWARD_RATE_LIMIT_PER_MINUTE, perAddress: config.PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE, windowSeconds: 60 },
     sealer: { seal: (body, aad) => JSON.stringify(sealBlob(body, keyring, aad)), open: (stored, aad) => openSecret(JSON.parse(stored), keyring, aad) },
+    // Another payment provider plugs in here: a PaymentVerifier for its method (docs/payments.md).
+    ...(payments ? { verifier: creditLedgerVerifier(store, now, settle) } : {}),
   };
 }

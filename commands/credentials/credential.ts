@@ -4,12 +4,14 @@ import {
   CredentialDisabled,
   CredentialEnabled,
   CredentialExpired,
+  CredentialIpRulesSet,
   CredentialRegistered,
   CredentialRenamed,
   CredentialRevoked,
   CredentialRotated,
   CredentialUsed,
 } from '../../src/events/credentials.js';
+import type { IpRuleLists } from '../../src/net/ip-rules.js';
 import { DomainError } from '../domain-error.js';
 import { emit, type Aggregate, type Emit } from '../handle.js';
 
@@ -28,6 +30,7 @@ export interface CredentialState {
   /** A CredentialExpired event is on the stream. */
   readonly expiryRecorded: boolean;
   readonly secretVersion: number;
+  readonly ipRules: IpRuleLists;
   readonly revision: number;
 }
 
@@ -37,7 +40,7 @@ export type Secrets = Pick<Registration, 'scram' | 'token_hash' | 'token_prefix'
 export type CredentialCommand =
   | { readonly kind: 'register'; readonly credential: Registration }
   /** A PATCH: a new label, the kill-switch, or both; `reason` is recorded when it disables. */
-  | { readonly kind: 'update'; readonly name?: string; readonly status?: 'active' | 'disabled'; readonly reason?: string; readonly ifRevision?: number }
+  | { readonly kind: 'update'; readonly name?: string; readonly status?: 'active' | 'disabled'; readonly ipRules?: IpRuleLists; readonly reason?: string; readonly ifRevision?: number }
   | { readonly kind: 'rotate'; readonly secrets: Secrets; readonly ifRevision?: number }
   | { readonly kind: 'revoke'; readonly ifRevision?: number }
   | { readonly kind: 'expire' };
@@ -59,6 +62,8 @@ function evolve(state: CredentialState, event: CatalogEvent): CredentialState {
       return { ...next, status: 'revoked' };
     case CredentialExpired.type:
       return { ...next, expiryRecorded: true };
+    case CredentialIpRulesSet.type:
+      return { ...next, ipRules: { allow: event.data.allow, deny: event.data.deny } };
     case CredentialUsed.type:
       return next;
     default:
@@ -102,15 +107,24 @@ function rename(state: CredentialState, name: string): Emit[] | DomainError {
   return state.name === name ? [] : [emit(CredentialRenamed, { credential_id: state.credentialId!, name })];
 }
 
+/** The credential's own IP rules replaced; the rules it already has decide nothing. */
+function setIpRules(state: CredentialState, rules: IpRuleLists): Emit[] | DomainError {
+  const refused = refusedWhenRevoked(state, 'given IP rules');
+  if (refused) return refused;
+  if (JSON.stringify([rules.allow, rules.deny]) === JSON.stringify([state.ipRules.allow, state.ipRules.deny])) return [];
+  return [emit(CredentialIpRulesSet, { credential_id: state.credentialId!, allow: [...rules.allow], deny: [...rules.deny] })];
+}
+
 type Update = Extract<CredentialCommand, { kind: 'update' }>;
 
-/** Both parts of a PATCH decide together: either refusal refuses the whole request. */
+/** The parts of a PATCH decide together: any refusal refuses the whole request. */
 function update(state: CredentialState, command: Update, now: string): Emit[] | DomainError {
-  const renamed = command.name === undefined ? [] : rename(state, command.name);
-  if (renamed instanceof DomainError) return renamed;
-  const switched = command.status === undefined ? [] : setStatus(state, command.status, command.reason ?? '', now);
-  if (switched instanceof DomainError) return switched;
-  return [...renamed, ...switched];
+  const parts = [
+    command.name === undefined ? [] : rename(state, command.name),
+    command.ipRules === undefined ? [] : setIpRules(state, command.ipRules),
+    command.status === undefined ? [] : setStatus(state, command.status, command.reason ?? '', now),
+  ];
+  return parts.find((part) => part instanceof DomainError) ?? parts.flatMap((part) => (part instanceof DomainError ? [] : part));
 }
 
 function rotate(state: CredentialState, secrets: Secrets, now: string): Emit[] | DomainError {
@@ -152,7 +166,7 @@ function decide(state: CredentialState, command: CredentialCommand, now: string)
 }
 
 export const credential: Aggregate<CredentialState, CredentialCommand> = {
-  initial: { exists: false, name: '', status: 'active', expiresAt: null, expiryRecorded: false, secretVersion: 0, revision: -1 },
+  initial: { exists: false, name: '', status: 'active', expiresAt: null, expiryRecorded: false, secretVersion: 0, ipRules: { allow: [], deny: [] }, revision: -1 },
   evolve,
   decide,
 };

@@ -31,9 +31,20 @@ export async function createOrganization(
       name: input.name,
       plan: input.plan,
       features: input.features ?? [...plans[input.plan].defaultFeatures],
-      ownerKey: { keyId: newId('key_'), name: 'owner (bootstrap)', role: 'owner', prefix: displayPrefix(apiKey), tokenHash: sha256Hex(apiKey) },
+      owner: { key: { keyId: newId('key_'), name: 'owner (bootstrap)', role: 'owner', prefix: displayPrefix(apiKey), tokenHash: sha256Hex(apiKey) } },
     },
     context,
   );
   return { org_id: orgId, api_key: apiKey };
+}
+
+/** A person's own organization, created at their sign-up with them as its owner and no API key. */
+export async function createOrganizationForUser(
+  store: Pick<EventStore, 'readStream' | 'append'>,
+  input: { name: string; plan: Plan; userId: string },
+  context: CommandContext,
+): Promise<string> {
+  const orgId = newId('org_');
+  await handle(store, `org-${orgId}`, organization, { kind: 'create', orgId, name: input.name, plan: input.plan, features: [...plans[input.plan].defaultFeatures], owner: { userId: input.userId } }, context);
+  return orgId;
 }

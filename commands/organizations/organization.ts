@@ -1,5 +1,6 @@
 import type { CatalogEvent } from '../../src/events/catalog.js';
 import { ApiKeyCreated, OrganizationBillingChanged, OrganizationCreated, OrganizationPlanChanged, ApiKeyRevoked, type ApiKeyRole, type Plan, type SubscriptionStatus } from '../../src/events/organizations.js';
+import { OrganizationMemberAdded } from '../../src/events/identity.js';
 import { DomainError } from '../domain-error.js';
 import { emit, type Aggregate } from '../handle.js';
 
@@ -7,12 +8,15 @@ export interface OrganizationState {
   readonly exists: boolean;
   readonly plan?: Plan;
   readonly apiKeys: ReadonlyMap<string, { readonly role: ApiKeyRole; readonly revoked: boolean }>;
+  /** People and their roles (docs/identity.md). */
+  readonly members: ReadonlyMap<string, ApiKeyRole>;
   /** The stream's revision: the ETag of the organization's billing record. */
   readonly revision: number;
 }
 
 export type OrganizationCommand =
-  | { readonly kind: 'create'; readonly orgId: string; readonly name: string; readonly plan: Plan; readonly features: string[]; readonly ownerKey: NewApiKey }
+  /** The first owner is an API key (`pgward admin create-org`) or the person who signed up. */
+  | { readonly kind: 'create'; readonly orgId: string; readonly name: string; readonly plan: Plan; readonly features: string[]; readonly owner: { readonly key: NewApiKey } | { readonly userId: string } }
   | { readonly kind: 'create-api-key'; readonly orgId: string; readonly key: NewApiKey }
   /** `ifVersion` is the key's ETag (apiKeyVersion) the caller read, when it sent If-Match. */
   | { readonly kind: 'revoke-api-key'; readonly orgId: string; readonly keyId: string; readonly ifVersion?: number }
@@ -36,7 +40,7 @@ export function apiKeyVersion(key: { readonly revoked: boolean }): number {
 }
 
 export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
-  initial: { exists: false, apiKeys: new Map(), revision: -1 },
+  initial: { exists: false, apiKeys: new Map(), members: new Map(), revision: -1 },
 
   evolve(previous, event: CatalogEvent) {
     const state = { ...previous, revision: event.revision };
@@ -46,6 +50,8 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
         return { ...state, exists: true, plan: event.data.plan };
       case ApiKeyCreated.type:
         return { ...state, apiKeys: new Map(state.apiKeys).set(event.data.key_id, { role: event.data.role, revoked: false }) };
+      case OrganizationMemberAdded.type:
+        return { ...state, members: new Map(state.members).set(event.data.user_id, event.data.role) };
       case ApiKeyRevoked.type: {
         const key = state.apiKeys.get(event.data.key_id);
         return key ? { ...state, apiKeys: new Map(state.apiKeys).set(event.data.key_id, { ...key, revoked: true }) } : state;
@@ -61,7 +67,7 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
         if (state.exists) return new DomainError('RESOURCE_EXISTS', `organization ${command.orgId} already exists`);
         return [
           emit(OrganizationCreated, { org_id: command.orgId, name: command.name, plan: command.plan, features: command.features }),
-          apiKeyCreated(command.orgId, command.ownerKey),
+          'key' in command.owner ? apiKeyCreated(command.orgId, command.owner.key) : emit(OrganizationMemberAdded, { org_id: command.orgId, user_id: command.owner.userId, role: 'owner' }),
         ];
       case 'create-api-key':
         if (!state.exists) return new DomainError('NOT_FOUND', `organization ${command.orgId} not found`);
@@ -73,7 +79,8 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
           return new DomainError('PRECONDITION_FAILED', `API key ${command.keyId} is at version ${apiKeyVersion(key)}, not ${command.ifVersion}: fetch it again and retry with its ETag`);
         }
         if (key.revoked) return new DomainError('INVALID_STATE', `API key ${command.keyId} is already revoked`);
-        const liveOwners = [...state.apiKeys.values()].filter((k) => k.role === 'owner' && !k.revoked).length;
+        // A person who owns the organization can always create a new key, so their membership counts as an owner too.
+        const liveOwners = [...state.apiKeys.values()].filter((k) => k.role === 'owner' && !k.revoked).length + [...state.members.values()].filter((role) => role === 'owner').length;
         if (key.role === 'owner' && liveOwners === 1) return new DomainError('CONFLICT', 'this is the organization’s last owner key; create another owner key first');
         return [emit(ApiKeyRevoked, { org_id: command.orgId, key_id: command.keyId })];
       }

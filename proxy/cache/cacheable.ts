@@ -1,6 +1,5 @@
 import { isObject } from '../policy/ast.js';
 import { VETTED_FUNCTIONS } from '../policy/functions.js';
-import { parseStatements } from '../policy/parser.js';
 import type { StatementDecision } from '../policy/hook.js';
 
 type Allowed = Extract<StatementDecision, { action: 'allow' }>;
@@ -25,18 +24,13 @@ const SESSION_VALUE_OPS: ReadonlySet<string> = new Set([
 ]);
 
 /** Why a statement is not cached ('bypass'), or undefined when it may be. */
-export type Uncacheable = 'hint' | 'not_a_read' | 'in_transaction' | 'session_state' | 'function' | 'unparsed';
+export type Uncacheable = 'hint' | 'not_a_read' | 'in_transaction' | 'session_state' | 'function';
 
 /** What the session knows beyond the decision: whether a transaction is open, and whether its upstream carries session state (SET). */
 export interface CacheSituation {
   readonly inTransaction: boolean;
   readonly pinned: boolean;
 }
-
-/** Verdicts on rewritten texts up to MEMO_CHARS long: an allowed text is parsed again only when longer. */
-const verdicts = new Map<string, Uncacheable | undefined>();
-const MAX_VERDICTS = 10_000;
-const MEMO_CHARS = 8 * 1024;
 
 /**
  * Whether the result of an allowed statement may be served from the cache: a read with no effect
@@ -49,17 +43,7 @@ export function uncacheable(sql: string, decision: Allowed, situation: CacheSitu
   if (NO_CACHE_HINT.test(sql)) return 'hint';
   if (situation.inTransaction) return 'in_transaction';
   if (situation.pinned || decision.changesSession) return 'session_state';
-  return treeVerdict(decision.sql);
-}
-
-function treeVerdict(text: string): Uncacheable | undefined {
-  if (verdicts.has(text)) return verdicts.get(text);
-  const parsed = parseStatements(text);
-  const verdict = !parsed.ok ? 'unparsed' : parsed.statements.every((statement) => stableTree(statement.stmt)) ? undefined : 'function';
-  if (text.length > MEMO_CHARS) return verdict;
-  if (verdicts.size >= MAX_VERDICTS) verdicts.clear();
-  verdicts.set(text, verdict);
-  return verdict;
+  return decision.stableCalls ? undefined : 'function';
 }
 
 /** Every call in the tree is of a vetted, non-volatile function; no session value, cursor position or sampled table. */

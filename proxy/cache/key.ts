@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { SessionValues } from '../policy/row-filters.js';
 
 /** Everything a cached result depends on besides the upstream data: what the key is made of. */
@@ -27,26 +26,30 @@ export interface KeyParts {
 }
 
 /**
- * The cache key: a SHA-256 of an unambiguous encoding of every part (JSON of an array, with
- * parameter values in base64 and SQL NULL as null), so that two keys are equal only when every
- * part is.
+ * The cache key: an unambiguous encoding of every part, so that two keys are equal only when every
+ * part is. Each text is prefixed by its length, each list by its count, a parameter value is its
+ * bytes one character each (latin1) and SQL NULL is `n`. The key is the encoding itself, not a
+ * digest of it: a Map hashes a string faster than SHA-256 runs, and equal keys cannot collide.
  */
 export function cacheKey(parts: KeyParts): string {
-  const encoded = JSON.stringify([
-    parts.databaseId,
-    parts.policyId,
-    parts.policyRevision,
-    parts.catalogVersion,
-    parts.protocol,
-    parts.sql,
-    parts.maskedColumns,
-    parts.rowFiltered,
-    parts.sessionValues ? [parts.sessionValues.credential_id, parts.sessionValues.project_id] : null,
-    parts.paramTypes ?? [],
-    parts.paramFormats ?? [],
-    (parts.params ?? []).map((value) => (value === null ? null : value.toString('base64'))),
-    parts.resultFormats ?? [],
-    parts.maxRows ?? null,
-  ]);
-  return createHash('sha256').update(encoded).digest('hex');
+  let key = `${text(parts.databaseId)}${text(parts.policyId)}${parts.policyRevision}|${text(parts.catalogVersion)}${parts.protocol}|${text(parts.sql)}`;
+  key += `${texts(parts.maskedColumns)}${texts(parts.rowFiltered)}`;
+  key += parts.sessionValues ? `s${text(parts.sessionValues.credential_id)}${text(parts.sessionValues.project_id)}` : '-';
+  key += `${numbers(parts.paramTypes)}${numbers(parts.paramFormats)}${numbers(parts.resultFormats)}`;
+  const params = parts.params ?? [];
+  key += `${params.length}:`;
+  for (const value of params) key += value === null ? 'n' : `${value.length}:${value.toString('latin1')}`;
+  key += parts.maxRows === undefined ? '-' : `m${parts.maxRows}`;
+  return key;
 }
+
+/** A text as its length and itself; `u` for none (a session value not at hand). */
+const text = (value: string | undefined): string => (value === undefined ? 'u' : `${value.length}:${value}`);
+
+function texts(values: readonly string[]): string {
+  let encoded = `${values.length}:`;
+  for (const value of values) encoded += text(value);
+  return encoded;
+}
+
+const numbers = (values: readonly number[] | undefined): string => `${values?.join(',') ?? ''};`;

@@ -28,10 +28,11 @@ export interface CacheLookup extends CacheSituation {
 /** What to do with a statement: answer it from `result`, run it and capture its replies, or run it past the cache. */
 export type CachePlan =
   | { readonly outcome: 'hit' | 'stale'; readonly result: CachedResult }
-  | { readonly outcome: 'miss'; readonly capture: Capture }
+  | { readonly outcome: 'miss'; /** Undefined when the store does not admit the key (ResultStore.admits). */ readonly capture: Capture | undefined }
   | { readonly outcome: 'bypass' };
 
 const BYPASS: CachePlan = { outcome: 'bypass' };
+const UNCAPTURED: CachePlan = { outcome: 'miss', capture: undefined };
 
 /**
  * The tables a statement the policy allowed may change, for invalidation: none (undefined is
@@ -175,6 +176,7 @@ export class SessionCache {
     const key = lookupKey(lookup);
     const found = store.lookup(key);
     if (found.outcome !== 'miss') return found;
+    if (!store.admits(key)) return UNCAPTURED;
     const timing = lookup.rule?.bypass === false ? lookup.rule.timing : undefined;
     return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.tablesRead, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
   }

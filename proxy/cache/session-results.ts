@@ -28,15 +28,19 @@ export class SessionResults {
     return this.host.upstream.handle!.database.database_id;
   }
 
-  /** The cache's plan for a statement the policy allowed; the statement records its outcome. */
-  plan(sql: string, decision: Allowed['decision'], protocol: Protocol, statement: Statement, wire?: CacheLookup['wire']): CachePlan {
+  /**
+   * The cache's plan for a statement the policy allowed; the statement records its outcome.
+   * `batchChanged`: an earlier Execute of its extended-protocol batch (one implicit transaction) may
+   * have changed what it reads, as an open transaction would.
+   */
+  plan(sql: string, decision: Allowed['decision'], protocol: Protocol, statement: Statement, wire?: CacheLookup['wire'], batchChanged = false): CachePlan {
     const { host } = this;
     const policy = host.context.policies.get(host.credential!.policy_profile_id)!;
     const databaseId = this.databaseId;
     // A replica's result may lag a write the cache saw: databases that route reads cache nothing; nor
     // do sandboxed sessions, whose branch (docs/branches.md) is not the database the key names.
     const elsewhere = host.upstream.handle!.branchId !== undefined || host.context.readRouting?.routes(databaseId) === true;
-    const situation = { inTransaction: host.status !== 'I', pinned: host.pinned || elsewhere };
+    const situation = { inTransaction: host.status !== 'I' || batchChanged, pinned: host.pinned || elsewhere };
     const rule = shapeRuleOf(host.context.cacheControls?.get(databaseId), sql);
     const plan = this.cache.plan({ sql, decision, databaseId, policy, catalogVersion: catalogVersionOf(host.catalog!.current()), sessionValues: host.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}), ...(rule ? { rule } : {}) });
     statement.cache = plan.outcome;
@@ -58,7 +62,7 @@ export class SessionResults {
 
 /** A miss's hooks, bound to its capture; undefined for any other plan. */
 export function missHooks(plan: CachePlan | undefined): MissHooks | undefined {
-  if (plan?.outcome !== 'miss') return undefined;
-  const { capture } = plan;
+  const capture = plan?.outcome === 'miss' ? plan.capture : undefined;
+  if (!capture) return undefined;
   return { settled: (ok) => capture.settled(ok), tap: (message, bytes) => capture.tap(message, bytes) };
 }

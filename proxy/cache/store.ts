@@ -51,6 +51,19 @@ export function entryBytes(key: string, result: CachedResult): number {
   return bytes;
 }
 
+/** The slots of the table of keys seen once: 4 bytes each, at most 4 MiB. */
+const MAX_SEEN_SLOTS = 1 << 20;
+
+/** How many code units of a key, from its end, its fingerprint reads: where keys of one statement differ (its literals, its parameters). */
+const FINGERPRINT_UNITS = 64;
+
+/** A 32-bit FNV-1a of a key's length and last code units, never 0 (an empty slot). */
+function fingerprint(key: string): number {
+  let hash = Math.imul(0x811c9dc5 ^ key.length, 0x01000193);
+  for (let index = Math.max(0, key.length - FINGERPRINT_UNITS); index < key.length; index++) hash = Math.imul(hash ^ key.charCodeAt(index), 0x01000193);
+  return hash >>> 0 || 1;
+}
+
 export class ResultStore {
   private readonly entries = new Map<string, Entry>();
   /** Keys of the entries that read each table. */
@@ -58,6 +71,9 @@ export class ResultStore {
   /** Bumped by every write seen: a result started before it is not stored. */
   private generationNow = 0;
   private bytesNow = 0;
+  private oldest: MapIterator<[string, Entry]> = this.entries.entries();
+  /** Fingerprints of keys that missed once while the store was full (admits). */
+  private seen = new Uint32Array(0);
 
   constructor(
     private limits: StoreLimits,
@@ -104,6 +120,35 @@ export class ResultStore {
     if (entry.refreshing) return { outcome: 'stale', result: entry.result };
     entry.refreshing = true;
     return { outcome: 'miss' };
+  }
+
+  /**
+   * Whether a miss on `key` should capture its result to store it. While the store has room every
+   * miss does; once it is full each result stored evicts another, so a key is admitted only at its
+   * second miss since it was first seen (a refresh of an entry always is). A read seen once (most
+   * point reads of a large table) then costs no copy of its replies and evicts nothing. What was
+   * seen is a table of key fingerprints, one slot per entry the store holds: a key whose slot
+   * another took since is forgotten (it waits for one more miss), two keys of one fingerprint
+   * admit each other (one result stored early); nothing is allocated per miss.
+   */
+  admits(key: string): boolean {
+    if (this.entries.size < this.limits.maxEntries && this.bytesNow < this.limits.maxBytes) return true;
+    if (this.entries.has(key)) return true;
+    const print = fingerprint(key);
+    const seen = this.seenTable();
+    const slot = print & (seen.length - 1);
+    if (seen[slot] === print) {
+      seen[slot] = 0;
+      return true;
+    }
+    seen[slot] = print;
+    return false;
+  }
+
+  private seenTable(): Uint32Array {
+    const slots = Math.min(MAX_SEEN_SLOTS, 2 ** Math.ceil(Math.log2(Math.max(2, this.limits.maxEntries))));
+    if (this.seen.length !== slots) this.seen = new Uint32Array(slots);
+    return this.seen;
   }
 
   /** A refresh `lookup` handed out ended without a result to store: the next caller refreshes. */
@@ -156,11 +201,24 @@ export class ResultStore {
   private evictOver(): void {
     let evicted = 0;
     while (this.entries.size > 0 && (this.entries.size > this.limits.maxEntries || this.bytesNow > this.limits.maxBytes)) {
-      const [key, entry] = this.entries.entries().next().value as [string, Entry];
+      const [key, entry] = this.leastRecent();
       this.remove(key, entry);
       evicted++;
     }
     if (evicted > 0) this.events.evicted(evicted);
+  }
+
+  /**
+   * The least recently used entry of a non-empty store. A Map keeps insertion order and leaves the
+   * slots of deleted entries behind until it rehashes, so a fresh iterator per eviction would step
+   * over every slot already evicted (thousands in a full store); one iterator kept across
+   * evictions stands at the oldest live entry (everything before it was evicted, or was used
+   * and set again at the end).
+   */
+  private leastRecent(): [string, Entry] {
+    let next = this.oldest.next();
+    if (next.done) next = (this.oldest = this.entries.entries()).next();
+    return next.value as [string, Entry];
   }
 
   private remove(key: string, entry: Entry): void {

@@ -4,7 +4,10 @@
  * auto-approve ceiling lifts only the holds of a write whose rows the gateway can count.
  */
 import type { ApprovalRule } from '../../src/events/policies.js';
+import { descendants } from './inheritance.js';
+import { qualified } from './names.js';
 import { listNames } from './rules.js';
+import type { UpstreamCatalog } from './upstream-catalog.js';
 import type { WriteShape } from './write-guard.js';
 
 /** What the rules read of an allowed statement (one client message). */
@@ -16,13 +19,18 @@ export interface HoldFacts {
   readonly writes: WriteShape;
   /** Rows it is estimated to affect; null when not estimated (or not estimable). */
   readonly estimatedRows: number | null;
+  /**
+   * Relations it writes through which rows of other tables change (views, partitioned and foreign
+   * tables) and children of tables the rules name, when the rules name tables (heldThrough).
+   */
+  readonly writesThrough?: readonly string[];
 }
 
 export type HoldRule = 'approval.held_kind' | 'approval.held_table' | 'approval.row_threshold';
 
 export type HoldDecision =
   | { readonly held: false; readonly autoApproved?: { readonly cap: number; readonly tables: readonly string[] } }
-  | { readonly held: true; readonly rule: HoldRule; readonly reason: string };
+  | { readonly held: true; readonly rule: HoldRule; readonly reason: string; readonly through?: readonly string[] };
 
 const NOT_HELD: HoldDecision = { held: false };
 
@@ -49,6 +57,10 @@ function holds(rule: ApprovalRule, facts: HoldFacts): { rule: HoldRule; reason: 
   if (kinds.length > 0) found.push({ rule: 'approval.held_kind', reason: `it runs a statement of kind ${kinds.join(', ')}, which this credential's policy holds for approval` });
   const tables = facts.tablesWritten.filter((table) => listNames(rule.tables ?? [], relation(table)));
   if (tables.length > 0) found.push({ rule: 'approval.held_table', reason: `it writes ${tables.join(', ')}, whose writes this credential's policy holds for approval` });
+  const through = facts.writesThrough ?? [];
+  if (through.length > 0) {
+    found.push({ rule: 'approval.held_table', reason: `it writes ${through.join(', ')}, a view, partitioned or foreign table or an inheritance child, through which writes may reach tables whose writes this credential's policy holds for approval` });
+  }
   if (rule.row_threshold !== null && writes(facts)) {
     const threshold = rule.row_threshold;
     if (facts.writes.rows !== 'counted') {
@@ -70,6 +82,7 @@ function holds(rule: ApprovalRule, facts: HoldFacts): { rule: HoldRule; reason: 
 function autoApproval(rule: ApprovalRule, facts: HoldFacts): { cap: number; tables: readonly string[] } | undefined {
   const ceilings = rule.auto_approve ?? {};
   if (facts.writes.rows !== 'counted' || facts.writes.ddl || facts.kinds.includes('ddl') || facts.estimatedRows === null || facts.tablesWritten.length === 0) return undefined;
+  if ((facts.writesThrough ?? []).length > 0) return undefined;
   let cap = Number.POSITIVE_INFINITY;
   for (const table of facts.tablesWritten) {
     const ceiling = Object.hasOwn(ceilings, table) ? ceilings[table] : undefined;
@@ -90,5 +103,22 @@ export function holdOf(rule: ApprovalRule | undefined, facts: HoldFacts): HoldDe
   if (!first) return NOT_HELD;
   const auto = autoApproval(rule, facts);
   if (auto) return { held: false, autoApproved: auto };
-  return { held: true, rule: first.rule, reason: `${found.map((hold) => hold.reason).join('; ')} (rule ${first.rule})` };
+  const through = facts.writesThrough ?? [];
+  return { held: true, rule: first.rule, reason: `${found.map((hold) => hold.reason).join('; ')} (rule ${first.rule})`, ...(through.length > 0 ? { through } : {}) };
+}
+
+/** Relations whose writes reach other tables' rows: a view's base table, a partitioned table's partitions, a foreign table's server. */
+const WRITES_ELSEWHERE: ReadonlySet<string> = new Set(['view', 'matview', 'foreign', 'partitioned']);
+
+/**
+ * The written relations through which a write may reach a table the rules name without naming it:
+ * every view, partitioned or foreign table written (their targets are not analyzed), and every
+ * inheritance child of a named table (its rows are the parent's rows). None when the rules name no table.
+ */
+export function heldThrough(rule: ApprovalRule | undefined, tablesWritten: readonly string[], catalog: UpstreamCatalog | undefined): string[] {
+  const named = rule?.tables ?? [];
+  if (!catalog || named.length === 0 || tablesWritten.length === 0) return [];
+  const parents = named.filter((name) => !name.endsWith('.*')).map(relation);
+  const children = new Set(descendants(catalog, parents).map(qualified));
+  return tablesWritten.filter((table) => children.has(table) || WRITES_ELSEWHERE.has(catalog.relation(relation(table))?.kind ?? 'table'));
 }

@@ -6,7 +6,8 @@ import { DRIVER_METADATA } from './catalog.js';
 import type { HashKey } from './hash-key.js';
 import { AllowedDecisions } from './decision-cache.js';
 import type { PolicyDecision, Progress } from './decide.js';
-import { MAX_SQL_BYTES, parseStatements } from './parser.js';
+import { MAX_SQL_BYTES, parseStatements, type ParsedStatement } from './parser.js';
+import { stableTree } from '../cache/cacheable.js';
 import { decideSql, type StatementVerdict } from './policy.js';
 import { resultRows, uncappable, type Uncappable } from './result-rows.js';
 import { deparsedNumberTexts, distinctNumbers, numericShape, rewrittenNumbers, withNumbers, type NumericShape } from './shape.js';
@@ -32,6 +33,8 @@ export type StatementDecision =
       readonly kinds: readonly string[];
       /** Every statement in it is a SELECT with no effect beyond reading (no lock, write, setting, ...): a standby can run it. */
       readonly readsOnly: boolean;
+      /** Every call in the text it runs is of a function whose result a snapshot fixes, and it reads no session value (cacheable.ts's stableTree): the result cache may keep its result. */
+      readonly stableCalls: boolean;
     })
   | Extract<PolicyDecision, { action: 'refuse' }>;
 
@@ -114,17 +117,18 @@ export function masksColumns(policy: Pick<PolicyRow, 'masked_columns'> | null | 
 export type UncappedRows = Uncappable | null;
 
 /** What of a message's results a row cap (max_rows) cannot bound (null when the cap holds for all of them), and what it writes. */
-function rowsOf(sql: string, session: AnalysisSession): { uncapped: UncappedRows; writes: WriteShape; readsOnly: boolean; kinds: readonly string[] } {
+function rowsOf(sql: string, session: AnalysisSession): { uncapped: UncappedRows; writes: WriteShape; readsOnly: boolean; stableCalls: boolean; kinds: readonly string[] } {
   // The decision's own analysis, from the cache: the statements' trees and kinds do not depend on the session.
   const analyzed = analyses.analyze(sql, session);
   // An allowed text was analyzed; were it not to be, it is counted as a write no tag counts, of every kind (fail closed).
-  if (!analyzed.ok) return { uncapped: null, writes: { rows: 'uncounted', ddl: true, what: 'this statement' }, readsOnly: false, kinds: POLICY_STATEMENT_KINDS };
+  if (!analyzed.ok) return { uncapped: null, writes: { rows: 'uncounted', ddl: true, what: 'this statement' }, readsOnly: false, stableCalls: false, kinds: POLICY_STATEMENT_KINDS };
   return {
     uncapped: uncappable(analyzed.statements.map((statement) => resultRows(statement.stmt, statement.kind))),
     writes: writeShape(analyzed.statements),
     readsOnly: analyzed.statements.every(
       (statement) => statement.kind === 'select' && !statement.ddl && statement.effects.length === 0 && statement.sessionChanges.length === 0 && statement.relations.every((use) => !use.written),
     ),
+    stableCalls: analyzed.statements.every((statement) => stableTree(statement.stmt)),
     kinds: unique(analyzed.statements.map((statement) => statementKinds(statement.stmt))),
   };
 }
@@ -159,10 +163,10 @@ function capRefusal(decision: Extract<StatementDecision, { action: 'allow' }>, p
   };
 }
 
-/** Whether `text` parses into exactly the statements `parts` (each compared as the parser slices it). */
-function splitsInto(text: string, parts: readonly string[]): boolean {
+/** The statements of `text` when it parses into exactly the statements `parts` (each compared as the parser slices it); undefined otherwise. */
+function splitInto(text: string, parts: readonly string[]): readonly ParsedStatement[] | undefined {
   const parsed = parseStatements(text);
-  return parsed.ok && parsed.statements.length === parts.length && parsed.statements.every((statement, index) => statement.sql === parts[index]);
+  return parsed.ok && parsed.statements.length === parts.length && parsed.statements.every((statement, index) => statement.sql === parts[index]) ? parsed.statements : undefined;
 }
 
 const unique = (lists: readonly (readonly string[])[]): string[] => [...new Set(lists.flat())];
@@ -253,7 +257,8 @@ function combine(sql: string, verdicts: readonly StatementVerdict[], session: An
   // `((SELECT 'arg'))` would call f): the separator starts on a line of its own, and the joined text
   // must split back into exactly the texts that were decided.
   const text = rewritten ? allowed.map((d) => d.sql).join('\n;\n') : sql;
-  if (rewritten && !splitsInto(text, allowed.map((d) => d.sql))) {
+  const rewrites = rewritten ? splitInto(text, allowed.map((d) => d.sql)) : undefined;
+  if (rewritten && !rewrites) {
     const rule = masked ? 'masked_columns.rewrite_failed' : 'statement.rewrite_failed';
     return {
       action: 'refuse', event: 'blocked', statementKind: kind, rule, sqlstate: '42501', tablesRead: read, tablesWritten: written, tablesBlocked: [], progress: [],
@@ -276,6 +281,8 @@ function combine(sql: string, verdicts: readonly StatementVerdict[], session: An
     changesSession: allowed.some((d) => d.changesSession),
     statementCount: verdicts.length,
     ...rowsOf(sql, session),
+    // The rewrite adds calls (masks, row filters): the text that runs is the one whose calls count.
+    ...(rewrites ? { stableCalls: rewrites.every((statement) => stableTree(statement.stmt)) } : {}),
     maskedColumns: unique(allowed.map((d) => d.masks.map((mask) => `${mask.column}:${mask.mode}`))),
     rowFiltered: unique(allowed.map((d) => d.rowFiltered)),
   };

@@ -11,7 +11,8 @@ const OPERAND_HOLDERS: ReadonlySet<string> = new Set(['ExplainStmt', 'PrepareStm
 /**
  * Every statement kind a statement runs: its own, its operand's (EXPLAIN ANALYZE, PREPARE,
  * DECLARE, COPY (query), CREATE TABLE AS), and that of every data-modifying statement inside it at
- * any depth, so `WITH x AS (DELETE ...) SELECT` is a select and a delete. EXPLAIN without ANALYZE
+ * any depth, so `WITH x AS (DELETE ...) SELECT` is a select and a delete, and `INSERT ... ON CONFLICT DO
+ * UPDATE` an insert and an update. EXPLAIN without ANALYZE
  * runs nothing: it is an explain only. `SELECT ... INTO` creates a table: it is also ddl. Pure.
  */
 export function statementKinds(stmt: Node): PolicyStatementKind[] {
@@ -40,6 +41,17 @@ function nestedWrites(tree: unknown, kinds: Set<PolicyStatementKind>): void {
   for (const key of Object.keys(tree)) {
     const kind = NESTED_WRITES[key];
     if (kind !== undefined) kinds.add(kind);
+    // INSERT ... ON CONFLICT DO UPDATE updates the rows it conflicts with (PostgreSQL asks for UPDATE privilege): an update too.
+    if (isUpsert(key, tree[key])) kinds.add('update');
     nestedWrites(tree[key], kinds);
   }
+}
+
+const isUpsert = (key: string, value: unknown): boolean => key === 'onConflictClause' && isObject(value) && value.action === 'ONCONFLICT_UPDATE';
+
+/** Whether the tree holds an `INSERT ... ON CONFLICT DO UPDATE` at any depth (a refusal says so). */
+export function upserts(tree: unknown): boolean {
+  if (Array.isArray(tree)) return tree.some(upserts);
+  if (!isObject(tree)) return false;
+  return Object.entries(tree).some(([key, value]) => isUpsert(key, value) || upserts(value));
 }

@@ -8,7 +8,7 @@ import type { MaskEdit } from './mask.js';
 import { isCatalog, qualified, type RelationName } from './names.js';
 import { describeConstruct } from './constructs.js';
 import { FUNCTION_ALTERNATIVES } from './functions.js';
-import { statementKinds } from './kinds.js';
+import { statementKinds, upserts } from './kinds.js';
 import { migrationFindings, type MigrationFinding } from './migration.js';
 import { SETTABLE } from './settings.js';
 
@@ -210,7 +210,11 @@ export function statementKindCheck(analysis: StatementAnalysis, policy: PolicyRu
   if (deny.length === 0 && allow === null) return null;
   const kinds = statementKinds(analysis.stmt);
   const runs = (kind: string): string =>
-    kind === analysis.kind ? `is of kind ${kind}` : `(of kind ${analysis.kind}) runs a statement of kind ${kind}, in a data-modifying WITH query or as its operand`;
+    kind === analysis.kind
+      ? `is of kind ${kind}`
+      : kind === 'update' && upserts(analysis.stmt)
+        ? `(of kind ${analysis.kind}) runs an update as an INSERT ... ON CONFLICT DO UPDATE`
+        : `(of kind ${analysis.kind}) runs a statement of kind ${kind}, in a data-modifying WITH query or as its operand`;
   const denied = kinds.find((kind) => deny.includes(kind));
   if (denied !== undefined) {
     return refuse('statement_kind.denied', `the statement ${runs(denied)}, and this credential's policy denies ${denied} statements (rule statement_kind.denied). Denied kinds: ${kindList(deny)}.`);

@@ -4,6 +4,7 @@
  * give the same state and the same detections, however they are batched.
  */
 import { hash } from 'node:crypto';
+import { addExact, type ExactSum } from '../audit/exact-sum.js';
 import { decisionGroup, type AuditEventKind } from '../events/audit.js';
 import { AnomalyKind, effectiveRule, type Rule, type SpikeKind, type StoredRules } from '../events/anomaly-rules.js';
 import type { AnomalySeverity } from '../events/anomalies.js';
@@ -18,7 +19,7 @@ export interface Activity {
   /** The entry's time (ISO 8601, milliseconds). */
   readonly ts: string;
   readonly event: AuditEventKind;
-  readonly bytesOut: number;
+  readonly bytesOut: ExactSum;
   readonly queryHash: string;
   readonly rule: string;
   /** The event's global position: detections are raised in this order. */
@@ -39,8 +40,8 @@ export interface Baseline {
   /** Start of the open hour (ISO). */
   hour: string;
   statements: number;
-  /** Summed as a double: exact up to 2^53 bytes (8 PiB) an hour. */
-  bytes_out: number;
+  /** Summed exactly: a number up to 2^53 - 1, past that its decimal string (JSON has no bigint). */
+  bytes_out: number | string;
   refusals: number;
   novel_shapes: number;
   samples: string[];
@@ -170,7 +171,9 @@ function integral(value: bigint): number | string {
   return value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : String(value);
 }
 
-function bytesText(value: number | bigint): string {
+const jsonCount = (value: ExactSum): number | string => (typeof value === 'bigint' ? integral(value) : value);
+
+function bytesText(value: number | bigint | string): string {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let v = Number(value);
   let unit = 0;
@@ -181,7 +184,7 @@ function bytesText(value: number | bigint): string {
   return unit === 0 ? `${v} B` : `${v.toFixed(1)} ${units[unit]}`;
 }
 
-const SPIKES: readonly { kind: SpikeKind; observed: (b: Baseline) => number; samples: (b: Baseline) => string[]; title: (c: string, o: number, t: Threshold) => string }[] = [
+const SPIKES: readonly { kind: SpikeKind; observed: (b: Baseline) => number | string; samples: (b: Baseline) => string[]; title: (c: string, o: number | string, t: Threshold) => string }[] = [
   {
     kind: 'volume_spike',
     observed: (b) => b.statements,
@@ -234,8 +237,8 @@ function detect(a: Activity, b: Baseline, memo: HourMemo, rules: Readonly<Record
     const rule = rules[spike.kind];
     if (!armed(spike.kind, rule) || !learned(age, rule)) continue;
     const value = spike.observed(b);
-    // The threshold is never below the floor: most entries stop here without computing it.
-    if (value < rule.floor) continue;
+    // The threshold is never below the floor: most entries stop here without computing it (a decimal string is past 2^53 - 1, above any floor).
+    if (typeof value === 'number' && value < rule.floor) continue;
     let t = memo.thresholds.get(spike.kind);
     if (!t) memo.thresholds.set(spike.kind, (t = thresholdOf(b.moments[spike.kind], rule)));
     const observed = BigInt(value);
@@ -341,7 +344,7 @@ export class Detector {
     else b = baseline;
     const memo = this.memoOf(b);
     b.statements += 1;
-    b.bytes_out += a.bytesOut;
+    b.bytes_out = jsonCount(addExact(typeof b.bytes_out === 'string' ? BigInt(b.bytes_out) : b.bytes_out, a.bytesOut));
     addSample(b.samples, a.queryHash);
     if (decisionGroup(a.event) === 'block') {
       b.refusals += 1;

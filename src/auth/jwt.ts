@@ -21,7 +21,7 @@ export const JwtClaims = z.object({
   role: z.enum(['owner', 'admin', 'member', 'viewer']),
 });
 
-export type JwtCaller = { kind: 'jwt'; subject: string; orgId: string; role: z.infer<typeof JwtClaims>['role'] };
+export type JwtCaller = { kind: 'jwt'; subject: string; orgId: string; role: z.infer<typeof JwtClaims>['role']; issuer: string };
 export type JwtVerifier = { verify(token: string): Promise<JwtCaller> };
 
 export type JwtRejectReason =
@@ -68,13 +68,14 @@ export function looksLikeJwt(token: string): boolean {
 }
 
 export function createJwtVerifier(options: {
-  jwksUrl: string;
+  /** The provider's JWKS URL, or a resolver of its keys (this deployment's own identity server). */
+  jwks: string | JWTVerifyGetKey;
   issuer: string;
   audience: string;
   clockToleranceSeconds?: number;
   cooldownMs?: number;
 }): JwtVerifier {
-  const jwks = createRemoteJWKSet(new URL(options.jwksUrl), { cooldownDuration: options.cooldownMs });
+  const jwks = typeof options.jwks === 'string' ? createRemoteJWKSet(new URL(options.jwks), { cooldownDuration: options.cooldownMs }) : options.jwks;
   // Classified here because only the resolver knows that a failure came from fetching the key set.
   const getKey: JWTVerifyGetKey = async (header, token) => {
     try {
@@ -101,7 +102,7 @@ export function createJwtVerifier(options: {
       }
       const claims = JwtClaims.safeParse(payload);
       if (!claims.success) throw new JwtRejected('MISSING_CLAIMS');
-      return { kind: 'jwt', subject: claims.data.sub, orgId: claims.data.org_id, role: claims.data.role };
+      return { kind: 'jwt', subject: claims.data.sub, orgId: claims.data.org_id, role: claims.data.role, issuer: options.issuer };
     },
   };
 }

@@ -51,11 +51,31 @@ export function treatments(policy: Pick<PolicyRow, 'allowed_tables' | 'masked_co
 
 export const PAID_TIER_REFUSAL = 'paid tiers need a payment method, which this deployment does not take';
 
-/** Every tier: the ones the demo has a policy for are available (all free), the paid ones are not purchasable here. */
-export function tierOffers(state: DemoState): { tier: DemoTier; available: boolean; policy_id: string | null; detail: string }[] {
+export interface TierPrice {
+  readonly amount: number;
+  readonly currency: string;
+}
+
+export interface TierOffer {
+  readonly tier: DemoTier;
+  readonly available: boolean;
+  readonly policy_id: string | null;
+  readonly price: TierPrice | null;
+  readonly detail: string;
+}
+
+/**
+ * Every tier: the free one is available when the demo has its policy; a paid one when the demo has
+ * its policy and the deployment prices it (`priceOf`), paid per credential (docs/payments.md).
+ */
+export function tierOffers(state: DemoState, priceOf: (tier: DemoTier) => TierPrice | undefined): TierOffer[] {
   return DemoTier.options.map((tier) => {
     const policyId = state.provisioned?.tiers.find((t) => t.tier === tier)?.policy_id ?? null;
-    if (tier !== 'free') return { tier, available: false, policy_id: null, detail: PAID_TIER_REFUSAL };
-    return { tier, available: policyId !== null, policy_id: policyId, detail: policyId ? 'read-only access to the demo shop' : 'no policy for this tier' };
+    const unavailable = (detail: string): TierOffer => ({ tier, available: false, policy_id: null, price: null, detail });
+    if (tier === 'free') return policyId ? { tier, available: true, policy_id: policyId, price: null, detail: 'read-only access to the demo shop' } : unavailable('no policy for this tier');
+    const price = priceOf(tier);
+    if (!price) return unavailable(PAID_TIER_REFUSAL);
+    if (!policyId) return unavailable('no policy for this tier');
+    return { tier, available: true, policy_id: policyId, price, detail: `read-only access to the demo shop under a larger row cap and query budget, ${price.amount} ${price.currency} per credential paid from an organization’s prepaid credits` };
   });
 }

@@ -20,7 +20,7 @@ import type { DemoProvisioned } from '../events/demo.js';
 import { plans } from '../plans.js';
 import { defaultPoolConfig } from '../http/routes/projects.js';
 import type { EventStore } from '../store/port.js';
-import { DEMO_POLICY, SHOP_SQL } from './shop.js';
+import { DEMO_POLICY, DEMO_PRO_POLICY, SHOP_SQL } from './shop.js';
 
 /** An id of the demo's, the same on every deployment: `prefix`, `demo` and 22 hex digits. */
 function demoId<P extends `${string}_`>(prefix: P, what: string): string {
@@ -33,6 +33,7 @@ export const DEMO_IDS = {
   project: demoId('prj_', 'project'),
   database: demoId('db_', 'shop-database'),
   freePolicy: demoId('pol_', 'free-tier-policy'),
+  proPolicy: demoId('pol_', 'pro-tier-policy'),
 } as const;
 
 export interface DemoUpstream {
@@ -120,7 +121,7 @@ export async function provisionDemo(deps: ProvisionDeps, upstream: DemoUpstream,
       name: 'pgward demo',
       plan: 'free',
       features: [...plans.free.defaultFeatures],
-      ownerKey: { keyId: DEMO_IDS.ownerKey, name: 'demo owner', role: 'owner', prefix: displayPrefix(key), tokenHash: sha256Hex(key) },
+      owner: { key: { keyId: DEMO_IDS.ownerKey, name: 'demo owner', role: 'owner', prefix: displayPrefix(key), tokenHash: sha256Hex(key) } },
     }, context),
   );
   await created(() =>
@@ -146,7 +147,17 @@ export async function provisionDemo(deps: ProvisionDeps, upstream: DemoUpstream,
     }, context),
   );
   await created(() => handle(deps.store, `policy-${policyId}`, policy, { kind: 'create', policy: { policy_id: policyId, project_id: projectId, ...DEMO_POLICY } }, context));
-  const provisioned = { org_id: orgId, project_id: projectId, database_id: databaseId, tiers: [{ tier: 'free' as const, policy_id: policyId }] };
+  // The paid tier's policy; its credentials are vended only where PGWARD_PRICES prices them.
+  await created(() => handle(deps.store, `policy-${DEMO_IDS.proPolicy}`, policy, { kind: 'create', policy: { policy_id: DEMO_IDS.proPolicy, project_id: projectId, ...DEMO_PRO_POLICY } }, context));
+  const provisioned = {
+    org_id: orgId,
+    project_id: projectId,
+    database_id: databaseId,
+    tiers: [
+      { tier: 'free' as const, policy_id: policyId },
+      { tier: 'pro' as const, policy_id: DEMO_IDS.proPolicy },
+    ],
+  };
   await created(() => handle(deps.store, DEMO_STREAM, demo, { kind: 'provision', demo: provisioned }, context));
   return { demo: (await readDemo(deps.store)).provisioned!, created: true };
 }

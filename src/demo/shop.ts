@@ -72,6 +72,9 @@ export const DEMO_POLICY: Omit<z.input<typeof PolicyProfileCreated.schema>, 'pol
   statement_timeout_ms: 5000,
 };
 
+/** What the demo's paid tier (`pro`, bought per credential: docs/payments.md) enforces: as the free tier, with ten times the rows and queries. */
+export const DEMO_PRO_POLICY: typeof DEMO_POLICY = { ...DEMO_POLICY, name: 'demo pro (read-only)', max_rows: 500, queries_per_day: 10_000 };
+
 const FIRST = ['Ada', 'Alan', 'Grace', 'Edsger', 'Barbara', 'Donald', 'Frances', 'John', 'Margaret', 'Ken', 'Radia', 'Dennis', 'Sophie', 'Tim', 'Hedy', 'Linus', 'Katherine', 'Niklaus', 'Shafi', 'Leslie'];
 const LAST = ['Lovelace', 'Turing', 'Hopper', 'Dijkstra', 'Liskov', 'Knuth', 'Allen', 'McCarthy', 'Hamilton', 'Thompson', 'Perlman', 'Ritchie', 'Wilson', 'Berners', 'Lamarr', 'Torvalds', 'Johnson', 'Wirth', 'Goldwasser', 'Lamport'];
 const COUNTRIES = ['DE', 'FR', 'US', 'GB', 'JP', 'BR', 'IN', 'NL'];

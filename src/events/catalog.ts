@@ -4,19 +4,23 @@ import * as anomalies from './anomalies.js';
 import * as approvals from './approvals.js';
 import * as audit from './audit.js';
 import * as branches from './branches.js';
+import * as connections from './connections.js';
 import * as cache from './cache.js';
 import * as credentials from './credentials.js';
 import * as crm from './crm.js';
+import * as credits from './credits.js';
 import * as databases from './databases.js';
 import * as demo from './demo.js';
 import * as domains from './domains.js';
 import * as enrollments from './enrollments.js';
 import { type DecodedEvent, decodeWith, type EventDefinition } from './envelope.js';
 import * as honeytokens from './honeytokens.js';
+import * as identity from './identity.js';
 import * as ipRules from './ip-rules.js';
 import * as organizations from './organizations.js';
 import * as policies from './policies.js';
 import * as projects from './projects.js';
+import * as reservations from './reservations.js';
 import * as support from './support.js';
 import * as webhooks from './webhooks.js';
 
@@ -27,6 +31,8 @@ export const catalog = [
   organizations.ApiKeyCreated,
   organizations.ApiKeyRevoked,
   organizations.OrganizationBillingChanged,
+  identity.OrganizationMemberAdded,
+  identity.ConsentRecorded,
   projects.ProjectCreated,
   projects.ProjectUpdated,
   projects.ProjectDeleted,
@@ -51,6 +57,7 @@ export const catalog = [
   credentials.CredentialRevoked,
   credentials.CredentialExpired,
   credentials.CredentialUsed,
+  credentials.CredentialIpRulesSet,
   approvals.ApprovalRequested,
   approvals.ApprovalApproved,
   approvals.ApprovalRejected,
@@ -89,6 +96,10 @@ export const catalog = [
   support.CancellationFeedbackRecorded,
   enrollments.SelfHostEnrollmentCreated,
   enrollments.SelfHostEnrollmentRevoked,
+  connections.WireSessionOpened,
+  connections.WireSessionClosed,
+  reservations.NameReserved,
+  reservations.NameReleased,
   crm.CompanyEvents.created,
   crm.CompanyEvents.updated,
   crm.CompanyEvents.deleted,
@@ -108,6 +119,9 @@ export const catalog = [
   crm.ArtifactSent,
   crm.ArtifactDiscarded,
   crm.CrmContextSet,
+  credits.CreditsToppedUp,
+  credits.CreditsCharged,
+  credits.CreditsRefunded,
 ] as const;
 
 export type CatalogDefinition = (typeof catalog)[number];

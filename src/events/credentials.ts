@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineEvent } from './envelope.js';
+import { MAX_IP_RULE_ENTRIES, StoredCidrEntry } from './ip-rules.js';
 import { CredentialId, DatabaseId, PolicyId, ProjectId, Reason, ScramVerifier, SecretPrefix, Sha256Hex, text, Timestamp } from './fields.js';
 
 export const PrincipalType = z.enum(['agent', 'human']);
@@ -65,5 +66,16 @@ export const CredentialExpired = defineEvent('CredentialExpired', 1, z.strictObj
 export type CredentialExpired = z.infer<typeof CredentialExpired.schema>;
 
 /** A credential connected; recorded at most once a minute per credential, it feeds last_used_at. */
+/**
+ * The credential's own IP rules were replaced (docs/http-api.md#ip-rules): they apply beside its
+ * project's, and a connection must pass both.
+ */
+export const CredentialIpRulesSet = defineEvent(
+  'CredentialIpRulesSet',
+  1,
+  z.strictObject({ credential_id: CredentialId, allow: z.array(StoredCidrEntry).max(MAX_IP_RULE_ENTRIES), deny: z.array(StoredCidrEntry).max(MAX_IP_RULE_ENTRIES) }),
+);
+export type CredentialIpRulesSet = z.infer<typeof CredentialIpRulesSet.schema>;
+
 export const CredentialUsed = defineEvent('CredentialUsed', 1, z.strictObject({ credential_id: CredentialId, used_at: Timestamp }));
 export type CredentialUsed = z.infer<typeof CredentialUsed.schema>;

@@ -7,11 +7,13 @@ import { agentMcpRoutes } from '../mcp/agent/route.js';
 import { AgentDatabases } from '../mcp/agent/upstream.js';
 import { managementMcpRoutes } from '../mcp/management/route.js';
 import type { ToolCallObserver } from '../mcp/tool.js';
+import { dashboardRoutes } from '../dashboard/routes.js';
 import { installConventions, requestId, sendProblem } from './conventions.js';
 import { pruneUnusedSchemas } from './openapi.js';
 import { Problem } from './problem.js';
 import { installAuth, type Authenticators } from './plugins/auth.js';
 import { installIdempotency, type BodySealer } from './plugins/idempotency.js';
+import { installPayments } from './plugins/payments.js';
 import { installRateLimit, type RateLimits } from './plugins/rate-limit.js';
 import { installRequestMetrics, type RequestObserver } from './plugins/request-metrics.js';
 import { agentRoutes } from './routes/agents.js';
@@ -43,14 +45,24 @@ import { organizationRoutes } from './routes/organizations.js';
 import { proxyCaRoutes } from './routes/proxy-ca.js';
 import { projectRoutes } from './routes/projects.js';
 import type { ApiDeps } from './routes/support.js';
+import { challengeSecrets } from '../payments/challenge.js';
+import type { PaymentVerifier } from '../payments/verifier.js';
+import { creditBalanceRoutes } from './routes/credits.js';
+import type { IdentityPlane } from '../identity/plane.js';
+import { identityRoutes } from '../identity/routes.js';
+import { accountRoutes } from './routes/account.js';
 
 export type PartState = { ok: true; detail?: string } | { ok: false; detail: string };
 
 export interface ControlPlane {
   deps: ApiDeps;
+  /** The identity server (docs/identity.md), mounted at /api/auth. */
+  identity: IdentityPlane;
   authenticators: Authenticators;
   rateLimits: RateLimits;
   sealer: BodySealer;
+  /** Settles Payment credentials of priced requests (deps.payments); the prepaid credit ledger unless the composition root plugs in another. */
+  verifier?: PaymentVerifier;
 }
 
 export interface AppOptions {
@@ -88,7 +100,7 @@ function frameworkError(error: FastifyError, request: FastifyRequest, reply: Fas
 /** Whose Idempotency-Keys a request's are: its API key's, its user's, or its operator's. */
 function idempotencyScope(request: FastifyRequest): string {
   if (request.operator) return `operator:${request.operator.name}`;
-  return request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.kind === 'jwt' ? request.caller.subject : ''}`;
+  return request.caller?.kind === 'api_key' ? request.caller.keyId : `${request.caller?.orgId}:${request.caller?.subject ?? ''}`;
 }
 
 /** The HTTP surface. The composition root decides what backs it. */
@@ -120,6 +132,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   const plane = options.controlPlane;
   if (plane) {
+    // The identity server's tables are made meanwhile (its routes are registered once they exist).
+    const identityReady = plane.identity.migrate();
+    identityReady.catch(() => undefined);
     // The hosted agent MCP decides statements with the proxy's grammar, also in a process without a proxy (the API worker).
     await loadParser();
     await app.register(fastifySwagger, {
@@ -135,7 +150,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     });
     installRateLimit(app, plane.rateLimits);
     installAuth(app, plane.authenticators);
+    installPayments(app, {
+      ...(plane.deps.payments ? { settings: plane.deps.payments } : {}),
+      ...(plane.verifier ? { verifier: plane.verifier } : {}),
+      secrets: challengeSecrets(plane.deps.keyring),
+      authenticators: plane.authenticators,
+      pool: plane.deps.pool,
+      now: plane.deps.now,
+    });
     await installIdempotency(app, plane.deps.pool, idempotencyScope, plane.sealer);
+    await identityReady;
+    await identityRoutes(app, plane.identity.server, plane.identity.publicUrl);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
     organizationRoutes(api, plane.deps);
@@ -167,10 +192,13 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     supportCaseRoutes(api, plane.deps);
     crmRoutes(api, plane.deps);
     usageRoutes(api, plane.deps);
+    creditBalanceRoutes(api, plane.deps);
     enrollmentRoutes(api, plane.deps);
     dataPlaneRoutes(api, plane.deps);
-    managementMcpRoutes(api, options.observe?.toolCall('management'));
+    accountRoutes(api, plane.deps, plane.identity);
+    managementMcpRoutes(api, plane.identity.publicUrl, options.observe?.toolCall('management'));
     agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
+    dashboardRoutes(app);
     app.get('/v1/openapi.json', { schema: { hide: true }, config: { public: true } }, async () => pruneUnusedSchemas(app.swagger()));
   }
   return app;

@@ -66,6 +66,13 @@ function patternToRegex(url: string): RegExp {
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH']);
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The JSON body as received, before parsing; undefined without one. */
+    rawBody?: string;
+  }
+}
+
 /**
  * The conventions every endpoint inherits (spec §7, ARCHITECTURE.md §8): X-Request-Id on every
  * response, problem+json for every error, 405 with Allow for a known path, 415 for a body that is
@@ -82,7 +89,7 @@ export function installConventions(app: FastifyInstance): void {
     void reply.header('x-request-id', request.id);
     const length = Number(request.headers['content-length'] ?? 0);
     const hasBody = length > 0 || request.headers['transfer-encoding'] !== undefined;
-    if (hasBody && BODY_METHODS.has(request.method)) {
+    if (hasBody && BODY_METHODS.has(request.method) && !request.routeOptions.config.rawBody) {
       const type = request.headers['content-type']?.split(';')[0]?.trim().toLowerCase();
       if (type !== 'application/json' && !type?.endsWith('+json')) {
         return sendProblem(reply, new Problem('UNSUPPORTED_MEDIA_TYPE', 'send the body as JSON with Content-Type: application/json'));
@@ -95,7 +102,12 @@ export function installConventions(app: FastifyInstance): void {
   // Clients often send Content-Type: application/json on a DELETE or POST without a body; that is no body, not bad JSON.
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => (body === '' ? done(null, undefined) : parseJson(request, String(body), done)));
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') return done(null, undefined);
+    // The payments plugin binds a challenge to the body's digest (RFC 9530), which is of the bytes sent.
+    request.rawBody = String(body);
+    return parseJson(request, String(body), done);
+  });
 
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0]!;

@@ -4,6 +4,7 @@ import { z } from 'zod';
 export const problemCatalog = {
   INVALID_INPUT: { status: 400, title: 'The body or a parameter failed validation; the same request will fail again.' },
   UNAUTHORIZED: { status: 401, title: 'No credential, or an expired, revoked or malformed one.' },
+  PAYMENT_REQUIRED: { status: 402, title: 'The operation is charged per request and this one is unsettled; WWW-Authenticate carries the Payment challenge to answer.' },
   FORBIDDEN: { status: 403, title: 'The caller’s role lacks the permission.' },
   PLAN_LIMIT_REACHED: { status: 403, title: 'The organization’s plan excludes the feature or a quota is spent; retrying does not help.' },
   NOT_FOUND: { status: 404, title: 'The resource does not exist or is not visible to the caller.' },
@@ -35,6 +36,10 @@ export interface FieldError {
   message: string;
 }
 
+/** The problem types of the HTTP Payment authentication scheme (draft-httpauth-payment §8.2), on answers about a payment. */
+export const PaymentError = z.enum(['payment-required', 'payment-insufficient', 'payment-expired', 'verification-failed', 'malformed-credential', 'invalid-challenge']);
+export type PaymentError = z.infer<typeof PaymentError>;
+
 /** A failure the HTTP layer answers as application/problem+json. */
 export class Problem extends Error {
   override readonly name = 'Problem';
@@ -42,7 +47,7 @@ export class Problem extends Error {
   constructor(
     readonly code: ProblemCode,
     readonly detail: string,
-    readonly options: { errors?: FieldError[]; headers?: Record<string, string> } = {},
+    readonly options: { errors?: FieldError[]; headers?: Record<string, string>; paymentError?: PaymentError } = {},
   ) {
     super(detail);
     this.status = problemCatalog[code].status;
@@ -61,6 +66,7 @@ export const ProblemBody = z
     detail: z.string().describe('Free text; may change; never match on it'),
     request_id: z.string().describe('Repeats the X-Request-Id response header'),
     errors: z.array(z.object({ field: z.string().describe('Dotted path into the request body or parameter name'), message: z.string() })).optional(),
+    payment_error: PaymentError.optional().describe('On an answer about a payment: the Payment scheme’s problem type (docs/payments.md)'),
   })
   .meta({ id: 'Problem' });
 export type ProblemBody = z.infer<typeof ProblemBody>;
@@ -73,5 +79,6 @@ export function problemBody(problem: Problem, requestId: string): ProblemBody {
     detail: problem.detail,
     request_id: requestId,
     ...(problem.options.errors ? { errors: problem.options.errors } : {}),
+    ...(problem.options.paymentError ? { payment_error: problem.options.paymentError } : {}),
   };
 }

@@ -6,6 +6,8 @@ import type { BusRecord } from '../../proxy/decisions.js';
 import type { Consumer, DecisionBus, Delivery } from '../bus/port.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
 import { AuditGapRecorded, StatementDecided } from '../events/audit.js';
+import { connectionStream } from '../../projections/connections.js';
+import { SessionsRecord, WireSessionClosed, WireSessionOpened } from '../events/connections.js';
 import { encodeEvent, encodeParsed, type EventDefinition, type EventMetadata } from '../events/envelope.js';
 import { parseStatementDecided } from '../events/statement-decided-check.js';
 import type { EventStore, NewEvent } from '../store/port.js';
@@ -158,6 +160,22 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     observe?.gap('sequence_hole', Number(count));
   };
 
+  /**
+   * Each mark its own append to its project's connection stream, its event id derived from the
+   * session and phase: a redelivered mark is a duplicate the store ignores. A few per session, so
+   * no batching is needed.
+   */
+  const appendSessionMarks = async (record: SessionsRecord): Promise<void> => {
+    for (const mark of record.sessions) {
+      const metadata = metadataFor(`session:${record.proxy_id}:${record.boot_epoch}:${mark.session_id}:${mark.phase}`);
+      const event =
+        mark.phase === 'opened'
+          ? encodeEvent(WireSessionOpened, { project_id: mark.project_id, session_id: mark.session_id, credential_id: mark.credential_id, at: mark.at }, metadata)
+          : encodeEvent(WireSessionClosed, { project_id: mark.project_id, session_id: mark.session_id, at: mark.at }, metadata);
+      await store.append(connectionStream(mark.project_id), [event], 'any');
+    }
+  };
+
   const handle = async (delivery: Delivery): Promise<'appended' | 'dropped'> => {
     // Each record in a turn of the event loop of its own: the bus starts the records it delivers
     // together on microtasks, which would otherwise parse and encode all of them (a backlog's
@@ -180,6 +198,10 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       );
       holes.explain(gap.proxy_id, gap.boot_epoch, BigInt(gap.from_seq), BigInt(gap.to_seq));
       observe?.gap(gap.reason, Number(gap.count));
+      return 'appended';
+    }
+    if (record.kind === 'sessions') {
+      await appendSessionMarks(SessionsRecord.parse(record));
       return 'appended';
     }
     const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map(parseStatementDecided);

@@ -43,3 +43,14 @@ export function checkAddress(rules: IpRuleLists | undefined, address: string): I
   }
   return ALLOWED;
 }
+
+/**
+ * A connection of a credential must pass its project's rules and the credential's own (either may
+ * be empty): the first refusal, the credential's said to be its own.
+ */
+export function checkCredentialAddress(projectRules: IpRuleLists | undefined, credentialRules: IpRuleLists | undefined, address: string): IpVerdict {
+  const project = checkAddress(projectRules, address);
+  if (!project.allowed) return project;
+  const own = checkAddress(credentialRules, address);
+  return own.allowed ? own : { allowed: false, reason: `${own.reason} of the credential’s own IP rules` };
+}

@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { psqlCommand } from '../support/psql-held.js';
 import { openSession, waitFor } from '../support/wire.js';
 import { callTool, listenForAgents, textOf, withAgentMcp } from '../support/agent-mcp.js';
 
@@ -37,21 +37,7 @@ async function upstreamAmount(id: number): Promise<string> {
   }
 }
 
-/** psql -c as a child process: its exit code, stdout and stderr, and a promise of the moment stderr first shows `marker`. */
-function psql(sql: string, marker = 'waiting for a reviewer'): { done: Promise<{ code: number | null; stdout: string; stderr: string }>; saw: Promise<void>; interrupt: () => void } {
-  const child = spawn('psql', [agent.connection_string, '-X', '-v', 'ON_ERROR_STOP=1', '-c', sql], { env: { ...process.env, PGCONNECT_TIMEOUT: '10' } });
-  let stdout = '';
-  let stderr = '';
-  let seen: () => void = () => undefined;
-  const saw = new Promise<void>((resolve) => (seen = resolve));
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-    if (stderr.includes(marker)) seen();
-  });
-  const done = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
-  return { done, saw, interrupt: () => child.kill('SIGINT') };
-}
+const psql = (sql: string, marker?: string) => psqlCommand(agent.connection_string, sql, marker);
 
 let listening: string | undefined;
 /** The API's URL for agents (listening from the first MCP test on). */

@@ -24,11 +24,11 @@ let agent: AgentSecrets;
 let balanced: RunningProxy;
 const relays: net.Server[] = [];
 
-type Entry = { event: string; decision_rule: string; client_ip: string; credential_id: string | null; reason: string };
+type Entry = { event: string; decision_rule: string; client_ip: string; credential_id: string | null; reason: string; source: string };
 
-/** The agent's connection string aimed at `host:port` (the password and database unchanged). */
-function aimedAt(host: string, port: number): string {
-  const url = new URL(agent.connection_string);
+/** An agent's connection string (the fenced agent's unless given) aimed at `host:port` (the password and database unchanged). */
+function aimedAt(host: string, port: number, secrets: AgentSecrets = agent): string {
+  const url = new URL(secrets.connection_string);
   url.hostname = host.includes(':') ? `[${host}]` : host;
   url.port = String(port);
   url.searchParams.set('sslmode', 'disable');
@@ -63,8 +63,8 @@ async function psql(connectionString: string): Promise<{ code: number; stdout: s
 }
 
 /** A node-postgres login through `port` on `stream` (a socket from a chosen address, perhaps opening with a PROXY header): its SQLSTATE and message, or the row it read. */
-async function login(stream: () => net.Socket, port = gateway.proxy.port): Promise<{ code?: string; message?: string; answer?: number }> {
-  const client = new pg.Client({ connectionString: aimedAt('127.0.0.1', port), stream });
+async function login(stream: () => net.Socket, port = gateway.proxy.port, secrets: AgentSecrets = agent): Promise<{ code?: string; message?: string; answer?: number }> {
+  const client = new pg.Client({ connectionString: aimedAt('127.0.0.1', port, secrets), stream });
   client.on('error', () => undefined);
   try {
     await client.connect();
@@ -234,5 +234,87 @@ describe('IP rules on the hosted agent MCP', () => {
     await client.close();
     await setRules({ deny: [{ cidr: '127.0.0.0/8' }] });
     await expect(connectAgent(url, agent.mcp_token, 'denied')).rejects.toThrow(/403/);
+
+    // Each refusal is in the audit trail as the wire's are: auth_failed, rule ip_rules, the judged address.
+    const refusedOverMcp = async () => (await auditOf(1)).filter((entry) => entry.source === 'mcp' && entry.event === 'auth_failed');
+    await waitFor(async () => (await refusedOverMcp()).length >= 3, 5_000, 'three MCP refusals audited');
+    const refused = await refusedOverMcp();
+    expect(refused.map((entry) => [entry.decision_rule, entry.credential_id, entry.client_ip]).sort()).toEqual([
+      ['ip_rules', agent.credential.id, '127.0.0.1'],
+      ['ip_rules', agent.credential.id, '127.0.0.2'],
+      ['ip_rules', agent.credential.id, '::1'],
+    ]);
+    expect(refused.map((entry) => entry.reason)).toContain('address 127.0.0.2 is in deny entry 127.0.0.2/32');
+  });
+});
+
+describe('a credential’s own IP rules', () => {
+  it('are set on the agent credential with If-Match, apply beside the project’s on the wire and the hosted MCP, are audited, and end live sessions they refuse', async () => {
+    await setRules({ allow: [], deny: [] });
+    const fenced = await gateway.register('own fence');
+    const neighbour = await gateway.register('no fence');
+    const url = `/v1/projects/${gateway.projectId}/agents/${fenced.credential.id}`;
+    const got = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url });
+    expect(got.json()).toMatchObject({ ip_rules: { allow: [], deny: [] } });
+    const tag = got.headers.etag as string;
+    const patch = (payload: Record<string, unknown>, headers: Record<string, string> = {}) => gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url, headers, payload });
+    const set = await patch({ ip_rules: { allow: [{ cidr: '127.0.0.0/29' }, { cidr: '::1' }], deny: [{ cidr: '127.0.0.2', label: 'shared box' }] } }, { 'if-match': tag });
+    expect(set.statusCode, set.body).toBe(200);
+    expect(set.json()).toMatchObject({ ip_rules: { allow: [{ cidr: '127.0.0.0/29' }, { cidr: '::1/128' }], deny: [{ cidr: '127.0.0.2/32', label: 'shared box' }] } });
+    expect(set.headers.etag).not.toBe(tag);
+    const stale = await patch({ ip_rules: { deny: [] } }, { 'if-match': tag });
+    expect([stale.statusCode, (stale.json() as { code: string }).code]).toEqual([412, 'PRECONDITION_FAILED']);
+    const invalid = await patch({ ip_rules: { deny: [{ cidr: '300.1.1.1' }] } });
+    expect([invalid.statusCode, (invalid.json() as { errors: { field: string }[] }).errors[0]!.field]).toEqual([400, 'ip_rules.deny.0.cidr']);
+    expect((await gateway.api.store.readStream(`credential-${fenced.credential.id}`)).filter((e) => e.type === 'CredentialIpRulesSet.v1')).toHaveLength(1);
+
+    // The wire: the fenced credential is refused from its denied address as a wrong password is; its neighbour is not.
+    const refused = { code: '28P01', message: 'password authentication failed' };
+    await waitFor(async () => (await login(from('127.0.0.2'), gateway.proxy.port, fenced)).code === '28P01', 2_000, 'the credential’s rules at the proxy');
+    expect(await login(from('127.0.0.3'), gateway.proxy.port, fenced)).toEqual({ answer: 42 });
+    expect(await login(from('127.0.0.2'), gateway.proxy.port, neighbour)).toEqual({ answer: 42 });
+    // The project's rules still apply: a range only the project denies refuses the credential too.
+    await setRules({ deny: [{ cidr: '127.0.0.3' }] });
+    await waitFor(async () => (await login(from('127.0.0.3'), gateway.proxy.port, fenced)).code === '28P01', 2_000, 'the project’s rules beside the credential’s');
+    await setRules({ allow: [], deny: [] });
+    await waitFor(async () => (await login(from('127.0.0.3'), gateway.proxy.port, fenced)).answer === 42, 2_000, 'the project’s rules lifted');
+    expect(await login(from('127.0.0.2'), gateway.proxy.port, fenced)).toEqual(refused);
+
+    // The hosted MCP: 403 for the fenced credential from its denied address (behind the trusted proxy), 200 for the neighbour.
+    const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-03-26', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } };
+    const post = (secrets: AgentSecrets, forwardedFor: string) =>
+      gateway.api.app.inject({ method: 'POST', url: '/mcp', remoteAddress: '127.0.0.1', headers: { authorization: `Bearer ${secrets.mcp_token}`, accept: 'application/json, text/event-stream', 'x-forwarded-for': forwardedFor }, payload: initialize });
+    expect((await post(fenced, '127.0.0.2')).statusCode).toBe(403);
+    expect((await post(fenced, '127.0.0.4')).statusCode).toBe(200);
+    expect((await post(fenced, '127.0.0.9')).statusCode).toBe(403);
+    expect((await post(neighbour, '127.0.0.2')).statusCode).toBe(200);
+
+    // Audited as the project's rules are, the reason saying whose rules refused.
+    let entries: Entry[] = [];
+    await waitFor(
+      async () => {
+        const response = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/audit?page_size=100&credential_id=${fenced.credential.id}` });
+        entries = (response.json() as { entries: Entry[] }).entries.filter((e) => e.event === 'auth_failed');
+        return entries.filter((e) => e.source === 'mcp').length >= 2;
+      },
+      5_000,
+      'the refusals audited',
+    );
+    expect(entries.every((e) => e.decision_rule === 'ip_rules')).toBe(true);
+    expect(entries.map((e) => e.reason)).toEqual(expect.arrayContaining([
+      'address 127.0.0.2 is in deny entry 127.0.0.2/32 (shared box) of the credential’s own IP rules',
+      'address 127.0.0.9 is in no allow entry of the credential’s own IP rules',
+      'address 127.0.0.3 is in deny entry 127.0.0.3/32',
+    ]));
+
+    // A live session from an address the credential's new rules refuse is ended.
+    const client = new pg.Client({ connectionString: aimedAt('127.0.0.1', gateway.proxy.port, fenced), stream: from('127.0.0.4') });
+    let ended = false;
+    client.on('error', () => undefined);
+    client.on('end', () => (ended = true));
+    await client.connect();
+    expect((await client.query('select 1 as n')).rows).toEqual([{ n: 1 }]);
+    expect((await patch({ ip_rules: { deny: [{ cidr: '127.0.0.4' }] } })).statusCode).toBe(200);
+    await waitFor(() => ended, 2_000, 'the session from 127.0.0.4 ended');
   });
 });

@@ -8,8 +8,12 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { readyBranch } from '../support/branches.js';
 import { adminRows } from '../support/pg.js';
 import { missingTool } from '../support/tools.js';
+import { connectAgent } from '../support/agent-mcp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type net from 'node:net';
 
 const run = promisify(execFile);
 let gateway: TestGateway;
@@ -40,17 +44,7 @@ afterAll(async () => {
 describe.skipIf(missingTool('psql'))('write_mode sandbox', () => {
   it('sends a session’s writes and reads to the branch; the source is unchanged; delete drops the branch and refuses writes again', async () => {
     const { api, owner, projectId } = gateway;
-    const created = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/branches`, payload: { database_id: databaseId, name: 'rehearsal' } });
-    expect(created.statusCode).toBe(202);
-    const branch = created.json() as { id: string; database_name: string };
-    branchDatabase = branch.database_name;
-    const deadline = Date.now() + 20_000;
-    let status = 'copying';
-    while (status === 'copying' && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      status = ((await api.call(owner.apiKey, { method: 'GET', url: `/v1/projects/${projectId}/branches/${branch.id}` })).json() as { status: string }).status;
-    }
-    expect(status).toBe('ready');
+    const branch = await readyBranch(gateway, databaseId, 'rehearsal', (name) => (branchDatabase = name));
 
     // psql, simple protocol: the write and the read of the same session see the branch.
     const { stdout } = await psql(`insert into orders values (5001, 'sandbox', 1); update orders set total = 0 where id = 1; select count(*), (select total from orders where id = 1) from orders`);
@@ -61,6 +55,14 @@ describe.skipIf(missingTool('psql'))('write_mode sandbox', () => {
     expect((await client.query('insert into orders values ($1, $2, $3)', [5002, 'sandbox', 2])).rowCount).toBe(1);
     expect((await client.query('select count(*)::int as n from orders')).rows).toEqual([{ n: 1002 }]);
     await client.end();
+    // The hosted MCP through the official SDK client: its write goes to the branch as well.
+    await api.app.listen({ port: 0, host: '127.0.0.1' });
+    const mcpUrl = `http://127.0.0.1:${(api.app.server.address() as net.AddressInfo).port}/mcp`;
+    const mcp = await connectAgent(mcpUrl, agent.mcp_token, 'sandboxed');
+    const wrote = (await mcp.callTool({ name: 'query', arguments: { sql: `insert into orders values (5004, 'mcp', 4)` } })) as CallToolResult;
+    expect(wrote.isError, JSON.stringify(wrote.content)).toBeFalsy();
+    const counted = (await mcp.callTool({ name: 'query', arguments: { sql: 'select count(*)::int as n from orders' } })) as CallToolResult;
+    expect((counted.structuredContent as { rows: unknown[][] }).rows).toEqual([[1003]]);
 
     // A schema change runs on the branch too, and the session's catalog is the branch's.
     expect((await psql('create table rehearsal_notes (id int primary key); insert into rehearsal_notes values (1); select count(*) from rehearsal_notes')).stdout.trim()).toBe('CREATE TABLE\nINSERT 0 1\n1');
@@ -68,7 +70,7 @@ describe.skipIf(missingTool('psql'))('write_mode sandbox', () => {
     expect(await tables(branch.database_name)).toEqual([{ t: 'customers' }, { t: 'orders' }, { t: 'rehearsal_notes' }]);
     expect(await tables(gateway.upstream.name)).toEqual([{ t: 'customers' }, { t: 'orders' }]);
 
-    expect(await rowsIn(branch.database_name)).toEqual({ n: 1002, total1: '0' });
+    expect(await rowsIn(branch.database_name)).toEqual({ n: 1003, total1: '0' });
     expect(await rowsIn(gateway.upstream.name)).toEqual({ n: 1000, total1: '1.5' });
 
     const deleted = await api.call(owner.apiKey, { method: 'DELETE', url: `/v1/projects/${projectId}/branches/${branch.id}` });
@@ -80,6 +82,10 @@ describe.skipIf(missingTool('psql'))('write_mode sandbox', () => {
     expect((await psql('select count(*) from orders')).stdout.trim()).toBe('1000');
     const refused = await failure(psql(`insert into orders values (5003, 'sandbox', 3)`));
     expect(refused).toMatch(/write_mode\.sandbox_unavailable/);
+    const mcpRefused = (await mcp.callTool({ name: 'query', arguments: { sql: `insert into orders values (5005, 'mcp', 5)` } })) as CallToolResult;
+    expect(mcpRefused.isError).toBe(true);
+    expect(JSON.stringify(mcpRefused.content)).toMatch(/sandbox/);
+    await mcp.close();
     expect(await rowsIn(gateway.upstream.name)).toEqual({ n: 1000, total1: '1.5' });
   }, 60_000);
 });

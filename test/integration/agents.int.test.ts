@@ -43,6 +43,7 @@ interface AgentCredential {
   last_used_at: string | null;
   expires_at: string | null;
   expired: boolean;
+  ip_rules: { allow: { cidr: string; label?: string }[]; deny: { cidr: string; label?: string }[] };
   created_at: string;
   updated_at: string;
 }
@@ -133,12 +134,13 @@ afterAll(async () => {
 });
 
 describe('register', () => {
-  it('returns the secrets once, with exactly the AgentCredential fields of spec §2.1', async () => {
+  it('returns the secrets once, with exactly the AgentCredential fields of spec §2.1 and the credential’s own IP rules (issue 23)', async () => {
     const secrets = await register();
     const { credential } = secrets;
     expect(Object.keys(credential).sort()).toEqual(
-      ['auth_method', 'created_at', 'expired', 'expires_at', 'id', 'last_used_at', 'name', 'pg_username', 'policy_profile_id', 'principal_type', 'project_id', 'status', 'updated_at'],
+      ['auth_method', 'created_at', 'expired', 'expires_at', 'id', 'ip_rules', 'last_used_at', 'name', 'pg_username', 'policy_profile_id', 'principal_type', 'project_id', 'status', 'updated_at'],
     );
+    expect(credential.ip_rules).toEqual({ allow: [], deny: [] });
     expect(credential).toMatchObject({
       project_id: projectId,
       policy_profile_id: policyId,

@@ -193,6 +193,16 @@ describe('sandbox branches', () => {
     expect(problem(again).code).toBe('RESOURCE_EXISTS');
   });
 
+  it('concurrent creates of one name: exactly one is 202, the others 409 RESOURCE_EXISTS; once deleted the name is free again', async () => {
+    const responses = await Promise.all(Array.from({ length: 5 }, () => create({ database_id: databaseId, name: 'contested' })));
+    expect(responses.map((r) => r.statusCode).sort()).toEqual([202, 409, 409, 409, 409]);
+    const winner = responses.find((r) => r.statusCode === 202)!.json() as Branch;
+    known.add(winner.database_name);
+    await settled(winner.id);
+    expect((await api.call(owner.apiKey, { method: 'DELETE', url: `${url()}/${winner.id}` })).statusCode).toBe(204);
+    expect((await branched('contested')).status).toBe('ready');
+  });
+
   it('another organization’s branches answer 404 to every operation, and its databases cannot be branched', async () => {
     const branch = await branched('private');
     for (const [method, path] of [

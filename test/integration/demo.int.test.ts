@@ -87,13 +87,13 @@ describe('the demo (spec §4.8)', () => {
   it('is provisioned through the commands, once: a second run creates nothing and the shop keeps its rows', async () => {
     const first = await provision();
     expect(first.created).toBe(true);
-    expect(first.demo).toEqual({ org_id: DEMO_IDS.org, project_id: DEMO_IDS.project, database_id: DEMO_IDS.database, tiers: [{ tier: 'free', policy_id: DEMO_IDS.freePolicy }] });
-    const streams = [`org-${DEMO_IDS.org}`, `project-${DEMO_IDS.project}`, `policy-${DEMO_IDS.freePolicy}`, 'demo-shop'];
+    expect(first.demo).toEqual({ org_id: DEMO_IDS.org, project_id: DEMO_IDS.project, database_id: DEMO_IDS.database, tiers: [{ tier: 'free', policy_id: DEMO_IDS.freePolicy }, { tier: 'pro', policy_id: DEMO_IDS.proPolicy }] });
+    const streams = [`org-${DEMO_IDS.org}`, `project-${DEMO_IDS.project}`, `policy-${DEMO_IDS.freePolicy}`, `policy-${DEMO_IDS.proPolicy}`, 'demo-shop'];
     const lengths = async () => Promise.all(streams.map(async (stream) => (await gateway.api.store.readStream(stream)).length));
-    expect(await lengths()).toEqual([2, 2, 1, 1]);
+    expect(await lengths()).toEqual([2, 2, 1, 1, 1]);
     const again = await provision();
     expect(again).toEqual({ demo: first.demo, created: false });
-    expect(await lengths()).toEqual([2, 2, 1, 1]);
+    expect(await lengths()).toEqual([2, 2, 1, 1, 1]);
     const shop = new URL(upstream.adminUrl);
     shop.pathname = `/${upstream.database}`;
     const counts = await admin(shop.toString(), async (client) => (await client.query('select (select count(*) from customers)::int as c, (select count(*) from orders)::int as o, (select count(*) from secrets)::int as s')).rows[0]);

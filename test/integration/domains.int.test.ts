@@ -138,6 +138,19 @@ describe('custom domains', () => {
     expect((await add('taken.example.com')).statusCode).toBe(409);
   });
 
+  it('concurrent adds of one host name, from two organizations: exactly one wins, the others 409; once deleted it can be added again', async () => {
+    const otherProject = await createProject(stranger.apiKey, stranger.orgId);
+    const responses = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 === 0 ? add('contested.example.com') : add('contested.example.com', stranger.apiKey, {}, otherProject))));
+    expect(responses.map((r) => r.statusCode).sort()).toEqual([201, 409, 409, 409, 409, 409, 409, 409]);
+    expect(responses.filter((r) => r.statusCode === 409).every((r) => problem(r).code === 'RESOURCE_EXISTS')).toBe(true);
+    const winner = responses.find((r) => r.statusCode === 201)!;
+    const { id } = winner.json() as CustomDomain;
+    const winnerKey = responses.indexOf(winner) % 2 === 0 ? { key: owner.apiKey, project: projectId } : { key: stranger.apiKey, project: otherProject };
+    expect((await api.call(winnerKey.key, { method: 'DELETE', url: `${url(winnerKey.project)}/${id}` })).statusCode).toBe(204);
+    const again = await add('contested.example.com', stranger.apiKey, {}, otherProject);
+    expect(again.statusCode, again.body).toBe(201);
+  });
+
   it('another organization’s domain answers 404 to every operation, as a nonexistent one does', async () => {
     const domain = await added('private.example.com');
     const paths: [string, string][] = [

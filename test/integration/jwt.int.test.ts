@@ -71,14 +71,14 @@ beforeAll(async () => {
   rsa = await signingKey('RS256', 'rsa-1');
   ec = await signingKey('ES256', 'ec-1');
   jwks = await startJwksServer([await publicJwk(rsa), await publicJwk(ec)]);
-  verifier = createJwtVerifier({ jwksUrl: jwks.url, issuer: ISSUER, audience: AUDIENCE });
+  verifier = createJwtVerifier({ jwks: jwks.url, issuer: ISSUER, audience: AUDIENCE });
 });
 afterAll(() => jwks.close());
 
 describe('JWT verification against a live JWKS', () => {
   it.each(['RS256', 'ES256'] as const)('accepts a valid %s token and returns the caller', async (alg) => {
     const token = await sign(alg === 'RS256' ? rsa : ec);
-    await expect(verifier.verify(token)).resolves.toEqual({ kind: 'jwt', subject: 'usr_alice', orgId: ORG_ID, role: 'admin' });
+    await expect(verifier.verify(token)).resolves.toEqual({ kind: 'jwt', subject: 'usr_alice', orgId: ORG_ID, role: 'admin', issuer: ISSUER });
   });
 
   it('rejects an expired token as EXPIRED', async () => {
@@ -86,7 +86,7 @@ describe('JWT verification against a live JWKS', () => {
   });
 
   it('honours the clock tolerance', async () => {
-    const tolerant = createJwtVerifier({ jwksUrl: jwks.url, issuer: ISSUER, audience: AUDIENCE, clockToleranceSeconds: 120 });
+    const tolerant = createJwtVerifier({ jwks: jwks.url, issuer: ISSUER, audience: AUDIENCE, clockToleranceSeconds: 120 });
     const recentlyExpired = await sign(rsa, validClaims, (jwt) => jwt.setExpirationTime('-1m'));
     await expect(tolerant.verify(recentlyExpired)).resolves.toMatchObject({ subject: 'usr_alice' });
   });
@@ -163,14 +163,14 @@ describe('JWT verification against a live JWKS', () => {
   });
 
   it('reports a closed JWKS port as JWKS_UNAVAILABLE', async () => {
-    const down = createJwtVerifier({ jwksUrl: `http://127.0.0.1:${await freePort()}/jwks`, issuer: ISSUER, audience: AUDIENCE });
+    const down = createJwtVerifier({ jwks: `http://127.0.0.1:${await freePort()}/jwks`, issuer: ISSUER, audience: AUDIENCE });
     await expectReason(down, await sign(rsa), 'JWKS_UNAVAILABLE');
   });
 
   it('reports a JWKS endpoint answering 503 as JWKS_UNAVAILABLE', async () => {
     const failing = await startJwksServer([await publicJwk(rsa)], 503);
     try {
-      const verifierOfFailing = createJwtVerifier({ jwksUrl: failing.url, issuer: ISSUER, audience: AUDIENCE });
+      const verifierOfFailing = createJwtVerifier({ jwks: failing.url, issuer: ISSUER, audience: AUDIENCE });
       await expectReason(verifierOfFailing, await sign(rsa), 'JWKS_UNAVAILABLE');
     } finally {
       await failing.close();
@@ -180,7 +180,7 @@ describe('JWT verification against a live JWKS', () => {
   it('refetches the set on an unknown kid once the cooldown has passed, so a rotated-in key verifies', async () => {
     const rotating = await startJwksServer([await publicJwk(rsa)]);
     try {
-      const noCooldown = createJwtVerifier({ jwksUrl: rotating.url, issuer: ISSUER, audience: AUDIENCE, cooldownMs: 0 });
+      const noCooldown = createJwtVerifier({ jwks: rotating.url, issuer: ISSUER, audience: AUDIENCE, cooldownMs: 0 });
       await noCooldown.verify(await sign(rsa));
       expect(rotating.requests()).toBe(1);
 
@@ -196,7 +196,7 @@ describe('JWT verification against a live JWKS', () => {
   it('does not refetch on an unknown kid within the cooldown', async () => {
     const rotating = await startJwksServer([await publicJwk(rsa)]);
     try {
-      const cooling = createJwtVerifier({ jwksUrl: rotating.url, issuer: ISSUER, audience: AUDIENCE, cooldownMs: 600_000 });
+      const cooling = createJwtVerifier({ jwks: rotating.url, issuer: ISSUER, audience: AUDIENCE, cooldownMs: 600_000 });
       await cooling.verify(await sign(rsa));
       const next = await signingKey('RS256', 'rsa-2');
       rotating.keys.push(await publicJwk(next));

@@ -110,7 +110,8 @@ describe('authentication', () => {
   it('serves the protected-resource metadata without a token', async () => {
     const response = await fetch(`${base}/.well-known/oauth-protected-resource`);
     expect(response.status).toBe(200);
-    expect(await response.json()).toEqual({ resource: base, authorization_servers: [], bearer_methods_supported: ['header'] });
+    // PGWARD_PUBLIC_URL is unset here: the resource and the issuer are at the public host and HTTP port.
+    expect(await response.json()).toEqual({ resource: 'http://gateway.test:8080/v1/mcp', authorization_servers: ['http://gateway.test:8080/api/auth'], bearer_methods_supported: ['header'], scopes_supported: ['openid', 'profile', 'email', 'offline_access'] });
   });
 
   it('makes the SDK client fail to connect with a bad token', async () => {

@@ -244,6 +244,6 @@ describe('the management MCP, with only an org key', () => {
     expect([method, path]).toEqual(['GET', '/v1/me']);
     const ok = responses.find((r) => r.status === '200')!;
     expect(Object.keys(ok.schema!.properties).sort()).toEqual(['key_id', 'kind', 'org_id', 'role', 'subject']);
-    expect(ok.schema!.properties.kind).toMatchObject({ enum: ['org_api_key', 'user_jwt'] });
+    expect(ok.schema!.properties.kind).toMatchObject({ enum: ['org_api_key', 'user_jwt', 'user_session'] });
   });
 });

@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { auditStream } from '../../projections/audit.js';
 import { projectionsFor } from '../../projections/index.js';
 import { StatementDecided } from '../../src/events/audit.js';
+import { connectionStream } from '../../projections/connections.js';
+import { WireSessionClosed, WireSessionOpened } from '../../src/events/connections.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import { rebuildAndVerify } from '../../projections/maintenance.js';
 import { startApi, type TestApi } from '../support/api.js';
@@ -13,12 +15,14 @@ import { newId } from '../../src/ids.js';
 import { branch } from '../../commands/branches/branch.js';
 import { domain } from '../../commands/domains/domain.js';
 import { newOperatorToken } from '../../src/auth/operators.js';
+import { recordConsents } from '../../commands/identity/consents.js';
+import { createOrganizationForUser } from '../../commands/organizations/create-organization.js';
 
 let api: TestApi;
 const operator = newOperatorToken('ops');
 
 beforeAll(async () => {
-  api = await startApi('read_models', { PGWARD_OPERATOR_TOKENS: operator.entry });
+  api = await startApi('read_models', { PGWARD_OPERATOR_TOKENS: operator.entry, PGWARD_PRICES: 'createDemoCredential:pro=50' });
 });
 afterAll(async () => {
   await api?.stop();
@@ -77,9 +81,20 @@ async function workload(): Promise<void> {
   }
   await supportWorkload(orgId, call);
   await crmWorkload(call);
+  await peopleWorkload();
 }
 
-/** Support cases from both sides, cancellation feedback and an operator's billing record. */
+/** What a sign-up records (docs/identity.md): a person's organization with them as owner, their consents, a withdrawn one. */
+async function peopleWorkload(): Promise<void> {
+  const context = { correlationId: 'test', actor: 'test' };
+  for (const [i, userId] of [newId('usr_'), newId('usr_')].entries()) {
+    await createOrganizationForUser(api.store, { name: `org of ${userId}`, plan: 'free', userId }, context);
+    const consents = [{ documentType: 'terms_of_service', documentVersion: '2026-11-01', accepted: true }, { documentType: 'marketing_emails', documentVersion: '1', accepted: false }] as const;
+    await recordConsents(api.store, { userId, ip: i === 0 ? null : '203.0.113.9', consents }, context);
+  }
+}
+
+/** Support cases from both sides, cancellation feedback, an operator's billing record and two credit top-ups. */
 async function supportWorkload(orgId: string, call: (method: 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, payload?: object) => Promise<LightMyRequestResponse>): Promise<void> {
   for (let c = 0; c < 2; c++) {
     const opened = (await call('POST', '/v1/support-cases', { org_id: orgId, title: `case ${c}`, body: 'help', severity: c + 1 })).json() as { id: string };
@@ -89,6 +104,10 @@ async function supportWorkload(orgId: string, call: (method: 'POST' | 'PUT' | 'P
   }
   await call('POST', `/v1/orgs/${orgId}/cancellation-feedback`, { reason: 'too_expensive', feedback: 'monthly only' });
   await api.call(operator.token, { method: 'PATCH', url: `/v1/operator/orgs/${orgId}/billing`, payload: { billing_provider: 'stripe', subscription_status: 'past_due' } });
+  for (const amount of [500, 250]) {
+    const topUp = await api.call(operator.token, { method: 'POST', url: `/v1/operator/orgs/${orgId}/credits/top-ups`, headers: { 'idempotency-key': `top-up-${amount}` }, payload: { amount, reference: `pi_${amount}` } });
+    expect(topUp.statusCode).toBe(201);
+  }
 }
 
 /** The CRM: every record type created, changed and deleted, an artifact through its transitions, the context set. */
@@ -178,6 +197,12 @@ async function appendAuditDecision(projectId: string, n: number): Promise<void> 
   };
   const meta = { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: decision.ts };
   await api.store.append(auditStream(projectId), [encodeEvent(StatementDecided, decision, meta), encodeEvent(StatementDecided, { ...decision, seq: String(n + 100) }, { ...meta, event_id: randomUUID() })], 'any');
+  // Its session's connection, as ingest appends the proxy's marks (closed, then opened: ingest may append them in either order).
+  const mark = (at: string) => ({ event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at });
+  await api.store.append(connectionStream(projectId), [
+    encodeEvent(WireSessionClosed, { project_id: projectId, session_id: `s.${n}`, at: '2026-01-01T01:00:00.000Z' }, mark('2026-01-01T01:00:00.000Z')),
+    encodeEvent(WireSessionOpened, { project_id: projectId, session_id: `s.${n}`, credential_id: `agt_${'c'.repeat(26)}`, at: '2026-01-01T00:00:00.000Z' }, mark('2026-01-01T00:00:00.000Z')),
+  ], 'any');
 }
 
 describe('read models', () => {

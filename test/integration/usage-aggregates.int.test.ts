@@ -10,6 +10,8 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auditStream } from '../../projections/audit.js';
+import { connectionStream } from '../../projections/connections.js';
+import { WireSessionClosed, WireSessionOpened } from '../../src/events/connections.js';
 import { DAY_MS } from '../../projections/audit-usage.js';
 import { projectionsFor } from '../../projections/index.js';
 import { awaitApplied } from '../../projections/maintenance.js';
@@ -54,6 +56,17 @@ async function decide(projectId: string, decisions: Decision[]): Promise<void> {
   expect(await awaitApplied(api.pool, projectionsFor({ auditKeys: { keys: new Map() } }), auditStream(projectId), appended.position, 10_000)).toBe(true);
 }
 
+/** Records wire sessions' connections as ingest appends the proxy's session marks, and waits until the read models applied them. */
+async function connect(projectId: string, marks: { session: string; opened?: string; closed?: string }[]): Promise<void> {
+  const meta = (at: string) => ({ event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at });
+  const events = marks.flatMap((m) => [
+    ...(m.opened ? [encodeEvent(WireSessionOpened, { project_id: projectId, session_id: m.session, credential_id: `agt_${'b'.repeat(26)}`, at: m.opened }, meta(m.opened))] : []),
+    ...(m.closed ? [encodeEvent(WireSessionClosed, { project_id: projectId, session_id: m.session, at: m.closed }, meta(m.closed))] : []),
+  ]);
+  const appended = await api.store.append(connectionStream(projectId), events, 'any');
+  expect(await awaitApplied(api.pool, projectionsFor({ auditKeys: { keys: new Map() } }), connectionStream(projectId), appended.position, 10_000)).toBe(true);
+}
+
 const problem = (response: LightMyRequestResponse) => response.json() as { code: string; errors?: { field: string }[] };
 
 beforeAll(async () => {
@@ -77,22 +90,32 @@ beforeAll(async () => {
     { ts: at(0, '00:00:02.250'), session: 'usage-test:2.1', event: 'masked', cache: 'hit', bytes: 3 },
   ]);
   await decide(c, [{ ts: at(0, '00:00:01.000'), session: 'usage-test:3.1', cache: 'hit', bytes: 999_999 }]);
+  await connect(a, [
+    // Connected 30 s before its first statement, disconnected 89.5 s after its last: 150 s.
+    { session: 'usage-test:1.1', opened: at(-1, '09:59:30.000'), closed: at(-1, '10:02:00.000') },
+    // A session with no statement at all.
+    { session: 'usage-test:1.4', opened: at(-2, '08:00:00.000'), closed: at(-2, '08:00:12.500') },
+  ]);
+  // Not closed (yet): it counts to its last decision, from its connection.
+  await connect(b, [{ session: 'usage-test:2.1', opened: at(-1, '23:59:58.000') }]);
 });
 afterAll(async () => {
   await api?.stop();
 });
 
 describe('daily usage', () => {
-  it('totals bytes, cache hits and misses and wire connection seconds per UTC day across the organization’s projects, and no other organization’s', async () => {
+  it('totals bytes, cache hits and misses and wire connection seconds (connect to disconnect, else first to last decision) per UTC day across the organization’s projects, and no other organization’s', async () => {
     const response = await api.call(owner.apiKey, { method: 'GET', url: `/v1/orgs/${owner.orgId}/usage/daily?days=4` });
     expect(response.statusCode, response.body).toBe(200);
     expect(response.json()).toEqual({
       org_id: owner.orgId,
       days: [
+        // Session 1.3 has one decision and no recorded connection: 0 s.
         { date: day(-3), bytes_transferred: 5000, cache_hits: 0, cache_misses: 1, connection_seconds: 0 },
-        { date: day(-2), bytes_transferred: 0, cache_hits: 0, cache_misses: 0, connection_seconds: 0 },
-        // 30.5 s of session 1.1 and 1.2's minute before midnight; the MCP and control entries move bytes but hold no wire connection.
-        { date: day(-1), bytes_transferred: 2350, cache_hits: 2, cache_misses: 1, connection_seconds: 90.5 },
+        // Session 1.4 connected for 12.5 s without a statement.
+        { date: day(-2), bytes_transferred: 0, cache_hits: 0, cache_misses: 0, connection_seconds: 12.5 },
+        // Session 1.1's 150 s connection, 1.2's minute before midnight (decisions only) and 2.1's 2 s before midnight; the MCP and control entries move bytes but hold no wire connection.
+        { date: day(-1), bytes_transferred: 2350, cache_hits: 2, cache_misses: 1, connection_seconds: 212 },
         // 1.2's minute after midnight and 2.25 s of session 2.1 in the other project.
         { date: day(0), bytes_transferred: 35, cache_hits: 2, cache_misses: 1, connection_seconds: 62.25 },
       ],

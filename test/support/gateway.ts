@@ -36,8 +36,10 @@ export interface TestGateway {
   owner: { orgId: string; apiKey: string };
   projectId: string;
   policyId: string;
-  /** Decisions published so far, in arrival order. */
+  /** Decisions (and gap markers) published so far, in arrival order. */
   decisions: Record<string, unknown>[];
+  /** Wire sessions' connection marks published so far (proxy/decisions.ts SessionMark), in arrival order. */
+  sessionMarks: Record<string, unknown>[];
   /** The decisions published for one credential, once there are at least `count` (within 3 s). */
   decisionsOf(credentialId: string, count: number): Promise<Record<string, unknown>[]>;
   /** Stops the proxy and starts a new one on the same port: nothing of the old one's memory survives. */
@@ -82,10 +84,12 @@ export async function startGateway(
     insert into customers select g, 'user' || g || '@example.com' from generate_series(1, 10) g;`);
   await seed.end();
   const decisions: Record<string, unknown>[] = [];
+  const sessionMarks: Record<string, unknown>[] = [];
   const consumer = await bus.consume({ durable: 'test', maxInFlight: 64 }, async (delivery: Delivery) => {
     const record = JSON.parse(Buffer.from(delivery.data).toString('utf8')) as Record<string, unknown>;
     // One record per decision, whether it travelled alone or in a batch.
     if (record.kind === 'batch') decisions.push(...(record.decisions as unknown[]).map((decision) => ({ kind: 'decision', decision })));
+    else if (record.kind === 'sessions') sessionMarks.push(...(record.sessions as Record<string, unknown>[]));
     else decisions.push(record);
   });
   const keyring = parseKeyring(api.masterKey);
@@ -152,6 +156,7 @@ export async function startGateway(
     projectId,
     policyId,
     decisions,
+    sessionMarks,
     async decisionsOf(credentialId, count) {
       const of = () => decisions.map((d) => d.decision as Record<string, unknown> | undefined).filter((d): d is Record<string, unknown> => d?.credential_id === credentialId);
       await waitFor(() => of().length >= count, 3000, `${count} decisions of ${credentialId}`);

@@ -64,6 +64,20 @@ describe('anomaly detectors on a synthetic history', () => {
     expect(detections.filter((d) => d.kind === 'canary_tripped').every((d) => d.disable_credential && d.details.action === 'disable_credential')).toBe(true);
   });
 
+  it('sums an hour’s bytes exactly past 2^53 - 1 (a double would round), and folds the exact sum into the moments', () => {
+    const detector = new Detector(new Map());
+    const at = (ts: string, bytesOut: Activity['bytesOut']): Activity => ({ projectId: 'prj_x', credentialId: 'cred_x', ts, event: 'query', bytesOut, queryHash: '', rule: '', position: 0n });
+    let baseline = detector.observe(undefined, at('2026-11-26T10:00:00.000Z', Number.MAX_SAFE_INTEGER), new Set()).baseline;
+    expect(baseline.bytes_out).toBe(Number.MAX_SAFE_INTEGER);
+    baseline = detector.observe(baseline, at('2026-11-26T10:10:00.000Z', 2), new Set()).baseline;
+    expect(baseline.bytes_out).toBe('9007199254740993');
+    baseline = detector.observe(baseline, at('2026-11-26T10:20:00.000Z', 9007199254740993n), new Set()).baseline;
+    expect(baseline.bytes_out).toBe('18014398509481986');
+    const next = detector.observe(baseline, at('2026-11-26T11:00:00.000Z', 1), new Set()).baseline;
+    expect(next.moments.egress_spike.sum).toBe('18014398509481986');
+    expect(next.bytes_out).toBe(1);
+  });
+
   it('a sigma of 0 alerts one above the mean, once over the floor', () => {
     const rule = { ...DEFAULT_RULES.volume_spike, sigmaMilli: 0, floor: 0 };
     expect(thresholdOf({ n: 4, sum: '40', sumsq: '400' }, rule).threshold).toBe(11n);

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
-import { holdOf, needsEstimate, type HoldFacts } from '../../proxy/policy/approval-rules.js';
+import { heldThrough, holdOf, needsEstimate, type HoldFacts } from '../../proxy/policy/approval-rules.js';
+import type { CatalogRelation, UpstreamCatalog } from '../../proxy/policy/upstream-catalog.js';
 import { decideStatement } from '../../proxy/policy/hook.js';
 import { loadParser } from '../../proxy/policy/parser.js';
 import { POLICY_STATEMENT_KINDS, type ApprovalRule } from '../../src/events/policies.js';
@@ -128,5 +129,35 @@ describe('approval holds, properties', () => {
         expect(f.estimatedRows!).toBeLessThanOrEqual(decision.autoApproved.cap);
       }),
     );
+  });
+});
+
+describe('writes that reach a held table without naming it (heldThrough)', () => {
+  const relations: Record<string, CatalogRelation> = {
+    'public.orders': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_child' }] },
+    'public.orders_child': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_grandchild' }] },
+    'public.orders_grandchild': { kind: 'table', columns: ['id'], inheritors: [] },
+    'public.orders_view': { kind: 'view', columns: ['id'], inheritors: [] },
+    'public.events': { kind: 'partitioned', columns: ['id'], inheritors: [] },
+    'public.remote': { kind: 'foreign', columns: ['id'], inheritors: [] },
+    'public.notes': { kind: 'table', columns: ['id'], inheritors: [] },
+  };
+  const catalog: UpstreamCatalog = { version: '1', relation: (name) => relations[`${name.schema}.${name.name}`], functionSchemas: () => [], operatorSchemas: () => [] };
+  const held = rule({ tables: ['public.orders'] });
+
+  it('names views, partitioned and foreign tables and every inheritance descendant of a named table; not other plain tables', () => {
+    const written = ['public.orders', 'public.orders_child', 'public.orders_grandchild', 'public.orders_view', 'public.events', 'public.remote', 'public.notes'];
+    expect(heldThrough(held, written, catalog)).toEqual(['public.orders_child', 'public.orders_grandchild', 'public.orders_view', 'public.events', 'public.remote']);
+  });
+
+  it('names none when the rules name no table, or without a catalog', () => {
+    expect(heldThrough(rule({ held_kinds: ['update'] }), ['public.orders_view'], catalog)).toEqual([]);
+    expect(heldThrough(held, ['public.orders_view'], undefined)).toEqual([]);
+  });
+
+  it('holds such a write (approval.held_table), also once estimated under the threshold, and never auto-approves it', () => {
+    const facts = { ...factsOf('update public.orders_view set amount = 0 where id = 1', 1), writesThrough: ['public.orders_view'] };
+    const auto = rule({ tables: ['public.orders'], row_threshold: 100, auto_approve: { 'public.orders_view': { max_rows: 10 } } });
+    expect(holdOf(auto, facts)).toMatchObject({ held: true, rule: 'approval.held_table', through: ['public.orders_view'] });
   });
 });

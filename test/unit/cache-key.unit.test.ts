@@ -117,6 +117,13 @@ describe('the result cache key', () => {
       lookupKey({ ...base, protocol: 'simple' }),
       lookupKey({ ...base, wire, databaseId: 'db_2' }),
       lookupKey({ ...base, wire, catalogVersion: 'v2' }),
+      // Where one part ends and the next begins is never ambiguous.
+      lookupKey({ ...base, wire: { ...wire, params: [Buffer.from('ab'), Buffer.from('c')] } }),
+      lookupKey({ ...base, wire: { ...wire, params: [Buffer.from('a'), Buffer.from('bc')] } }),
+      lookupKey({ ...base, wire: { ...wire, params: [Buffer.from('n')] } }),
+      lookupKey({ ...base, wire: { ...wire, paramTypes: [2, 5] } }),
+      lookupKey({ ...base, wire, databaseId: 'db_1pol_1' }),
+      lookupKey({ ...base, wire, databaseId: 'db', policy: { ...policy, policy_id: `1${policy.policy_id}` } }),
     ];
     expect(new Set(keys).size).toBe(keys.length);
   });

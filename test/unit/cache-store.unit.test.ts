@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
@@ -65,6 +66,56 @@ describe('the result store', () => {
     at(2_000 + 1_500);
     expect(store.lookup('k').outcome).toBe('miss');
     expect(store.size).toBe(0);
+  });
+
+  it('keeps exactly the least recently used order over many evictions, lookups and invalidations (fast-check against a model)', () => {
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant('store' as const), key: fc.integer({ min: 0, max: 12 }) }),
+      fc.record({ kind: fc.constant('lookup' as const), key: fc.integer({ min: 0, max: 12 }) }),
+      fc.record({ kind: fc.constant('invalidate' as const), key: fc.integer({ min: 0, max: 12 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 200 }), (ops) => {
+        const { store } = storeAt({ maxEntries: 4 });
+        // The model: keys from least to most recently used.
+        let model: string[] = [];
+        for (const { kind, key } of ops) {
+          const name = `k${key}`;
+          const table = `public.t${key % 3}`;
+          if (kind === 'store') {
+            store.store(name, result([table]), store.generation);
+            model = [...model.filter((k) => k !== name), name].slice(-4);
+          } else if (kind === 'lookup') {
+            expect(store.lookup(name).outcome).toBe(model.includes(name) ? 'hit' : 'miss');
+            if (model.includes(name)) model = [...model.filter((k) => k !== name), name];
+          } else {
+            store.invalidate([table]);
+            model = model.filter((k) => Number(k.slice(1)) % 3 !== key % 3);
+          }
+          expect(store.size).toBe(model.length);
+        }
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('admits every miss while it has room; once full, a key at its second miss only, and a refresh always', () => {
+    const { store, at } = storeAt({ maxEntries: 2 });
+    expect(store.admits('a')).toBe(true);
+    store.store('a', result([]), 0);
+    store.store('b', result([]), 0);
+    // Full: a key seen once is not captured (no copy, no eviction); seen again, it is.
+    expect(store.admits('c')).toBe(false);
+    expect(store.admits('d')).toBe(false);
+    expect(store.admits('c')).toBe(true);
+    expect(store.admits('d')).toBe(true);
+    expect(store.admits('c')).toBe(false);
+    // A stale entry's refresh is admitted at once.
+    at(1_000);
+    expect(store.lookup('a').outcome).toBe('miss');
+    expect(store.admits('a')).toBe(true);
+    store.invalidate(undefined);
+    expect(store.admits('e')).toBe(true);
   });
 
   it('drops the entries that read a written table, and keeps no result started before a write', () => {
@@ -155,6 +206,14 @@ describe('what is cacheable', () => {
     expect(uncacheable(sql, allowed(sql), OUTSIDE)).toBe(why);
   });
 
+  it('from the verdict the policy engine made with its own parse (a text is not parsed again)', () => {
+    const sql = 'select * from orders where id = 1';
+    expect(allowed(sql).stableCalls).toBe(true);
+    expect(allowed('select random() from orders').stableCalls).toBe(false);
+    expect(uncacheable(sql, { ...allowed(sql), stableCalls: false }, OUTSIDE)).toBe('function');
+    expect(uncacheable('select random() from orders', { ...allowed('select random() from orders'), stableCalls: true }, OUTSIDE)).toBeUndefined();
+  });
+
   it('not in a transaction, nor on a connection carrying session state', () => {
     const sql = 'select * from orders';
     expect(uncacheable(sql, allowed(sql), { inTransaction: true, pinned: false })).toBe('in_transaction');
@@ -233,8 +292,8 @@ describe('a capture', () => {
     for (const [status, kept] of [['T', 'miss'], ['E', 'miss'], ['I', 'hit']] as const) {
       const plan = session.plan({ sql, decision: allowed(sql), databaseId: 'db_1', policy, catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended', wire: { params: [Buffer.from(status)] }, ...OUTSIDE });
       if (plan.outcome !== 'miss') throw new Error(`expected a miss, got ${plan.outcome}`);
-      for (const bytes of [dataRow, encodeCommandComplete('SELECT 1')]) plan.capture.tap(scan(bytes)[0]!, bytes);
-      plan.capture.settled(true);
+      for (const bytes of [dataRow, encodeCommandComplete('SELECT 1')]) plan.capture!.tap(scan(bytes)[0]!, bytes);
+      plan.capture!.settled(true);
       session.ready(status);
       const again = session.plan({ sql, decision: allowed(sql), databaseId: 'db_1', policy, catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended', wire: { params: [Buffer.from(status)] }, ...OUTSIDE });
       expect(again.outcome, status).toBe(kept);

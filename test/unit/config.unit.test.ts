@@ -38,6 +38,8 @@ describe('configuration', () => {
       PGWARD_DEMO_TTL_SECONDS: 900,
       PGWARD_DEMO_MAX_CREDENTIALS: 50,
       PGWARD_DEMO_VENDS_PER_ADDRESS_PER_HOUR: 20,
+      PGWARD_PAYMENT_CURRENCY: 'usd',
+      PGWARD_PAYMENT_CHALLENGE_TTL_SECONDS: 300,
       PGWARD_WEBHOOK_ALLOWED_NETWORKS: 'public',
       PGWARD_WEBHOOK_TIMEOUT_MS: 10000,
       PGWARD_WEBHOOK_RETRY_HORIZON_SECONDS: 86400,
@@ -49,6 +51,9 @@ describe('configuration', () => {
     expect(refusal({ PGWARD_PROXY_PORT: '0' }).variable).toBe('PGWARD_PROXY_PORT');
     expect(refusal({ PGWARD_EMBEDDED_PG_PORT: '65536' }).message).toBe('invalid configuration: PGWARD_EMBEDDED_PG_PORT expected a port number from 1 to 65535');
     expect(refusal({ PGWARD_DRAIN_TIMEOUT_MS: '-1' }).message).toBe('invalid configuration: PGWARD_DRAIN_TIMEOUT_MS expected at least 0');
+    expect(refusal({ PGWARD_PRICES: 'createDemoCredential:pro=0' }).message).toBe(
+      'invalid configuration: PGWARD_PRICES expected comma-separated operationId[:variant]=amount entries, amounts in base units of PGWARD_PAYMENT_CURRENCY (the price of createDemoCredential:pro must be a whole number of base units from 1)',
+    );
     expect(refusal({ PGWARD_WEBHOOK_ALLOWED_NETWORKS: 'public,10.0.0.0/40' }).message).toBe(
       'invalid configuration: PGWARD_WEBHOOK_ALLOWED_NETWORKS expected comma-separated CIDR ranges and the word public (10.0.0.0/40 has a prefix length outside 0-32)',
     );

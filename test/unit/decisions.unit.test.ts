@@ -156,4 +156,26 @@ describe('decision publisher', () => {
     await publisher.close();
     await bus.close();
   });
+
+  it('sends session marks in a sessions message of their own, with no sequence number, after the bus takes them again', async () => {
+    const bus = createMemoryBus({ maxRetained: 1 });
+    const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 10);
+    const mark = (phase: 'opened' | 'closed', n: number) => ({ phase, project_id: project, session_id: `p1.7.${n}`, credential_id: `agt_${'a'.repeat(26)}`, at: '2026-01-01T00:00:00.000Z' });
+    publisher.publish(decision('select 1'));
+    expect(publisher.publishSession(mark('opened', 1))).toBe(true);
+    // The bus holds one unconsumed message: the marks wait, and go once it takes them.
+    await until(() => publisher.stats().published === 1);
+    publisher.publishSession(mark('closed', 1));
+    publisher.publish(decision('select 2'));
+    const received: BusRecord[] = [];
+    await bus.consume({ durable: 'ingest', maxInFlight: 1 }, async (d) => void received.push(JSON.parse(Buffer.from(d.data).toString()) as BusRecord));
+    await until(() => received.some((r) => r.kind === 'sessions'));
+    await publisher.close();
+    const stamped = received.flatMap((r) => (r.kind === 'batch' ? r.decisions : r.kind === 'decision' ? [r.decision] : []));
+    expect(stamped.map((d) => d.seq)).toEqual(['1', '2']);
+    const marks = received.flatMap((r) => (r.kind === 'sessions' ? [r] : []));
+    expect(marks.map((r) => [r.proxy_id, r.boot_epoch, r.sessions.map((m) => [m.phase, m.session_id])])).toEqual([['p1', 7, [['opened', 'p1.7.1'], ['closed', 'p1.7.1']]]]);
+    expect(publisher.stats()).toMatchObject({ depth: 0, dropped: 0 });
+    await bus.close();
+  });
 });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { demo } from '../../commands/demo/demo.js';
 import { DomainError } from '../../commands/domain-error.js';
 import { loadConfig } from '../../src/config.js';
-import { demoStatus, tierOffers, treatments } from '../../src/demo/offer.js';
+import { demoStatus, PAID_TIER_REFUSAL, tierOffers, treatments } from '../../src/demo/offer.js';
 import { demoSettings } from '../../src/demo/settings.js';
 import { demoBanner } from '../../src/demo/start.js';
 
@@ -50,12 +50,25 @@ describe('the demo offer', () => {
     expect(demoStatus(undefined, { ...demo.initial, provisioned })).toBe('not_configured');
     expect(demoStatus(settings, demo.initial)).toBe('not_configured');
     expect(demoStatus(settings, { provisioned, paused: true, pausedReason: '' })).toBe('paused');
-    expect(tierOffers({ ...demo.initial, provisioned }).map((t) => [t.tier, t.available, t.policy_id])).toEqual([
+    expect(tierOffers({ ...demo.initial, provisioned }, () => undefined).map((t) => [t.tier, t.available, t.policy_id])).toEqual([
       ['free', true, 'pol_demo1'],
       ['pro', false, null],
       ['scale', false, null],
       ['enterprise', false, null],
     ]);
+  });
+
+  it('offers a paid tier when the deployment prices it and the demo has its policy, with its price', () => {
+    const withPro = { ...provisioned, tiers: [...provisioned.tiers, { tier: 'pro' as const, policy_id: 'pol_demo2' }] };
+    const priced = (tier: string) => (tier === 'pro' || tier === 'scale' ? { amount: 50, currency: 'usd' } : undefined);
+    expect(tierOffers({ ...demo.initial, provisioned: withPro }, priced).map((t) => [t.tier, t.available, t.policy_id, t.price])).toEqual([
+      ['free', true, 'pol_demo1', null],
+      ['pro', true, 'pol_demo2', { amount: 50, currency: 'usd' }],
+      ['scale', false, null, null],
+      ['enterprise', false, null, null],
+    ]);
+    expect(tierOffers({ ...demo.initial, provisioned: withPro }, priced)[2]!.detail).toBe('no policy for this tier');
+    expect(tierOffers({ ...demo.initial, provisioned: withPro }, () => undefined)[1]!.detail).toBe(PAID_TIER_REFUSAL);
   });
 
   it('prints a psql command and an MCP client configuration, or how to get a credential', () => {

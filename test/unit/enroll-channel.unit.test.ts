@@ -72,6 +72,21 @@ describe('decisionRefusal', () => {
   });
 });
 
+describe('decisionRefusal of session marks', () => {
+  const bytes = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+  const proxy = `${ENR}:host-1`;
+  const mark = (projectId = PRJ, sessionId = `${proxy}.7.1`) => ({ phase: 'opened', project_id: projectId, session_id: sessionId, credential_id: AGT, at: '2026-11-26T12:00:00.000Z' });
+  const sessions = (proxyId: string, ...marks: unknown[]) => bytes({ kind: 'sessions', proxy_id: proxyId, boot_epoch: 7, sessions: marks });
+
+  it('takes its own proxy’s marks of its project, and refuses another project’s, another proxy’s and another proxy’s sessions', () => {
+    expect(decisionRefusal(sessions(proxy, mark(), { ...mark(), phase: 'closed' }), PRJ, ENR)).toBeUndefined();
+    expect(decisionRefusal(sessions(proxy, mark(), mark(OTHER)), PRJ, ENR)).toMatch(/must name this enrollment’s project/);
+    expect(decisionRefusal(sessions('proxy-a', mark(PRJ, 'proxy-a.7.1')), PRJ, ENR)).toMatch(/must name this enrollment’s project and one of its proxies/);
+    expect(decisionRefusal(sessions(proxy, mark(PRJ, 'proxy-a.7.1')), PRJ, ENR)).toMatch(/^sessions: .*only its own sessions/s);
+    expect(decisionRefusal(sessions(proxy, { ...mark(), phase: 'paused' }), PRJ, ENR)).toMatch(/^sessions:/);
+  });
+});
+
 describe('resealFor', () => {
   const registered = (password: string) =>
     recorded(

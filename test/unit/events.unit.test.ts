@@ -81,6 +81,8 @@ const samples: Record<string, Record<string, unknown>> = {
   'ApiKeyCreated.v1': { org_id: id('org_'), key_id: id('key_'), name: 'ci', role: 'admin', prefix: 'pgw_ab12', token_hash: hash },
   'ApiKeyRevoked.v1': { org_id: id('org_'), key_id: id('key_') },
   'OrganizationBillingChanged.v1': { org_id: id('org_'), billing_provider: 'stripe', subscription_status: 'past_due' },
+  'OrganizationMemberAdded.v1': { org_id: id('org_'), user_id: id('usr_'), role: 'owner' },
+  'ConsentRecorded.v1': { consent_id: id('cns_'), user_id: id('usr_'), document_type: 'terms_of_service', document_version: '2026-11-01', accepted: true, accepted_at: '2026-11-26T12:00:00.000Z', ip_address: '203.0.113.7' },
   'ProjectCreated.v1': {
     project_id: id('prj_'),
     org_id: id('org_'),
@@ -141,6 +143,9 @@ const samples: Record<string, Record<string, unknown>> = {
   'CredentialUsed.v1': { credential_id: id('agt_'), used_at: at },
   'DemoProvisioned.v1': { org_id: id('org_'), project_id: id('prj_'), database_id: id('db_'), tiers: [{ tier: 'free', policy_id: id('pol_') }] },
   'DemoPaused.v1': { reason: 'abuse from one address' },
+  'CreditsToppedUp.v1': { org_id: id('org_'), amount: 5000, currency: 'usd', reference: 'pi_3Nc0ffee' },
+  'CreditsCharged.v1': { org_id: id('org_'), challenge_id: 'x'.repeat(43), amount: 50, currency: 'usd', operation: 'createDemoCredential:pro' },
+  'CreditsRefunded.v1': { org_id: id('org_'), challenge_id: 'x'.repeat(43), amount: 50, currency: 'usd', reason: 'the request failed with 503' },
   'DemoResumed.v1': {},
   'ApprovalRequested.v1': {
     approval_id: id('apr_'),
@@ -222,6 +227,11 @@ const samples: Record<string, Record<string, unknown>> = {
   'BranchReady.v1': { branch_id: id('brn_'), method: 'template' },
   'BranchFailed.v1': { branch_id: id('brn_'), reason: 'the source has other sessions' },
   'BranchDeleted.v1': { branch_id: id('brn_') },
+  'NameReserved.v1': { key: 'domain:db.example.com', holder: id('dom_') },
+  'NameReleased.v1': { key: 'domain:db.example.com', holder: id('dom_') },
+  'CredentialIpRulesSet.v1': { credential_id: id('agt_'), allow: [{ cidr: '10.0.0.0/8', label: 'office' }], deny: [{ cidr: '::1/128' }] },
+  'WireSessionOpened.v1': { project_id: id('prj_'), session_id: 'proxy-1.1700000000.7', credential_id: id('agt_'), at },
+  'WireSessionClosed.v1': { project_id: id('prj_'), session_id: 'proxy-1.1700000000.7', at },
   'WebhookCreated.v1': {
     webhook_id: id('whk_'),
     project_id: id('prj_'),

@@ -5,10 +5,11 @@ import { Problem } from '../problem.js';
 
 export type Role = ApiKeyRole;
 
-/** Who is calling: an organization API key or a JWT from the identity provider. */
+/** Who is calling: an organization API key, a JWT from an identity provider, or a person signed in to this deployment's identity server (its session cookie). */
 export type Caller =
   | { readonly kind: 'api_key'; readonly keyId: string; readonly orgId: string; readonly role: Role }
-  | { readonly kind: 'jwt'; readonly subject: string; readonly orgId: string; readonly role: Role };
+  | { readonly kind: 'jwt'; readonly subject: string; readonly orgId: string; readonly role: Role; readonly issuer: string }
+  | { readonly kind: 'session'; readonly subject: string; readonly orgId: string; readonly role: Role };
 
 /** One of the deployment's operators (docs/support.md), named by PGWARD_OPERATOR_TOKENS; a member of no organization. */
 export interface Operator {
@@ -23,6 +24,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** Routes that need no credential (discovery, health). */
     public?: boolean;
+    /** Routes that take their body as raw bytes, whatever its type (the identity server's form posts). */
+    rawBody?: boolean;
   }
 }
 
@@ -33,12 +36,35 @@ export interface Authenticators {
   jwt?: (token: string) => Promise<Caller>;
   /** The operator an operator token (`pgw_op_...`) names, or undefined when none does. */
   operator?: (token: string) => string | undefined;
+  /** The person a request's identity-server session cookie names, or undefined when it carries none that is valid. */
+  session?: (headers: Headers) => Promise<Caller | undefined>;
+  /** The origin a browser's cookie-authenticated mutation must come from (CSRF defence). */
+  origin?: string;
+}
+
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+function headersOf(request: FastifyRequest): Headers {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) if (typeof value === 'string') headers.set(name, value);
+  return headers;
+}
+
+/**
+ * A cookie is sent by the browser whoever asks it to, so a mutation authenticated by one must come
+ * from a page of this origin: its Origin header (browsers send it on every cross-origin request and
+ * on same-origin non-GET ones) must name it. SameSite=Lax cookies already stay off cross-site posts.
+ */
+function checkOrigin(request: FastifyRequest, expected: string | undefined): void {
+  if (SAFE_METHODS.has(request.method)) return;
+  const origin = request.headers.origin;
+  if (expected === undefined || origin !== expected) throw new Problem('FORBIDDEN', `a request authenticated by the session cookie that changes something must come from ${expected ?? 'this deployment'} (its Origin header); other clients send Authorization: Bearer`);
 }
 
 const ORG_KEY = /^pgw_org_[A-Za-z0-9_-]{43}$/;
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
-function unauthorized(detail: string): Problem {
+export function unauthorized(detail: string): Problem {
   return new Problem('UNAUTHORIZED', detail, { headers: { 'www-authenticate': 'Bearer realm="pgward"' } });
 }
 
@@ -68,31 +94,57 @@ export function requestPath(request: FastifyRequest): string {
   }
 }
 
-/** Bearer authentication on every /v1 route not marked public (spec §5.3), decided by the matched route, not by how the target was spelled. */
-export function installAuth(app: FastifyInstance, authenticators: Authenticators): void {
-  app.addHook('onRequest', async (request) => {
-    const route = request.routeOptions.url;
-    if (!route?.startsWith('/v1/') || request.routeOptions.config.public) return;
-    const header = request.headers.authorization;
-    const match = typeof header === 'string' ? /^Bearer +(\S+)$/i.exec(header) : null;
-    if (!match) throw unauthorized('send Authorization: Bearer <organization API key or JWT>');
-    const token = match[1]!;
-    if (OPERATOR_TOKEN.test(token)) {
-      const name = authenticators.operator?.(token);
-      if (name === undefined) throw unauthorized('the operator token is unknown');
-      request.operator = { name };
-      return;
-    }
-    if (ORG_KEY.test(token)) {
-      const caller = await authenticators.apiKey(token);
-      if (!caller) throw unauthorized('the API key is unknown or revoked');
+/**
+ * Authenticates the request's caller, setting request.caller or request.operator: the identity
+ * server's session cookie when no Authorization header is sent, else `Authorization: Bearer`;
+ * 401 when there is none or it is bad.
+ */
+export async function authenticateBearer(request: FastifyRequest, authenticators: Authenticators): Promise<void> {
+  const header = request.headers.authorization;
+  if (header === undefined && authenticators.session && request.headers.cookie) {
+    const caller = await authenticators.session(headersOf(request));
+    if (caller) {
+      checkOrigin(request, authenticators.origin);
       request.caller = caller;
       return;
     }
-    if (JWT.test(token) && authenticators.jwt) {
-      request.caller = await authenticators.jwt(token);
-      return;
-    }
-    throw unauthorized('the bearer token is malformed: expected an organization API key (pgw_org_...), a JWT or an operator token (pgw_op_...)');
+  }
+  const match = typeof header === 'string' ? /^Bearer +(\S+)$/i.exec(header) : null;
+  if (!match) throw unauthorized('send Authorization: Bearer <organization API key or JWT>, or sign in');
+  const token = match[1]!;
+  if (OPERATOR_TOKEN.test(token)) {
+    const name = authenticators.operator?.(token);
+    if (name === undefined) throw unauthorized('the operator token is unknown');
+    request.operator = { name };
+    return;
+  }
+  if (ORG_KEY.test(token)) {
+    const caller = await authenticators.apiKey(token);
+    if (!caller) throw unauthorized('the API key is unknown or revoked');
+    request.caller = caller;
+    return;
+  }
+  if (JWT.test(token) && authenticators.jwt) {
+    request.caller = await authenticators.jwt(token);
+    return;
+  }
+  throw unauthorized('the bearer token is malformed: expected an organization API key (pgw_org_...), a JWT or an operator token (pgw_op_...)');
+}
+
+/** Whether the request answers a payment challenge (`Authorization: Payment ...`): the payments plugin authenticates it. */
+export function carriesPayment(request: FastifyRequest): boolean {
+  return /^Payment +/i.test(request.headers.authorization ?? '');
+}
+
+/**
+ * Authentication on every /v1 route not marked public (spec §5.3), decided by the matched route,
+ * not by how the target was spelled. A Payment credential is left to the payments plugin, which
+ * authenticates it on priced requests; on any other, no caller is set and the route refuses.
+ */
+export function installAuth(app: FastifyInstance, authenticators: Authenticators): void {
+  app.addHook('onRequest', async (request) => {
+    const route = request.routeOptions.url;
+    if (!route?.startsWith('/v1/') || request.routeOptions.config.public || carriesPayment(request)) return;
+    await authenticateBearer(request, authenticators);
   });
 }

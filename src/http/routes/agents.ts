@@ -15,6 +15,7 @@ import type { HumanRole } from '../../events/organizations.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { agentCredentialDiscovery } from './discovery.js';
+import { IpRuleListsBody, IpRuleListsView, storedLists } from './ip-rules.js';
 import { visiblePolicy } from './policies.js';
 import { fold, visibleProject, visibleOrganization } from './projects.js';
 import { execute, errorResponses, etag, IdParam, ifMatch, iso, requireRole, Timestamp, type Api, type ApiDeps, foldStream } from './support.js';
@@ -37,8 +38,11 @@ const UpdateAgentCredentialRequest = z
   .strictObject({
     name: CreateAgentCredentialRequest.shape.name.optional().describe('A new label'),
     status: z.enum(['active', 'disabled']).optional().describe('`disabled` throws the kill-switch; `active` re-enables'),
+    ip_rules: IpRuleListsBody.optional().describe(
+      'The credential’s own IP allow and deny lists, replaced whole (an absent list is empty). They apply beside the project’s: a connection must pass both (docs/http-api.md#ip-rules)',
+    ),
   })
-  .refine((body) => body.name !== undefined || body.status !== undefined, { message: 'name at least one of name and status' })
+  .refine((body) => body.name !== undefined || body.status !== undefined || body.ip_rules !== undefined, { message: 'name at least one of name, status and ip_rules' })
   .meta({ title: 'UpdateAgentCredentialRequest' });
 
 const AgentCredential = z
@@ -53,6 +57,7 @@ const AgentCredential = z
     auth_method: z.enum(['cleartext', 'scram-sha-256']),
     last_used_at: Timestamp.nullable(),
     expires_at: Timestamp.nullable(),
+    ip_rules: IpRuleListsView.describe('The credential’s own IP rules, checked beside its project’s; both lists empty when none were set'),
     expired: z.boolean().describe('True from the instant expires_at passes, computed at read time: the credential is then refused whatever `status` says'),
     created_at: Timestamp,
     updated_at: Timestamp,
@@ -81,6 +86,7 @@ function toAgentCredential(row: CredentialView, now: Date): AgentCredential {
     auth_method: 'scram-sha-256',
     last_used_at: row.last_used_at === null ? null : iso(row.last_used_at),
     expires_at: row.expires_at === null ? null : iso(row.expires_at),
+    ip_rules: { allow: [...row.ip_rules.allow], deny: [...row.ip_rules.deny] },
     expired: row.expired_at !== null || isExpired(row.expires_at, now.toISOString()),
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
@@ -262,7 +268,7 @@ export function agentRoutes(app: Api, deps: ApiDeps): void {
     {
       schema: {
         operationId: 'updateAgentCredential',
-        summary: 'Rename an agent credential, or throw its kill-switch (disable, enable again)',
+        summary: 'Rename an agent credential, set its own IP rules, or throw its kill-switch (disable, enable again)',
         description:
           'Asking for the name or status the credential already has changes nothing and answers 200. A revoked credential, or enabling an expired one, ' +
           'answers 409 INVALID_STATE and changes nothing. Honours If-Match.',
@@ -276,7 +282,8 @@ export function agentRoutes(app: Api, deps: ApiDeps): void {
       const caller = await agentCaller(deps, request, 'member');
       const { project_id: projectId, agent_id: agentId } = request.params;
       const before = await storedCredential(deps, caller.orgId, projectId, agentId);
-      const result = await execute(deps, request, `credential-${agentId}`, credential, { kind: 'update', ...request.body, ifRevision: ifMatch(request) });
+      const { ip_rules: rules, ...rest } = request.body;
+      const result = await execute(deps, request, `credential-${agentId}`, credential, { kind: 'update', ...rest, ...(rules ? { ipRules: storedLists(rules) } : {}), ifRevision: ifMatch(request) });
       const row = fold(evolveCredential, result.recorded, before);
       etag(reply, row.revision);
       return toAgentCredential(row, deps.now());

@@ -5,6 +5,10 @@ import type { DatabaseRow } from '../../../projections/databases.js';
 import { evolveBranch, type BranchRow } from '../../../projections/branches.js';
 import { branchNameTaken, findBranch, listBranches } from '../../../queries/branches.js';
 import { copyBranch, dropBranch, type BranchTarget } from '../../branches/copy.js';
+import { takeCopyLease, type CopyLease } from '../../branches/copy-lease.js';
+import { branchesStillCopying } from '../../../queries/branches.js';
+import type { FastifyBaseLogger } from 'fastify';
+import { releaseName, reservationKeys, reserveName, stillHolds } from '../../reservations.js';
 import { BranchCopyMethod } from '../../events/branches.js';
 import { text } from '../../events/fields.js';
 import { newId } from '../../ids.js';
@@ -12,7 +16,7 @@ import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
 import { databaseFromStream, upstreamClientConfig } from './databases.js';
 import { fold, visibleProject } from './projects.js';
-import { errorResponses, etag, execute, executeAs, IdParam, matchedRevision, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { actorOf, errorResponses, etag, execute, executeAs, foldStream, IdParam, matchedRevision, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
 
 const CreateBranchRequest = z
   .strictObject({
@@ -65,27 +69,81 @@ function targetOf(deps: ApiDeps, database: DatabaseRow, branchDatabase: string):
 
 const COPIER = { correlationId: 'branch-copy', actor: 'pgward:branch-copy' };
 
+const copierOf = (deps: ApiDeps, branchId: string) => ({ ...COPIER, correlationId: `branch-copy:${branchId}`, now: deps.now });
+
 /**
- * Copies the branch's database and records the outcome. A branch deleted while it was copying
- * gets its database dropped again, as nothing will drop it later.
+ * Copies the branch's database and records the outcome, holding its copy lease throughout. A branch
+ * deleted while it was copying gets its database dropped again, as nothing will drop it later.
  */
-async function runCopy(deps: ApiDeps, row: BranchRow, database: DatabaseRow): Promise<void> {
+async function runCopy(deps: ApiDeps, row: BranchRow, database: DatabaseRow, lease: CopyLease): Promise<void> {
   const target = targetOf(deps, database, row.database_name);
   const stream = `branch-${row.branch_id}`;
-  const context = { ...COPIER, correlationId: `branch-copy:${row.branch_id}`, now: deps.now };
-  let method: z.infer<typeof BranchCopyMethod>;
+  const context = copierOf(deps, row.branch_id);
   try {
-    method = await copyBranch(target);
-  } catch (error) {
-    await executeAs(deps, context, stream, branch, { kind: 'fail', reason: `the copy failed: ${(error as Error).message}`.slice(0, 1000) }).catch(() => undefined);
-    return;
+    let method: z.infer<typeof BranchCopyMethod>;
+    try {
+      method = await copyBranch(target);
+    } catch (error) {
+      await executeAs(deps, context, stream, branch, { kind: 'fail', reason: `the copy failed: ${(error as Error).message}`.slice(0, 1000) }).catch(() => undefined);
+      return;
+    }
+    try {
+      await executeAs(deps, context, stream, branch, { kind: 'ready', method });
+    } catch (error) {
+      if (error instanceof DomainError) await dropBranch(target).catch(() => undefined);
+      else throw error;
+    }
+  } finally {
+    await lease.release();
   }
-  try {
-    await executeAs(deps, context, stream, branch, { kind: 'ready', method });
-  } catch (error) {
-    if (error instanceof DomainError) await dropBranch(target).catch(() => undefined);
-    else throw error;
+}
+
+/** Why a branch whose copier is gone failed: recorded on it. */
+export const INTERRUPTED = 'the copy was interrupted: the process making it stopped; its partial database was dropped. Create the branch again';
+
+/**
+ * Branches still `copying` whose copy lease is free had their copier die mid-copy (a crash, a
+ * kill): each gets its partial database dropped and is recorded failed. A drop that fails leaves
+ * the branch copying, for the next run. Returns how many were recovered.
+ */
+export async function recoverInterruptedCopies(deps: ApiDeps): Promise<number> {
+  let recovered = 0;
+  for (const { branch_id: branchId, project_id: projectId } of await branchesStillCopying(deps.pool)) {
+    const lease = await takeCopyLease(deps.pool, branchId, false);
+    if (!lease) continue;
+    try {
+      // Under the lease, from the stream: a copy that ended just before is not undone.
+      const row = await foldStream(deps, `branch-${branchId}`, evolveBranch);
+      if (row?.status !== 'copying') continue;
+      const database = await databaseFromStream(deps, projectId, row.database_id);
+      if (database) await dropBranch(targetOf(deps, database, row.database_name));
+      await executeAs(deps, copierOf(deps, branchId), `branch-${branchId}`, branch, { kind: 'fail', reason: INTERRUPTED });
+      recovered += 1;
+    } finally {
+      await lease.release();
+    }
   }
+  return recovered;
+}
+
+/** How often each API process looks for interrupted copies (and once at its start). */
+const RECOVERY_INTERVAL_MS = 5_000;
+
+function startRecovery(deps: ApiDeps, log: FastifyBaseLogger): () => Promise<void> {
+  let running: Promise<void> | undefined;
+  const run = (): void => {
+    running ??= recoverInterruptedCopies(deps)
+      .then((recovered) => void (recovered > 0 && log.warn({ recovered }, 'recorded branch copies whose copier stopped as failed, their partial databases dropped')))
+      .catch((error: unknown) => log.warn({ err: error }, 'could not recover interrupted branch copies; retrying'))
+      .finally(() => (running = undefined));
+  };
+  run();
+  const timer = setInterval(run, RECOVERY_INTERVAL_MS);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    await running;
+  };
 }
 
 const ProjectParams = z.object({ project_id: IdParam('project id') });
@@ -93,7 +151,12 @@ const BranchParams = ProjectParams.extend({ branch_id: IdParam('branch id') });
 
 export function branchRoutes(app: Api, deps: ApiDeps): void {
   const copying = new Set<Promise<void>>();
+  let stopRecovery: (() => Promise<void>) | undefined;
+  app.addHook('onReady', async () => {
+    stopRecovery = startRecovery(deps, app.log);
+  });
   app.addHook('onClose', async () => {
+    await stopRecovery?.();
     await Promise.allSettled(copying);
   });
 
@@ -141,14 +204,31 @@ export function branchRoutes(app: Api, deps: ApiDeps): void {
       const { database_id: databaseId, name } = request.body;
       const database = await databaseFromStream(deps, projectId, databaseId);
       if (!database) throw new Problem('NOT_FOUND', `database ${databaseId} not found in project ${projectId}`);
-      if (await branchNameTaken(deps.pool, databaseId, name)) throw new Problem('RESOURCE_EXISTS', `database ${databaseId} already has a branch named ${JSON.stringify(name)}; pick another name`);
+      const taken = () => new Problem('RESOURCE_EXISTS', `database ${databaseId} already has a branch named ${JSON.stringify(name)}; pick another name`);
+      if (await branchNameTaken(deps.pool, databaseId, name)) throw taken();
       const branchId = newId('brn_');
-      const result = await execute(deps, request, `branch-${branchId}`, branch, {
-        kind: 'create',
-        branch: { branch_id: branchId, project_id: projectId, database_id: databaseId, name, database_name: `pgward_branch_${branchId.slice('brn_'.length)}` },
-      });
+      const key = reservationKeys.branch(databaseId, name);
+      // The read model may not show a branch created a moment ago: the name's own stream decides a race.
+      const holds = async (holder: string, since: string) => {
+        const row = await foldStream(deps, `branch-${holder}`, evolveBranch);
+        return stillHolds(row, row?.status !== 'deleted', since);
+      };
+      if (!(await reserveName(deps.store, key, branchId, actorOf(caller), holds))) throw taken();
+      // Taken before the branch is recorded: a recovery run never finds it copying with its lease free.
+      const lease = (await takeCopyLease(deps.pool, branchId, true))!;
+      let result;
+      try {
+        result = await execute(deps, request, `branch-${branchId}`, branch, {
+          kind: 'create',
+          branch: { branch_id: branchId, project_id: projectId, database_id: databaseId, name, database_name: `pgward_branch_${branchId.slice('brn_'.length)}` },
+        });
+      } catch (error) {
+        await lease.release();
+        await releaseName(deps.store, key, branchId, actorOf(caller));
+        throw error;
+      }
       const row = fold(evolveBranch, result.recorded);
-      const copy = runCopy(deps, row, database).catch((error: unknown) => request.log.error({ err: error, branch_id: branchId }, 'a branch copy could not record its outcome'));
+      const copy = runCopy(deps, row, database, lease).catch((error: unknown) => request.log.error({ err: error, branch_id: branchId }, 'a branch copy could not record its outcome'));
       copying.add(copy);
       void copy.finally(() => copying.delete(copy));
       etag(reply, row.revision);
@@ -200,6 +280,7 @@ export function branchRoutes(app: Api, deps: ApiDeps): void {
         });
       }
       await execute(deps, request, `branch-${current.branch_id}`, branch, { kind: 'delete', ...(expected === undefined ? {} : { ifRevision: expected }) });
+      await releaseName(deps.store, reservationKeys.branch(current.database_id, current.name), current.branch_id, actorOf(caller));
       return reply.code(204).send(null);
     },
   );

@@ -37,7 +37,15 @@ const Demo = z
   .object({
     status: z.enum(['available', 'paused', 'not_configured']),
     detail: z.string(),
-    tiers: z.array(z.object({ tier: DemoTier, available: z.boolean(), policy_id: z.string().nullable(), detail: z.string() })),
+    tiers: z.array(
+      z.object({
+        tier: DemoTier,
+        available: z.boolean(),
+        policy_id: z.string().nullable(),
+        price: z.object({ amount: z.int(), currency: z.string() }).nullable().describe('What a credential of a paid tier costs, in base units of the currency (docs/payments.md); null for the free tier and unpriced ones'),
+        detail: z.string(),
+      }),
+    ),
     limits: z
       .object({
         credential_ttl_seconds: z.int().describe('A vended credential stops working this long after it was issued'),
@@ -58,7 +66,9 @@ const Demo = z
 type Demo = z.infer<typeof Demo>;
 
 const DemoCredentialRequest = z
-  .strictObject({ tier: DemoTier.default('free').describe('Only `free` is issued here; a paid tier answers DEMO_TIER_NOT_PURCHASABLE') })
+  .strictObject({
+    tier: DemoTier.default('free').describe('A paid tier the deployment prices (GET /v1/demo says which) is charged per credential: 402 PAYMENT_REQUIRED, docs/payments.md; one it does not price answers DEMO_TIER_NOT_PURCHASABLE'),
+  })
   .meta({ title: 'DemoCredentialRequest' });
 
 const DemoCredential = AgentCredentialSecrets.extend({
@@ -83,7 +93,17 @@ function retryAfter(seconds: number): Record<string, string> {
   return { 'retry-after': String(Math.max(1, Math.ceil(seconds))) };
 }
 
+/** The paid tier a vend asks for, if any: the variant its price is looked up by. */
+function paidTier(body: unknown): DemoTier | undefined {
+  const tier = (body as { tier?: DemoTier } | null | undefined)?.tier ?? 'free';
+  return tier === 'free' ? undefined : tier;
+}
+
 export function demoRoutes(app: Api, deps: ApiDeps): void {
+  const priceOf = (tier: DemoTier) => {
+    const amount = deps.payments?.prices.get(`createDemoCredential:${tier}`);
+    return amount === undefined ? undefined : { amount, currency: deps.payments!.currency };
+  };
   const gate = new VendGate(MAX_VENDS_ADMITTED);
   const perAddress = fixedWindowLimiter(HOUR_SECONDS);
 
@@ -94,7 +114,7 @@ export function demoRoutes(app: Api, deps: ApiDeps): void {
     const base = {
       status,
       detail: status === 'paused' ? pausedDetail(state) : DETAIL[status],
-      tiers: tierOffers(state),
+      tiers: tierOffers(state, priceOf),
       limits: settings ? { credential_ttl_seconds: settings.ttlSeconds, max_concurrent_credentials: settings.maxCredentials, credentials_per_address_per_hour: settings.vendsPerAddressPerHour } : null,
       credentials: { method: 'POST', path: '/v1/demo/credentials' } as const,
     };
@@ -127,10 +147,12 @@ export function demoRoutes(app: Api, deps: ApiDeps): void {
     const provisioned = state.provisioned;
     if (!settings || !provisioned) throw new Problem('DEMO_NOT_CONFIGURED', `${DETAIL.not_configured}; do not retry`);
     if (state.paused) throw new Problem('DEMO_PAUSED', pausedDetail(state), { headers: retryAfter(PAUSED_RETRY_SECONDS) });
-    if (tier !== 'free') throw new Problem('DEMO_TIER_NOT_PURCHASABLE', `the ${tier} tier is a paid one and this deployment takes no payment; ask for the free tier`);
+    // A paid tier is vended only once its request was paid (the payments plugin settles it before this runs).
+    if (tier !== 'free' && !request.payment) throw new Problem('DEMO_TIER_NOT_PURCHASABLE', `the ${tier} tier is a paid one and this deployment takes no payment for it; ask for the free tier`);
     const policyId = provisioned.tiers.find((t) => t.tier === tier)?.policy_id;
     if (!policyId) throw new Problem('DEMO_NOT_CONFIGURED', `the demo has no policy for the ${tier} tier; do not retry`);
-    perAddress(reply, `demo:${request.ip}`, settings.vendsPerAddressPerHour, 'address');
+    // A paid credential is limited by its price, not by the address's hourly allowance.
+    if (!request.payment) perAddress(reply, `demo:${request.ip}`, settings.vendsPerAddressPerHour, 'address');
 
     const issue = async () => {
       const now = deps.now();
@@ -145,7 +167,8 @@ export function demoRoutes(app: Api, deps: ApiDeps): void {
       const credentialId = newId('agt_');
       const issued = issueSecrets();
       const expiresAt = new Date(now.getTime() + settings.ttlSeconds * 1000).toISOString();
-      const result = await executeAs(deps, { correlationId: request.id, actor: `demo:${request.ip}`, now: deps.now }, `credential-${credentialId}`, credential, {
+      const actor = request.payment ? request.payment.settlement.principal : `demo:${request.ip}`;
+      const result = await executeAs(deps, { correlationId: request.id, actor, now: deps.now }, `credential-${credentialId}`, credential, {
         kind: 'register',
         credential: {
           credential_id: credentialId,
@@ -186,18 +209,20 @@ export function demoRoutes(app: Api, deps: ApiDeps): void {
   app.post(
     '/v1/demo/credentials',
     {
-      config: { public: true },
+      // The free tier is public; a paid one is priced as createDemoCredential:<tier> (PGWARD_PRICES).
+      config: { public: true, priceVariant: (request) => paidTier(request.body) },
       schema: {
         operationId: 'createDemoCredential',
         summary: 'Issue a short-lived, read-only demo credential',
         description:
           'Public. Returns a Postgres connection string and an MCP URL and token, under the demo policy, both refused from `expires_at` on. ' +
           'Limited per client address (429 RATE_LIMITED) and by a ceiling on unexpired demo credentials (503 DEMO_CAPACITY_FULL, Retry-After when the oldest expires). ' +
-          'Other 503 codes: DEMO_NOT_CONFIGURED (do not retry), DEMO_PAUSED, DEMO_BUSY, DEMO_TIER_NOT_PURCHASABLE.',
+          'Other 503 codes: DEMO_NOT_CONFIGURED (do not retry), DEMO_PAUSED, DEMO_BUSY, DEMO_TIER_NOT_PURCHASABLE. ' +
+          'A paid tier the deployment prices needs an organization API key or JWT (Bearer) and answers 402 PAYMENT_REQUIRED with a Payment challenge; the request sent again with its credential (Authorization: Payment) is charged to the organization’s prepaid credits once and carries Payment-Receipt (docs/payments.md).',
         tags: ['demo'],
         security: [],
         body: DemoCredentialRequest.nullish(),
-        response: { 201: DemoCredential, ...errorResponses('DEMO_NOT_CONFIGURED', 'UNSUPPORTED_MEDIA_TYPE') },
+        response: { 201: DemoCredential, ...errorResponses('DEMO_NOT_CONFIGURED', 'PAYMENT_REQUIRED', 'FORBIDDEN', 'UNSUPPORTED_MEDIA_TYPE') },
       },
     },
     async (request, reply) => vend(request, reply, request.body?.tier ?? 'free'),

@@ -8,8 +8,10 @@ import { HostnameInput } from '../../events/domains.js';
 import { newId } from '../../ids.js';
 import { decodePageToken, PageQuery, paginate } from '../pagination.js';
 import { Problem } from '../problem.js';
+import { releaseName, reservationKeys, reserveName, stillHolds } from '../../reservations.js';
+import { projectStatus } from '../../../queries/projects.js';
 import { fold, visibleProject } from './projects.js';
-import { errorResponses, etag, execute, foldStream, IdParam, matchedRevision, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
+import { actorOf, errorResponses, etag, execute, foldStream, IdParam, matchedRevision, iso, readModelOrStream, requireRole, Timestamp, type Api, type ApiDeps } from './support.js';
 
 const CreateCustomDomainRequest = z
   .strictObject({
@@ -122,11 +124,22 @@ export function domainRoutes(app: Api, deps: ApiDeps): void {
       const caller = requireRole(request, 'admin');
       const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
       const hostname = request.body.domain;
-      if (await domainHolding(deps.pool, hostname)) throw new Problem('RESOURCE_EXISTS', `the domain ${hostname} is already added to a project; remove it there first`);
+      const taken = () => new Problem('RESOURCE_EXISTS', `the domain ${hostname} is already added to a project; remove it there first`);
+      if (await domainHolding(deps.pool, hostname)) throw taken();
       const domainId = newId('dom_');
+      const key = reservationKeys.domain(hostname);
+      // The read model may not show a domain added a moment ago: the name's own stream decides a race.
+      const holds = async (holder: string, since: string) => {
+        const row = await foldStream(deps, `domain-${holder}`, evolveDomain);
+        return stillHolds(row, row?.status !== 'deleted' && (await projectStatus(deps.pool, row?.project_id ?? '')) === 'active', since);
+      };
+      if (!(await reserveName(deps.store, key, domainId, actorOf(caller), holds))) throw taken();
       const result = await execute(deps, request, `domain-${domainId}`, domain, {
         kind: 'create',
         domain: { domain_id: domainId, project_id: projectId, domain: hostname, dns_verification_token: verificationToken() },
+      }).catch(async (error: unknown) => {
+        await releaseName(deps.store, key, domainId, actorOf(caller));
+        throw error;
       });
       const row = fold(evolveDomain, result.recorded);
       etag(reply, row.revision);
@@ -202,6 +215,7 @@ export function domainRoutes(app: Api, deps: ApiDeps): void {
       const current = await visibleDomain(deps, caller.orgId, request.params.project_id, request.params.domain_id);
       const expected = matchedRevision(request, current.revision, 'domain');
       await execute(deps, request, `domain-${current.domain_id}`, domain, { kind: 'delete', ...(expected === undefined ? {} : { ifRevision: expected }) });
+      await releaseName(deps.store, reservationKeys.domain(current.domain), current.domain_id, actorOf(caller));
       return reply.code(204).send(null);
     },
   );

@@ -48,7 +48,8 @@ function duplicates(list: readonly { cidr: string }[], path: string, ctx: z.Refi
   });
 }
 
-const PutIpRulesRequest = z
+/** An allow and a deny list as a request gives them: a project's (PUT .../ip-rules) or a credential's (PATCH .../agents/{agent_id}). */
+export const IpRuleListsBody = z
   .strictObject({
     allow: CidrList(`Ranges connections may come from; empty allows every address not denied (at most ${MAX_IP_RULE_ENTRIES})`),
     deny: CidrList(`Ranges connections are refused from, whatever the allow list says (at most ${MAX_IP_RULE_ENTRIES})`),
@@ -56,8 +57,17 @@ const PutIpRulesRequest = z
   .superRefine((body, ctx) => {
     duplicates(body.allow, 'allow', ctx);
     duplicates(body.deny, 'deny', ctx);
-  })
-  .meta({ title: 'PutIpRulesRequest' });
+  });
+
+const PutIpRulesRequest = IpRuleListsBody.meta({ title: 'PutIpRulesRequest' });
+
+/** Both lists as answers give them. */
+export const IpRuleListsView = z.object({ allow: z.array(CidrEntry), deny: z.array(CidrEntry) });
+
+/** The lists of a request as stored: each range normalised. */
+export function storedLists(body: z.infer<typeof IpRuleListsBody>): { allow: StoredCidrEntry[]; deny: StoredCidrEntry[] } {
+  return { allow: stored(body.allow), deny: stored(body.deny) };
+}
 
 const IpRules = z
   .object({
@@ -122,7 +132,7 @@ export function ipRuleRoutes(app: Api, deps: ApiDeps): void {
       const caller = requireRole(request, 'admin');
       const projectId = (await visibleProject(deps, caller.orgId, request.params.project_id)).project_id;
       const stream = ipRulesStream(projectId);
-      await execute(deps, request, stream, ipRules, { projectId, allow: stored(request.body.allow), deny: stored(request.body.deny), ifVersion: ifMatch(request) });
+      await execute(deps, request, stream, ipRules, { projectId, ...storedLists(request.body), ifVersion: ifMatch(request) });
       const row = await foldStream(deps, stream, evolveIpRules);
       etag(reply, row?.version ?? 0);
       return toIpRules(projectId, row);

@@ -9,7 +9,7 @@ import { addressedOrg, errorResponses, IdParam, iso, requireRole, Timestamp, typ
 
 export const OrgParams = z.object({ org_id: IdParam('organization id (GET /v1/me tells yours)') });
 
-const CallerKind = z.enum(['org_api_key', 'user_jwt']).describe('org_api_key: an organization API key (pgw_org_...); user_jwt: a user’s JWT from the identity provider');
+const CallerKind = z.enum(['org_api_key', 'user_jwt', 'user_session']).describe('org_api_key: an organization API key (pgw_org_...); user_jwt: a user’s JWT from the identity provider; user_session: a person signed in to this deployment (session cookie)');
 
 const Me = z
   .object({
@@ -17,7 +17,7 @@ const Me = z
     org_id: z.string().describe('The organization the credential belongs to; operations taking org_id default to it'),
     role: ApiKeyRole.describe('The caller’s role in that organization (docs/permissions.md); researcher, enricher and outreach are agent roles (docs/crm.md)'),
     key_id: z.string().nullable().describe('The API key’s id (org_api_key), else null'),
-    subject: z.string().nullable().describe('The JWT’s `sub` claim (user_jwt), else null'),
+    subject: z.string().nullable().describe('The person: the JWT’s `sub` claim (user_jwt) or the signed-in user’s id (user_session); null for a key'),
   })
   .meta({ id: 'Caller' });
 
@@ -28,7 +28,7 @@ const Organization = z
 function toMe(caller: Caller): z.infer<typeof Me> {
   return caller.kind === 'api_key'
     ? { kind: 'org_api_key', org_id: caller.orgId, role: caller.role, key_id: caller.keyId, subject: null }
-    : { kind: 'user_jwt', org_id: caller.orgId, role: caller.role, key_id: null, subject: caller.subject };
+    : { kind: caller.kind === 'jwt' ? 'user_jwt' : 'user_session', org_id: caller.orgId, role: caller.role, key_id: null, subject: caller.subject };
 }
 
 function toOrganization(row: OrganizationRow): z.infer<typeof Organization> {

@@ -12,6 +12,7 @@ import type { EventStore, RecordedEvent } from '../../store/port.js';
 import type { HmacKeyring } from '../../audit/chain.js';
 import type { AnchorSigner } from '../../audit/checkpoints.js';
 import type { DemoSettings } from '../../demo/settings.js';
+import type { PaymentSettings } from '../../payments/prices.js';
 import type { DomainCertificates } from '../../domains/certificates.js';
 import { isAgentRole, type HumanRole } from '../../events/organizations.js';
 import { callerOf, type Caller } from '../plugins/auth.js';
@@ -49,6 +50,8 @@ export interface ApiDeps {
   readonly domains?: { readonly dnsServers?: readonly string[]; readonly certificates?: DomainCertificates };
   /** What the demo offers (spec §4.8); absent when PGWARD_DEMO turns it off. */
   readonly demo?: DemoSettings;
+  /** What the deployment charges per request (PGWARD_PRICES, docs/payments.md); absent when it prices nothing. */
+  readonly payments?: PaymentSettings;
 }
 
 const rank: Record<HumanRole, number> = { viewer: 0, member: 1, admin: 2, owner: 3 };

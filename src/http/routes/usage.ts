@@ -21,7 +21,7 @@ const DailyUsage = z
     bytes_transferred: z.int().describe('Bytes sent to clients: the audit entries’ bytes_out'),
     cache_hits: z.int().describe('Statements answered from the cache (cache_status hit or stale)'),
     cache_misses: z.int().describe('Statements the cache was asked for and did not hold (cache_status miss)'),
-    connection_seconds: z.number().describe('Wire sessions’ time that day, first to last decision, to the millisecond (docs/http-api.md)'),
+    connection_seconds: z.number().describe('Wire sessions’ time that day, connect to disconnect as the proxy recorded them, to the millisecond (docs/http-api.md)'),
   })
   .meta({ id: 'DailyUsage' });
 
@@ -52,7 +52,7 @@ function toBilling(row: OrganizationRow): z.infer<typeof OrganizationBilling> {
 }
 
 /** The organization as its own stream has it, and the stream's revision (the ETag), else 404. */
-async function organizationRecord(deps: ApiDeps, orgId: string): Promise<{ row: OrganizationRow; revision: number }> {
+export async function organizationRecord(deps: ApiDeps, orgId: string): Promise<{ row: OrganizationRow; revision: number }> {
   const events = await deps.store.readStream(`org-${orgId}`);
   const row = events.reduce<OrganizationRow | undefined>((current, event) => evolveOrganization(current, event) ?? undefined, undefined);
   if (!row) throw new Problem('NOT_FOUND', `organization ${orgId} not found`);

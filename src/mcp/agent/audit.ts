@@ -28,20 +28,28 @@ export interface Outcome {
   readonly cache?: CacheOutcome;
 }
 
+/** Where an MCP request's records come from: the request's credential, session, region and client. */
+export interface McpOrigin {
+  readonly credential: { readonly project_id: string; readonly credential_id: string };
+  readonly sessionId: string;
+  readonly region: string;
+  readonly clientIp: string;
+}
+
 /** The audit record of an outcome: a StatementDecided of source `mcp`, shaped as the wire's are. */
-function mcpDecision(context: AgentContext, outcome: Outcome): Decision {
+export function mcpDecision(origin: McpOrigin, outcome: Outcome): Decision {
   return decisionRecord({
     ...outcome,
     ts: outcome.ts ?? new Date().toISOString(),
     rows: outcome.rows ?? 0,
     bytes: outcome.bytes ?? 0,
     latencyUs: outcome.latencyUs ?? null,
-    projectId: context.credential.project_id,
-    credentialId: context.credential.credential_id,
-    sessionId: context.sessionId,
+    projectId: origin.credential.project_id,
+    credentialId: origin.credential.credential_id,
+    sessionId: origin.sessionId,
     source: 'mcp',
-    region: context.services.region,
-    clientIp: context.clientIp,
+    region: origin.region,
+    clientIp: origin.clientIp,
   });
 }
 
@@ -49,10 +57,12 @@ function mcpDecision(context: AgentContext, outcome: Outcome): Decision {
 export function audit(context: AgentContext, outcome: Outcome): void {
   if (outcome.ran) context.budgets.spent(context.credential, outcome.bytes ?? 0);
   else logRecordedRefusal(context.log, outcome, { source: 'mcp', session: context.sessionId, credential_id: context.credential.credential_id, project_id: context.credential.project_id });
-  context.services.decisions.publish(mcpDecision(context, outcome));
+  context.services.decisions.publish(mcpDecision(originOf(context), outcome));
 }
+
+const originOf = (context: AgentContext): McpOrigin => ({ credential: context.credential, sessionId: context.sessionId, region: context.services.region, clientIp: context.clientIp });
 
 /** Resolves once the decision bus holds the outcome's record; rejects when it cannot take it (a refusal's record, not counted against a budget). */
 export function auditStrict(context: AgentContext, outcome: Outcome & { readonly ran: false }): Promise<void> {
-  return context.services.decisions.publishStrict(mcpDecision(context, outcome));
+  return context.services.decisions.publishStrict(mcpDecision(originOf(context), outcome));
 }

@@ -9,7 +9,7 @@ import type { EventStore } from '../../store/port.js';
 import { bearerChallenge } from '../transport.js';
 import { logEvent } from '../../log-events.js';
 import { findIpRules } from '../../../queries/ip-rules.js';
-import { checkAddress } from '../../net/ip-rules.js';
+import { checkCredentialAddress } from '../../net/ip-rules.js';
 
 const AGENT_TOKEN = /^pgw_agt_[A-Za-z0-9_-]{43}$/;
 
@@ -51,12 +51,20 @@ export async function stillUsable(pool: pg.Pool, credential: Pick<TokenCredentia
 }
 
 /**
- * Refuses (403 FORBIDDEN) a request from an address the credential's project's IP rules refuse
+ * Refuses (403 FORBIDDEN) a request from an address the credential's project's IP rules, or its own, refuse
  * (docs/http-api.md#ip-rules); `clientAddress` is request.ip, the client behind trusted proxies.
+ * `refused` audits the refusal with its reason, as the wire audits a login refused for its address.
  */
-export async function requireAllowedAddress(pool: pg.Pool, request: FastifyRequest, credential: Pick<TokenCredential, 'credential_id' | 'project_id'>, clientAddress: string): Promise<void> {
-  const verdict = checkAddress(await findIpRules(pool, credential.project_id), clientAddress);
+export async function requireAllowedAddress(
+  pool: pg.Pool,
+  request: FastifyRequest,
+  credential: Pick<TokenCredential, 'credential_id' | 'project_id' | 'ip_rules'>,
+  clientAddress: string,
+  refused: (reason: string) => void,
+): Promise<void> {
+  const verdict = checkCredentialAddress(await findIpRules(pool, credential.project_id), credential.ip_rules, clientAddress);
   if (verdict.allowed) return;
+  refused(verdict.reason);
   logEvent(request.log, 'login_refused', { source: 'mcp', credential_id: credential.credential_id, project_id: credential.project_id, rule: 'ip_rules', reason: verdict.reason }, 'agent request refused for its address');
   throw new Problem('FORBIDDEN', 'this project does not accept requests from your address; ask its administrator to change its IP rules');
 }

@@ -38,7 +38,8 @@ export class AgentCache {
   async plan(context: AgentContext, sql: string, decision: Allowed, catalogVersion: string, params: readonly (string | null)[], maxRows: number): Promise<AgentCachePlan> {
     const { policy, credential } = context;
     const databaseId = credential.database_id;
-    if (!policy || uncacheable(sql, decision, { inTransaction: false, pinned: false })) return BYPASS;
+    // A sandboxed credential's statements run on a branch, not on the database the key names.
+    if (!policy || context.upstream.branch || uncacheable(sql, decision, { inTransaction: false, pinned: false })) return BYPASS;
     const database = await context.services.databases.database(credential, context.upstream).catch(() => undefined);
     const controls = await findCacheControls(this.pool, databaseId).catch(() => null);
     // Without the read model no purge or override could be seen: the statement bypasses the cache.

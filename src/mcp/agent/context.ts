@@ -9,8 +9,7 @@ import type { Honeytokens } from '../../../proxy/policy/hook.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
 import type { DocsLibrary } from '../docs.js';
 import type { McpTool } from '../tool.js';
-import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
-import type { AgentDatabases } from './upstream.js';
+import type { AgentDatabases, AgentUpstream } from './upstream.js';
 import type { AgentCache } from './cache.js';
 import type { HashKey } from '../../../proxy/policy/hash-key.js';
 
@@ -43,7 +42,7 @@ export interface AgentContext {
   /** The credential's budgets (its policy's and its organization's plan's), read from the trail for this period. */
   readonly budgets: SessionBudgets;
   /** The upstream pool its statements run on, as the wire would choose it. */
-  readonly upstream: UpstreamChoice;
+  readonly upstream: AgentUpstream;
   /** Groups the statements of this HTTP request in the audit trail. */
   readonly sessionId: string;
   readonly clientIp: string;

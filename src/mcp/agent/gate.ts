@@ -45,7 +45,7 @@ export async function decide(context: AgentContext, sql: string): Promise<Statem
 }
 
 function decideOn(context: AgentContext, sql: string, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
-  return decideWithCatalog(sql, { credential: context.credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens, hashKey: context.hashKey, sessionValues: sessionValuesOf(context.credential) }, catalog);
+  return decideWithCatalog(sql, { credential: context.credential, policy: context.policy, protocol: 'extended', honeytokens: context.honeytokens, hashKey: context.hashKey, sessionValues: sessionValuesOf(context.credential), sandboxed: context.upstream.branch !== undefined }, catalog);
 }
 
 /**
@@ -71,7 +71,7 @@ export async function admit(context: AgentContext, sql: string, options: { reado
   for (const progress of decision.action === 'allow' ? decision.progress : []) {
     audit(context, { event: progress.event, sql, kind: decision.statementKind, rule: progress.rule, reason: progress.reason, ran: false, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten });
   }
-  const hold = decision.action === 'allow' ? holdFor(context.policy, decision) : undefined;
+  const hold = decision.action === 'allow' ? holdFor(context.policy, decision, catalog) : undefined;
   if (decision.action === 'allow' && hold && options.holds) return { held: decision, hold };
   if (decision.action === 'allow' && hold) {
     // A tool that cannot hold a statement (explain) refuses it: it never runs unheld.

@@ -36,7 +36,7 @@ export const PolicySummary = z.object({
   migration_safety: z.string().describe('Lock-heavy schema changes: off, warn (they run and are flagged) or block (refused with the safe alternative, rule migration_safety.*)'),
   row_filtered_tables: z.array(z.string()).describe('Tables whose rows are limited by a row filter: every statement sees, changes and deletes only the rows it allows (the predicate is not shown); INSERT into them and UPDATE of the filter columns are refused (rule row_filters.*)'),
   max_affected_rows: z.int().nullable().describe('A write affecting more rows is rolled back and refused (SQLSTATE 54000, rule write_cap.exceeded); null for no cap'),
-  write_mode: z.string().describe('commit (writes run), rollback (each write runs and is rolled back: you see what it would do, nothing changes) or sandbox (writes refused until sandbox branches exist)'),
+  write_mode: z.string().describe('commit (writes run), rollback (each write runs and is rolled back: you see what it would do, nothing changes) or sandbox (statements run on the newest ready sandbox branch of the database; writes refused while there is none)'),
 });
 
 export function credentialSummary(row: TokenCredential): z.infer<typeof CredentialSummary> {

@@ -13,6 +13,8 @@ import { IdParam, type Api, type ApiDeps } from '../../http/routes/support.js';
 import { loadAgentDocs, type DocsLibrary } from '../docs.js';
 import type { ToolCallObserver } from '../tool.js';
 import { serveMcp } from '../transport.js';
+import { IP_RULES_RULE } from '../../../proxy/ip-rules.js';
+import { mcpDecision } from './audit.js';
 import { authenticateAgent, requireAllowedAddress } from './auth.js';
 import { normalAddress } from '../../net/cidr.js';
 import type { AgentContext, AgentServices } from './context.js';
@@ -21,6 +23,8 @@ import { requestHoneytokens } from './honeytokens.js';
 import { createAgentServer } from './server.js';
 import type { AgentDatabases } from './upstream.js';
 import { masksWithHash } from '../../../proxy/policy/hash-key.js';
+import { sandboxBranchOf } from '../../../proxy/sandbox.js';
+import { readyBranches } from '../../../queries/branches.js';
 
 /** As the proxy chooses: a read-only policy's pool, as the role provisioned for it on this database when there is one. */
 export async function upstreamOf(store: EventStore, policy: PolicyRow | undefined, databaseId: string): Promise<UpstreamChoice> {
@@ -62,7 +66,11 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
   const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
     const credential = await authenticateAgent(deps, request, projectId);
     const clientIp = normalAddress(request.ip);
-    await requireAllowedAddress(deps.pool, request, credential, clientIp);
+    // The request id may be the client's own X-Request-Id: prefixed with the credential, no agent can put its records in another's session.
+    const sessionId = `mcp.${credential.credential_id}.${request.id}`.slice(0, 128);
+    await requireAllowedAddress(deps.pool, request, credential, clientIp, (reason) =>
+      decisions.publish(mcpDecision({ credential, sessionId, region: deps.decisions.region, clientIp }, { event: 'auth_failed', sql: '', kind: '', rule: IP_RULES_RULE, reason, ran: false })),
+    );
     const policy = await findPolicy(deps.pool, credential.project_id, credential.policy_profile_id);
     const org = await projectOrganization(deps.pool, credential.project_id);
     const credentialBudgets = sessionBudgets(budgets, () => (org ? { id: org.org_id, plan: org.plan, terms: plans[org.plan as Plan] } : undefined));
@@ -74,9 +82,8 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
       honeytokens: await requestHoneytokens(deps.pool, deps.store, policy, request.id, request.log),
       hashKey: masksWithHash(policy) ? await deps.hashKeys.load(credential.project_id).catch((error: unknown) => void request.log.warn({ err: error }, 'could not read the project’s hash key; statements a hash mask applies to are refused')) : undefined,
       budgets: credentialBudgets,
-      upstream: await upstreamOf(deps.store, policy, credential.database_id),
-      // The request id may be the client's own X-Request-Id: prefixed with the credential, no agent can put its records in another's session.
-      sessionId: `mcp.${credential.credential_id}.${request.id}`.slice(0, 128),
+      upstream: { ...(await upstreamOf(deps.store, policy, credential.database_id)), branch: sandboxBranchOf(policy, await readyBranches(deps.pool, credential.database_id), credential.database_id) },
+      sessionId,
       clientIp,
       log: request.log,
     };

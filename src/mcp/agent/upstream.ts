@@ -5,6 +5,7 @@ import { Upstreams } from '../../../proxy/upstreams.js';
 import { acquireOrExplain, upstreamFailure, UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
 import type { BaseLogger } from 'pino';
 import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
+import type { SandboxBranch } from '../../../proxy/upstreams.js';
 import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
 import { findDatabaseRow } from '../../../queries/databases.js';
@@ -23,6 +24,9 @@ export interface TypedResult extends Omit<StatementResult, 'columns' | 'rows'> {
   readonly columns: readonly Column[];
   readonly rows: readonly (readonly JsonValue[])[];
 }
+
+/** The pool a request's statements run on: as the proxy chooses it, on the newest ready sandbox branch under write_mode sandbox (docs/branches.md). */
+export type AgentUpstream = UpstreamChoice & { readonly branch?: SandboxBranch };
 
 const notRegistered = (databaseId: string) => upstreamFailure('not_registered', `database ${databaseId} is not registered or not active`);
 
@@ -49,9 +53,9 @@ export class AgentDatabases {
   }
 
   /** The catalog snapshot of the credential's database to decide on, read first when none is fresh; why there is none otherwise. */
-  async catalog(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice): Promise<UpstreamCatalog | CatalogUnavailable> {
+  async catalog(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: AgentUpstream): Promise<UpstreamCatalog | CatalogUnavailable> {
     try {
-      const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role);
+      const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role, pool.branch);
       if (!handle) return { unavailable: 'the credential’s database is no longer registered', upstream: notRegistered(credential.database_id) };
       return await this.catalogs.current(handle);
     } catch (error) {
@@ -65,9 +69,9 @@ export class AgentDatabases {
   }
 
   /** DDL ran (and committed) on the credential's database: its catalog is read again at once. */
-  async schemaChanged(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice): Promise<void> {
+  async schemaChanged(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: AgentUpstream): Promise<void> {
     // The timer reads it within CATALOG_TIMING.refreshMs anyway.
-    const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role).catch(() => undefined);
+    const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role, pool.branch).catch(() => undefined);
     if (handle) this.catalogs.changed(handle);
   }
 
@@ -77,8 +81,8 @@ export class AgentDatabases {
    * given, is awaited once a connection is held, right before the statement is sent: what it throws
    * is rethrown and nothing runs.
    */
-  async run(credential: Pick<TokenCredential, 'credential_id' | 'database_id' | 'project_id'>, pool: UpstreamChoice, run: StatementRun, beforeRun?: () => Promise<void>): Promise<TypedResult> {
-    const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role);
+  async run(credential: Pick<TokenCredential, 'credential_id' | 'database_id' | 'project_id'>, pool: AgentUpstream, run: StatementRun, beforeRun?: () => Promise<void>): Promise<TypedResult> {
+    const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role, pool.branch);
     if (!handle) throw new UpstreamUnavailable(notRegistered(credential.database_id));
     const connection = await acquireOrExplain(handle.pool.acquire({ owner: credential.credential_id }));
     if (beforeRun) {

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { callerOf } from '../../http/plugins/auth.js';
-import { baseUrl, bearerChallenge, RESOURCE_METADATA, serveMcp } from '../transport.js';
+import { protectedResourceMetadata } from '../../identity/routes.js';
+import { bearerChallenge, RESOURCE_METADATA, serveMcp } from '../transport.js';
 import { buildCatalog, type Catalog } from './catalog.js';
 import type { ToolCallObserver } from '../tool.js';
 import { createManagementServer } from './server.js';
@@ -10,16 +11,12 @@ import { createManagementServer } from './server.js';
  * transport per request), behind the same bearer authentication as the REST routes. GET and DELETE
  * answer 405 like any other method a path lacks: there are no sessions to stream on or to end.
  */
-export function managementMcpRoutes(app: FastifyInstance, observe?: ToolCallObserver): void {
+export function managementMcpRoutes(app: FastifyInstance, publicUrl: string, observe?: ToolCallObserver): void {
   let catalog: Catalog | undefined;
   // app.swagger() exists only once the app is ready, and every route is registered by then.
   const catalogOf = (): Catalog => (catalog ??= buildCatalog(app.swagger()));
 
-  app.get(RESOURCE_METADATA, { schema: { hide: true }, config: { public: true } }, async (request) => ({
-    resource: baseUrl(request),
-    authorization_servers: [],
-    bearer_methods_supported: ['header'],
-  }));
+  app.get(RESOURCE_METADATA, { schema: { hide: true }, config: { public: true } }, async () => protectedResourceMetadata(publicUrl));
 
   app.post(
     '/v1/mcp',

@@ -1,0 +1,134 @@
+// The dashboard's shell: hash routes (page names and resource ids only, never a secret), the
+// navigation, and who is signed in (GET /v1/me, by session cookie or organization API key).
+import { api, identity, orgKey } from './api.js';
+import { agentsPage } from './agents.js';
+import { anomaliesPage } from './anomalies.js';
+import { approvalsPage } from './approvals.js';
+import { auditPage } from './audit.js';
+import { databasesPage } from './databases.js';
+import { apiKeysPage, organizationPage } from './organization.js';
+import { policiesPage } from './policies.js';
+import { signInPage } from './signin.js';
+import { announce, clear, errorBox, h } from './ui.js';
+import { usagePage } from './usage.js';
+import { webhooksPage } from './webhooks.js';
+
+const PROJECT_PAGES = [
+  ['databases', 'Databases', databasesPage],
+  ['policies', 'Policies', policiesPage],
+  ['agents', 'Agents', agentsPage],
+  ['approvals', 'Approvals', approvalsPage],
+  ['anomalies', 'Anomalies', anomaliesPage],
+  ['audit', 'Audit trail', auditPage],
+  ['usage', 'Usage', usagePage],
+  ['webhooks', 'Webhooks', webhooksPage],
+];
+const ORG_PAGES = [
+  ['', 'Projects', organizationPage],
+  ['keys', 'API keys', apiKeysPage],
+];
+
+let me = null;
+let projects = null;
+const cleanups = [];
+
+async function whoAmI() {
+  try {
+    return await api.get('/v1/me');
+  } catch (error) {
+    if (error.status === 401 || error.status === 403) return null;
+    throw error;
+  }
+}
+
+async function projectList() {
+  projects ??= (await api.get('/v1/projects?page_size=100')).projects;
+  return projects;
+}
+
+/** `#/p/<project>/<page>`, `#/<page>` or `#/signin`. */
+function parse(hash) {
+  const parts = hash.replace(/^#\/?/, '').split('/');
+  if (parts[0] === 'p' && parts[1]) return { projectId: decodeURIComponent(parts[1]), page: parts[2] || 'agents' };
+  return { projectId: null, page: parts[0] ?? '' };
+}
+
+async function signOut() {
+  orgKey.clear();
+  await identity('sign-out').catch(() => undefined);
+  me = null;
+  projects = null;
+  location.hash = '#/signin';
+}
+
+function renderHeader(current) {
+  const nav = document.getElementById('nav');
+  const who = document.getElementById('who');
+  if (!me) {
+    clear(nav);
+    clear(who);
+    return;
+  }
+  const link = (href, text, active) => h('li', {}, h('a', { href, 'aria-current': active ? 'page' : undefined, text }));
+  const items = ORG_PAGES.map(([page, text]) => link(`#/${page}`, text, !current.projectId && current.page === page));
+  if (current.projectId) {
+    const id = encodeURIComponent(current.projectId);
+    items.push(...PROJECT_PAGES.map(([page, text]) => link(`#/p/${id}/${page}`, text, current.page === page)));
+  }
+  clear(nav, h('ul', {}, items));
+  const select = h('select', { id: 'project-switch', 'aria-label': 'Project' }, h('option', { value: '', text: 'Choose a project…' }));
+  for (const project of projects ?? []) select.append(h('option', { value: project.id, selected: project.id === current.projectId, text: project.name }));
+  select.addEventListener('change', () => {
+    if (select.value) location.hash = `#/p/${encodeURIComponent(select.value)}/${current.projectId ? current.page : 'agents'}`;
+  });
+  clear(who, select, h('span', { class: 'muted', text: `${me.role} · ${me.kind === 'org_api_key' ? 'API key' : 'signed in'}` }), h('button', { type: 'button', class: 'secondary', text: 'Sign out', onclick: signOut }));
+}
+
+async function route() {
+  for (const stop of cleanups.splice(0)) stop();
+  announce('');
+  const main = document.getElementById('main');
+  const current = parse(location.hash);
+  const context = {
+    main,
+    get me() {
+      return me;
+    },
+    projectId: current.projectId,
+    cleanup: (stop) => cleanups.push(stop),
+    go: (hash) => {
+      location.hash = hash;
+    },
+    projectsChanged: () => {
+      projects = null;
+    },
+    signedIn: async () => {
+      me = await whoAmI();
+      if (!me) throw new Error('signed in, but the API did not accept the session');
+      location.hash = '#/';
+    },
+  };
+  try {
+    if (current.page !== 'signin' && !me) me = await whoAmI();
+    if (!me) {
+      renderHeader(current);
+      if (current.page !== 'signin') location.hash = '#/signin';
+      else await signInPage(context);
+      return;
+    }
+    await projectList();
+    renderHeader(current);
+    const render = current.projectId ? PROJECT_PAGES.find(([page]) => page === current.page)?.[2] : ORG_PAGES.find(([page]) => page === current.page)?.[2];
+    clear(main, h('p', { text: 'Loading…' }));
+    if (!render) clear(main, h('h1', { text: 'Not found' }), h('p', {}, h('a', { href: '#/', text: 'Back to the projects' })));
+    else await render(context);
+  } catch (error) {
+    if (error.status === 401) return signOut();
+    clear(main, h('h1', { text: 'Something went wrong' }), errorBox(error));
+  } finally {
+    main.focus();
+  }
+}
+
+window.addEventListener('hashchange', route);
+route();

@@ -1,0 +1,72 @@
+// The approvals queue, kept current by polling the list every 2 s while the page is open: each held
+// statement with its tables and estimate, approved or rejected with a note.
+import { api, withQuery } from './api.js';
+import { announce, button, clear, code, field, h, when } from './ui.js';
+
+const POLL_MS = 2000;
+const STATUSES = ['pending', 'approved', 'rejected', 'executed', 'failed', 'expired'];
+
+function estimate(request) {
+  if (request.estimated_rows === null) return 'no estimate';
+  return `${request.estimated_rows} row${request.estimated_rows === 1 ? '' : 's'} (${request.estimate_method === 'trial' ? 'exact, from a rolled-back trial' : 'planner estimate'})`;
+}
+
+function card(request, base, notes, refresh) {
+  const facts = [
+    ['Tables', request.target_tables.join(', ') || '—'],
+    ['Estimate', estimate(request)],
+    ['Held by', `${request.hold_rule}: ${request.hold_reason}`],
+    ['Agent', request.credential_id ?? '—'],
+    ['Source', `${request.source}, session ${request.session_id}`],
+    ['Requested', when(request.requested_at)],
+    ['Expires', when(request.expires_at)],
+  ];
+  if (request.status !== 'pending') facts.push(['Decided', `${request.status} by ${request.decided_by ?? '—'} ${when(request.decided_at)} ${request.reason}`], ['Rows affected', request.rows_affected ?? '—']);
+  const errors = h('div');
+  const decide = (verdict) => button(verdict === 'approve' ? 'Approve' : 'Reject', async () => {
+    const decided = await api.post(`${base}/${encodeURIComponent(request.id)}/${verdict}`, { reason: notes.get(request.id) ?? '' });
+    notes.delete(request.id);
+    announce(`Request ${request.id} ${decided.status}`);
+    await refresh(true);
+  }, { kind: verdict === 'approve' ? '' : 'danger', label: `${verdict === 'approve' ? 'Approve' : 'Reject'} request ${request.id}`, errorsInto: errors });
+  const note = field(`Note for request ${request.id}`, 'reason', { value: notes.get(request.id) ?? '', maxlength: 500 });
+  note.querySelector('input').addEventListener('input', (event) => notes.set(request.id, event.target.value));
+  return h(
+    'article',
+    { class: 'card', 'aria-labelledby': `${request.id}-title`, 'data-approval': request.id },
+    h('h3', { id: `${request.id}-title`, text: `${request.statement_kind.toUpperCase()} held (${request.status})` }),
+    h('pre', {}, code(request.sql)),
+    h('dl', {}, facts.map(([term, value]) => [h('dt', { text: term }), h('dd', { text: String(value) })])),
+    request.status === 'pending' ? [note, h('div', { class: 'row' }, decide('approve'), decide('reject'))] : null,
+    errors,
+  );
+}
+
+export async function approvalsPage(context) {
+  const base = `/v1/projects/${encodeURIComponent(context.projectId)}/approvals`;
+  const notes = new Map();
+  const status = field('Show', 'status', { kind: 'select', options: [['pending', 'Pending'], ...STATUSES.slice(1).map((s) => [s, s]), ['', 'All']], value: 'pending' });
+  const list = h('div', { class: 'cards' });
+  const summary = h('p', { class: 'muted' });
+  let seen = '';
+  const refresh = async (force = false) => {
+    const { approvals } = await api.get(withQuery(base, { page_size: 100, status: status.querySelector('select').value }));
+    const signature = approvals.map((a) => `${a.id}:${a.status}`).join(',');
+    summary.textContent = `${approvals.length} request${approvals.length === 1 ? '' : 's'} · updated ${when(new Date().toISOString())}`;
+    if (!force && signature === seen) return;
+    if (seen !== '' || approvals.length > 0) announce(`${approvals.filter((a) => a.status === 'pending').length} pending approval requests`);
+    seen = signature;
+    clear(list, approvals.length === 0 ? h('p', { class: 'muted', text: 'No requests.' }) : approvals.map((request) => card(request, base, notes, refresh)));
+  };
+  status.querySelector('select').addEventListener('change', () => refresh(true));
+  clear(context.main, h('h1', { text: 'Approvals' }), h('p', { text: 'Statements held by their policy’s approval rules. This list refreshes itself every 2 seconds.' }), status, summary, list);
+  await refresh(true);
+  let stopped = false;
+  const timer = setInterval(() => {
+    if (!stopped) refresh().catch((error) => (summary.textContent = `Refresh failed: ${error.message}`));
+  }, POLL_MS);
+  context.cleanup(() => {
+    stopped = true;
+    clearInterval(timer);
+  });
+}

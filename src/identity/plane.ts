@@ -1,0 +1,47 @@
+import type pg from 'pg';
+import { createJwtVerifier, type JwtVerifier } from '../auth/jwt.js';
+import { publicUrl as publicUrlOf, type Config } from '../config.js';
+import type { Keyring } from '../crypto/seal.js';
+import type { Caller } from '../http/plugins/auth.js';
+import type { EventStore } from '../store/port.js';
+import { identitySecret, ownKeys, sessionCaller, signUpEffects } from './people.js';
+import { issuerOf } from './routes.js';
+import { apiResource, createIdentityServer, identityOptions, migrateIdentity, type IdentityServer } from './server.js';
+import { parseSsoProviders } from './sso.js';
+
+/** The identity server as the control plane uses it. */
+export interface IdentityPlane {
+  readonly server: IdentityServer;
+  readonly publicUrl: string;
+  readonly issuer: string;
+  /** Verifies the access tokens this identity server issued (against its own key set). */
+  readonly tokens: JwtVerifier;
+  readonly session: (headers: Headers) => Promise<Caller | undefined>;
+  migrate(): Promise<void>;
+}
+
+export function identityPlane(config: Config, keyring: Keyring, store: EventStore, pool: pg.Pool): IdentityPlane {
+  const publicUrl = publicUrlOf(config);
+  const effects = signUpEffects(store, pool);
+  const options = identityOptions({ pool, publicUrl, secret: identitySecret(keyring), ssoProviders: config.PGWARD_SSO_PROVIDERS ? parseSsoProviders(config.PGWARD_SSO_PROVIDERS) : [], effects });
+  const issuer = issuerOf(publicUrl);
+  // Created once its tables exist: Better Auth checks its schema when it starts and would report them missing.
+  let server: IdentityServer | undefined;
+  const serverOf = (): IdentityServer => {
+    if (!server) throw new Error('the identity server is used before its tables were migrated');
+    return server;
+  };
+  return {
+    get server() {
+      return serverOf();
+    },
+    publicUrl,
+    issuer,
+    tokens: createJwtVerifier({ jwks: ownKeys(serverOf), issuer, audience: apiResource(publicUrl) }),
+    session: sessionCaller(serverOf, effects),
+    async migrate() {
+      await migrateIdentity(pool, options);
+      server ??= createIdentityServer(options);
+    },
+  };
+}

@@ -1,0 +1,145 @@
+/**
+ * The identity server (docs/identity.md): Better Auth on the state PostgreSQL (schema `identity`),
+ * mounted under /api/auth. People sign up and in with e-mail and password, a TOTP second factor,
+ * passkeys, or a configured OIDC provider; MCP clients register themselves (RFC 7591) and get
+ * JWT access tokens through the authorization code flow with PKCE. Organizations, memberships and
+ * consents stay events (commands/organizations, src/events/identity.ts).
+ */
+import { oauthProvider } from '@better-auth/oauth-provider';
+import { passkey } from '@better-auth/passkey';
+import { betterAuth, type BetterAuthOptions } from 'better-auth';
+import { APIError, createAuthMiddleware } from 'better-auth/api';
+import { getMigrations } from 'better-auth/db/migration';
+import { genericOAuth, jwt, twoFactor } from 'better-auth/plugins';
+import { PostgresDialect } from 'kysely';
+import type pg from 'pg';
+import { newId } from '../ids.js';
+import type { SsoProvider } from './sso.js';
+
+/** The Postgres schema Better Auth's tables live in, beside the event store and the read models. */
+export const IDENTITY_SCHEMA = 'identity';
+/** Where the identity server is mounted: the spec's issuer is `{auth_url}/api/auth`. */
+export const AUTH_BASE_PATH = '/api/auth';
+/** The header the HTTP layer sets to the client's address (after trusted proxies); a client's own value is replaced. */
+export const CLIENT_IP_HEADER = 'x-pgward-client-ip';
+export const SCOPES = ['openid', 'profile', 'email', 'offline_access'] as const;
+
+/** What happens when a person signs up: their organization and their consents, as events. */
+export interface SignUpEffects {
+  onUserCreated(user: { id: string; name: string; email: string }, request: { ip: string | null; acceptedTerms: boolean }): Promise<void>;
+  /** The organization and role a token or session acts in, or undefined for a person in no organization. */
+  membershipOf(userId: string): Promise<{ orgId: string; role: string } | undefined>;
+}
+
+export interface IdentityOptions {
+  pool: pg.Pool;
+  /** The public origin of the API, e.g. `https://pgward.example.com` (issuer and cookies derive from it). */
+  publicUrl: string;
+  /** At least 32 bytes of secret material: cookie signing and encryption of the key set at rest. */
+  secret: string;
+  ssoProviders: readonly SsoProvider[];
+  effects: SignUpEffects;
+}
+
+/** The `resource` (RFC 8707) access tokens are bound to: the REST API and the management MCP under one origin. */
+export function apiResource(publicUrl: string): string {
+  return `${new URL(publicUrl).origin}/v1/mcp`;
+}
+
+export function identityOptions(options: IdentityOptions) {
+  const origin = new URL(options.publicUrl).origin;
+  const { effects } = options;
+  return {
+    appName: 'pgward',
+    baseURL: origin,
+    basePath: AUTH_BASE_PATH,
+    secret: options.secret,
+    database: { dialect: new PostgresDialect({ pool: options.pool }), type: 'postgres', schemaName: IDENTITY_SCHEMA, transaction: true },
+    telemetry: { enabled: false },
+    trustedOrigins: [origin],
+    emailAndPassword: { enabled: true, minPasswordLength: 12, maxPasswordLength: 256 },
+    // On whatever NODE_ENV says (Better Auth's default is production only): per client address and path, in memory of the API process.
+    rateLimit: {
+      enabled: true,
+      window: 60,
+      max: 600,
+      customRules: { '/sign-in/*': { window: 10, max: 10 }, '/sign-up/*': { window: 10, max: 10 }, '/two-factor/*': { window: 10, max: 10 } },
+    },
+    // The OAuth provider issues tokens at /oauth2/token; the JWT plugin's session-to-JWT endpoint is not offered.
+    disabledPaths: ['/token'],
+    advanced: {
+      cookiePrefix: 'pgward',
+      useSecureCookies: origin.startsWith('https:'),
+      defaultCookieAttributes: { sameSite: 'lax', httpOnly: true },
+      ipAddress: { ipAddressHeaders: [CLIENT_IP_HEADER] },
+      database: { generateId: ({ model }: { model: string }) => (model === 'user' ? newId('usr_') : newId('ida_')) },
+    },
+    hooks: {
+      before: createAuthMiddleware(async (ctx) => {
+        // A sign-up is the acceptance of the current terms and privacy policy, so it must say so.
+        if (ctx.path === '/sign-up/email' && (ctx.body as { accept_terms?: unknown } | undefined)?.accept_terms !== true) {
+          throw new APIError('BAD_REQUEST', { code: 'TERMS_NOT_ACCEPTED', message: 'sign-up requires accept_terms: true (the terms of service and the privacy policy, docs/identity.md)' });
+        }
+      }),
+    },
+    databaseHooks: {
+      user: {
+        create: {
+          after: async (user: { id: string; name: string; email: string }, ctx: { request?: Request; body?: unknown } | null) => {
+            const ip = ctx?.request?.headers.get(CLIENT_IP_HEADER) ?? null;
+            await effects.onUserCreated(user, { ip, acceptedTerms: (ctx?.body as { accept_terms?: unknown } | undefined)?.accept_terms === true });
+          },
+        },
+      },
+    },
+    plugins: [
+      jwt({ jwks: { keyPairConfig: { alg: 'EdDSA', crv: 'Ed25519' } } }),
+      twoFactor({ issuer: 'pgward' }),
+      passkey({ rpID: new URL(origin).hostname, rpName: 'pgward', origin }),
+      ...(options.ssoProviders.length > 0
+        ? [genericOAuth({ config: options.ssoProviders.map((p) => ({ providerId: p.provider_id, discoveryUrl: p.discovery_url, clientId: p.client_id, clientSecret: p.client_secret, scopes: [...p.scopes], pkce: true })) })]
+        : []),
+      // What @better-auth/mcp configures, without its refusal of http resources on non-loopback hosts (PGWARD_PUBLIC_URL decides).
+      oauthProvider({
+        resources: [apiResource(options.publicUrl)],
+        clientRegistrationDefaultResources: [apiResource(options.publicUrl)],
+        refreshTokenReuseInterval: 30,
+        loginPage: '/sign-in',
+        consentPage: '/consent',
+        scopes: [...SCOPES],
+        grantTypes: ['authorization_code', 'refresh_token'],
+        // RFC 7591 registration is open to OAuth client apps (MCP clients); agents get credentials through the REST API only.
+        allowDynamicClientRegistration: true,
+        allowUnauthenticatedClientRegistration: true,
+        clientRegistrationDefaultScopes: [...SCOPES],
+        // pgward's JWT claims (docs/permissions.md): the organization the person acts in and their role there.
+        customAccessTokenClaims: async ({ user }) => {
+          const membership = user ? await effects.membershipOf(user.id) : undefined;
+          return membership ? { org_id: membership.orgId, role: membership.role } : {};
+        },
+      }),
+    ],
+  } satisfies BetterAuthOptions;
+}
+
+type Built = ReturnType<typeof identityOptions>;
+
+export function createIdentityServer(options: Built) {
+  return betterAuth(options);
+}
+
+export type IdentityServer = ReturnType<typeof createIdentityServer>;
+
+/** Creates or extends Better Auth's tables in the `identity` schema (additive only: an unsafe change stops start-up); one process at a time. */
+export async function migrateIdentity(pool: pg.Pool, options: Built): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query(`select pg_advisory_lock(hashtext('pgward identity migrations'))`);
+    await client.query(`create schema if not exists ${IDENTITY_SCHEMA}`);
+    const { runMigrations } = await getMigrations(options);
+    await runMigrations();
+  } finally {
+    await client.query(`select pg_advisory_unlock(hashtext('pgward identity migrations'))`).catch(() => undefined);
+    client.release();
+  }
+}
