@@ -23,6 +23,7 @@ import { HashKeys } from './hash-keys.js';
 import { loadParser } from './policy/parser.js';
 import { createProxyMetrics } from './metrics.js';
 import { cacheMetricsOf, purgeOnRequest, ResultCaches } from './cache/caches.js';
+import type { Fanout } from '../src/bus/fanout.js';
 import { Inlet } from './inlet.js';
 import { endRefusedSessions } from './ip-rules.js';
 import { throughProxyProtocol, type ProxyProtocolOptions } from './proxy-protocol-gate.js';
@@ -71,6 +72,8 @@ export interface ProxyOptions {
   readonly replicas?: Partial<ReplicaOptions>;
   /** Accept PROXY protocol v2 headers from these peers (PGWARD_PROXY_PROTOCOL_TRUSTED); without it no header is parsed. */
   readonly proxyProtocol?: ProxyProtocolOptions;
+  /** Where result-cache invalidations are shared with the other processes' caches (the hosted MCP's, other proxies'): docs/cache.md. */
+  readonly cacheFanout?: Fanout;
 }
 
 export interface ReplicaOptions {
@@ -199,6 +202,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   };
   const resultCaches = new ResultCaches((databaseId: string) => databases.get(databaseId)?.cache_config, cacheMetricsOf(metrics));
   purgeOnRequest(cacheControls, resultCaches);
+  const unshare = options.cacheFanout && resultCaches.share(options.cacheFanout);
   const context = {
     credentials,
     budgets,
@@ -273,6 +277,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       await drainSessions(registry, Date.now() + drainMs, logger);
       await closed;
+      unshare?.();
       await stopParts();
     },
   };

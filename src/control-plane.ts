@@ -1,4 +1,5 @@
 import type { Budgets } from '../proxy/budgets.js';
+import type { Fanout } from './bus/fanout.js';
 import { resolve } from 'node:path';
 import type pg from 'pg';
 import { apiKeysProjection } from '../projections/api-keys.js';
@@ -102,6 +103,7 @@ export function controlPlane(
   audit: ApiDeps['audit'],
   bus: DecisionBus,
   budgets?: Budgets,
+  cacheFanout?: Fanout,
 ): ControlPlane {
   const demo = demoSettings(config);
   const payments = paymentSettings(config);
@@ -127,6 +129,7 @@ export function controlPlane(
       // A publisher id of its own: the proxy of this process numbers its decisions separately.
       decisions: { bus, publisherId: `${instanceId(config).slice(0, 60)}:mcp`, region: config.PGWARD_REGION },
       ...(budgets ? { budgets } : {}),
+      ...(cacheFanout ? { cacheFanout } : {}),
       ...(demo ? { demo } : {}),
       ...(payments ? { payments } : {}),
       ...(proxyCaFile ? { proxyCaFile } : {}),

@@ -9,6 +9,7 @@ import type { AnchorKeyPair } from './crypto/checkpoint.js';
 import { projectionStatus } from '../projections/maintenance.js';
 import { runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
+import { createMemoryFanout, type Fanout } from './bus/fanout.js';
 import type { DecisionBus } from './bus/port.js';
 import { instanceId, tlsFiles, type Config } from './config.js';
 import { listenOn } from './listen.js';
@@ -74,6 +75,8 @@ export interface ServeOptions {
   readonly state?: StateDatabase;
   /** The decision bus; else openBus(config) (and closed at stop). */
   readonly bus?: DecisionBus;
+  /** The fan-out of cache invalidations (the supervisor's relay in a worker); else openFanout(config) (and closed at stop). */
+  readonly fanout?: Fanout;
   /**
    * false: no HTTP listener (the supervisor's proxy; its metrics are served by the API worker). Else
    * the port (PGWARD_HTTP_PORT by default), and what /metrics and /healthz add to this process's own.
@@ -86,6 +89,13 @@ export async function openEventStore(config: Config, stateUrl: string): Promise<
   if (!config.EVENTSTORE_URL) return createPostgresEventStore(stateUrl);
   const { createEventStoreDbStore } = await import('./store/eventstoredb.js');
   return createEventStoreDbStore(config.EVENTSTORE_URL);
+}
+
+/** The fan-out result-cache invalidations cross processes on: NATS core pub/sub with NATS configured, else in-process. */
+export async function openFanout(config: Config): Promise<Fanout> {
+  if (!config.NATS_URL) return createMemoryFanout();
+  const { connectNatsFanout } = await import('./bus/nats-fanout.js');
+  return connectNatsFanout({ url: config.NATS_URL });
 }
 
 export async function openBus(config: Config): Promise<DecisionBus> {
@@ -146,6 +156,8 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     const auditFeeds = preparedEntries && store.densePositions ? new CategoryFeeds(AUDIT_STREAM_PREFIX, store) : undefined;
     const bus = options.bus ?? (await openBus(config));
     if (!options.bus) cleanup.push(() => bus.close());
+    const fanout = roles.has('proxy') || roles.has('api') ? (options.fanout ?? (await openFanout(config))) : undefined;
+    if (fanout && !options.fanout) cleanup.push(() => fanout.close());
 
     // The anomaly raiser follows the detections of anomaly_windows, woken by each batch that projection commits here.
     const raiser = roles.has('projector') ? startAnomalyRaiser({ store, pool, logger: logger.child({ role: 'projector' }) }) : undefined;
@@ -198,6 +210,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         store,
         bus,
         budgets,
+        ...(fanout ? { cacheFanout: fanout } : {}),
         keyring: keyring!,
         logger: logger.child({ role: 'proxy' }),
         metrics: metrics.registry,
@@ -262,7 +275,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     if (http === false) return { httpUrl: undefined, proxyPort, metrics: metrics.registry, health, stop: stopAll };
 
     const app = await buildApp({
-      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, auditDeps(config, anchor!), bus, budgets) } : {}),
+      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, auditDeps(config, anchor!), bus, budgets, fanout) } : {}),
       logger,
       metrics: http.metrics ? http.metrics(metrics.registry) : metrics.registry,
       observe: metrics.observe,

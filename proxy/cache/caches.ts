@@ -1,3 +1,6 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { Fanout } from '../../src/bus/fanout.js';
 import { CacheConfig } from '../../src/events/databases.js';
 import type { ProxyMetrics } from '../metrics.js';
 import { ResultStore, type StoreLimits } from './store.js';
@@ -69,6 +72,49 @@ export class ResultCaches {
   /** The store of a database, if it has one, for invalidation: a write is seen whether or not its reads are cached now. */
   existing(databaseId: string): ResultStore | undefined {
     return this.stores.get(databaseId)?.store;
+  }
+
+  /** What `share` publishes each write to; nothing until then. */
+  private published: ((note: Invalidation) => void) | undefined;
+
+  /**
+   * A write to `tables` of a database (undefined: every table) seen here: the entries that read
+   * them go, here and, once shared, in every process the fan-out reaches.
+   */
+  invalidate(databaseId: string, tables: readonly string[] | undefined): void {
+    this.existing(databaseId)?.invalidate(tables);
+    this.published?.({ origin: '', databaseId, tables: tables === undefined ? null : [...tables] });
+  }
+
+  /**
+   * Shares invalidations over `fanout`: each write seen here is published, and each published
+   * elsewhere (the wire proxy's, the hosted MCP's, in other processes) drops the entries here. Best
+   * effort: a note lost with the link leaves entries to their ttl. The returned function stops it.
+   */
+  share(fanout: Fanout): () => void {
+    const origin = randomUUID();
+    const encoder = new TextEncoder();
+    this.published = (note) => fanout.publish(encoder.encode(JSON.stringify({ ...note, origin })));
+    const stop = fanout.subscribe((data) => {
+      const note = Invalidation.safeParse(parseJson(data)).data;
+      if (note && note.origin !== origin) this.existing(note.databaseId)?.invalidate(note.tables ?? undefined);
+    });
+    return () => {
+      this.published = undefined;
+      stop();
+    };
+  }
+}
+
+/** A write one process saw, as the fan-out carries it; `tables` null for every table. */
+const Invalidation = z.object({ origin: z.string(), databaseId: z.string(), tables: z.array(z.string()).nullable() });
+type Invalidation = z.infer<typeof Invalidation>;
+
+function parseJson(data: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder().decode(data));
+  } catch {
+    return undefined;
   }
 }
 

@@ -7,7 +7,8 @@ export interface KeyParts {
   readonly policyRevision: number;
   /** The upstream catalog's version the decision was made on (names resolve through it). */
   readonly catalogVersion: string;
-  readonly protocol: 'simple' | 'extended';
+  /** The wire's protocols, or the hosted MCP's `query` tool (its results are rows as JSON, not wire messages). */
+  readonly protocol: 'simple' | 'extended' | 'mcp';
   /** The text the gateway runs: after masking and row-filter rewrites. */
   readonly sql: string;
   /** What the policy shows of it: masked columns (`schema.table.column:mode`) and row-filtered tables. */
@@ -20,6 +21,8 @@ export interface KeyParts {
   readonly paramFormats?: readonly number[];
   readonly params?: readonly (Buffer | null)[];
   readonly resultFormats?: readonly number[];
+  /** MCP: the rows the result was cut at (the policy's or the request's max_rows). */
+  readonly maxRows?: number;
 }
 
 /**
@@ -36,6 +39,7 @@ export function cacheKey(parts: KeyParts): string {
   const params = parts.params ?? [];
   key += `${params.length}:`;
   for (const value of params) key += value === null ? 'n' : `${value.length}:${value.toString('latin1')}`;
+  key += parts.maxRows === undefined ? '-' : `m${parts.maxRows}`;
   return key;
 }
 

@@ -18,9 +18,9 @@ export interface CacheLookup extends CacheSituation {
   readonly policy: { readonly policy_id: string; readonly revision: number; readonly row_filters?: Readonly<Record<string, string>> };
   readonly catalogVersion: string;
   readonly sessionValues: SessionValues | undefined;
-  readonly protocol: 'simple' | 'extended';
+  readonly protocol: KeyParts['protocol'];
   /** Extended protocol: what the Parse and Bind said. */
-  readonly wire?: Pick<KeyParts, 'paramTypes' | 'paramFormats' | 'params' | 'resultFormats'>;
+  readonly wire?: Pick<KeyParts, 'paramTypes' | 'paramFormats' | 'params' | 'resultFormats' | 'maxRows'>;
   /** The statement shape's cache rule (rules.ts): kept out of the cache, or its entry's own ttl and swr. */
   readonly rule?: ShapeRule;
 }
@@ -118,6 +118,9 @@ export function repliedBytes(result: CachedResult): number {
   return bytes;
 }
 
+/** A single result larger than this is not kept. */
+export const MAX_ENTRY_BYTES = 1024 * 1024;
+
 /** One session's use of the result caches: its lookups, and the writes it sends (seen as they are decided and again as their transaction ends). */
 export class SessionCache {
   /** Writes of the open transaction: their entries go again once it ends, so that a read between the write and its commit is not kept. */
@@ -129,14 +132,14 @@ export class SessionCache {
 
   constructor(
     private readonly caches: ResultCaches | undefined,
-    private readonly maxEntryBytes = 1024 * 1024,
+    private readonly maxEntryBytes = MAX_ENTRY_BYTES,
   ) {}
 
   /** A statement the policy allowed is about to run: what it may write is invalidated now. */
   decided(databaseId: string, decision: Allowed): void {
     const tables = writtenTables(decision);
     if (tables === null || !this.caches) return;
-    this.caches.existing(databaseId)?.invalidate(tables);
+    this.caches.invalidate(databaseId, tables);
     this.pending.push({ databaseId, tables });
   }
 
@@ -156,7 +159,7 @@ export class SessionCache {
   ready(status: TransactionStatus): void {
     for (const capture of this.finished.splice(0)) capture.keep(status);
     if (status !== 'I' || this.pending.length === 0) return;
-    for (const { databaseId, tables } of this.pending.splice(0)) this.caches?.existing(databaseId)?.invalidate(tables);
+    for (const { databaseId, tables } of this.pending.splice(0)) this.caches?.invalidate(databaseId, tables);
   }
 
   /** Looks a statement up: the outcome is counted in the metrics; a miss comes with the capture that stores its result. */

@@ -15,6 +15,8 @@
 import { Counter, Gauge, Registry } from 'prom-client';
 import { loadAnchor } from '../audit/keys.js';
 import { serveBusOver } from '../bus/channel.js';
+import { createMemoryFanout } from '../bus/fanout.js';
+import { serveFanoutOver } from '../bus/fanout-channel.js';
 import type { Config } from '../config.js';
 import { loadKeyring } from '../control-plane.js';
 import type { PartState } from '../http/app.js';
@@ -59,6 +61,8 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
 
     const bus = await openBus(config);
     cleanup.push(() => bus.close());
+    // Without NATS the supervisor relays cache invalidations between its proxy and the workers; with it, each connects itself.
+    const fanout = config.NATS_URL ? undefined : createMemoryFanout();
 
     const registry = new Registry();
     registry.setDefaultLabels({ role: 'supervisor' });
@@ -91,6 +95,7 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
     };
 
     const bridges = new Map<Channel, { detach(): Promise<void> }>();
+    const relays = new Map<Channel, { detach(): void }>();
     const hooks = {
       attach(channel: Channel) {
         channel.answer('state', (): StateAnswer => ({ url: state.url, source: state.source }));
@@ -98,8 +103,11 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
         channel.answer<string>('all.health', allHealth);
         // With NATS configured, workers connect to it themselves.
         if (!config.NATS_URL) bridges.set(channel, serveBusOver(bus, channel));
+        if (fanout) relays.set(channel, serveFanoutOver(fanout, channel));
       },
       async detach(channel: Channel) {
+        relays.get(channel)?.detach();
+        relays.delete(channel);
         const bridge = bridges.get(channel);
         bridges.delete(channel);
         if (bridge) await bridge.detach();
@@ -115,7 +123,7 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
     // its /healthz answers 200 only once everything runs.
     cleanup.push(() => pipeline.stop());
     await pipeline.start();
-    proxy = await serve(config, logger, new Set(['proxy']), { state, bus, http: false });
+    proxy = await serve(config, logger, new Set(['proxy']), { state, bus, ...(fanout ? { fanout } : {}), http: false });
     // The API and the proxy drain together: neither takes new work once pgward is stopping.
     cleanup.push(() => Promise.all([api.stop(), proxy!.stop()]));
     await api.start();

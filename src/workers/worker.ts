@@ -6,6 +6,7 @@
  * supervisor, which stops its workers in order.
  */
 import { busOver } from '../bus/channel.js';
+import { fanoutOver } from '../bus/fanout-channel.js';
 import type { Config } from '../config.js';
 import type { PartState } from '../http/app.js';
 import type { Logger } from '../logger.js';
@@ -51,7 +52,7 @@ async function serveWorker(config: Config, logger: Logger, name: string, roles: 
   const bus = config.NATS_URL ? undefined : busOver(channel);
   const running = await serve(config, logger, new Set(roles), {
     state: { ...state, close: async () => undefined },
-    ...(bus ? { bus } : {}),
+    ...(bus ? { bus, fanout: fanoutOver(channel) } : {}),
     http: roles.includes('api')
       ? {
           metrics: (own) => new WholeRegistry(own, () => channel.ask<MetricsJson[]>('all.metrics', name, ASK_TIMEOUT_MS)),

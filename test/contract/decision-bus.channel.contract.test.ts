@@ -4,25 +4,14 @@
  * of its durable. The channel runs over a real MessageChannel (structured clone, as the IPC
  * channel's advanced serialization).
  */
-import { MessageChannel, type MessagePort } from 'node:worker_threads';
+import { MessageChannel } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { busOver, serveBusOver } from '../../src/bus/channel.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import type { DecisionBus, Delivery } from '../../src/bus/port.js';
-import { Channel, type Endpoint } from '../../src/workers/channel.js';
+import { Channel } from '../../src/workers/channel.js';
+import { endpoint } from './message-port-endpoint.js';
 import { decisionBusContract, waitUntil } from './decision-bus.contract.js';
-
-function endpoint(port: MessagePort): Endpoint {
-  return {
-    send(message, callback) {
-      port.postMessage(message);
-      callback?.(null);
-      return true;
-    },
-    on: (event, listener) => port.on(event, listener),
-    off: (event, listener) => port.off(event, listener),
-  };
-}
 
 interface Worker {
   readonly bus: DecisionBus;

@@ -1,4 +1,5 @@
 import type { Budgets } from '../../proxy/budgets.js';
+import type { Fanout } from '../../src/bus/fanout.js';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify';
 import type pg from 'pg';
@@ -50,7 +51,7 @@ function testAuditDeps(anchorPem: string, keys: HmacKeyring) {
 }
 
 /** The real control plane (composition, plugins, routes, projections) over a fresh database; `env` is its configuration (PGWARD_AUDIT_HMAC_KEYS keys the audit chain). */
-export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus; budgets?: Budgets; logger?: Logger; trustProxy?: readonly string[] } = {}): Promise<TestApi> {
+export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus; budgets?: Budgets; logger?: Logger; trustProxy?: readonly string[]; cacheFanout?: Fanout } = {}): Promise<TestApi> {
   const database = await freshDatabase(label);
   const store = await createPostgresEventStore(database.url);
   const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
@@ -73,7 +74,7 @@ export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, optio
     observe: metrics.observe,
     health: async () => ({}),
     ...(options.trustProxy ? { trustProxy: options.trustProxy } : {}),
-    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, logger, projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets),
+    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, logger, projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets, options.cacheFanout),
   });
   return {
     app,

@@ -1,4 +1,5 @@
 import type { Budgets } from '../../../proxy/budgets.js';
+import type { Fanout } from '../../bus/fanout.js';
 import type { KeyObject } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, RawReplyDefaultExpression, RawRequestDefaultExpression, RawServerDefault } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -43,6 +44,8 @@ export interface ApiDeps {
   readonly proxyCaFile?: string;
   /** The process's budget tallies, shared with its proxy so that the wire and MCP count against one figure; else the MCP keeps its own. */
   readonly budgets?: Budgets;
+  /** Where the hosted MCP's result cache shares invalidations with the proxy's (docs/cache.md); without it the MCP's cache sees only its own writes. */
+  readonly cacheFanout?: Fanout;
   /** Custom domains: the DNS servers their verification asks (PGWARD_DNS_SERVERS; else the system's) and their certificates (PGWARD_DOMAIN_CERT_DIR). */
   readonly domains?: { readonly dnsServers?: readonly string[]; readonly certificates?: DomainCertificates };
   /** What the demo offers (spec §4.8); absent when PGWARD_DEMO turns it off. */

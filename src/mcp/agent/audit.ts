@@ -3,6 +3,7 @@ import { decisionRecord } from '../../../proxy/decision-record.js';
 import { logRecordedRefusal } from '../../../proxy/decision-log.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import type { AgentContext } from './context.js';
+import type { CacheOutcome } from '../../../proxy/cache/caches.js';
 
 /** What became of one statement an agent sent through MCP. */
 export interface Outcome {
@@ -23,6 +24,8 @@ export interface Outcome {
   readonly tablesBlocked?: readonly string[];
   /** The approval request it concerns (its progress rows, and the outcome of an approved statement). */
   readonly approvalId?: string;
+  /** What the result cache made of a statement that ran; bypass when unset. */
+  readonly cache?: CacheOutcome;
 }
 
 /** Where an MCP request's records come from: the request's credential, session, region and client. */

@@ -10,6 +10,7 @@ import type { TokenCredential } from '../../../queries/credentials.js';
 import type { DocsLibrary } from '../docs.js';
 import type { McpTool } from '../tool.js';
 import type { AgentDatabases, AgentUpstream } from './upstream.js';
+import type { AgentCache } from './cache.js';
 import type { HashKey } from '../../../proxy/policy/hash-key.js';
 
 /** What every agent MCP request shares: the upstream pools, the decision publisher, the docs. */
@@ -25,6 +26,8 @@ export interface AgentServices {
   readonly docs: DocsLibrary;
   /** The event store: statements the policy holds are recorded there as approval requests. */
   readonly store: Pick<EventStore, 'readStream' | 'append'>;
+  /** The `query` tool's result cache, sharing invalidations with the proxy's. */
+  readonly cache: AgentCache;
 }
 
 /** One authenticated agent MCP request: the credential, its policy and honeytokens, and where it came from. */

@@ -1,5 +1,6 @@
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { holdFor, holdUnavailable, type Hold } from '../../../proxy/approval-hold.js';
+import { catalogVersionOf } from '../../../proxy/cache/cacheable.js';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
 import { sessionValuesOf, statementKind, type StatementDecision } from '../../../proxy/policy/hook.js';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
@@ -52,10 +53,10 @@ function decideOn(context: AgentContext, sql: string, catalog: UpstreamCatalog |
  * refusal (returned as the tool error). Under `audit_mode: strict` nothing runs while the audit
  * trail cannot take records.
  */
-export async function admit(context: AgentContext, sql: string): Promise<{ allowed: Allowed } | { refused: CallToolResult }>;
+export async function admit(context: AgentContext, sql: string): Promise<{ allowed: Allowed; catalogVersion: string } | { refused: CallToolResult }>;
 /** With `holds`, a statement the approval rules hold is returned as held, for the caller to hold it (approval.ts). */
-export async function admit(context: AgentContext, sql: string, options: { readonly holds: true }): Promise<{ allowed: Allowed } | { refused: CallToolResult } | { held: Allowed; hold: Hold }>;
-export async function admit(context: AgentContext, sql: string, options: { readonly holds?: boolean } = {}): Promise<{ allowed: Allowed } | { refused: CallToolResult } | { held: Allowed; hold: Hold }> {
+export async function admit(context: AgentContext, sql: string, options: { readonly holds: true }): Promise<{ allowed: Allowed; catalogVersion: string } | { refused: CallToolResult } | { held: Allowed; hold: Hold }>;
+export async function admit(context: AgentContext, sql: string, options: { readonly holds?: boolean } = {}): Promise<{ allowed: Allowed; catalogVersion: string } | { refused: CallToolResult } | { held: Allowed; hold: Hold }> {
   const catalog = await context.services.databases.catalog(context.credential, context.upstream);
   // Synchronous from here: a batch's calls run concurrently, and no await may split the budget check from the count.
   if (context.policy?.audit_mode === 'strict' && !context.services.decisions.acceptingStrict()) {
@@ -81,7 +82,7 @@ export async function admit(context: AgentContext, sql: string, options: { reado
   if (decision.action === 'allow') {
     // Counted as it is admitted, before it runs: the statements of one batch cannot overrun the budget together.
     context.budgets.admit(context.credential);
-    return { allowed: decision };
+    return { allowed: decision, catalogVersion: catalogVersionOf(catalog) };
   }
   auditRefusal(context, sql, decision);
   return { refused: refusal(decision) };

@@ -18,6 +18,7 @@ import { mcpDecision } from './audit.js';
 import { authenticateAgent, requireAllowedAddress } from './auth.js';
 import { normalAddress } from '../../net/cidr.js';
 import type { AgentContext, AgentServices } from './context.js';
+import { AgentCache } from './cache.js';
 import { requestHoneytokens } from './honeytokens.js';
 import { createAgentServer } from './server.js';
 import type { AgentDatabases } from './upstream.js';
@@ -53,11 +54,14 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
     (error, scope) => app.log.warn({ err: error, scope }, 'could not read what a budget scope spent; its MCP statements are refused until it can'),
   );
   let docs: Promise<DocsLibrary> | undefined;
+  const cache = new AgentCache(deps.pool);
+  const unshare = deps.cacheFanout && cache.caches.share(deps.cacheFanout);
   app.addHook('onClose', async () => {
+    unshare?.();
     await decisions.close();
   });
 
-  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadAgentDocs()), store: deps.store });
+  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadAgentDocs()), store: deps.store, cache });
 
   const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
     const credential = await authenticateAgent(deps, request, projectId);

@@ -8,12 +8,17 @@ import { toolError, toolFailure } from '../tool.js';
 import { audit } from './audit.js';
 import { stillUsable } from './auth.js';
 import type { AgentContext } from './context.js';
+import type { AgentCachePlan } from './cache.js';
 import { refusal, upstreamRefusal, type Allowed } from './gate.js';
 import { guardBroken, ROLLED_BACK_NOTICE, ROLLED_BACK_RULE, taggedRows, writeGuardOf, type WriteGuard } from '../../../proxy/policy/write-guard.js';
 import { MAX_RESULT_BYTES, StatementFailed } from './statement.js';
 import type { TypedResult } from './upstream.js';
 import { upstreamRule, UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
 import { logEvent } from '../../log-events.js';
+
+/** What runAllowed does with the cache: keep a miss's result, or nothing. */
+type RunPlan = Exclude<AgentCachePlan, { ran: Ran }>;
+const BYPASS: RunPlan = { outcome: 'bypass' };
 
 /** No MCP call waits longer than this for its statement, whatever the database allows. */
 export const MCP_STATEMENT_TIMEOUT_MS = 30_000;
@@ -50,11 +55,14 @@ export interface Ran {
  * Runs an allowed statement (its masked rewrite when masked) and audits the outcome as the wire
  * does: the decision's event, or `truncated` when the cap cut rows (it outranks masking).
  */
-export async function runAllowed(context: AgentContext, sql: string, decision: Allowed, params: readonly (string | null)[], cap: Cap, approvalId?: string): Promise<Ran | CallToolResult> {
+export async function runAllowed(context: AgentContext, sql: string, decision: Allowed, params: readonly (string | null)[], cap: Cap, approvalId?: string, cache: RunPlan = BYPASS): Promise<Ran | CallToolResult> {
   const readOnly = (context.policy?.read_only ?? true) || (decision.tablesWritten.length === 0 && READ_KINDS.has(decision.statementKind));
   const ts = new Date().toISOString();
   const started = process.hrtime.bigint();
-  const facts = { sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, ts, ...(approvalId === undefined ? {} : { approvalId }) };
+  const facts = { sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, ts, cache: cache.outcome, ...(approvalId === undefined ? {} : { approvalId }) };
+  // As on the wire: what it may write is invalidated as it is decided, and again once its transaction ended.
+  context.services.cache.wrote(context.credential.database_id, decision);
+  let kept = false;
   try {
     const beforeRun = async (): Promise<void> => {
       if (!(await stillUsable(context.services.pool, context.credential))) throw new CredentialWithdrawn('the credential may no longer be used');
@@ -89,6 +97,10 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     // A rehearsed write is recorded with the rows it affected, as on the wire.
     const rows = result.rolledBack ? (affected ?? result.rows.length) : result.rows.length;
     audit(context, { ...facts, event: ran.event, rule: ran.rule, reason: ran.reason, ran: true, rows, bytes: result.bytes, latencyUs });
+    if (cache.outcome === 'miss') {
+      cache.keep(ran);
+      kept = true;
+    }
     return ran;
   } catch (error) {
     if (error instanceof StatementFailed) {
@@ -115,7 +127,18 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
       return upstreamRefusal(failure);
     }
     throw error;
+  } finally {
+    if (cache.outcome === 'miss' && !kept) cache.abandon();
+    context.services.cache.wrote(context.credential.database_id, decision);
   }
+}
+
+/** A statement answered from the result cache: audited as the run it repeats was, with the cache's outcome and the gateway's own time. */
+export function answerCached(context: AgentContext, sql: string, decision: Allowed, plan: Extract<AgentCachePlan, { ran: Ran }>, started: bigint): Ran {
+  const { ran } = plan;
+  const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
+  audit(context, { sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, event: ran.event, rule: ran.rule, reason: ran.reason, ran: true, rows: ran.result.rows.length, bytes: ran.result.bytes, latencyUs, cache: plan.outcome });
+  return ran;
 }
 
 /** Whether a guarded write's transaction commits: not under write_mode rollback, nor past the cap (nor when its rows cannot be counted). */

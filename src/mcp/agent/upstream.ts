@@ -9,6 +9,7 @@ import type { SandboxBranch } from '../../../proxy/upstreams.js';
 import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
 import { findDatabaseRow } from '../../../queries/databases.js';
+import type { DatabaseRow } from '../../../projections/databases.js';
 import type { Keyring } from '../../crypto/seal.js';
 import { runStatement, StatementFailed, type StatementResult, type StatementRun } from './statement.js';
 import { decodeValue, type JsonValue } from './values.js';
@@ -60,6 +61,11 @@ export class AgentDatabases {
     } catch (error) {
       return { unavailable: `the credential’s database could not be looked up: ${(error as Error).message}` };
     }
+  }
+
+  /** The credential's database as its upstream pool was set up from (its cache_config among the rest); undefined when it is not registered. */
+  async database(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: UpstreamChoice): Promise<DatabaseRow | undefined> {
+    return (await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role))?.database;
   }
 
   /** DDL ran (and committed) on the credential's database: its catalog is read again at once. */

@@ -5,7 +5,7 @@ import type { AgentTool } from '../context.js';
 import { admit } from '../gate.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { heldQuery } from '../approval.js';
-import { isRan, runAllowed, untrustedResult, type Cap, type Ran } from '../run.js';
+import { answerCached, isRan, runAllowed, untrustedResult, type Cap, type Ran } from '../run.js';
 
 const noCopy = () => toolError('COPY does not run through MCP; select the rows you need instead.');
 
@@ -64,11 +64,15 @@ export const query: AgentTool<typeof QueryInput> = {
     const policyCap = context.policy?.max_rows ?? null;
     const cap: Cap = policyCap !== null && policyCap <= max_rows ? { rows: policyCap, by: 'policy' } : { rows: max_rows, by: 'request' };
     const values = params.map(bound);
-    const answer = async (approvalId?: string, decision = allowed): Promise<CallToolResult> => {
-      const ran = await runAllowed(context, sql, decision, values, cap, approvalId);
+    const answer = async (approvalId?: string, decision = allowed, cache?: Parameters<typeof runAllowed>[6]): Promise<CallToolResult> => {
+      const ran = await runAllowed(context, sql, decision, values, cap, approvalId, cache);
       return isRan(ran) ? resultOf(ran) : ran;
     };
-    return 'held' in admitted ? heldQuery(context, sql, values, admitted.held, admitted.hold, answer) : answer();
+    if ('held' in admitted) return heldQuery(context, sql, values, admitted.held, admitted.hold, answer);
+    // Only a statement that runs as soon as it is allowed is looked up: a held one runs when approved.
+    const started = process.hrtime.bigint();
+    const plan = await context.services.cache.plan(context, sql, allowed, admitted.catalogVersion, values, cap.rows);
+    return 'ran' in plan ? resultOf(answerCached(context, sql, allowed, plan, started)) : answer(undefined, allowed, plan);
   },
 };
 

@@ -1,0 +1,83 @@
+/**
+ * The hosted MCP `query` tool's use of the result cache (docs/cache.md): the wire's rules (what is
+ * cacheable, the key, per-shape overrides, purges), its own store of results as the tool returns
+ * them, and invalidations shared with the proxy's caches over the fan-out.
+ */
+import type pg from 'pg';
+import { uncacheable } from '../../../proxy/cache/cacheable.js';
+import { ResultCaches, type CacheMetrics } from '../../../proxy/cache/caches.js';
+import { shapeRuleOf } from '../../../proxy/cache/rules.js';
+import { lookupKey, MAX_ENTRY_BYTES, writtenTables } from '../../../proxy/cache/session-cache.js';
+import type { CachedResult } from '../../../proxy/cache/store.js';
+import { sessionValuesOf } from '../../../proxy/policy/hook.js';
+import { findCacheControls } from '../../../queries/cache.js';
+import type { AgentContext } from './context.js';
+import type { Allowed } from './gate.js';
+import type { Ran } from './run.js';
+
+/** What to do with a statement: answer it with `ran`, run it and `keep` what it returns, or run it past the cache. */
+export type AgentCachePlan =
+  | { readonly outcome: 'hit' | 'stale'; readonly ran: Ran }
+  | { readonly outcome: 'miss'; keep(ran: Ran): void; abandon(): void }
+  | { readonly outcome: 'bypass' };
+
+const BYPASS: AgentCachePlan = { outcome: 'bypass' };
+
+// The API process exports no cache metrics of its own yet: the audit trail counts MCP outcomes.
+const UNCOUNTED: CacheMetrics = { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined };
+
+export class AgentCache {
+  /** Each database's cache_config as last read, and the purges its cache controls counted. */
+  private readonly configs = new Map<string, unknown>();
+  private readonly purges = new Map<string, number>();
+  readonly caches = new ResultCaches((databaseId) => this.configs.get(databaseId), UNCOUNTED);
+
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** Looks an allowed statement up; each call is its own transaction, with no session state, so only the statement decides. */
+  async plan(context: AgentContext, sql: string, decision: Allowed, catalogVersion: string, params: readonly (string | null)[], maxRows: number): Promise<AgentCachePlan> {
+    const { policy, credential } = context;
+    const databaseId = credential.database_id;
+    // A sandboxed credential's statements run on a branch, not on the database the key names.
+    if (!policy || context.upstream.branch || uncacheable(sql, decision, { inTransaction: false, pinned: false })) return BYPASS;
+    const database = await context.services.databases.database(credential, context.upstream).catch(() => undefined);
+    const controls = await findCacheControls(this.pool, databaseId).catch(() => null);
+    // Without the read model no purge or override could be seen: the statement bypasses the cache.
+    if (controls === null) return BYPASS;
+    // A purge (POST .../cache/purge) the read model counted since the last look: the entries go.
+    if ((controls?.purges ?? 0) !== (this.purges.get(databaseId) ?? 0)) this.caches.existing(databaseId)?.invalidate(undefined);
+    this.purges.set(databaseId, controls?.purges ?? 0);
+    this.configs.set(databaseId, database?.cache_config);
+    const store = database && this.caches.storeOf(databaseId);
+    const rule = shapeRuleOf(controls, sql);
+    if (!store || rule?.bypass === true) return BYPASS;
+    const key = lookupKey({
+      decision,
+      policy,
+      databaseId,
+      catalogVersion,
+      sessionValues: sessionValuesOf(credential),
+      protocol: 'mcp',
+      wire: { params: params.map((value) => (value === null ? null : Buffer.from(value))), maxRows },
+    });
+    const found = store.lookup(key);
+    if (found.outcome !== 'miss') return { outcome: found.outcome, ran: JSON.parse(found.result.replies[0]!.toString()) as Ran };
+    const generation = store.generation;
+    return {
+      outcome: 'miss',
+      keep(ran) {
+        const reply = Buffer.from(JSON.stringify(ran));
+        if (ran.rolledBack || reply.length > MAX_ENTRY_BYTES) return store.abandon(key);
+        const result: CachedResult = { replies: [reply], rows: ran.result.rows.length, tables: decision.tablesRead };
+        store.store(key, result, generation, rule?.timing);
+      },
+      abandon: () => store.abandon(key),
+    };
+  }
+
+  /** A statement that may write is about to run, or ran: the entries that read what it writes go, here and in every process the fan-out reaches. */
+  wrote(databaseId: string, decision: Allowed): void {
+    const tables = writtenTables(decision);
+    if (tables !== null) this.caches.invalidate(databaseId, tables);
+  }
+}
