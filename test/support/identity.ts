@@ -1,10 +1,25 @@
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { createHmac } from 'node:crypto';
 import { request } from 'node:http';
 import { startApi, type TestApi } from './api.js';
 import { freePort } from './free-port.js';
 
 export const PASSWORD = 'correct horse battery staple';
+
+const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+
+/** RFC 6238 TOTP (SHA-1, 6 digits, 30 s), as an authenticator app computes it from the otpauth:// URI's secret. */
+export function totp(secretBase32: string, at = Date.now()): string {
+  let bits = '';
+  for (const char of secretBase32.replace(/=+$/, '').toUpperCase()) bits += BASE32.indexOf(char).toString(2).padStart(5, '0');
+  const key = Buffer.from(bits.match(/.{8}/g)!.map((byte) => parseInt(byte, 2)));
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(at / 1000 / 30)));
+  const mac = createHmac('sha1', key).update(counter).digest();
+  const offset = mac[mac.length - 1]! & 0xf;
+  return String((mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000).padStart(6, '0');
+}
 
 /** The control plane listening on a port of its own, with PGWARD_PUBLIC_URL naming it (the identity server's issuer derives from it). */
 export async function startListeningApi(label: string, env: NodeJS.ProcessEnv = {}, chosenPort?: number): Promise<{ api: TestApi; base: string }> {
@@ -42,7 +57,8 @@ export class MemoryOAuthClient implements OAuthClientProvider {
   verifier = '';
   authorizationUrl: URL | undefined;
 
-  constructor(readonly redirect: string) {}
+  /** `open` is the person's browser: redirectToAuthorization hands it the authorization URL. */
+  constructor(readonly redirect: string, private readonly open?: (url: URL) => Promise<void>) {}
 
   get redirectUrl(): string {
     return this.redirect;
@@ -68,8 +84,9 @@ export class MemoryOAuthClient implements OAuthClientProvider {
     this.saved = tokens;
   }
 
-  redirectToAuthorization(url: URL) {
+  async redirectToAuthorization(url: URL) {
     this.authorizationUrl = url;
+    await this.open?.(url);
   }
 
   saveCodeVerifier(verifier: string) {
