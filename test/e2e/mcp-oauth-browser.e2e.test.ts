@@ -7,6 +7,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DASHBOARD_CSP } from '../../src/dashboard/routes.js';
 import type { TestApi } from '../support/api.js';
+import { captureLogs, type CapturedLogs } from '../support/logs.js';
 import { MemoryOAuthClient, PASSWORD, signUp, startListeningApi, totp } from '../support/identity.js';
 
 const CHROMIUM = process.env.PGWARD_CHROMIUM ?? '/usr/bin/chromium';
@@ -19,9 +20,13 @@ let redirect: string;
 /** What reached the client's loopback callback, in order: its query parameters. */
 const arrivals: URLSearchParams[] = [];
 const pageErrors: string[] = [];
+let logs: CapturedLogs;
+/** The password, authorization code, tokens and TOTP secret the flows handled: none may reach pgward's log. */
+const secrets: string[] = [PASSWORD];
 
 beforeAll(async () => {
-  ({ api, base } = await startListeningApi('mcp_oauth_browser'));
+  logs = captureLogs();
+  ({ api, base } = await startListeningApi('mcp_oauth_browser', {}, undefined, logs.logger));
   // The MCP client's redirect URI (RFC 8252 loopback): a real HTTP server, as a desktop client starts.
   callback = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://127.0.0.1');
@@ -113,6 +118,7 @@ describe('an MCP client authorized by a person in Chromium (docs/identity.md)', 
     expect(arrived.get('state')).toBe(provider.authorizationUrl!.searchParams.get('state'));
     await transport.finishAuth(arrived.get('code')!);
     expect(provider.saved?.access_token).toBeTruthy();
+    secrets.push(arrived.get('code')!, provider.saved!.access_token, provider.saved!.refresh_token!);
     const client = new Client({ name: 'oauth-browser-test', version: '1.0.0' });
     await client.connect(transport);
     const { tools } = await client.listTools();
@@ -138,6 +144,8 @@ describe('an MCP client authorized by a person in Chromium (docs/identity.md)', 
     await second.getByLabel('Authentication code', { exact: true }).fill(totp(secret, Date.now() - 10 * 60_000));
     await second.getByRole('button', { name: 'Verify' }).click();
     await second.getByRole('alert').waitFor();
+    // (Its 6-digit codes could match digits of any log line by chance; the secret they derive from cannot.)
+    secrets.push(secret);
     await second.getByLabel('Authentication code', { exact: true }).fill(totp(secret));
     await second.getByRole('button', { name: 'Verify' }).click();
 
@@ -153,7 +161,10 @@ describe('an MCP client authorized by a person in Chromium (docs/identity.md)', 
     await page.context().close();
   });
 
-  it('left no script error or CSP violation on the pages', () => {
+  it('left no script error or CSP violation on the pages, and no password, code or token in the log', () => {
     expect(pageErrors).toEqual([]);
+    // The request log saw the flows (the pages and the authorization endpoint)...
+    expect(logs.lines.some((line) => line.includes('/consent?'))).toBe(true);
+    for (const secret of secrets) expect(logs.lines.filter((line) => line.includes(secret)), secret.slice(0, 4)).toEqual([]);
   });
 });

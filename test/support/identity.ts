@@ -2,6 +2,7 @@ import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { createHmac } from 'node:crypto';
 import { request } from 'node:http';
+import type { Logger } from '../../src/logger.js';
 import { startApi, type TestApi } from './api.js';
 import { freePort } from './free-port.js';
 
@@ -22,10 +23,10 @@ export function totp(secretBase32: string, at = Date.now()): string {
 }
 
 /** The control plane listening on a port of its own, with PGWARD_PUBLIC_URL naming it (the identity server's issuer derives from it). */
-export async function startListeningApi(label: string, env: NodeJS.ProcessEnv = {}, chosenPort?: number): Promise<{ api: TestApi; base: string }> {
+export async function startListeningApi(label: string, env: NodeJS.ProcessEnv = {}, chosenPort?: number, logger?: Logger): Promise<{ api: TestApi; base: string }> {
   const port = chosenPort ?? (await freePort());
   const base = `http://127.0.0.1:${port}`;
-  const api = await startApi(label, { PGWARD_PUBLIC_URL: base, ...env });
+  const api = await startApi(label, { PGWARD_PUBLIC_URL: base, ...env }, logger ? { logger } : {});
   await api.app.listen({ port, host: '127.0.0.1' });
   return { api, base };
 }
