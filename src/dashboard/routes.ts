@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { Problem } from '../http/problem.js';
+import { OAUTH_CONSENT_PAGE, OAUTH_LOGIN_PAGE } from '../identity/server.js';
 
 /**
  * The dashboard (docs/dashboard.md): static pages and plain ES modules, no build step. Every page
@@ -56,6 +57,8 @@ export function dashboardRoutes(app: FastifyInstance): void {
   const assets = loadAssets();
   const index = assets.get('index.html');
   if (!index) throw new Error('the dashboard has no index.html');
+  // Where the identity server's OAuth provider sends a browser during an authorization (loginPage, consentPage in identity/server.ts).
+  for (const path of [OAUTH_LOGIN_PAGE, OAUTH_CONSENT_PAGE]) app.get(path, { schema: { hide: true } }, async (_request, reply) => send(reply, index));
   app.get('/dashboard', { schema: { hide: true } }, async (_request, reply) => reply.redirect('/dashboard/', 301));
   app.get('/dashboard/', { schema: { hide: true } }, async (_request, reply) => send(reply, index));
   app.get<{ Params: { file: string } }>('/dashboard/:file', { schema: { hide: true } }, async (request, reply) => {

@@ -22,6 +22,9 @@ export const IDENTITY_SCHEMA = 'identity';
 export const AUTH_BASE_PATH = '/api/auth';
 /** The header the HTTP layer sets to the client's address (after trusted proxies); a client's own value is replaced. */
 export const CLIENT_IP_HEADER = 'x-pgward-client-ip';
+/** The pages (served by the dashboard) the OAuth provider sends a browser to: sign in, then allow or deny the application. */
+export const OAUTH_LOGIN_PAGE = '/sign-in';
+export const OAUTH_CONSENT_PAGE = '/consent';
 export const SCOPES = ['openid', 'profile', 'email', 'offline_access'] as const;
 
 /** What happens when a person signs up: their organization and their consents, as events. */
@@ -104,8 +107,8 @@ export function identityOptions(options: IdentityOptions) {
         resources: [apiResource(options.publicUrl)],
         clientRegistrationDefaultResources: [apiResource(options.publicUrl)],
         refreshTokenReuseInterval: 30,
-        loginPage: '/sign-in',
-        consentPage: '/consent',
+        loginPage: OAUTH_LOGIN_PAGE,
+        consentPage: OAUTH_CONSENT_PAGE,
         scopes: [...SCOPES],
         grantTypes: ['authorization_code', 'refresh_token'],
         // RFC 7591 registration is open to OAuth client apps (MCP clients); agents get credentials through the REST API only.

@@ -1,7 +1,6 @@
-import { createHmac } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApi } from '../support/api.js';
-import { PASSWORD, sessionCookie, signUp, startListeningApi } from '../support/identity.js';
+import { PASSWORD, sessionCookie, signUp, startListeningApi, totp } from '../support/identity.js';
 
 let api: TestApi;
 let base: string;
@@ -12,20 +11,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await api?.stop();
 });
-
-const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
-
-/** RFC 6238 TOTP (SHA-1, 6 digits, 30 s), as an authenticator app computes it from the otpauth:// URI's secret. */
-function totp(secretBase32: string, at = Date.now()): string {
-  let bits = '';
-  for (const char of secretBase32.replace(/=+$/, '').toUpperCase()) bits += BASE32.indexOf(char).toString(2).padStart(5, '0');
-  const key = Buffer.from(bits.match(/.{8}/g)!.map((byte) => parseInt(byte, 2)));
-  const counter = Buffer.alloc(8);
-  counter.writeBigUInt64BE(BigInt(Math.floor(at / 1000 / 30)));
-  const mac = createHmac('sha1', key).update(counter).digest();
-  const offset = mac[mac.length - 1]! & 0xf;
-  return String((mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000).padStart(6, '0');
-}
 
 /** A browser page's request with the session cookie; `origin: null` sends no Origin header. */
 function json(cookie: string, method: string, path: string, body?: unknown, origin: string | null = base): Promise<Response> {

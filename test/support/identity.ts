@@ -1,16 +1,32 @@
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { createHmac } from 'node:crypto';
 import { request } from 'node:http';
+import type { Logger } from '../../src/logger.js';
 import { startApi, type TestApi } from './api.js';
 import { freePort } from './free-port.js';
 
 export const PASSWORD = 'correct horse battery staple';
 
+const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+
+/** RFC 6238 TOTP (SHA-1, 6 digits, 30 s), as an authenticator app computes it from the otpauth:// URI's secret. */
+export function totp(secretBase32: string, at = Date.now()): string {
+  let bits = '';
+  for (const char of secretBase32.replace(/=+$/, '').toUpperCase()) bits += BASE32.indexOf(char).toString(2).padStart(5, '0');
+  const key = Buffer.from(bits.match(/.{8}/g)!.map((byte) => parseInt(byte, 2)));
+  const counter = Buffer.alloc(8);
+  counter.writeBigUInt64BE(BigInt(Math.floor(at / 1000 / 30)));
+  const mac = createHmac('sha1', key).update(counter).digest();
+  const offset = mac[mac.length - 1]! & 0xf;
+  return String((mac.readUInt32BE(offset) & 0x7fffffff) % 1_000_000).padStart(6, '0');
+}
+
 /** The control plane listening on a port of its own, with PGWARD_PUBLIC_URL naming it (the identity server's issuer derives from it). */
-export async function startListeningApi(label: string, env: NodeJS.ProcessEnv = {}, chosenPort?: number): Promise<{ api: TestApi; base: string }> {
+export async function startListeningApi(label: string, env: NodeJS.ProcessEnv = {}, chosenPort?: number, logger?: Logger): Promise<{ api: TestApi; base: string }> {
   const port = chosenPort ?? (await freePort());
   const base = `http://127.0.0.1:${port}`;
-  const api = await startApi(label, { PGWARD_PUBLIC_URL: base, ...env });
+  const api = await startApi(label, { PGWARD_PUBLIC_URL: base, ...env }, logger ? { logger } : {});
   await api.app.listen({ port, host: '127.0.0.1' });
   return { api, base };
 }
@@ -42,7 +58,8 @@ export class MemoryOAuthClient implements OAuthClientProvider {
   verifier = '';
   authorizationUrl: URL | undefined;
 
-  constructor(readonly redirect: string) {}
+  /** `open` is the person's browser: redirectToAuthorization hands it the authorization URL. */
+  constructor(readonly redirect: string, private readonly open?: (url: URL) => Promise<void>) {}
 
   get redirectUrl(): string {
     return this.redirect;
@@ -68,8 +85,9 @@ export class MemoryOAuthClient implements OAuthClientProvider {
     this.saved = tokens;
   }
 
-  redirectToAuthorization(url: URL) {
+  async redirectToAuthorization(url: URL) {
     this.authorizationUrl = url;
+    await this.open?.(url);
   }
 
   saveCodeVerifier(verifier: string) {

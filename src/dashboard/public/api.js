@@ -60,6 +60,6 @@ export async function identity(path, body) {
     body: JSON.stringify(body ?? {}),
   });
   const data = (response.headers.get('content-type') ?? '').includes('json') ? await response.json() : null;
-  if (!response.ok) throw new ApiError(response.status, { detail: data?.message ?? data?.detail ?? `the identity server answered ${response.status}`, code: data?.code });
+  if (!response.ok) throw new ApiError(response.status, { detail: data?.message ?? data?.error_description ?? data?.detail ?? `the identity server answered ${response.status}`, code: data?.code });
   return data;
 }

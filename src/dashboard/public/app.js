@@ -4,6 +4,7 @@ import { api, identity, orgKey } from './api.js';
 import { agentsPage } from './agents.js';
 import { anomaliesPage } from './anomalies.js';
 import { approvalsPage } from './approvals.js';
+import { AUTHORIZATION_PAGES, authorizationPage } from './authorize.js';
 import { auditPage } from './audit.js';
 import { databasesPage } from './databases.js';
 import { apiKeysPage, organizationPage } from './organization.js';
@@ -130,5 +131,10 @@ async function route() {
   }
 }
 
-window.addEventListener('hashchange', route);
-route();
+// The same shell serves the pages of an OAuth authorization (an application asking for access).
+if (AUTHORIZATION_PAGES.includes(location.pathname)) {
+  void authorizationPage();
+} else {
+  window.addEventListener('hashchange', route);
+  void route();
+}
