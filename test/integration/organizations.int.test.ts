@@ -45,7 +45,8 @@ function textOf(result: CallToolResult): string {
 }
 
 beforeAll(async () => {
-  api = await startApi('organizations', { PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: '1000' });
+  // A priced operation, so the organization keeps a credit balance to read (docs/payments.md).
+  api = await startApi('organizations', { PGWARD_RATE_LIMIT_PER_ADDRESS_PER_MINUTE: '1000', PGWARD_PRICES: 'createDemoCredential:pro=50' });
   a = await api.org('pro');
   b = await api.org('scale');
   await api.app.listen({ port: 0, host: '127.0.0.1' });
