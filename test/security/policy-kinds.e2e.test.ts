@@ -182,9 +182,14 @@ describe('migration_safety', () => {
     });
     expect(await upstream("select indexname from pg_indexes where tablename = 'scratch'")).toEqual([{ indexname: 'scratch_note' }]);
     expect(await upstream("select conname, convalidated from pg_constraint where conrelid = 'scratch'::regclass")).toEqual([{ conname: 'positive', convalidated: true }]);
-    const records = decisionsOfCredential(gateway, agents.block.credential.id).filter((d) => recordsText(d.sql, 'create index concurrently scratch_note on scratch (note)'));
-    expect(records.map((d) => [d.event, d.decision_rule])).toEqual([['migration_flagged', 'migration_flagged'], ['query', '']]);
-    await admin(gateway.upstream.url, (client) => client.query('drop index scratch_note; alter table scratch drop constraint positive'));
+    try {
+      // The statement's outcome is published when its session's batch goes out, after the client has its answer.
+      const find = () => decisionsOfCredential(gateway, agents.block.credential.id).filter((d) => recordsText(d.sql, 'create index concurrently scratch_note on scratch (note)'));
+      await waitFor(() => find().length === 2, 3_000, 'the flag and the query');
+      expect(find().map((d) => [d.event, d.decision_rule])).toEqual([['migration_flagged', 'migration_flagged'], ['query', '']]);
+    } finally {
+      await admin(gateway.upstream.url, (client) => client.query('drop index scratch_note; alter table scratch drop constraint positive'));
+    }
   });
 
   it('warn (the default): the statement runs, after a migration_flagged row with the rule and the safe alternative', async () => {
