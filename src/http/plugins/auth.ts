@@ -99,7 +99,7 @@ export function requestPath(request: FastifyRequest): string {
  * server's session cookie when no Authorization header is sent, else `Authorization: Bearer`;
  * 401 when there is none or it is bad.
  */
-export async function authenticateBearer(request: FastifyRequest, authenticators: Authenticators): Promise<void> {
+export async function authenticateCaller(request: FastifyRequest, authenticators: Authenticators): Promise<void> {
   const header = request.headers.authorization;
   if (header === undefined && authenticators.session && request.headers.cookie) {
     const caller = await authenticators.session(headersOf(request));
@@ -145,6 +145,6 @@ export function installAuth(app: FastifyInstance, authenticators: Authenticators
   app.addHook('onRequest', async (request) => {
     const route = request.routeOptions.url;
     if (!route?.startsWith('/v1/') || request.routeOptions.config.public || carriesPayment(request)) return;
-    await authenticateBearer(request, authenticators);
+    await authenticateCaller(request, authenticators);
   });
 }

@@ -27,7 +27,7 @@ import {
 import type { PaymentSettings } from '../../payments/prices.js';
 import type { PaymentVerifier, Settlement } from '../../payments/verifier.js';
 import { Problem, type PaymentError } from '../problem.js';
-import { authenticateBearer, callerOf, carriesPayment, type Authenticators, type Caller } from './auth.js';
+import { authenticateCaller, callerOf, carriesPayment, type Authenticators, type Caller } from './auth.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -118,7 +118,7 @@ export function installPayments(app: FastifyInstance, options: PaymentsOptions):
           headers: { 'www-authenticate': 'Bearer realm="pgward"' },
         });
       }
-      await authenticateBearer(request, options.authenticators);
+      await authenticateCaller(request, options.authenticators);
     }
     const caller = callerOf(request);
     if (!SPENDING_ROLES.has(caller.role)) throw new Problem('FORBIDDEN', `spending the organization’s credits needs the member role or higher; the caller is ${caller.role}`);
