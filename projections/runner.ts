@@ -21,9 +21,18 @@ export function projectionLockKey(name: string): bigint {
   return createHash('sha256').update(`pgward-projection:${name}`).digest().readBigInt64BE(0);
 }
 
-export async function ensureReadModel(pool: pg.Pool, projection: Projection, schema = LIVE_SCHEMA): Promise<void> {
-  const ddl = projection.tables.map((table) => tableDdl(schema, table)).join('\n');
-  await migrate(pool, `${checkpointsDdl}\ncreate schema if not exists "${schema}";\n${ddl}`);
+export function ensureReadModel(pool: pg.Pool, projection: Projection, schema = LIVE_SCHEMA, signal?: AbortSignal): Promise<void> {
+  return ensureReadModels(pool, [projection], schema, signal);
+}
+
+/**
+ * The read models of several projections in one migration: one lock and one batch of DDL, where a
+ * migration per projection queues every runner of a process behind the same advisory lock, and a
+ * stop meanwhile waits for the whole queue.
+ */
+export async function ensureReadModels(pool: pg.Pool, projections: readonly Projection[], schema = LIVE_SCHEMA, signal?: AbortSignal): Promise<void> {
+  const ddl = projections.flatMap((projection) => projection.tables.map((table) => tableDdl(schema, table))).join('\n');
+  await migrate(pool, `${checkpointsDdl}\ncreate schema if not exists "${schema}";\n${ddl}`, signal);
 }
 
 export async function readCheckpoint(db: pg.Pool | pg.ClientBase, name: string): Promise<bigint> {
@@ -121,11 +130,15 @@ export function runProjection(options: {
   hooks?: RunnerHooks;
   /** Events committed in this process to the projection's streams, taken instead of reading them back (src/store/committed-feed.ts). */
   feed?: SubscriptionFeed;
+  /** The read model's tables exist already (ensureReadModels ran for every runner of the process). */
+  readModelReady?: boolean;
 }): RunningProjection {
   const { store, pool, projection, hooks = {}, feed } = options;
   const schema = options.schema ?? LIVE_SCHEMA;
   const batchSize = options.batchSize ?? 1000;
   let stopped = false;
+  /** Gives up a read-model migration still waiting for its lock when the runner is stopped. */
+  const starting = new AbortController();
   let lockClient: pg.PoolClient | undefined;
   let subscription: ReturnType<EventStore['subscribe']> | undefined;
   let markActive!: () => void;
@@ -166,10 +179,11 @@ export function runProjection(options: {
   };
 
   const done = (async () => {
-    await ensureReadModel(pool, projection, schema);
+    if (!options.readModelReady) await ensureReadModel(pool, projection, schema, starting.signal);
     if (stopped) return;
     lockClient = await pool.connect();
     lockClient.on('error', () => undefined);
+    if (stopped) return releaseLock();
     let stopListening: (() => Promise<void>) | undefined;
     try {
       await lockClient.query('select pg_advisory_lock($1)', [projectionLockKey(projection.name)]);
@@ -197,6 +211,7 @@ export function runProjection(options: {
     active,
     async stop() {
       stopped = true;
+      starting.abort();
       await subscription?.close();
       releaseLock();
       await done.catch(() => undefined);

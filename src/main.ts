@@ -7,7 +7,7 @@ import { startAnomalyRaiser } from './anomalies/raiser.js';
 import { ANCHOR_KEY_NAME, auditKeysFrom, loadAnchor } from './audit/keys.js';
 import type { AnchorKeyPair } from './crypto/checkpoint.js';
 import { projectionStatus } from '../projections/maintenance.js';
-import { runProjection, type RunningProjection } from '../projections/runner.js';
+import { ensureReadModels, runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import { createMemoryFanout, type Fanout } from './bus/fanout.js';
 import type { DecisionBus } from './bus/port.js';
@@ -162,11 +162,13 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     // The anomaly raiser follows the detections of anomaly_windows, woken by each batch that projection commits here.
     const raiser = roles.has('projector') ? startAnomalyRaiser({ store, pool, logger: logger.child({ role: 'projector' }) }) : undefined;
     if (raiser) cleanup.push(() => raiser.stop());
+    if (roles.has('projector')) await ensureReadModels(pool, projections);
     const runners: RunningProjection[] = (roles.has('projector') ? projections : []).map((projection) =>
       runProjection({
         store,
         pool,
         projection,
+        readModelReady: true,
         feed: auditFeeds?.feedFor(projection.streamPrefixes),
         hooks: {
           onBatch: (name, _count, position) => {

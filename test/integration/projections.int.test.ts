@@ -111,6 +111,24 @@ describe('projection runner', () => {
     await second.stop();
   });
 
+  it('stops at once while its read-model migration waits for the migration lock, and leaves the lock to its holder', async () => {
+    const holder = await pool.connect();
+    try {
+      await holder.query('select pg_advisory_lock(7294061000)');
+      const holderPid = (await holder.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+      const runner = runProjection({ store, pool, projection: organizationsProjection });
+      const activeSoon = await Promise.race([runner.active.then(() => 'active'), new Promise((resolve) => setTimeout(() => resolve('waiting'), 500))]);
+      expect(activeSoon).toBe('waiting');
+      const stopped = await Promise.race([runner.stop().then(() => 'stopped'), new Promise((resolve) => setTimeout(() => resolve('still waiting'), 5_000))]);
+      expect(stopped).toBe('stopped');
+      expect((await pool.query(`select count(*)::int as n from pg_locks where locktype = 'advisory' and pid <> $1`, [holderPid])).rows).toEqual([{ n: 0 }]);
+      expect((await holder.query(`select count(*)::int as n from pg_locks where locktype = 'advisory' and granted and pid = pg_backend_pid()`)).rows).toEqual([{ n: 1 }]);
+    } finally {
+      await holder.query('select pg_advisory_unlock_all()');
+      holder.release();
+    }
+  });
+
   it('prepares the next batch while one is written, writes one batch at a time in order, and resumes from the checkpoint after a failed write', async () => {
     const stream = `pipe-${randomUUID()}`;
     const events = Array.from({ length: 12 }, (_, i) => encodeEvent(ProjectCreated, { project_id: newId('prj_'), org_id: newId('org_'), name: `p${i}`, description: '', tags: [], cloud: 'aws', self_hosted: false }, meta()));
