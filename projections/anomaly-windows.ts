@@ -12,7 +12,7 @@ import type { StoredRules } from '../src/events/anomaly-rules.js';
 import { decodeWith, parseJson } from '../src/events/envelope.js';
 import type { RecordedEvent } from '../src/store/port.js';
 import { AUDIT_STREAM_PREFIX, type AuditEventPayload } from './audit.js';
-import type { Projection, ProjectionTx, ReadModelTable } from './projection.js';
+import { ROLLUP_FILLFACTOR, type Projection, type ProjectionTx, type ReadModelTable } from './projection.js';
 import { upsertAll } from './upserts.js';
 
 export const ANOMALY_RULES_PREFIX = 'anomalyrules-';
@@ -196,11 +196,13 @@ export const anomalyWindowsTables: readonly ReadModelTable[] = [
   },
   {
     name: 'anomaly_baselines',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: 'project_id text not null, credential_id text not null, state jsonb not null, primary key (project_id, credential_id)',
     orderBy: 'project_id, credential_id',
   },
   {
     name: 'anomaly_windows',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: `project_id text not null, credential_id text not null, hour timestamptz not null, statements bigint not null, bytes_out numeric not null,
       refusals bigint not null, novel_shapes bigint not null, primary key (project_id, credential_id, hour)`,
     orderBy: 'project_id, credential_id, hour',

@@ -14,7 +14,7 @@ import { addExact, type ExactSum } from '../src/audit/exact-sum.js';
 import { latencyBucket } from '../src/audit/latency-buckets.js';
 import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
-import type { ReadModelTable } from './projection.js';
+import { ROLLUP_FILLFACTOR, type ReadModelTable } from './projection.js';
 import { added, type Upsert } from './upserts.js';
 
 export const HOUR_MS = 3_600_000;
@@ -122,6 +122,7 @@ export function sessionSpans(entries: readonly Pick<AuditEntryContent, 'project_
 export const auditUsageTables: readonly ReadModelTable[] = [
   {
     name: 'audit_usage_hourly',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: `project_id text not null, hour timestamptz not null, credential text not null, event text not null, cache_status text not null, timed boolean not null,
       entries bigint not null, rows_returned bigint not null, bytes_out bigint not null, latency_us bigint not null, first_seen timestamptz not null, last_seen timestamptz not null,
       primary key (project_id, hour, credential, event, cache_status, timed)`,
@@ -129,6 +130,7 @@ export const auditUsageTables: readonly ReadModelTable[] = [
   },
   {
     name: 'audit_latency_daily',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: `project_id text not null, day timestamptz not null, credential text not null, bucket integer not null, entries bigint not null,
       primary key (project_id, day, credential, bucket)`,
     orderBy: 'project_id, day, credential, bucket',

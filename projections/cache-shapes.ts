@@ -14,7 +14,7 @@ import { latencyBucket } from '../src/audit/latency-buckets.js';
 import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
 import { add, type Sum } from './audit-usage.js';
-import type { ReadModelTable } from './projection.js';
+import { ROLLUP_FILLFACTOR, type ReadModelTable } from './projection.js';
 import { added, type Upsert } from './upserts.js';
 
 interface ShapeRow {
@@ -98,6 +98,7 @@ export function shapeRollup(entries: readonly AuditEntryContent[]): { shapes: Sh
 export const cacheShapeTables: readonly ReadModelTable[] = [
   {
     name: 'cache_shapes',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: `project_id text not null, credential text not null, query_hash text not null, normalized_sql text not null, statement_kind text not null,
       calls bigint not null, timed bigint not null, latency_us bigint not null, bytes_out bigint not null, runs bigint not null, refreshes bigint not null,
       same_results bigint not null, first_rows bigint, first_bytes bigint, last_rows bigint, last_bytes bigint,
@@ -106,6 +107,7 @@ export const cacheShapeTables: readonly ReadModelTable[] = [
   },
   {
     name: 'cache_shape_latency',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: 'project_id text not null, credential text not null, query_hash text not null, bucket integer not null, entries bigint not null, primary key (project_id, credential, query_hash, bucket)',
     orderBy: 'project_id, credential, query_hash, bucket',
   },
