@@ -12,7 +12,8 @@ import type { StoredRules } from '../src/events/anomaly-rules.js';
 import { decodeWith, parseJson } from '../src/events/envelope.js';
 import type { RecordedEvent } from '../src/store/port.js';
 import { AUDIT_STREAM_PREFIX, type AuditEventPayload } from './audit.js';
-import type { Projection, ProjectionTx, ReadModelTable } from './projection.js';
+import { ROLLUP_FILLFACTOR, type Projection, type ProjectionTx, type ReadModelTable } from './projection.js';
+import { upsertAll } from './upserts.js';
 
 export const ANOMALY_RULES_PREFIX = 'anomalyrules-';
 export const ANOMALY_WINDOWS = 'anomaly_windows';
@@ -104,51 +105,47 @@ interface WindowRow {
   novel_shapes: number;
 }
 
-async function loadRules(tx: ProjectionTx, projectIds: string[]): Promise<Map<string, RulesRow>> {
-  const { rows } = await tx.query<{ row: RulesRow }>(`select to_jsonb(r) as row from ${tx.table('anomaly_rules')} r where project_id = any($1::text[])`, [projectIds]);
-  return new Map(rows.map(({ row }) => [row.project_id, row]));
+interface Stored {
+  readonly rules: Map<string, RulesRow>;
+  readonly baselines: Map<string, Baseline>;
+  /** Indexes of the triples not in anomaly_shapes yet: usually none. */
+  readonly unseen: Set<number>;
 }
 
-async function loadBaselines(tx: ProjectionTx, projects: string[], credentials: string[]): Promise<Map<string, Baseline>> {
-  const { rows } = await tx.query<{ project_id: string; credential_id: string; state: Baseline }>(
-    `select b.project_id, b.credential_id, b.state from ${tx.table('anomaly_baselines')} b
-      join unnest($1::text[], $2::text[]) as k (project_id, credential_id) using (project_id, credential_id)`,
-    [projects, credentials],
+/**
+ * What a batch folds onto, in one round trip: the rules of its projects, the baselines of its
+ * (project, credential) owners, and which of its (project, credential, query hash) triples
+ * anomaly_shapes does not hold yet.
+ */
+async function loadStored(tx: ProjectionTx, projectIds: string[], owners: readonly Activity[], triples: readonly (readonly [string, string, string])[]): Promise<Stored> {
+  const { rows } = await tx.query<{ rules: RulesRow[]; baselines: [string, string, Baseline][]; unseen: number[] }>(
+    `select (select coalesce(jsonb_agg(to_jsonb(r)), '[]') from ${tx.table('anomaly_rules')} r where r.project_id = any($1::text[])) as rules,
+            (select coalesce(jsonb_agg(jsonb_build_array(b.project_id, b.credential_id, b.state)), '[]') from ${tx.table('anomaly_baselines')} b
+               join unnest($2::text[], $3::text[]) as k (project_id, credential_id) using (project_id, credential_id)) as baselines,
+            array(select (k.i - 1)::int from unnest($4::text[], $5::text[], $6::text[]) with ordinality as k (project_id, credential_id, query_hash, i)
+                   where not exists (select from ${tx.table('anomaly_shapes')} s
+                                      where (s.project_id, s.credential_id, s.query_hash) = (k.project_id, k.credential_id, k.query_hash))) as unseen`,
+    [projectIds, owners.map((a) => a.projectId), owners.map((a) => a.credentialId), triples.map((t) => t[0]), triples.map((t) => t[1]), triples.map((t) => t[2])],
   );
-  return new Map(rows.map((row) => [key(row.project_id, row.credential_id), row.state]));
-}
-
-/** Which of the (project, credential, query hash) triples are not in anomaly_shapes yet, by index: usually none. */
-async function unseenShapes(tx: ProjectionTx, triples: readonly (readonly [string, string, string])[]): Promise<Set<number>> {
-  if (triples.length === 0) return new Set();
-  const { rows } = await tx.query<{ i: number }>(
-    `select (k.i - 1)::int as i from unnest($1::text[], $2::text[], $3::text[]) with ordinality as k (project_id, credential_id, query_hash, i)
-      where not exists (select from ${tx.table('anomaly_shapes')} s where (s.project_id, s.credential_id, s.query_hash) = (k.project_id, k.credential_id, k.query_hash))`,
-    [triples.map((t) => t[0]), triples.map((t) => t[1]), triples.map((t) => t[2])],
-  );
-  return new Set(rows.map((row) => row.i));
-}
-
-async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], conflict: string): Promise<void> {
-  if (rows.length === 0) return;
-  await tx.query(`insert into ${tx.table(table)} as t select * from json_populate_recordset(null::${tx.table(table)}, $1::json) on conflict ${conflict}`, [JSON.stringify(rows)]);
+  const row = rows[0]!;
+  return {
+    rules: new Map(row.rules.map((rules) => [rules.project_id, rules])),
+    baselines: new Map(row.baselines.map(([projectId, credentialId, state]) => [key(projectId, credentialId), state])),
+    unseen: new Set(row.unseen),
+  };
 }
 
 const replaceAll = (columns: readonly string[]) => columns.map((c) => `${c} = excluded.${c}`).join(', ');
 
-/** Folds the inputs in order onto the stored state and writes what changed: three reads and up to five writes a batch. */
+/** Folds the inputs in order onto the stored state and writes what changed: one read and one write a batch. */
 async function write(tx: ProjectionTx, inputs: readonly Input[]): Promise<void> {
   if (inputs.length === 0) return;
   const activities = inputs.flatMap((i) => (i.kind === 'activity' ? [i.activity] : []));
   const credentialKeys = new Map(activities.map((a) => [key(a.projectId, a.credentialId), a]));
   const shapeKeys = new Map(activities.filter((a) => a.queryHash !== '').map((a) => [`${key(a.projectId, a.credentialId)}\u0000${a.queryHash}`, [a.projectId, a.credentialId, a.queryHash] as [string, string, string]]));
   const projectIds = [...new Set(inputs.map((i) => (i.kind === 'activity' ? i.activity.projectId : i.projectId)))];
-  // One transaction's client: the reads go one after the other.
-  const rules = await loadRules(tx, projectIds);
-  const owners = [...credentialKeys.values()];
-  const baselines = owners.length === 0 ? new Map<string, Baseline>() : await loadBaselines(tx, owners.map((a) => a.projectId), owners.map((a) => a.credentialId));
   const triples = [...shapeKeys.values()];
-  const unseen = await unseenShapes(tx, triples);
+  const { rules, baselines, unseen } = await loadStored(tx, projectIds, [...credentialKeys.values()], triples);
   const changedRules = new Map<string, RulesRow>();
   const detector = new Detector(new Map([...rules].map(([projectId, row]) => [projectId, row.rules])));
   const newShapes: NewShape[] = [];
@@ -181,12 +178,14 @@ async function write(tx: ProjectionTx, inputs: readonly Input[]): Promise<void> 
   const windowRows: WindowRow[] = [...windows].map(([b, a]) => ({
     project_id: a.projectId, credential_id: a.credentialId, hour: b.hour, statements: b.statements, bytes_out: b.bytes_out, refusals: b.refusals, novel_shapes: b.novel_shapes,
   }));
-  await upsert(tx, 'anomaly_rules', [...changedRules.values()], `(project_id) do update set ${replaceAll(['rules', 'revision', 'updated_at'])}`);
   const touched = [...credentialKeys.values()].map((a) => ({ project_id: a.projectId, credential_id: a.credentialId, state: baselines.get(key(a.projectId, a.credentialId)) }));
-  await upsert(tx, 'anomaly_baselines', touched, '(project_id, credential_id) do update set state = excluded.state');
-  await upsert(tx, 'anomaly_windows', windowRows, `(project_id, credential_id, hour) do update set ${replaceAll(['statements', 'bytes_out', 'refusals', 'novel_shapes'])}`);
-  await upsert(tx, 'anomaly_shapes', newShapes, 'do nothing');
-  await upsert(tx, 'anomaly_detections', detections, 'do nothing');
+  await upsertAll(tx, [
+    { table: 'anomaly_rules', rows: [...changedRules.values()], onConflict: `(project_id) do update set ${replaceAll(['rules', 'revision', 'updated_at'])}` },
+    { table: 'anomaly_baselines', rows: touched, onConflict: '(project_id, credential_id) do update set state = excluded.state' },
+    { table: 'anomaly_windows', rows: windowRows, onConflict: `(project_id, credential_id, hour) do update set ${replaceAll(['statements', 'bytes_out', 'refusals', 'novel_shapes'])}` },
+    { table: 'anomaly_shapes', rows: newShapes, onConflict: 'do nothing' },
+    { table: 'anomaly_detections', rows: detections, onConflict: 'do nothing' },
+  ]);
 }
 
 export const anomalyWindowsTables: readonly ReadModelTable[] = [
@@ -197,11 +196,13 @@ export const anomalyWindowsTables: readonly ReadModelTable[] = [
   },
   {
     name: 'anomaly_baselines',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: 'project_id text not null, credential_id text not null, state jsonb not null, primary key (project_id, credential_id)',
     orderBy: 'project_id, credential_id',
   },
   {
     name: 'anomaly_windows',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: `project_id text not null, credential_id text not null, hour timestamptz not null, statements bigint not null, bytes_out numeric not null,
       refusals bigint not null, novel_shapes bigint not null, primary key (project_id, credential_id, hour)`,
     orderBy: 'project_id, credential_id, hour',

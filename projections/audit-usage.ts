@@ -14,7 +14,8 @@ import { addExact, type ExactSum } from '../src/audit/exact-sum.js';
 import { latencyBucket } from '../src/audit/latency-buckets.js';
 import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
-import type { ProjectionTx, ReadModelTable } from './projection.js';
+import { ROLLUP_FILLFACTOR, type ReadModelTable } from './projection.js';
+import { added, type Upsert } from './upserts.js';
 
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
@@ -118,21 +119,10 @@ export function sessionSpans(entries: readonly Pick<AuditEntryContent, 'project_
   return [...spans.values()];
 }
 
-export async function upsert(tx: ProjectionTx, table: string, rows: readonly object[], key: string, merge: string): Promise<void> {
-  if (rows.length === 0) return;
-  await tx.query(
-    `insert into ${tx.table(table)} as t select * from json_populate_recordset(null::${tx.table(table)}, $1::json)
-     on conflict (${key}) do update set ${merge}`,
-    // A bigint sum travels as a JSON string, which json_populate_recordset reads into its bigint column.
-    [JSON.stringify(rows, (_key, value: unknown) => (typeof value === 'bigint' ? String(value) : value))],
-  );
-}
-
-export const added = (columns: readonly string[]) => columns.map((c) => `${c} = t.${c} + excluded.${c}`).join(', ');
-
 export const auditUsageTables: readonly ReadModelTable[] = [
   {
     name: 'audit_usage_hourly',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: `project_id text not null, hour timestamptz not null, credential text not null, event text not null, cache_status text not null, timed boolean not null,
       entries bigint not null, rows_returned bigint not null, bytes_out bigint not null, latency_us bigint not null, first_seen timestamptz not null, last_seen timestamptz not null,
       primary key (project_id, hour, credential, event, cache_status, timed)`,
@@ -140,6 +130,7 @@ export const auditUsageTables: readonly ReadModelTable[] = [
   },
   {
     name: 'audit_latency_daily',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: `project_id text not null, day timestamptz not null, credential text not null, bucket integer not null, entries bigint not null,
       primary key (project_id, day, credential, bucket)`,
     orderBy: 'project_id, day, credential, bucket',
@@ -152,16 +143,21 @@ export const auditUsageTables: readonly ReadModelTable[] = [
   },
 ];
 
-/** Adds the entries (in any order) to the rollups of auditUsageTables. */
-export async function rollUpUsage(tx: ProjectionTx, entries: readonly AuditEntryContent[]): Promise<void> {
+/** The upserts that add the entries (in any order) to the rollups of auditUsageTables. */
+export function usageUpserts(entries: readonly AuditEntryContent[]): Upsert[] {
   const { hours, latencies } = rollup(entries);
-  await upsert(
-    tx,
-    'audit_usage_hourly',
-    hours,
-    'project_id, hour, credential, event, cache_status, timed',
-    `${added(['entries', 'rows_returned', 'bytes_out', 'latency_us'])}, first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
-  );
-  await upsert(tx, 'audit_latency_daily', latencies, 'project_id, day, credential, bucket', added(['entries']));
-  await upsert(tx, 'session_spans', sessionSpans(entries), 'project_id, session_id', `first_at = least(t.first_at, excluded.first_at), last_at = greatest(t.last_at, excluded.last_at), ${added(['decisions'])}`);
+  return [
+    {
+      table: 'audit_usage_hourly',
+      rows: hours,
+      onConflict: `(project_id, hour, credential, event, cache_status, timed) do update set ${added(['entries', 'rows_returned', 'bytes_out', 'latency_us'])},
+        first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
+    },
+    { table: 'audit_latency_daily', rows: latencies, onConflict: `(project_id, day, credential, bucket) do update set ${added(['entries'])}` },
+    {
+      table: 'session_spans',
+      rows: sessionSpans(entries),
+      onConflict: `(project_id, session_id) do update set first_at = least(t.first_at, excluded.first_at), last_at = greatest(t.last_at, excluded.last_at), ${added(['decisions'])}`,
+    },
+  ];
 }

@@ -7,9 +7,10 @@ import { AuditGapRecorded, StatementDecided } from '../src/events/audit.js';
 import { decodeData } from '../src/events/envelope.js';
 import { copyField } from '../src/pg/copy-in.js';
 import type { RecordedEvent } from '../src/store/port.js';
-import { auditUsageTables, rollUpUsage } from './audit-usage.js';
-import { cacheShapeTables, rollUpCacheShapes } from './cache-shapes.js';
+import { auditUsageTables, usageUpserts } from './audit-usage.js';
+import { cacheShapeTables, cacheShapeUpserts } from './cache-shapes.js';
 import type { Projection, ProjectionTx } from './projection.js';
+import { upsertAll } from './upserts.js';
 
 export const AUDIT_STREAM_PREFIX = 'audit-';
 
@@ -161,8 +162,7 @@ export function auditProjection(keyring: HmacKeyring, handed?: PreparedEntries):
       const chained = linkPrepared(prepared, await tips(tx, projectIds));
       await insertEntries(tx, chained);
       const entries = chained.map(({ entry }) => entry);
-      await rollUpUsage(tx, entries);
-      await rollUpCacheShapes(tx, entries);
+      await upsertAll(tx, [...usageUpserts(entries), ...cacheShapeUpserts(entries)]);
     };
   };
   return {

@@ -13,8 +13,9 @@
 import { latencyBucket } from '../src/audit/latency-buckets.js';
 import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
-import { add, added, upsert, type Sum } from './audit-usage.js';
-import type { ProjectionTx, ReadModelTable } from './projection.js';
+import { add, type Sum } from './audit-usage.js';
+import { ROLLUP_FILLFACTOR, type ReadModelTable } from './projection.js';
+import { added, type Upsert } from './upserts.js';
 
 interface ShapeRow {
   project_id: string;
@@ -97,6 +98,7 @@ export function shapeRollup(entries: readonly AuditEntryContent[]): { shapes: Sh
 export const cacheShapeTables: readonly ReadModelTable[] = [
   {
     name: 'cache_shapes',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: `project_id text not null, credential text not null, query_hash text not null, normalized_sql text not null, statement_kind text not null,
       calls bigint not null, timed bigint not null, latency_us bigint not null, bytes_out bigint not null, runs bigint not null, refreshes bigint not null,
       same_results bigint not null, first_rows bigint, first_bytes bigint, last_rows bigint, last_bytes bigint,
@@ -105,6 +107,7 @@ export const cacheShapeTables: readonly ReadModelTable[] = [
   },
   {
     name: 'cache_shape_latency',
+    fillfactor: ROLLUP_FILLFACTOR,
     columns: 'project_id text not null, credential text not null, query_hash text not null, bucket integer not null, entries bigint not null, primary key (project_id, credential, query_hash, bucket)',
     orderBy: 'project_id, credential, query_hash, bucket',
   },
@@ -114,21 +117,21 @@ export const cacheShapeTables: readonly ReadModelTable[] = [
 const BRIDGE = 'excluded.runs > 0 and t.runs > 0';
 const SAME = `${BRIDGE} and t.last_rows = excluded.first_rows and t.last_bytes = excluded.first_bytes`;
 
-/** Adds the entries (in their streams' order) to cacheShapeTables. */
-export async function rollUpCacheShapes(tx: ProjectionTx, entries: readonly AuditEntryContent[]): Promise<void> {
+/** The upserts that add the entries (in their streams' order) to cacheShapeTables. */
+export function cacheShapeUpserts(entries: readonly AuditEntryContent[]): Upsert[] {
   const { shapes, latencies } = shapeRollup(entries);
   const lastOf = (column: string) => `${column} = case when excluded.runs > 0 then excluded.${column} else t.${column} end`;
   const firstOf = (column: string) => `${column} = case when t.runs > 0 then t.${column} else excluded.${column} end`;
-  await upsert(
-    tx,
-    'cache_shapes',
-    shapes,
-    'project_id, credential, query_hash',
-    `${added(['calls', 'timed', 'latency_us', 'bytes_out'])},
-     refreshes = t.refreshes + excluded.refreshes + (case when ${BRIDGE} then 1 else 0 end),
-     same_results = t.same_results + excluded.same_results + (case when ${SAME} then 1 else 0 end),
-     ${firstOf('first_rows')}, ${firstOf('first_bytes')}, ${lastOf('last_rows')}, ${lastOf('last_bytes')}, runs = t.runs + excluded.runs,
-     first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
-  );
-  await upsert(tx, 'cache_shape_latency', latencies, 'project_id, credential, query_hash, bucket', added(['entries']));
+  return [
+    {
+      table: 'cache_shapes',
+      rows: shapes,
+      onConflict: `(project_id, credential, query_hash) do update set ${added(['calls', 'timed', 'latency_us', 'bytes_out'])},
+        refreshes = t.refreshes + excluded.refreshes + (case when ${BRIDGE} then 1 else 0 end),
+        same_results = t.same_results + excluded.same_results + (case when ${SAME} then 1 else 0 end),
+        ${firstOf('first_rows')}, ${firstOf('first_bytes')}, ${lastOf('last_rows')}, ${lastOf('last_bytes')}, runs = t.runs + excluded.runs,
+        first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
+    },
+    { table: 'cache_shape_latency', rows: latencies, onConflict: `(project_id, credential, query_hash, bucket) do update set ${added(['entries'])}` },
+  ];
 }

@@ -33,7 +33,18 @@ export interface ReadModelTable {
    * for the rows already there (e.g. `statement_timeout_ms integer not null default 30000`).
    */
   readonly addedColumns?: readonly string[];
+  /**
+   * For a table whose rows every batch updates in place (a rollup's counters): the share of each
+   * page that inserts fill, so an update finds room for the row's new version on its page. Such an
+   * update writes no index entry (a HOT update, when no indexed column changes), and the versions
+   * it leaves are pruned with the page, where a full page sends each new version to another page,
+   * with an entry in every index, and the table grows by a version a row a batch until vacuumed.
+   */
+  readonly fillfactor?: number;
 }
+
+/** ReadModelTable.fillfactor of the rollups: room for one more version of every row of a page. */
+export const ROLLUP_FILLFACTOR = 50;
 
 export interface Projection {
   readonly name: string;
@@ -64,7 +75,9 @@ export function tableDdl(schema: string, table: ReadModelTable): string {
   const indexes = (table.indexes ?? []).map((index, i) => indexDdl(table.name, name, index, i));
   const retired = (table.retiredIndexes ?? []).map((index) => `drop index if exists ${qualified(schema, index)};`);
   const added = (table.addedColumns ?? []).map((column) => `alter table ${name} add column if not exists ${column};`);
-  return [`create table if not exists ${name} (${table.columns});`, ...added, ...indexes, ...retired].join('\n');
+  // Set on a table made before too: pages filled from then on leave the room.
+  const storage = table.fillfactor === undefined ? [] : [`alter table ${name} set (fillfactor = ${table.fillfactor});`];
+  return [`create table if not exists ${name} (${table.columns});`, ...storage, ...added, ...indexes, ...retired].join('\n');
 }
 
 export function projectionTx(client: pg.ClientBase, schema: string): ProjectionTx {

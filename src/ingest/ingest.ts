@@ -75,14 +75,15 @@ export interface IngestOptions {
 }
 
 /**
- * Under load, a project's decisions of 50 ms go in one append: at a few thousand decisions a second
- * that is about a hundred events per transaction of the store and per batch of the projection that
- * follows, where appending as soon as the previous append committed made them a few events each,
- * and the fixed cost of a transaction (round trips, lock, commit, wake-ups) the larger part of the
- * cost of a decision. It adds at most that much to the audit trail's lag; a decision is still
- * acknowledged only once its append committed.
+ * Under load, a project's decisions of 200 ms go in one append (at most MAX_EVENTS_PER_APPEND): at
+ * a few thousand decisions a second that is several hundred events per transaction of the store and
+ * per batch of each projection that follows. Each append and each batch has a cost of its own
+ * (round trips, the append lock, commits, wake-ups, and the projection's rollup rows: one per hour,
+ * day and latency bucket a batch touches, however many entries fall in it), which at 50 ms was the
+ * larger part of the state database's CPU a decision (docs/benchmarks.md). It adds at most that
+ * much to the audit trail's lag; a decision is still acknowledged only once its append committed.
  */
-export const APPEND_LINGER_MS = 50;
+export const APPEND_LINGER_MS = 200;
 
 /**
  * A proxy's bus message carries about 200 decisions at 10,000 a second (up to 1,024): 64 of them

@@ -7,6 +7,7 @@
  * than throughput does), and how long until both read models held every decision.
  * PGWARD_BENCH_PIPELINE_DECISIONS (default 60,000) and PGWARD_BENCH_PIPELINE_OFFERED (10,000/s)
  * change the run; PGWARD_BENCH_PIPELINE_RUNS (3) repeats it, each on a fresh database.
+ * PGWARD_BENCH_PIPELINE_LINGER_MS sets ingest's append linger (APPEND_LINGER_MS unless given).
  */
 import { performance } from 'node:perf_hooks';
 import { pino } from 'pino';
@@ -29,6 +30,7 @@ const DECISIONS = Number(process.env.PGWARD_BENCH_PIPELINE_DECISIONS ?? 60_000);
 const OFFERED_PER_S = Number(process.env.PGWARD_BENCH_PIPELINE_OFFERED ?? 10_000);
 const RUNS = Number(process.env.PGWARD_BENCH_PIPELINE_RUNS ?? 3);
 /** PGWARD_BENCH_PIPELINE_FEED=audit: only the audit projection takes ingest's appends (the wiring before anomaly_windows took them too). */
+const LINGER_MS = process.env.PGWARD_BENCH_PIPELINE_LINGER_MS === undefined ? undefined : Number(process.env.PGWARD_BENCH_PIPELINE_LINGER_MS);
 const AUDIT_ONLY_FEED = process.env.PGWARD_BENCH_PIPELINE_FEED === 'audit';
 const PER_MESSAGE = 200;
 const PROJECT = 'prj_benchpipeline000000000000';
@@ -51,7 +53,7 @@ async function checkpoints(pool: pg.Pool): Promise<bigint[]> {
   return [await readCheckpoint(pool, 'audit_entries'), await readCheckpoint(pool, anomalyWindowsProjection.name)];
 }
 
-async function run(url: string, pids: () => Promise<number[]>): Promise<{ pipeline: number; state: number; seconds: number }> {
+async function run(url: string, pids: () => Promise<number[]>): Promise<{ pipeline: number; state: number; seconds: number; batches: number[] }> {
   const messages: Buffer[] = [];
   for (let n = 0; n < DECISIONS; n += PER_MESSAGE) {
     messages.push(Buffer.from(JSON.stringify({ kind: 'batch', decisions: Array.from({ length: Math.min(PER_MESSAGE, DECISIONS - n) }, (_, i) => decision(n + i)) })));
@@ -64,9 +66,12 @@ async function run(url: string, pids: () => Promise<number[]>): Promise<{ pipeli
   const handed = new PreparedEntries();
   const feeds = new CategoryFeeds(AUDIT_STREAM_PREFIX, store);
   const fed = (prefixes: readonly string[]) => (AUDIT_ONLY_FEED && prefixes.length > 1 ? undefined : feeds.feedFor(prefixes));
-  const runners = [auditProjection(keys, handed), anomalyWindowsProjection].map((projection) => runProjection({ store, pool, projection, feed: fed(projection.streamPrefixes) }));
+  const batches = [0, 0];
+  const runners = [auditProjection(keys, handed), anomalyWindowsProjection].map((projection, i) =>
+    runProjection({ store, pool, projection, feed: fed(projection.streamPrefixes), hooks: { onBatch: () => void (batches[i]! += 1) } }),
+  );
   await Promise.all(runners.map((runner) => runner.active));
-  const ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 1000, keys, anchor: { keyId: 'bench-anchor', privateKey: anchor.privateKey }, handOn: handed }, feed: feeds });
+  const ingest = await startIngest({ store, bus, logger: pino({ level: 'silent' }), checkpoints: { every: 1000, keys, anchor: { keyId: 'bench-anchor', privateKey: anchor.privateKey }, handOn: handed }, feed: feeds, appendLingerMs: LINGER_MS });
   const meter = new CpuMeter({ state: pids });
   try {
     await meter.begin();
@@ -85,7 +90,7 @@ async function run(url: string, pids: () => Promise<number[]>): Promise<{ pipeli
     }
     const seconds = (performance.now() - start) / 1000;
     const cpu = process.cpuUsage(cpuStart);
-    return { pipeline: cpu.user + cpu.system, state: (await meter.end()).state!, seconds };
+    return { pipeline: cpu.user + cpu.system, state: (await meter.end()).state!, seconds, batches };
   } finally {
     meter.stop();
     await ingest.stop();
@@ -100,6 +105,7 @@ for (let i = 1; i <= RUNS; i++) {
   const result = await withBenchServer((server) => run(server.url, server.pids));
   console.log(
     `[bench:pipeline] run ${i}: ${DECISIONS} decisions offered at ${OFFERED_PER_S}/s, both read models complete after ${decimal.format(result.seconds)} s; ` +
-      `CPU µs a decision: pipeline (this process) ${decimal.format(result.pipeline / DECISIONS)}, state PG ${decimal.format(result.state / DECISIONS)}`,
+      `CPU µs a decision: pipeline (this process) ${decimal.format(result.pipeline / DECISIONS)}, state PG ${decimal.format(result.state / DECISIONS)}; ` +
+      `batches: audit_entries ${result.batches[0]}, anomaly_windows ${result.batches[1]}`,
   );
 }

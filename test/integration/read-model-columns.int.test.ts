@@ -1,9 +1,12 @@
 /**
  * Read-model columns added after a table was first made: `ensureReadModel` adds them to a table an
- * earlier version created, with the default the rows already there stand for.
+ * earlier version created, with the default the rows already there stand for. So it does the
+ * storage parameters of the rollups (ReadModelTable.fillfactor).
  */
 import type pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { anomalyWindowsProjection } from '../../projections/anomaly-windows.js';
+import { auditProjection } from '../../projections/audit.js';
 import { organizationsProjection } from '../../projections/organizations.js';
 import { policiesProjection } from '../../projections/policies.js';
 import { tableDdl } from '../../projections/projection.js';
@@ -53,5 +56,29 @@ describe('the organizations read model', () => {
     await pool.query(`insert into rm_orgs.organizations (org_id, name, plan, features, created_at, updated_at) values ('org_1', 'Acme', 'pro', '[]', now(), now())`);
     await pool.query(tableDdl('rm_orgs', organizations));
     expect((await pool.query('select billing_provider, subscription_status from rm_orgs.organizations')).rows).toEqual([{ billing_provider: 'none', subscription_status: 'none' }]);
+  });
+});
+
+describe('the rollups every batch updates in place', () => {
+  const reloptions = async (schema: string): Promise<Record<string, string[] | null>> =>
+    Object.fromEntries(
+      (await pool!.query<{ relname: string; reloptions: string[] | null }>(`select c.relname, c.reloptions from pg_class c where c.relnamespace = $1::regnamespace and c.relkind = 'r' order by 1`, [schema])).rows.map(
+        (row) => [row.relname, row.reloptions],
+      ),
+    );
+  const ROLLUPS = ['anomaly_baselines', 'anomaly_windows', 'audit_latency_daily', 'audit_usage_hourly', 'cache_shape_latency', 'cache_shapes'];
+
+  it('leave half of each page free (fillfactor 50), on a fresh read model and on tables an earlier version made; the other tables keep the default', async () => {
+    database ??= await freshDatabase('read_model_columns');
+    pool ??= createPool(database.url);
+    const projections = [auditProjection({ keys: new Map() }), anomalyWindowsProjection];
+    await pool.query(`create schema rm_fresh; create schema rm_earlier; ${projections.flatMap((p) => p.tables).map((table) => tableDdl('rm_earlier', { ...table, fillfactor: undefined })).join('\n')}`);
+    expect(Object.values(await reloptions('rm_earlier')).every((options) => options === null)).toBe(true);
+    for (const schema of ['rm_fresh', 'rm_earlier']) {
+      for (const projection of projections) await ensureReadModel(pool, projection, schema);
+      const options = await reloptions(schema);
+      expect(Object.keys(options).filter((table) => options[table] !== null)).toEqual(ROLLUPS);
+      for (const table of ROLLUPS) expect(options[table]).toEqual(['fillfactor=50']);
+    }
   });
 });
