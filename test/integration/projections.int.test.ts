@@ -121,7 +121,7 @@ describe('projection runner', () => {
       expect(activeSoon).toBe('waiting');
       const stopped = await Promise.race([runner.stop().then(() => 'stopped'), new Promise((resolve) => setTimeout(() => resolve('still waiting'), 5_000))]);
       expect(stopped).toBe('stopped');
-      expect((await pool.query(`select count(*)::int as n from pg_locks where locktype = 'advisory' and pid <> $1`, [holderPid])).rows).toEqual([{ n: 0 }]);
+      expect((await pool.query(`select count(*)::int as n from pg_locks where locktype = 'advisory' and pid <> $1 and database = (select oid from pg_database where datname = current_database())`, [holderPid])).rows).toEqual([{ n: 0 }]);
       expect((await holder.query(`select count(*)::int as n from pg_locks where locktype = 'advisory' and granted and pid = pg_backend_pid()`)).rows).toEqual([{ n: 1 }]);
     } finally {
       await holder.query('select pg_advisory_unlock_all()');
