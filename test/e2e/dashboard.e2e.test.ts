@@ -182,6 +182,17 @@ describe('the dashboard in Chromium', () => {
     const preview = page.getByRole('region', { name: 'Preview' });
     expect(await definition(preview, 'Tables written').textContent()).toBe('public.orders');
     expect(await definition(preview, 'Statement kind').textContent()).toBe('update');
+    // The approval rules hold it: the preview says so rather than allow.
+    expect(await definition(preview, 'Verdict').textContent()).toBe('hold');
+    expect(await definition(preview, 'Audit event').textContent()).toBe('approval_requested');
+    expect(await definition(preview, 'Approval').textContent()).toBe("held for a human’s approval: it runs a statement of kind update, which this credential's policy holds for approval (rule approval.held_kind)");
+    await page.getByLabel('Statement to preview', { exact: true }).fill('select total from orders');
+    await page.getByRole('button', { name: 'Validate and preview' }).click();
+    await expect.poll(async () => definition(page.getByRole('region', { name: 'Preview' }), 'Verdict').textContent(), { timeout: 10_000 }).toBe('allow');
+    expect(await definition(page.getByRole('region', { name: 'Preview' }), 'Approval').textContent()).toBe('not held');
+    await page.getByLabel('Statement to preview', { exact: true }).fill('update orders set total = 0 where id = 1');
+    await page.getByRole('button', { name: 'Validate and preview' }).click();
+    await expect.poll(async () => definition(page.getByRole('region', { name: 'Preview' }), 'Verdict').textContent(), { timeout: 10_000 }).toBe('hold');
     await shot('04-policy-editor');
     await page.getByRole('button', { name: 'Save policy' }).click();
     await page.getByRole('cell', { name: 'held updates', exact: true }).waitFor();
