@@ -35,6 +35,9 @@ beforeAll(async () => {
   databaseId = ((await api.call(owner.apiKey, { method: 'GET', url: `/v1/projects/${projectId}/databases` })).json() as { databases: { id: string }[] }).databases[0]!.id;
 });
 afterAll(async () => {
+  // fetch's pool leaves sockets here on which it never sent a request (after aborted streams); the
+  // server would wait its headersTimeout for them, as for any client's, before it stops.
+  api?.app.server.closeAllConnections();
   await api?.stop();
 });
 
@@ -122,14 +125,21 @@ describe('GET /v1/projects/{project_id}/approvals/events', () => {
     }
   });
 
-  it('ends its streams when the API shuts down, without holding up the drain', async () => {
-    const other = await startApi('approval-events-close');
+  it('sends heartbeats (PGWARD_APPROVAL_STREAM_HEARTBEAT_MS), and ends its streams when the API shuts down, without holding up the drain', async () => {
+    const other = await startApi('approval-events-close', { PGWARD_APPROVAL_STREAM_HEARTBEAT_MS: '200' });
     await other.app.listen({ host: '127.0.0.1', port: 0 });
     const port = (other.app.server.address() as AddressInfo).port;
     const org = await other.org('pro');
     const project = await other.project(org, 'Closing');
     const stream = await openSse(`http://127.0.0.1:${port}/v1/projects/${project}/approvals/events`, bearer(org.apiKey));
     await stream.next('ready');
+    const opened = performance.now();
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    // Three in 700 ms at 200 ms each (one may be late on a loaded machine, none early), and no event.
+    expect(stream.comments.length).toBeGreaterThanOrEqual(2);
+    expect(stream.comments.length).toBeLessThanOrEqual(Math.floor((performance.now() - opened) / 200));
+    expect(new Set(stream.comments)).toEqual(new Set(['heartbeat']));
+    expect(stream.events.map((e) => e.event)).toEqual(['ready']);
     const started = performance.now();
     const stopping = other.stop();
     await stream.ended;

@@ -27,7 +27,8 @@ export async function openSse(url: string, headers: Record<string, string> = {})
   const waiters = new Set<() => void>();
   const taken = new Set<SseEvent>();
   const ended = (async () => {
-    if (!response.body || response.status !== 200) return;
+    if (response.status !== 200) return void (await response.body?.cancel());
+    if (!response.body) return;
     const decoder = new TextDecoder();
     let buffer = '';
     try {

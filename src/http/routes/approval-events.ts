@@ -8,7 +8,7 @@ import { toApproval } from './approvals.js';
 import { visibleProject } from './projects.js';
 import { errorResponses, IdParam, requireRole, type Api, type ApiDeps } from './support.js';
 
-export interface ApprovalStreamLimits {
+interface ApprovalStreamLimits {
   /** A comment line this often keeps proxies and the browser from dropping an idle stream. */
   readonly heartbeatMs: number;
   /** Open streams one caller (a key, a person) may hold in this process. */
@@ -17,7 +17,7 @@ export interface ApprovalStreamLimits {
   readonly lifetimeMs: number;
 }
 
-export const APPROVAL_STREAM_LIMITS: ApprovalStreamLimits = { heartbeatMs: 15_000, perCaller: 5, lifetimeMs: 10 * 60_000 };
+const APPROVAL_STREAM_LIMITS: ApprovalStreamLimits = { heartbeatMs: 15_000, perCaller: 5, lifetimeMs: 10 * 60_000 };
 
 /** The browser waits this long before reconnecting a stream that ended. */
 const RETRY_MS = 2_000;
@@ -30,16 +30,33 @@ function message(event: string, data: unknown, id?: string): string {
   return `${id === undefined ? '' : `id: ${id}\n`}event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
 }
 
+/** Ends a stream and resolves once its socket closed (the response says `Connection: close`), or after a second at most. */
+function ended(stream: ServerResponse): Promise<void> {
+  if (stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, 1_000);
+    stream.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    stream.end();
+  });
+}
+
 /**
  * The approvals queue as server-sent events (docs/approvals.md "Live"): `ready` once the stream is
  * live, then an `approval` event with the whole request each time one of the project's requests
  * changes. Fed by the process's one ApprovalFeed; ended at shutdown before the server drains.
  */
-export function approvalEventRoutes(app: Api, deps: ApiDeps, limits: ApprovalStreamLimits = APPROVAL_STREAM_LIMITS): void {
+export function approvalEventRoutes(app: Api, deps: ApiDeps): void {
+  const limits: ApprovalStreamLimits = { ...APPROVAL_STREAM_LIMITS, heartbeatMs: deps.approvalStreamHeartbeatMs ?? APPROVAL_STREAM_LIMITS.heartbeatMs };
   const feed = new ApprovalFeed(deps.store, (error) => app.log.warn({ err: error }, 'the approvals feed failed; its streams were ended'));
   const open = new Map<string, Set<ServerResponse>>();
+  // Before the server stops taking connections: each stream ended and its socket closed (not left
+  // idle in keep-alive after close() looked for idle ones), so none holds up the drain.
   app.addHook('preClose', async () => {
-    for (const streams of open.values()) for (const stream of streams) stream.end();
+    const streams = [...open.values()].flatMap((set) => [...set]);
+    await Promise.all(streams.map((stream) => ended(stream)));
     await feed.close();
   });
 
@@ -77,7 +94,7 @@ export function approvalEventRoutes(app: Api, deps: ApiDeps, limits: ApprovalStr
       };
       stream.once('close', closed);
       reply.hijack();
-      stream.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-request-id': request.id, 'x-accel-buffering': 'no' });
+      stream.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-request-id': request.id, 'x-accel-buffering': 'no', connection: 'close' });
       stream.write(`retry: ${RETRY_MS}\n\n`);
       try {
         unwatch = await feed.watch(projectId, {
