@@ -71,7 +71,7 @@ export function approvalEventRoutes(app: Api, deps: ApiDeps): void {
           `and a comment line every ${limits.heartbeatMs / 1000} s. A caller holds at most ${limits.perCaller} streams at once (429 beyond); a stream ends after ${limits.lifetimeMs / 60_000} minutes and at shutdown, and the browser reconnects.`,
         tags: ['approvals'],
         params: z.object({ project_id: IdParam('project id') }),
-        response: { 200: z.string().describe('text/event-stream'), ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'RATE_LIMITED') },
+        response: { 200: { description: 'The events', content: { 'text/event-stream': { schema: z.string() } } }, ...errorResponses('FORBIDDEN', 'NOT_FOUND', 'RATE_LIMITED') },
       },
     },
     async (request, reply) => {
