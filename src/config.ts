@@ -52,6 +52,7 @@ export const ConfigSchema = z.object({
   PGWARD_DNS_SERVERS: parsedBy(parseDnsServers, 'expected comma-separated IP addresses, each with an optional :port').optional(),
   PGWARD_DOMAIN_CERT_DIR: z.string().min(1, 'expected a directory path').optional(),
   PGWARD_MAX_MESSAGE_BYTES: z.coerce.number({ message: 'expected a byte count' }).int('expected a byte count').min(1024, 'expected at least 1024').max(1024 * 1024 * 1024, 'expected at most 1 GiB').default(64 * 1024 * 1024),
+  PGWARD_APPROVAL_STREAM_HEARTBEAT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(100, 'expected at least 100').max(300_000, 'expected at most 300000').default(15_000),
   PGWARD_DRAIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(600_000, 'expected at most 600000').default(10_000),
   PGWARD_REPLICA_CHECK_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(100, 'expected at least 100').max(600_000, 'expected at most 600000').default(2_000),
   PGWARD_REPLICA_MAX_LAG_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(3_600_000, 'expected at most 3600000').default(10_000),

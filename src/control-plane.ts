@@ -123,6 +123,7 @@ export function controlPlane(
       // The embedded default serves the hosted MCP on its own HTTP port; deployments behind TLS set the URL.
       mcpUrl: config.PGWARD_PUBLIC_MCP_URL ?? `http://${config.PGWARD_PUBLIC_HOST}:${config.PGWARD_HTTP_PORT}/mcp`,
       proxyPort: config.PGWARD_PROXY_PORT,
+      approvalStreamHeartbeatMs: config.PGWARD_APPROVAL_STREAM_HEARTBEAT_MS,
       now,
       settle,
       audit,

@@ -107,6 +107,26 @@ export function holdOf(rule: ApprovalRule | undefined, facts: HoldFacts): HoldDe
   return { held: true, rule: first.rule, reason: `${found.map((hold) => hold.reason).join('; ')} (rule ${first.rule})`, ...(through.length > 0 ? { through } : {}) };
 }
 
+/**
+ * For a counted write the rules hold before any estimate: the most rows an estimate may show for it
+ * to run unheld (under the row threshold, or within auto-approve ceilings); null when no estimate
+ * lifts its hold. Holding grows with the estimate (a threshold holds more rows, a ceiling lifts
+ * fewer), so the answer is the last unheld count of a binary search.
+ */
+export function unheldUpTo(rule: ApprovalRule | undefined, facts: Omit<HoldFacts, 'estimatedRows'>): number | null {
+  const held = (rows: number) => holdOf(rule, { ...facts, estimatedRows: rows }).held;
+  if (facts.writes.rows !== 'counted' || held(0)) return null;
+  let unheld = 0;
+  let heldAt = Number.MAX_SAFE_INTEGER;
+  if (!held(heldAt)) return heldAt;
+  while (heldAt - unheld > 1) {
+    const middle = unheld + Math.floor((heldAt - unheld) / 2);
+    if (held(middle)) heldAt = middle;
+    else unheld = middle;
+  }
+  return unheld;
+}
+
 /** Relations whose writes reach other tables' rows: a view's base table, a partitioned table's partitions, a foreign table's server. */
 const WRITES_ELSEWHERE: ReadonlySet<string> = new Set(['view', 'matview', 'foreign', 'partitioned']);
 

@@ -31,6 +31,7 @@ import { enrollmentRoutes } from './routes/enrollments.js';
 import { policyRoutes } from './routes/policies.js';
 import { honeytokenRoutes } from './routes/honeytokens.js';
 import { ipRuleRoutes } from './routes/ip-rules.js';
+import { approvalEventRoutes } from './routes/approval-events.js';
 import { approvalRoutes } from './routes/approvals.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { supportCaseRoutes } from './routes/support-cases.js';
@@ -180,6 +181,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     domainRoutes(api, plane.deps);
     branchRoutes(api, plane.deps);
     approvalRoutes(api, plane.deps);
+    approvalEventRoutes(api, plane.deps);
     // The deliveries list reads the delivering role's tables, which may not have run yet.
     await ensureWebhookTables(plane.deps.pool);
     webhookRoutes(api, plane.deps);

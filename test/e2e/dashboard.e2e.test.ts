@@ -182,6 +182,17 @@ describe('the dashboard in Chromium', () => {
     const preview = page.getByRole('region', { name: 'Preview' });
     expect(await definition(preview, 'Tables written').textContent()).toBe('public.orders');
     expect(await definition(preview, 'Statement kind').textContent()).toBe('update');
+    // The approval rules hold it: the preview says so rather than allow.
+    expect(await definition(preview, 'Verdict').textContent()).toBe('hold');
+    expect(await definition(preview, 'Audit event').textContent()).toBe('approval_requested');
+    expect(await definition(preview, 'Approval').textContent()).toBe("held for a human’s approval: it runs a statement of kind update, which this credential's policy holds for approval (rule approval.held_kind)");
+    await page.getByLabel('Statement to preview', { exact: true }).fill('select total from orders');
+    await page.getByRole('button', { name: 'Validate and preview' }).click();
+    await expect.poll(async () => definition(page.getByRole('region', { name: 'Preview' }), 'Verdict').textContent(), { timeout: 10_000 }).toBe('allow');
+    expect(await definition(page.getByRole('region', { name: 'Preview' }), 'Approval').textContent()).toBe('not held');
+    await page.getByLabel('Statement to preview', { exact: true }).fill('update orders set total = 0 where id = 1');
+    await page.getByRole('button', { name: 'Validate and preview' }).click();
+    await expect.poll(async () => definition(page.getByRole('region', { name: 'Preview' }), 'Verdict').textContent(), { timeout: 10_000 }).toBe('hold');
     await shot('04-policy-editor');
     await page.getByRole('button', { name: 'Save policy' }).click();
     await page.getByRole('cell', { name: 'held updates', exact: true }).waitFor();
@@ -211,12 +222,14 @@ describe('the dashboard in Chromium', () => {
   it('approves from the live approvals page a held UPDATE that psql waits on', async () => {
     await nav('Approvals');
     await page.getByText('No requests.').waitFor();
+    // Signed in with the session cookie, the page follows the live stream (GET …/approvals/events), not a poll.
+    await page.locator('[data-approvals-mode="live"]').waitFor();
     const sql = 'update orders set total = 0 where id = 1';
     const run = psqlCommand(connectionString, sql);
     await run.saw;
-    // The page was not reloaded: its poll brings the request in.
+    // The page was not reloaded: the stream brings the request in, sooner than a 2 s poll could.
     const request = page.locator('article[data-approval]').filter({ hasText: sql });
-    await request.waitFor({ timeout: 10_000 });
+    await request.waitFor({ timeout: 1_500 });
     expect(await definition(request, 'Tables').textContent()).toBe('public.orders');
     expect(await definition(request, 'Estimate').textContent()).toBe('1 row (exact, from a rolled-back trial)');
     expect(await upstreamTotal(1)).toBe('1.5');
@@ -235,15 +248,29 @@ describe('the dashboard in Chromium', () => {
     expect(stored).toMatchObject({ reason: 'ticket 7', decided_by: expect.stringMatching(/^user:/) });
   });
 
-  it('flips the kill-switch and the agent’s open session ends', async () => {
-    const { client, ended } = await openSession(connectionString);
-    expect((await client.query('select 1 as one')).rows).toEqual([{ one: 1 }]);
+  it('flips the kill-switch and the psql session waiting on a held statement ends, its request failed on the live page', async () => {
+    const sql = 'update orders set total = 7 where id = 2';
+    const run = psqlCommand(connectionString, sql);
+    await run.saw;
+    const request = page.locator('article[data-approval]').filter({ hasText: sql });
+    await request.waitFor({ timeout: 1_500 });
+    const id = (await request.getAttribute('data-approval'))!;
     await nav('Agents');
     await page.getByRole('button', { name: 'Disable agent reporter (kill-switch)' }).click();
-    await waitFor(ended, 5_000, 'the session to end after the kill-switch');
+    const result = await run.done;
+    expect(result.code, result.stderr).toBe(2);
+    expect(result.stderr).toContain('the credential was disabled');
     await page.getByRole('button', { name: 'Enable agent reporter' }).waitFor();
     expect(await page.locator('[data-agent-status]').textContent()).toBe('disabled');
     await shot('08-agent-disabled');
+    await nav('Approvals');
+    await page.getByLabel('Show', { exact: true }).selectOption('failed');
+    const failed = page.locator(`article[data-approval="${id}"]`);
+    expect(await failed.getByRole('heading').textContent()).toBe('UPDATE held (failed)');
+    expect(await definition(failed, 'Decided').textContent()).toContain('the session ended while the statement waited');
+    expect(await upstreamTotal(2)).toBe('3.0');
+    await shot('08b-approval-failed');
+    await nav('Agents');
   });
 
   it('rotates an agent’s secrets (shown once: the old password is refused, the new one logs in) and revokes it', async () => {
@@ -274,7 +301,7 @@ describe('the dashboard in Chromium', () => {
       ['approval_requested', 'update orders set total = 0 where id = 1'],
       ['approved', 'update orders set total = 0 where id = 1'],
       ['query', 'update orders set total = 0 where id = 1'],
-      ['query', 'select 1 as one'],
+      ['approval_requested', 'update orders set total = 7 where id = 2'],
       ...entries.slice(4).map((e) => [e.event, e.sql]),
     ]);
     await page.getByRole('form', { name: 'Filter the audit trail' }).getByLabel('Event', { exact: true }).fill('approved');
@@ -372,6 +399,9 @@ describe('the dashboard in Chromium', () => {
     expect(await page.evaluate("sessionStorage.getItem('pgward.orgKey')")).toBe(orgKey);
     expect(await page.evaluate('localStorage.length')).toBe(0);
     expect(page.url()).not.toContain('pgw_');
+    // EventSource carries cookies, never an Authorization header: with a key, the approvals queue polls.
+    await page.goto(`${base}/dashboard/#/p/${project}/approvals`);
+    expect(await page.locator('[data-approvals-mode="polling"]').textContent()).toBe('Refreshed every 2 seconds (signed in with an API key, which the live stream cannot carry).');
     // A new tab of the same browser does not have it.
     const other = await page.context().newPage();
     await other.goto(`${base}/dashboard/`);

@@ -132,6 +132,61 @@ describe('an inline policy', () => {
   });
 });
 
+describe('approval holds', () => {
+  const WRITER = { name: 'writer', read_only: false, allowed_tables: ['public.*'] };
+  const NOT_HELD = { required: false, rule: null, reason: null, held_above_rows: null };
+  const HELD_UPDATE = "it runs a statement of kind update, which this credential's policy holds for approval (rule approval.held_kind)";
+
+  it('answers hold (audited as approval_requested) for a statement the approval rules hold whatever its rows, with the text it would run once approved', async () => {
+    const held = await evaluate({ policy: { ...WRITER, approval: { held_kinds: ['update'] } }, sql: 'UPDATE orders SET total = 0 WHERE id = 1' });
+    expect(held.body).toEqual({
+      verdict: 'hold', event: 'approval_requested', decision_rule: 'approval.held_kind', reason: HELD_UPDATE, sqlstate: null, masked_columns: [], row_filtered: false,
+      runs_as: 'UPDATE orders SET total = 0 WHERE id = 1', statement_kind: 'update', tables: { read: [], written: ['public.orders'], blocked: [] }, flags: [],
+      database_id: held.body.database_id, not_evaluated: ['budgets', 'kill_switch', 'audit_mode', 'upstream'],
+      approval: { required: true, rule: 'approval.held_kind', reason: HELD_UPDATE, held_above_rows: null },
+    });
+    expect(held.body.database_id).toMatch(/^db_/);
+    // Its siblings: a statement of another kind, and a read, are not held.
+    expect((await evaluate({ policy: { ...WRITER, approval: { held_kinds: ['update'] } }, sql: 'DELETE FROM orders WHERE id = 1' })).body).toMatchObject({ verdict: 'allow', event: 'query', decision_rule: '', approval: NOT_HELD });
+    expect((await evaluate({ policy: { ...WRITER, approval: { held_kinds: ['update'] } }, sql: 'SELECT id FROM orders' })).body).toMatchObject({ verdict: 'allow', approval: NOT_HELD });
+    // By every kind it runs: a writable CTE is an update too.
+    expect((await evaluate({ policy: { ...WRITER, approval: { held_kinds: ['update'] } }, sql: 'WITH u AS (UPDATE orders SET total = 0 RETURNING id) SELECT count(*) FROM u' })).body).toMatchObject({
+      verdict: 'hold', decision_rule: 'approval.held_kind', approval: { required: true },
+    });
+  });
+
+  it('holds writes to the tables the rules name (approval.held_table), not reads of them or writes elsewhere', async () => {
+    const policy = { ...WRITER, approval: { tables: ['public.orders'] } };
+    const reason = "it writes public.orders, whose writes this credential's policy holds for approval (rule approval.held_table)";
+    expect((await evaluate({ policy, sql: 'INSERT INTO orders (id, customer, total) VALUES (5000, $1, 1)', params: ['c1'] })).body).toMatchObject({
+      verdict: 'hold', event: 'approval_requested', decision_rule: 'approval.held_table', reason, approval: { required: true, rule: 'approval.held_table', reason, held_above_rows: null },
+    });
+    expect((await evaluate({ policy, sql: 'SELECT total FROM orders' })).body).toMatchObject({ verdict: 'allow', approval: NOT_HELD });
+    expect((await evaluate({ policy, sql: "UPDATE customers SET name = 'x' WHERE id = 1" })).body).toMatchObject({ verdict: 'allow', approval: NOT_HELD });
+  });
+
+  it('says a write under a row threshold or an auto-approve ceiling is held only when estimated above it (the gateway estimates before holding); rows it cannot count are held', async () => {
+    const threshold = { ...WRITER, approval: { row_threshold: 100 } };
+    const estimated = "its rows could not be estimated, and this credential's policy holds writes of more than 100 rows (rule approval.row_threshold)";
+    expect((await evaluate({ policy: threshold, sql: 'DELETE FROM orders WHERE total > 10' })).body).toMatchObject({
+      verdict: 'allow', event: 'query', decision_rule: '', approval: { required: false, rule: 'approval.row_threshold', reason: estimated, held_above_rows: 100 },
+    });
+    expect((await evaluate({ policy: threshold, sql: 'TRUNCATE orders' })).body).toMatchObject({
+      verdict: 'hold', decision_rule: 'approval.row_threshold',
+      approval: { required: true, rule: 'approval.row_threshold', reason: "the rows TRUNCATE affects cannot be counted, and this credential's policy holds writes of more than 100 rows (rule approval.row_threshold)", held_above_rows: null },
+    });
+    const ceiling = { ...WRITER, approval: { held_kinds: ['delete'], auto_approve: { 'public.orders': { max_rows: 5 } } } };
+    expect((await evaluate({ policy: ceiling, sql: 'DELETE FROM orders WHERE id = 1' })).body).toMatchObject({ verdict: 'allow', approval: { required: false, rule: 'approval.held_kind', held_above_rows: 5 } });
+    expect((await evaluate({ policy: ceiling, sql: 'DELETE FROM customers WHERE id = 1' })).body).toMatchObject({ verdict: 'hold', approval: { required: true, rule: 'approval.held_kind', held_above_rows: null } });
+  });
+
+  it('never holds what the policy refuses: the refusal stands', async () => {
+    expect((await evaluate({ policy: { ...WRITER, read_only: true, approval: { held_kinds: ['delete'] } }, sql: 'DELETE FROM orders' })).body).toMatchObject({
+      verdict: 'block', decision_rule: 'read_only.write', sqlstate: '42501', approval: NOT_HELD,
+    });
+  });
+});
+
 describe('a saved policy', () => {
   it('decides under the saved profile', async () => {
     expect((await evaluate({ policy_id: gateway.policyId, sql: 'DELETE FROM orders WHERE id = 1' })).body).toMatchObject({

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
-import { heldThrough, holdOf, needsEstimate, type HoldFacts } from '../../proxy/policy/approval-rules.js';
+import { heldThrough, holdOf, needsEstimate, unheldUpTo, type HoldFacts } from '../../proxy/policy/approval-rules.js';
 import type { CatalogRelation, UpstreamCatalog } from '../../proxy/policy/upstream-catalog.js';
 import { decideStatement } from '../../proxy/policy/hook.js';
 import { loadParser } from '../../proxy/policy/parser.js';
@@ -84,6 +84,36 @@ describe('approval holds', () => {
     expect(needsEstimate(rule({ auto_approve: { 'public.orders': { max_rows: 3 } } }), factsOf('delete from public.orders'))).toBe(true);
     expect(needsEstimate(rule({ row_threshold: 3 }), factsOf('truncate public.orders'))).toBe(false);
     expect(needsEstimate(undefined, factsOf('delete from public.orders'))).toBe(false);
+  });
+
+  it('tells the most rows a held counted write may be estimated at to run unheld (the what-if), null when its rows do not decide', () => {
+    const update = factsOf('update public.orders set amount = 0');
+    expect(unheldUpTo(rule({ row_threshold: 10 }), update)).toBe(10);
+    expect(unheldUpTo(rule({ row_threshold: 0 }), update)).toBe(0);
+    expect(unheldUpTo(rule({ held_kinds: ['update'], auto_approve: { 'public.orders': { max_rows: 5 } } }), update)).toBe(5);
+    // Under a threshold and a ceiling, the larger lifts the hold.
+    expect(unheldUpTo(rule({ row_threshold: 10, auto_approve: { 'public.orders': { max_rows: 50 } } }), update)).toBe(50);
+    expect(unheldUpTo(rule({ row_threshold: 10, auto_approve: { 'public.orders': { max_rows: 5 } } }), update)).toBe(10);
+    // Held whatever its rows: a held kind no ceiling covers, a ceiling of another table, rows it cannot count, a schema change.
+    expect(unheldUpTo(rule({ held_kinds: ['update'], row_threshold: 10 }), update)).toBe(null);
+    expect(unheldUpTo(rule({ held_kinds: ['update'], auto_approve: { 'public.customers': { max_rows: 5 } } }), update)).toBe(null);
+    expect(unheldUpTo(rule({ row_threshold: 10 }), factsOf('truncate public.orders'))).toBe(null);
+    expect(unheldUpTo(rule({ row_threshold: 10 }), factsOf('with d as (delete from public.orders returning *) select * from d'))).toBe(null);
+    expect(unheldUpTo(rule({ row_threshold: 10 }), factsOf('create index on public.orders (amount)'))).toBe(null);
+  });
+
+  it('unheldUpTo agrees with holdOf at, above and below the count it names, for any threshold and ceiling', () => {
+    const update = factsOf('update public.orders set amount = 0');
+    fc.assert(
+      fc.property(fc.option(fc.nat(1_000_000)), fc.option(fc.integer({ min: 1, max: 1_000_000 })), fc.boolean(), (threshold, ceiling, heldKind) => {
+        const rules = rule({ row_threshold: threshold, held_kinds: heldKind ? ['update'] : [], ...(ceiling === null ? {} : { auto_approve: { 'public.orders': { max_rows: ceiling } } }) });
+        const most = unheldUpTo(rules, update);
+        const held = (rows: number) => holdOf(rules, { ...update, estimatedRows: rows }).held;
+        if (!holdOf(rules, update).held) return;
+        if (most === null) expect([0, 1, 1_000_001].map(held)).toEqual([true, true, true]);
+        else expect([held(most), held(most + 1)]).toEqual([false, true]);
+      }),
+    );
   });
 });
 

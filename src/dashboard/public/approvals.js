@@ -1,6 +1,8 @@
-// The approvals queue, kept current by polling the list every 2 s while the page is open: each held
-// statement with its tables and estimate, approved or rejected with a note.
-import { api, withQuery } from './api.js';
+// The approvals queue, kept current by the API's live stream (GET …/approvals/events, server-sent
+// events) while the page is open, or by polling the list every 2 s while the stream is down or cannot
+// be had (signed in with an API key: EventSource sends cookies, never a header): each held statement
+// with its tables and estimate, approved or rejected with a note.
+import { api, orgKey, withQuery } from './api.js';
 import { announce, button, clear, code, field, h, when } from './ui.js';
 
 const POLL_MS = 2000;
@@ -46,11 +48,18 @@ export async function approvalsPage(context) {
   const base = `/v1/projects/${encodeURIComponent(context.projectId)}/approvals`;
   const notes = new Map();
   const status = field('Show', 'status', { kind: 'select', options: [['pending', 'Pending'], ...STATUSES.slice(1).map((s) => [s, s]), ['', 'All']], value: 'pending' });
+  const wanted = () => status.querySelector('select').value;
   const list = h('div', { class: 'cards' });
   const summary = h('p', { class: 'muted' });
+  const mode = h('p', { 'data-approvals-mode': 'starting', text: 'Connecting to the live queue…' });
+  // The list as last read, and each request as the stream last told it (newer than any read before it).
+  let listed = [];
+  const streamed = new Map();
   let seen = '';
-  const refresh = async (force = false) => {
-    const { approvals } = await api.get(withQuery(base, { page_size: 100, status: status.querySelector('select').value }));
+  const render = (force = false) => {
+    const byId = new Map(listed.map((request) => [request.id, request]));
+    for (const [id, request] of streamed) byId.set(id, request);
+    const approvals = [...byId.values()].filter((request) => wanted() === '' || request.status === wanted()).sort((a, b) => (a.id < b.id ? -1 : 1));
     const signature = approvals.map((a) => `${a.id}:${a.status}`).join(',');
     summary.textContent = `${approvals.length} request${approvals.length === 1 ? '' : 's'} · updated ${when(new Date().toISOString())}`;
     if (!force && signature === seen) return;
@@ -58,15 +67,44 @@ export async function approvalsPage(context) {
     seen = signature;
     clear(list, approvals.length === 0 ? h('p', { class: 'muted', text: 'No requests.' }) : approvals.map((request) => card(request, base, notes, refresh)));
   };
-  status.querySelector('select').addEventListener('change', () => refresh(true));
-  clear(context.main, h('h1', { text: 'Approvals' }), h('p', { text: 'Statements held by their policy’s approval rules. This list refreshes itself every 2 seconds.' }), status, summary, list);
+  const refresh = async (force = false) => {
+    listed = (await api.get(withQuery(base, { page_size: 100, status: wanted() }))).approvals;
+    render(force);
+  };
+  const failed = (error) => (summary.textContent = `Refresh failed: ${error.message}`);
+  let timer;
+  const poll = (why) => {
+    mode.dataset.approvalsMode = 'polling';
+    mode.textContent = `Refreshed every 2 seconds (${why}).`;
+    timer ??= setInterval(() => refresh().catch(failed), POLL_MS);
+  };
+  let source;
+  const live = () => {
+    source = new EventSource(`${base}/events`);
+    source.addEventListener('ready', () => {
+      clearInterval(timer);
+      timer = undefined;
+      mode.dataset.approvalsMode = 'live';
+      mode.textContent = 'Live: requests appear and change here as they happen.';
+      streamed.clear();
+      refresh(true).catch(failed);
+    });
+    source.addEventListener('approval', (event) => {
+      const request = JSON.parse(event.data);
+      streamed.set(request.id, request);
+      render();
+    });
+    // The browser reconnects by itself (and a `ready` ends the polling); a refused stream stays closed.
+    source.addEventListener('error', () => poll(source.readyState === EventSource.CLOSED ? 'the live stream was refused' : 'the live stream is reconnecting'));
+  };
+  status.querySelector('select').addEventListener('change', () => refresh(true).catch(failed));
+  clear(context.main, h('h1', { text: 'Approvals' }), h('p', { text: 'Statements held by their policy’s approval rules.' }), mode, status, summary, list);
   await refresh(true);
-  let stopped = false;
-  const timer = setInterval(() => {
-    if (!stopped) refresh().catch((error) => (summary.textContent = `Refresh failed: ${error.message}`));
-  }, POLL_MS);
+  if (orgKey.get()) poll('signed in with an API key, which the live stream cannot carry');
+  else live();
   context.cleanup(() => {
-    stopped = true;
+    source?.close();
     clearInterval(timer);
+    timer = undefined;
   });
 }

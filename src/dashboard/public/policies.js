@@ -18,9 +18,16 @@ function parsed(text) {
   }
 }
 
+function approvalText(approval) {
+  if (approval.required) return `held for a human’s approval: ${approval.reason}`;
+  if (approval.held_above_rows !== null) return `held only when estimated at more than ${approval.held_above_rows} rows (${approval.rule}); at or under that it runs at once`;
+  return 'not held';
+}
+
 function verdictView(result) {
   const rows = [
     ['Verdict', result.verdict],
+    ['Approval', approvalText(result.approval)],
     ['Audit event', result.event],
     ['Rule', result.decision_rule || '(none)'],
     ['SQLSTATE', result.sqlstate ?? ''],

@@ -47,7 +47,7 @@ const ApprovalRequest = z
 
 const ApprovalDecisionRequest = z.strictObject({ reason: z.string().max(500).default('').describe('A note attached to the decision, at most 500 characters') }).meta({ title: 'ApprovalDecisionRequest' });
 
-function toApproval(row: ApprovalRow): z.infer<typeof ApprovalRequest> {
+export function toApproval(row: ApprovalRow): z.infer<typeof ApprovalRequest> {
   return {
     id: row.approval_id,
     project_id: row.project_id,

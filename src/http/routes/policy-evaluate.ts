@@ -1,9 +1,13 @@
 import { z } from 'zod';
+import { holdFor } from '../../../proxy/approval-hold.js';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
+import { unheldUpTo } from '../../../proxy/policy/approval-rules.js';
 import { withoutHashKey, type HashKey } from '../../../proxy/policy/hash-key.js';
 import type { StatementDecision } from '../../../proxy/policy/hook.js';
+import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import { filtersUseSessionValues } from '../../../proxy/policy/row-filters.js';
-import { decideWithCatalog } from '../../../proxy/upstream/catalog-snapshot.js';
+import { decideWithCatalog, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
+import type { PolicyRow } from '../../../projections/policies.js';
 import { Problem } from '../problem.js';
 import type { AgentDatabases } from '../../mcp/agent/upstream.js';
 import { assertHoneytokensExist, CreatePolicyRequest, ProjectParams, visiblePolicy } from './policies.js';
@@ -40,10 +44,26 @@ const EvaluateRequest = z
 /** What the answer does not weigh: state of the moment rather than the policy's rules. */
 const NOT_EVALUATED = ['budgets', 'kill_switch', 'audit_mode', 'upstream'] as const;
 
+const ApprovalHold = z
+  .object({
+    required: z.boolean().describe('Whether the policy’s approval rules hold it for a human decision whatever rows it affects'),
+    rule: z.string().nullable().describe('The approval rule that holds it (approval.held_kind, approval.held_table, approval.row_threshold); null when none does'),
+    reason: z.string().nullable(),
+    held_above_rows: z
+      .int()
+      .nullable()
+      .describe('A write the gateway estimates before holding it (row_threshold, auto_approve): it is held only when estimated at more than this many rows, and runs unheld (required false) at or under it; null when its rows do not decide'),
+  })
+  .meta({ id: 'PolicyEvaluationApproval' });
+
+const NOT_HELD: z.infer<typeof ApprovalHold> = { required: false, rule: null, reason: null, held_above_rows: null };
+
 const PolicyEvaluation = z
   .object({
-    verdict: z.enum(['allow', 'block', 'mask', 'row_filter']).describe('allow: runs as sent (or with functions qualified); mask: runs with column masks; block: refused; row_filter: runs with row filters (and no mask)'),
-    event: z.string().describe('The audit event the statement would be recorded as: query, masked, blocked, canary_tripped'),
+    verdict: z
+      .enum(['allow', 'block', 'mask', 'row_filter', 'hold'])
+      .describe('allow: runs as sent (or with functions qualified); mask: runs with column masks; block: refused; row_filter: runs with row filters (and no mask); hold: waits for a human’s approval, then runs as runs_as says'),
+    event: z.string().describe('The audit event the statement would be recorded as: query, masked, blocked, canary_tripped, approval_requested'),
     decision_rule: z.string().describe('The rule that decided; empty when the statement runs unmodified'),
     reason: z.string(),
     sqlstate: z.string().nullable().describe('The SQLSTATE a client would get for the refusal; null when allowed'),
@@ -55,16 +75,26 @@ const PolicyEvaluation = z
     flags: z.array(z.object({ event: z.string(), rule: z.string(), reason: z.string() })).describe('Audit rows recorded before the decision when it runs (migration_flagged)'),
     database_id: z.string().describe('The database whose catalog was used'),
     not_evaluated: z.array(z.enum(NOT_EVALUATED)).describe('What the answer does not weigh: budgets left, the kill-switch, whether the audit trail takes records, and what PostgreSQL itself would say'),
+    approval: ApprovalHold.describe('What the policy’s approval rules say of a statement it lets run (never required for a refused one)'),
   })
   .meta({ id: 'PolicyEvaluation' });
 
+/** What the approval rules say of an allowed statement: held outright, held above an estimate of its rows, or not held. */
+function approvalOf(policy: PolicyRow, decision: Extract<StatementDecision, { action: 'allow' }>, catalog: UpstreamCatalog | CatalogUnavailable): z.infer<typeof ApprovalHold> {
+  const hold = holdFor(policy, decision, catalog);
+  if (!hold) return NOT_HELD;
+  const unheld = unheldUpTo(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, writesThrough: hold.through ?? [] });
+  return { required: unheld === null, rule: hold.rule, reason: hold.reason, held_above_rows: unheld };
+}
+
 /** The answer; a tripped canary shows as the audit trail records it only to callers who may see honeytokens, else as the agent is told. */
-function evaluation(decision: StatementDecision, databaseId: string, seesHoneytokens: boolean, hashKey: HashKey | undefined): z.infer<typeof PolicyEvaluation> {
+function evaluation(decision: StatementDecision, approval: z.infer<typeof ApprovalHold>, databaseId: string, seesHoneytokens: boolean, hashKey: HashKey | undefined): z.infer<typeof PolicyEvaluation> {
   const common = {
     statement_kind: decision.statementKind,
     row_filtered: decision.action === 'allow' && decision.rowFiltered.length > 0,
     database_id: databaseId,
     not_evaluated: [...NOT_EVALUATED],
+    approval,
   };
   if (decision.action === 'refuse') {
     const recorded = seesHoneytokens ? recordedRefusal(decision) : decision;
@@ -81,12 +111,13 @@ function evaluation(decision: StatementDecision, databaseId: string, seesHoneyto
       flags: [],
     };
   }
+  const held = approval.required ? { event: 'approval_requested', rule: approval.rule!, reason: approval.reason! } : undefined;
   return {
     ...common,
-    verdict: decision.event === 'masked' ? 'mask' : decision.rowFiltered.length > 0 ? 'row_filter' : 'allow',
-    event: decision.event,
-    decision_rule: decision.rule,
-    reason: decision.reason,
+    verdict: held ? 'hold' : decision.event === 'masked' ? 'mask' : decision.rowFiltered.length > 0 ? 'row_filter' : 'allow',
+    event: held?.event ?? decision.event,
+    decision_rule: held?.rule ?? decision.rule,
+    reason: held?.reason ?? decision.reason,
     sqlstate: null,
     masked_columns: [...decision.maskedColumns],
     // The hash mask's key is the gateway's alone: shown as a placeholder.
@@ -104,7 +135,7 @@ export function policyEvaluateRoutes(app: Api, deps: ApiDeps, databases: AgentDa
         operationId: 'evaluatePolicy',
         summary: 'What a policy would decide on a statement, without running or saving anything',
         description:
-          'Decides `sql` under an inline policy document (never saved) or a saved profile, on the project database’s catalog exactly as the proxy and the hosted MCP decide: the verdict, audit event, rule and reason, masked columns, the text that would run upstream, and the tables. ' +
+          'Decides `sql` under an inline policy document (never saved) or a saved profile, on the project database’s catalog exactly as the proxy and the hosted MCP decide: the verdict, audit event, rule and reason, masked columns, the text that would run upstream, the tables, and whether the approval rules hold it for a human. ' +
           'Nothing is recorded in the audit trail and no honeytoken acts. Budgets, the kill-switch and audit_mode are not evaluated.',
         tags: ['policies'],
         params: ProjectParams,
@@ -129,7 +160,8 @@ export function policyEvaluateRoutes(app: Api, deps: ApiDeps, databases: AgentDa
       const sessionValues = { project_id: projectId, ...(body.credential_id === undefined ? {} : { credential_id: body.credential_id }) };
       const context = { ...(await whatIfContext(deps, policy, protocol)), sessionValues };
       const decision = decideWithCatalog(body.sql, context, catalog);
-      return evaluation(decision, databaseId, caller.role !== 'viewer', context.hashKey);
+      const approval = decision.action === 'allow' ? approvalOf(policy, decision, catalog) : NOT_HELD;
+      return evaluation(decision, approval, databaseId, caller.role !== 'viewer', context.hashKey);
     },
   );
 }

@@ -50,6 +50,8 @@ export interface ApiDeps {
   readonly domains?: { readonly dnsServers?: readonly string[]; readonly certificates?: DomainCertificates };
   /** What the demo offers (spec §4.8); absent when PGWARD_DEMO turns it off. */
   readonly demo?: DemoSettings;
+  /** How often a live approvals stream sends a heartbeat (PGWARD_APPROVAL_STREAM_HEARTBEAT_MS); else every 15 s. */
+  readonly approvalStreamHeartbeatMs?: number;
   /** What the deployment charges per request (PGWARD_PRICES, docs/payments.md); absent when it prices nothing. */
   readonly payments?: PaymentSettings;
 }
