@@ -10,12 +10,15 @@ import { newSecret, sha256Hex } from '../../src/crypto/tokens.js';
 import { newId } from '../../src/ids.js';
 import type { TestApi } from '../support/api.js';
 import { authorizeInBrowser, MemoryOAuthClient, signUp, startListeningApi } from '../support/identity.js';
+import { captureLogs, type CapturedLogs } from '../support/logs.js';
 
 let api: TestApi;
 let base: string;
+let logs: CapturedLogs;
 
 beforeAll(async () => {
-  ({ api, base } = await startListeningApi('members'));
+  logs = captureLogs();
+  ({ api, base } = await startListeningApi('members', {}, undefined, logs.logger));
 });
 afterAll(async () => {
   await api?.stop();
@@ -114,6 +117,9 @@ describe('members and invitations (docs/identity.md#members-and-invitations)', (
     const replay = await call(bob.cookie, 'POST', '/v1/invitations/accept', { token });
     expect([replay.status, code(replay)]).toEqual([409, 'INVITATION_ALREADY_ACCEPTED']);
     expect((await call(olivia.cookie, 'GET', `/v1/orgs/${olivia.orgId}/invitations`)).body.invitations).toMatchObject([{ id: invitation.id, status: 'accepted', accepted_by: bob.userId }]);
+    // The request log saw the accept calls, never the token.
+    expect(logs.lines.some((line) => line.includes('/v1/invitations/accept'))).toBe(true);
+    expect(logs.lines.filter((line) => line.includes(token.split('.')[1]!))).toEqual([]);
     const members = await call(bob.cookie, 'GET', `/v1/orgs/${olivia.orgId}/members`);
     expect(members.status).toBe(200);
     expect((members.body.members as { user_id: string; role: string }[]).map((m) => [m.user_id, m.role]).sort()).toEqual([[bob.userId, 'admin'], [olivia.userId, 'owner']].sort());
