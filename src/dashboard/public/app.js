@@ -117,7 +117,7 @@ function renderHeader(current) {
     if (select.value) location.hash = `#/p/${encodeURIComponent(select.value)}/${current.projectId ? current.page : 'agents'}`;
   });
   const orgs = organizations ?? [];
-  const orgSelect = orgs.length > 1 && h('select', { id: 'org-switch', 'aria-label': 'Organization' }, orgs.map((o) => h('option', { value: o.id, selected: o.id === me.org_id, text: `${o.name} (${o.role})` })));
+  const orgSelect = orgs.length > 1 ? h('select', { id: 'org-switch', 'aria-label': 'Organization' }, orgs.map((o) => h('option', { value: o.id, selected: o.id === me.org_id, text: `${o.name} (${o.role})` }))) : null;
   orgSelect?.addEventListener('change', () => {
     actingOrg.set(orgSelect.value);
     announce(`Acting in ${orgSelect.selectedOptions[0].text}`);
