@@ -217,6 +217,11 @@ describe('the acting organization (docs/identity.md#the-acting-organization)', (
     const projectId = (project.body.project as { id: string }).id;
     expect((await call(bob.cookie, 'GET', `/v1/projects/${projectId}`, undefined, { 'x-pgward-org': owner.orgId })).status).toBe(200);
     expect((await call(bob.cookie, 'GET', `/v1/projects/${projectId}`)).status).toBe(404);
+    // The query's org_id names the organization as the header does.
+    for (const who of [bob.cookie, bobToken]) {
+      const listed = await call(who, 'GET', `/v1/projects?org_id=${owner.orgId}`);
+      expect([listed.status, (listed.body.projects as { id: string }[]).map((p) => p.id)]).toEqual([200, [projectId]]);
+    }
 
     // Never an organization they are not a member of: path, query and header alike answer 404.
     for (const who of [stranger.cookie, strangerToken]) {
