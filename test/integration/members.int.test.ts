@@ -217,6 +217,14 @@ describe('the acting organization (docs/identity.md#the-acting-organization)', (
     const projectId = (project.body.project as { id: string }).id;
     expect((await call(bob.cookie, 'GET', `/v1/projects/${projectId}`, undefined, { 'x-pgward-org': owner.orgId })).status).toBe(200);
     expect((await call(bob.cookie, 'GET', `/v1/projects/${projectId}`)).status).toBe(404);
+    // The management MCP, with the token and the header once: its operations act in that organization.
+    const mcp = new Client({ name: 'members-test', version: '1.0.0' });
+    await mcp.connect(new StreamableHTTPClientTransport(new URL(`${base}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${bobToken.bearer}`, 'x-pgward-org': owner.orgId } } }));
+    const viaMcp = (await mcp.callTool({ name: 'call_endpoint', arguments: { operation_id: 'listMembers' } })).structuredContent as { status: number; body: { members: { user_id: string }[] } };
+    expect([viaMcp.status, viaMcp.body.members.map((m) => m.user_id).sort()]).toEqual([200, [bob.userId, owner.userId].sort()]);
+    const projectViaMcp = (await mcp.callTool({ name: 'call_endpoint', arguments: { operation_id: 'getProject', path_params: { project_id: projectId } } })).structuredContent as { status: number };
+    expect(projectViaMcp.status).toBe(200);
+    await mcp.close();
     // The query's org_id names the organization as the header does.
     for (const who of [bob.cookie, bobToken]) {
       const listed = await call(who, 'GET', `/v1/projects?org_id=${owner.orgId}`);
