@@ -16,7 +16,7 @@ import { databasesProjection, replicasProjection } from './databases.js';
 import { domainsProjection } from './domains.js';
 import { enrollmentsProjection } from './enrollments.js';
 import { honeytokensProjection } from './honeytokens.js';
-import { consentsProjection, membershipsProjection } from './identity.js';
+import { consentsProjection, invitationsProjection, membershipsProjection } from './identity.js';
 import { ipRulesProjection } from './ip-rules.js';
 import { organizationsProjection } from './organizations.js';
 import { policiesProjection } from './policies.js';
@@ -33,5 +33,5 @@ export interface ProjectionOptions {
 
 /** Every projection the projector role runs. */
 export function projectionsFor(options: ProjectionOptions): readonly Projection[] {
-  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection, crmRecordsProjection, crmContextsProjection, crmActivitiesProjection, cacheControlsProjection, creditBalancesProjection, membershipsProjection, consentsProjection, connectionsProjection];
+  return [organizationsProjection, apiKeysProjection, projectsProjection, databasesProjection, replicasProjection, policiesProjection, honeytokensProjection, webhooksProjection, credentialsProjection, approvalsProjection, auditProjection(options.auditKeys, options.preparedEntries), anomalyWindowsProjection, anomaliesProjection, ipRulesProjection, domainsProjection, branchesProjection, supportCasesProjection, supportMessagesProjection, cancellationFeedbackProjection, enrollmentsProjection, crmRecordsProjection, crmContextsProjection, crmActivitiesProjection, cacheControlsProjection, creditBalancesProjection, membershipsProjection, invitationsProjection, consentsProjection, connectionsProjection];
 }

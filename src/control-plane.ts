@@ -7,7 +7,7 @@ import type { Projection } from '../projections/projection.js';
 import { awaitApplied, awaitCaughtUp } from '../projections/maintenance.js';
 import { findActiveApiKeyByHash } from '../queries/api-keys.js';
 import { decodeJwt } from 'jose';
-import { createJwtVerifier, JwtRejected, type JwtVerifier } from './auth/jwt.js';
+import { createJwtVerifier, JwtRejected, type JwtCaller, type JwtVerifier } from './auth/jwt.js';
 import { identityPlane, type IdentityPlane } from './identity/plane.js';
 import { operatorOf, parseOperatorTokens } from './auth/operators.js';
 import type { DecisionBus } from './bus/port.js';
@@ -47,7 +47,7 @@ export async function loadKeyring(config: Config, state: StateDatabase): Promise
 }
 
 /** A rejected JWT as the API answers it: 503 when the provider's keys cannot be had, else 401. */
-async function verified(verifier: JwtVerifier, token: string): Promise<Caller> {
+async function verified(verifier: JwtVerifier, token: string): Promise<JwtCaller> {
   try {
     return await verifier.verify(token);
   } catch (error) {
@@ -87,7 +87,10 @@ function authenticators(config: Config, store: EventStore, pool: pg.Pool, identi
       return (await awaitCaughtUp(store, pool, apiKeysProjection, KEY_FRESHNESS_MS)) ? lookup(hash) : undefined;
     },
     // This deployment's own tokens are told apart by their issuer; any other JWT goes to the external provider, when one is configured.
-    jwt: (token) => verified(claimedIssuer(token) === identity.issuer || !external ? identity.tokens : external, token),
+    async jwt(token, named) {
+      if (external && claimedIssuer(token) !== identity.issuer) return verified(external, token);
+      return identity.person(await verified(identity.tokens, token), named);
+    },
     session: identity.session,
     origin: identity.publicUrl,
   };

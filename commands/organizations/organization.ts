@@ -3,6 +3,7 @@ import { ApiKeyCreated, OrganizationBillingChanged, OrganizationCreated, Organiz
 import { OrganizationMemberAdded } from '../../src/events/identity.js';
 import { DomainError } from '../domain-error.js';
 import { emit, type Aggregate } from '../handle.js';
+import { decideMembership, evolveMembership, ownerCount, type InvitationState, type MembershipCommand } from './memberships.js';
 
 export interface OrganizationState {
   readonly exists: boolean;
@@ -10,6 +11,8 @@ export interface OrganizationState {
   readonly apiKeys: ReadonlyMap<string, { readonly role: ApiKeyRole; readonly revoked: boolean }>;
   /** People and their roles (docs/identity.md). */
   readonly members: ReadonlyMap<string, ApiKeyRole>;
+  /** Invitations by id, with their token's hash (docs/identity.md#invitations). */
+  readonly invitations: ReadonlyMap<string, InvitationState>;
   /** The stream's revision: the ETag of the organization's billing record. */
   readonly revision: number;
 }
@@ -20,7 +23,8 @@ export type OrganizationCommand =
   | { readonly kind: 'create-api-key'; readonly orgId: string; readonly key: NewApiKey }
   /** `ifVersion` is the key's ETag (apiKeyVersion) the caller read, when it sent If-Match. */
   | { readonly kind: 'revoke-api-key'; readonly orgId: string; readonly keyId: string; readonly ifVersion?: number }
-  | { readonly kind: 'set-billing'; readonly orgId: string; readonly billingProvider: string; readonly subscriptionStatus: SubscriptionStatus; readonly ifRevision?: number };
+  | { readonly kind: 'set-billing'; readonly orgId: string; readonly billingProvider: string; readonly subscriptionStatus: SubscriptionStatus; readonly ifRevision?: number }
+  | MembershipCommand;
 
 export interface NewApiKey {
   readonly keyId: string;
@@ -40,7 +44,7 @@ export function apiKeyVersion(key: { readonly revoked: boolean }): number {
 }
 
 export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
-  initial: { exists: false, apiKeys: new Map(), members: new Map(), revision: -1 },
+  initial: { exists: false, apiKeys: new Map(), members: new Map(), invitations: new Map(), revision: -1 },
 
   evolve(previous, event: CatalogEvent) {
     const state = { ...previous, revision: event.revision };
@@ -50,18 +54,17 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
         return { ...state, exists: true, plan: event.data.plan };
       case ApiKeyCreated.type:
         return { ...state, apiKeys: new Map(state.apiKeys).set(event.data.key_id, { role: event.data.role, revoked: false }) };
-      case OrganizationMemberAdded.type:
-        return { ...state, members: new Map(state.members).set(event.data.user_id, event.data.role) };
       case ApiKeyRevoked.type: {
         const key = state.apiKeys.get(event.data.key_id);
         return key ? { ...state, apiKeys: new Map(state.apiKeys).set(event.data.key_id, { ...key, revoked: true }) } : state;
       }
       default:
-        return state;
+        // Members and invitations (memberships.ts).
+        return evolveMembership(state, event);
     }
   },
 
-  decide(state, command) {
+  decide(state, command, now) {
     switch (command.kind) {
       case 'create':
         if (state.exists) return new DomainError('RESOURCE_EXISTS', `organization ${command.orgId} already exists`);
@@ -79,9 +82,7 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
           return new DomainError('PRECONDITION_FAILED', `API key ${command.keyId} is at version ${apiKeyVersion(key)}, not ${command.ifVersion}: fetch it again and retry with its ETag`);
         }
         if (key.revoked) return new DomainError('INVALID_STATE', `API key ${command.keyId} is already revoked`);
-        // A person who owns the organization can always create a new key, so their membership counts as an owner too.
-        const liveOwners = [...state.apiKeys.values()].filter((k) => k.role === 'owner' && !k.revoked).length + [...state.members.values()].filter((role) => role === 'owner').length;
-        if (key.role === 'owner' && liveOwners === 1) return new DomainError('CONFLICT', 'this is the organization’s last owner key; create another owner key first');
+        if (key.role === 'owner' && ownerCount(state) === 1) return new DomainError('CONFLICT', 'this is the organization’s last owner key; create another owner key first');
         return [emit(ApiKeyRevoked, { org_id: command.orgId, key_id: command.keyId })];
       }
       case 'set-billing':
@@ -90,6 +91,10 @@ export const organization: Aggregate<OrganizationState, OrganizationCommand> = {
           return new DomainError('PRECONDITION_FAILED', `the organization is at revision ${state.revision}, not ${command.ifRevision}: fetch its billing again and retry with its ETag`);
         }
         return [emit(OrganizationBillingChanged, { org_id: command.orgId, billing_provider: command.billingProvider, subscription_status: command.subscriptionStatus })];
+      default:
+        if (!state.exists) return new DomainError('NOT_FOUND', `organization ${command.orgId} not found`);
+        return decideMembership(state, command, now);
     }
   },
 };
+

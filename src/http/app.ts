@@ -52,6 +52,7 @@ import { creditBalanceRoutes } from './routes/credits.js';
 import type { IdentityPlane } from '../identity/plane.js';
 import { identityRoutes } from '../identity/routes.js';
 import { accountRoutes } from './routes/account.js';
+import { memberRoutes } from './routes/members.js';
 
 export type PartState = { ok: true; detail?: string } | { ok: false; detail: string };
 
@@ -164,7 +165,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     await identityRoutes(app, plane.identity.server, plane.identity.publicUrl);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
-    organizationRoutes(api, plane.deps);
+    organizationRoutes(api, plane.deps, plane.identity.issuer);
     proxyCaRoutes(api, plane.deps);
     projectRoutes(api, plane.deps);
     databaseRoutes(api, plane.deps);
@@ -198,6 +199,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     enrollmentRoutes(api, plane.deps);
     dataPlaneRoutes(api, plane.deps);
     accountRoutes(api, plane.deps, plane.identity);
+    memberRoutes(api, plane.deps, plane.identity);
     managementMcpRoutes(api, plane.identity.publicUrl, options.observe?.toolCall('management'));
     agentMcpRoutes(api, plane.deps, databases, options.observe?.toolCall('agent'));
     dashboardRoutes(app);

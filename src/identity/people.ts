@@ -1,7 +1,7 @@
 /**
  * Where the identity server meets the event-sourced domain: a sign-up creates the person's
  * organization and records their consents through commands; a token or a session names the
- * organization and role the person acts with, read from the memberships read model.
+ * organization and role the person acts with, read from the memberships read model at every request.
  */
 import { createHash, hkdfSync } from 'node:crypto';
 import { createLocalJWKSet, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
@@ -13,7 +13,9 @@ import { awaitCaughtUp } from '../../projections/maintenance.js';
 import { membershipsOfUser } from '../../queries/identity.js';
 import type { Keyring } from '../crypto/seal.js';
 import { ApiKeyRole } from '../events/organizations.js';
+import type { JwtCaller } from '../auth/jwt.js';
 import type { Caller } from '../http/plugins/auth.js';
+import { actingMembership } from './acting.js';
 import type { EventStore } from '../store/port.js';
 import type { IdentityServer, SignUpEffects } from './server.js';
 
@@ -30,10 +32,7 @@ export function identitySecret(keyring: Keyring): string {
 }
 
 export function signUpEffects(store: EventStore, pool: pg.Pool): SignUpEffects {
-  const lookup = async (userId: string) => {
-    const first = (await membershipsOfUser(pool, userId))[0];
-    return first ? { orgId: first.org_id, role: first.role } : undefined;
-  };
+  const lookup = async (userId: string) => (await membershipsOfUser(pool, userId)).map((m) => ({ orgId: m.org_id, role: m.role }));
   return {
     async onUserCreated(user, request) {
       const context = { correlationId: createHash('sha256').update(user.id).digest('hex').slice(0, 32), actor: `user:${user.id}` };
@@ -43,8 +42,10 @@ export function signUpEffects(store: EventStore, pool: pg.Pool): SignUpEffects {
         await recordConsents(store, { userId: user.id, ip: request.ip, consents }, context);
       }
     },
-    async membershipOf(userId) {
-      return (await lookup(userId)) ?? ((await awaitCaughtUp(store, pool, membershipsProjection, MEMBERSHIP_FRESHNESS_MS)) ? lookup(userId) : undefined);
+    async membershipsOf(userId) {
+      const found = await lookup(userId);
+      if (found.length > 0) return found;
+      return (await awaitCaughtUp(store, pool, membershipsProjection, MEMBERSHIP_FRESHNESS_MS)) ? lookup(userId) : [];
     },
   };
 }
@@ -66,13 +67,25 @@ export function ownKeys(identity: () => IdentityServer): JWTVerifyGetKey {
   };
 }
 
-/** The person a session cookie names, acting in their first organization with their role there. */
-export function sessionCaller(identity: () => IdentityServer, effects: SignUpEffects): (headers: Headers) => Promise<Caller | undefined> {
-  return async (headers) => {
+/** The person a session cookie names, acting in the organization the request names, else their first. */
+export function sessionCaller(identity: () => IdentityServer, effects: SignUpEffects): (headers: Headers, named?: string) => Promise<Caller | undefined> {
+  return async (headers, named) => {
     const session = await identity().api.getSession({ headers });
     if (!session) return undefined;
-    const membership = await effects.membershipOf(session.user.id);
+    const membership = actingMembership(await effects.membershipsOf(session.user.id), named, undefined);
     if (!membership) return undefined;
     return { kind: 'session', subject: session.user.id, orgId: membership.orgId, role: ApiKeyRole.parse(membership.role) };
+  };
+}
+
+/**
+ * A token this identity server issued: the person, acting in the organization the request names,
+ * else the one the token carries, with the role their membership has now (not the token's claim),
+ * so a removal or a demotion holds from the next request.
+ */
+export function tokenCaller(effects: SignUpEffects): (token: JwtCaller, named?: string) => Promise<Caller> {
+  return async (token, named) => {
+    const membership = actingMembership(await effects.membershipsOf(token.subject), named, token.orgId)!;
+    return { ...token, orgId: membership.orgId, role: ApiKeyRole.parse(membership.role) };
   };
 }

@@ -1,10 +1,10 @@
 import type pg from 'pg';
-import { createJwtVerifier, type JwtVerifier } from '../auth/jwt.js';
+import { createJwtVerifier, type JwtCaller, type JwtVerifier } from '../auth/jwt.js';
 import { publicUrl as publicUrlOf, type Config } from '../config.js';
 import type { Keyring } from '../crypto/seal.js';
 import type { Caller } from '../http/plugins/auth.js';
 import type { EventStore } from '../store/port.js';
-import { identitySecret, ownKeys, sessionCaller, signUpEffects } from './people.js';
+import { identitySecret, ownKeys, sessionCaller, signUpEffects, tokenCaller } from './people.js';
 import { issuerOf } from './routes.js';
 import { apiResource, createIdentityServer, identityOptions, migrateIdentity, type IdentityServer } from './server.js';
 import { parseSsoProviders } from './sso.js';
@@ -16,7 +16,9 @@ export interface IdentityPlane {
   readonly issuer: string;
   /** Verifies the access tokens this identity server issued (against its own key set). */
   readonly tokens: JwtVerifier;
-  readonly session: (headers: Headers) => Promise<Caller | undefined>;
+  readonly session: (headers: Headers, named?: string) => Promise<Caller | undefined>;
+  /** The caller a verified token of this identity server acts as (docs/identity.md#the-acting-organization). */
+  readonly person: (token: JwtCaller, named?: string) => Promise<Caller>;
   migrate(): Promise<void>;
 }
 
@@ -39,6 +41,7 @@ export function identityPlane(config: Config, keyring: Keyring, store: EventStor
     issuer,
     tokens: createJwtVerifier({ jwks: ownKeys(serverOf), issuer, audience: apiResource(publicUrl) }),
     session: sessionCaller(serverOf, effects),
+    person: tokenCaller(effects),
     async migrate() {
       await migrateIdentity(pool, options);
       server ??= createIdentityServer(options);

@@ -30,8 +30,8 @@ export const SCOPES = ['openid', 'profile', 'email', 'offline_access'] as const;
 /** What happens when a person signs up: their organization and their consents, as events. */
 export interface SignUpEffects {
   onUserCreated(user: { id: string; name: string; email: string }, request: { ip: string | null; acceptedTerms: boolean }): Promise<void>;
-  /** The organization and role a token or session acts in, or undefined for a person in no organization. */
-  membershipOf(userId: string): Promise<{ orgId: string; role: string } | undefined>;
+  /** A person's memberships, oldest first (the first is where a token is issued for and a session acts by default). */
+  membershipsOf(userId: string): Promise<{ orgId: string; role: string }[]>;
 }
 
 export interface IdentityOptions {
@@ -115,9 +115,9 @@ export function identityOptions(options: IdentityOptions) {
         allowDynamicClientRegistration: true,
         allowUnauthenticatedClientRegistration: true,
         clientRegistrationDefaultScopes: [...SCOPES],
-        // pgward's JWT claims (docs/permissions.md): the organization the person acts in and their role there.
+        // pgward's JWT claims (docs/permissions.md): the organization the token acts in by default (the person's first) and their role there when issued.
         customAccessTokenClaims: async ({ user }) => {
-          const membership = user ? await effects.membershipOf(user.id) : undefined;
+          const membership = user ? (await effects.membershipsOf(user.id))[0] : undefined;
           return membership ? { org_id: membership.orgId, role: membership.role } : {};
         },
       }),

@@ -85,7 +85,7 @@ describe('GET /v1/me', () => {
 });
 
 describe('organizations', () => {
-  const orgA = () => ({ id: a.orgId, name: 'Test org', plan: 'pro', features: [...plans.pro.defaultFeatures], created_at: expect.any(String), updated_at: expect.any(String) });
+  const orgA = () => ({ id: a.orgId, name: 'Test org', plan: 'pro', features: [...plans.pro.defaultFeatures], role: 'owner', created_at: expect.any(String), updated_at: expect.any(String) });
 
   it('lists exactly the caller’s own organization, and nothing after it', async () => {
     const listed = await http(a.apiKey, 'GET', '/v1/orgs?page_size=1');
@@ -167,6 +167,10 @@ describe('routes taking org_id, enumerated from the OpenAPI document', () => {
       revokeApiKey: (orgId) => [`/v1/orgs/${orgId}/api-keys/${keyOfB}`],
       createSupportCase: (orgId) => ['/v1/support-cases', { org_id: orgId, title: 'intruder', body: 'intruder' }],
       createCancellationFeedback: (orgId) => [`/v1/orgs/${orgId}/cancellation-feedback`, { reason: 'other' }],
+      changeMemberRole: (orgId) => [`/v1/orgs/${orgId}/members/usr_aaaaaaaaaaaaaaaaaaaaaaaaaa`, { role: 'owner' }],
+      removeMember: (orgId) => [`/v1/orgs/${orgId}/members/usr_aaaaaaaaaaaaaaaaaaaaaaaaaa`],
+      createInvitation: (orgId) => [`/v1/orgs/${orgId}/invitations`, { email: 'intruder@example.com', role: 'owner' }],
+      revokeInvitation: (orgId) => [`/v1/orgs/${orgId}/invitations/inv_aaaaaaaaaaaaaaaaaaaaaaaaaa`],
     };
     const before = [await http(b.apiKey, 'GET', '/v1/projects?page_size=100'), await http(b.apiKey, 'GET', `/v1/orgs/${b.orgId}/api-keys?page_size=100`)].map((r) => r.body);
     const wrong: string[] = [];

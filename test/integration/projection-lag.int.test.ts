@@ -101,7 +101,7 @@ describe('pgward_projection_lag_events', () => {
     expect(Number(listed.organizations!.behind_head)).toBeGreaterThanOrEqual(DECISIONS);
     // Every projection: the metric and the list say the same.
     const scraped = await projector.metrics.metrics();
-    expect(Object.keys(listed).sort()).toEqual(['anomalies', 'anomaly_windows', 'api_keys', 'approvals', 'audit_entries', 'branches', 'cache_controls', 'cancellation_feedback', 'consents', 'credentials', 'credit_balances', 'crm_activities', 'crm_contexts', 'crm_records', 'databases', 'domains', 'honeytokens', 'ip_rules', 'memberships', 'organizations', 'policies', 'projects', 'replicas', 'self_host_enrollments', 'support_cases', 'support_messages', 'webhooks', 'wire_connections']);
+    expect(Object.keys(listed).sort()).toEqual(['anomalies', 'anomaly_windows', 'api_keys', 'approvals', 'audit_entries', 'branches', 'cache_controls', 'cancellation_feedback', 'consents', 'credentials', 'credit_balances', 'crm_activities', 'crm_contexts', 'crm_records', 'databases', 'domains', 'honeytokens', 'invitations', 'ip_rules', 'memberships', 'organizations', 'policies', 'projects', 'replicas', 'self_host_enrollments', 'support_cases', 'support_messages', 'webhooks', 'wire_connections']);
     for (const [name, status] of Object.entries(listed)) expect({ name, lag: metricValue(scraped, 'pgward_projection_lag_events', { projection: name }) }).toEqual({ name, lag: status.lag });
   }, 120_000);
 

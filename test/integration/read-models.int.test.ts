@@ -17,6 +17,9 @@ import { domain } from '../../commands/domains/domain.js';
 import { newOperatorToken } from '../../src/auth/operators.js';
 import { recordConsents } from '../../commands/identity/consents.js';
 import { createOrganizationForUser } from '../../commands/organizations/create-organization.js';
+import type { MembershipCommand } from '../../commands/organizations/memberships.js';
+import { organization } from '../../commands/organizations/organization.js';
+import { sha256Hex } from '../../src/crypto/tokens.js';
 
 let api: TestApi;
 const operator = newOperatorToken('ops');
@@ -84,14 +87,31 @@ async function workload(): Promise<void> {
   await peopleWorkload();
 }
 
-/** What a sign-up records (docs/identity.md): a person's organization with them as owner, their consents, a withdrawn one. */
+/**
+ * What a sign-up records (docs/identity.md): a person's organization with them as owner, their
+ * consents, a withdrawn one; then invitations (accepted, revoked, pending), a role change and a removal.
+ */
 async function peopleWorkload(): Promise<void> {
   const context = { correlationId: 'test', actor: 'test' };
-  for (const [i, userId] of [newId('usr_'), newId('usr_')].entries()) {
-    await createOrganizationForUser(api.store, { name: `org of ${userId}`, plan: 'free', userId }, context);
+  const people = [newId('usr_'), newId('usr_'), newId('usr_')];
+  const orgs: string[] = [];
+  for (const [i, userId] of people.entries()) {
+    orgs.push(await createOrganizationForUser(api.store, { name: `org of ${userId}`, plan: 'free', userId }, context));
     const consents = [{ documentType: 'terms_of_service', documentVersion: '2026-11-01', accepted: true }, { documentType: 'marketing_emails', documentVersion: '1', accepted: false }] as const;
     await recordConsents(api.store, { userId, ip: i === 0 ? null : '203.0.113.9', consents }, context);
   }
+  const orgId = orgs[0]!;
+  const command = (c: MembershipCommand) => handle(api.store, `org-${orgId}`, organization, c, context);
+  const invitations = [newId('inv_'), newId('inv_'), newId('inv_'), newId('inv_')];
+  for (const [i, invitationId] of invitations.entries()) {
+    await command({ kind: 'invite', orgId, invitationId, email: `person${i}@example.com`, role: i === 0 ? 'admin' : 'viewer', tokenHash: sha256Hex(`token ${i}`) });
+  }
+  for (const [i, userId] of people.slice(1).entries()) {
+    await command({ kind: 'accept-invitation', orgId, invitationId: invitations[i]!, token: `token ${i}`, userId, email: `person${i}@example.com` });
+  }
+  await command({ kind: 'revoke-invitation', orgId, invitationId: invitations[2]! });
+  await command({ kind: 'change-member-role', orgId, userId: people[1]!, role: 'member', actorRole: 'owner' });
+  await command({ kind: 'remove-member', orgId, userId: people[2]!, actorRole: 'owner', self: false });
 }
 
 /** Support cases from both sides, cancellation feedback, an operator's billing record and two credit top-ups. */

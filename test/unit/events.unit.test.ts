@@ -82,6 +82,11 @@ const samples: Record<string, Record<string, unknown>> = {
   'ApiKeyRevoked.v1': { org_id: id('org_'), key_id: id('key_') },
   'OrganizationBillingChanged.v1': { org_id: id('org_'), billing_provider: 'stripe', subscription_status: 'past_due' },
   'OrganizationMemberAdded.v1': { org_id: id('org_'), user_id: id('usr_'), role: 'owner' },
+  'OrganizationMemberRoleChanged.v1': { org_id: id('org_'), user_id: id('usr_'), role: 'viewer' },
+  'OrganizationMemberRemoved.v1': { org_id: id('org_'), user_id: id('usr_') },
+  'OrganizationInvitationCreated.v1': { org_id: id('org_'), invitation_id: id('inv_'), email: 'ada@example.com', role: 'admin', token_hash: hash, expires_at: '2026-12-03T12:00:00.000Z' },
+  'OrganizationInvitationRevoked.v1': { org_id: id('org_'), invitation_id: id('inv_') },
+  'OrganizationInvitationAccepted.v1': { org_id: id('org_'), invitation_id: id('inv_'), user_id: id('usr_') },
   'ConsentRecorded.v1': { consent_id: id('cns_'), user_id: id('usr_'), document_type: 'terms_of_service', document_version: '2026-11-01', accepted: true, accepted_at: '2026-11-26T12:00:00.000Z', ip_address: '203.0.113.7' },
   'ProjectCreated.v1': {
     project_id: id('prj_'),

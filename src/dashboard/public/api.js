@@ -3,11 +3,19 @@
 // and is sent as a bearer header: never in a URL, never in localStorage, never logged.
 
 const KEY = 'pgward.orgKey';
+const ORG = 'pgward.actingOrg';
 
 export const orgKey = {
   get: () => sessionStorage.getItem(KEY),
   set: (key) => sessionStorage.setItem(KEY, key),
   clear: () => sessionStorage.removeItem(KEY),
+};
+
+/** The organization a signed-in person chose to act in (the switcher), sent as X-Pgward-Org (docs/identity.md#the-acting-organization). */
+export const actingOrg = {
+  get: () => sessionStorage.getItem(ORG),
+  set: (orgId) => sessionStorage.setItem(ORG, orgId),
+  clear: () => sessionStorage.removeItem(ORG),
 };
 
 /** A problem+json answer (docs/http-api.md): `code`, `detail` and, on validation failures, `errors[]`. */
@@ -25,6 +33,7 @@ export async function request(method, path, body, { create = false, ifMatch } = 
   const headers = { accept: 'application/json' };
   const key = orgKey.get();
   if (key) headers.authorization = `Bearer ${key}`;
+  else if (actingOrg.get()) headers['x-pgward-org'] = actingOrg.get();
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (create) headers['idempotency-key'] = crypto.randomUUID();
   if (ifMatch) headers['if-match'] = ifMatch;

@@ -1,12 +1,13 @@
 // The dashboard's shell: hash routes (page names and resource ids only, never a secret), the
 // navigation, and who is signed in (GET /v1/me, by session cookie or organization API key).
-import { api, identity, orgKey } from './api.js';
+import { actingOrg, api, identity, orgKey } from './api.js';
 import { agentsPage } from './agents.js';
 import { anomaliesPage } from './anomalies.js';
 import { approvalsPage } from './approvals.js';
 import { AUTHORIZATION_PAGES, authorizationPage } from './authorize.js';
 import { auditPage } from './audit.js';
 import { databasesPage } from './databases.js';
+import { acceptInvitationPage, membersPage } from './members.js';
 import { apiKeysPage, organizationPage } from './organization.js';
 import { policiesPage } from './policies.js';
 import { signInPage } from './signin.js';
@@ -27,19 +28,50 @@ const PROJECT_PAGES = [
 const ORG_PAGES = [
   ['', 'Projects', organizationPage],
   ['keys', 'API keys', apiKeysPage],
+  ['members', 'Members', membersPage],
 ];
+const ACCEPT_PAGE = '#/invitations/accept';
 
 let me = null;
 let projects = null;
+let organizations = null;
 const cleanups = [];
+/** An invitation token from a link's fragment, held in this page's memory only: the address bar no longer shows it. */
+let invitationToken = null;
+
+function takeInvitationToken() {
+  if (!location.hash.startsWith(`${ACCEPT_PAGE}?`)) return;
+  invitationToken = new URLSearchParams(location.hash.slice(ACCEPT_PAGE.length + 1)).get('token');
+  history.replaceState(null, '', `${location.pathname}${ACCEPT_PAGE}`);
+}
 
 async function whoAmI() {
   try {
     return await api.get('/v1/me');
   } catch (error) {
+    // The organization chosen earlier may be one the person has since left: back to their default.
+    if (error.status === 404 && actingOrg.get()) {
+      actingOrg.clear();
+      return whoAmI();
+    }
     if (error.status === 401 || error.status === 403) return null;
     throw error;
   }
+}
+
+/** The organizations a signed-in person is a member of (an API key has only its own). */
+async function organizationList() {
+  organizations ??= me.kind === 'org_api_key' ? [] : (await api.get('/v1/orgs?page_size=100')).organizations;
+  return organizations;
+}
+
+/** After switching, joining or leaving: everything is read again for the organization now acting. */
+async function orgChanged(hash = '#/') {
+  me = null;
+  projects = null;
+  organizations = null;
+  if (location.hash === hash) await route();
+  else location.hash = hash;
 }
 
 async function projectList() {
@@ -56,6 +88,8 @@ function parse(hash) {
 
 async function signOut() {
   orgKey.clear();
+  actingOrg.clear();
+  organizations = null;
   await identity('sign-out').catch(() => undefined);
   me = null;
   projects = null;
@@ -82,7 +116,14 @@ function renderHeader(current) {
   select.addEventListener('change', () => {
     if (select.value) location.hash = `#/p/${encodeURIComponent(select.value)}/${current.projectId ? current.page : 'agents'}`;
   });
-  clear(who, select, h('span', { class: 'muted', text: `${me.role} · ${me.kind === 'org_api_key' ? 'API key' : 'signed in'}` }), h('button', { type: 'button', class: 'secondary', text: 'Sign out', onclick: signOut }));
+  const orgs = organizations ?? [];
+  const orgSelect = orgs.length > 1 ? h('select', { id: 'org-switch', 'aria-label': 'Organization' }, orgs.map((o) => h('option', { value: o.id, selected: o.id === me.org_id, text: `${o.name} (${o.role})` }))) : null;
+  orgSelect?.addEventListener('change', () => {
+    actingOrg.set(orgSelect.value);
+    announce(`Acting in ${orgSelect.selectedOptions[0].text}`);
+    void orgChanged('#/');
+  });
+  clear(who, orgSelect, select, h('span', { class: 'muted', text: `${me.role} · ${me.kind === 'org_api_key' ? 'API key' : 'signed in'}` }), h('button', { type: 'button', class: 'secondary', text: 'Sign out', onclick: signOut }));
 }
 
 async function route() {
@@ -103,10 +144,11 @@ async function route() {
     projectsChanged: () => {
       projects = null;
     },
+    orgChanged,
     signedIn: async () => {
       me = await whoAmI();
       if (!me) throw new Error('signed in, but the API did not accept the session');
-      location.hash = '#/';
+      location.hash = invitationToken ? ACCEPT_PAGE : '#/';
     },
   };
   try {
@@ -117,8 +159,13 @@ async function route() {
       else await signInPage(context);
       return;
     }
-    await projectList();
+    await Promise.all([projectList(), organizationList()]);
     renderHeader(current);
+    if (`#/${current.page}` === '#/invitations') {
+      const token = invitationToken;
+      invitationToken = null;
+      return await acceptInvitationPage(context, token);
+    }
     const render = current.projectId ? PROJECT_PAGES.find(([page]) => page === current.page)?.[2] : ORG_PAGES.find(([page]) => page === current.page)?.[2];
     clear(main, h('p', { text: 'Loading…' }));
     if (!render) clear(main, h('h1', { text: 'Not found' }), h('p', {}, h('a', { href: '#/', text: 'Back to the projects' })));
@@ -135,6 +182,10 @@ async function route() {
 if (AUTHORIZATION_PAGES.includes(location.pathname)) {
   void authorizationPage();
 } else {
-  window.addEventListener('hashchange', route);
+  takeInvitationToken();
+  window.addEventListener('hashchange', () => {
+    takeInvitationToken();
+    void route();
+  });
   void route();
 }

@@ -32,12 +32,15 @@ declare module 'fastify' {
 export interface Authenticators {
   /** Resolves an organization API key (`pgw_org_...`), or undefined when unknown or revoked. */
   apiKey(token: string): Promise<Caller | undefined>;
-  /** Verifies a JWT; undefined when JWT login is not configured. Throws when the token is bad. */
-  jwt?: (token: string) => Promise<Caller>;
+  /** Verifies a JWT; undefined when JWT login is not configured. Throws when the token is bad. `named` as for session. */
+  jwt?: (token: string, named?: string) => Promise<Caller>;
   /** The operator an operator token (`pgw_op_...`) names, or undefined when none does. */
   operator?: (token: string) => string | undefined;
-  /** The person a request's identity-server session cookie names, or undefined when it carries none that is valid. */
-  session?: (headers: Headers) => Promise<Caller | undefined>;
+  /**
+   * The person a request's identity-server session cookie names, or undefined when it carries none
+   * that is valid; `named` is the organization the request names for them to act in (namedOrg).
+   */
+  session?: (headers: Headers, named?: string) => Promise<Caller | undefined>;
   /** The origin a browser's cookie-authenticated mutation must come from (CSRF defence). */
   origin?: string;
 }
@@ -61,6 +64,22 @@ function checkOrigin(request: FastifyRequest, expected: string | undefined): voi
   if (expected === undefined || origin !== expected) throw new Problem('FORBIDDEN', `a request authenticated by the session cookie that changes something must come from ${expected ?? 'this deployment'} (its Origin header); other clients send Authorization: Bearer`);
 }
 
+/** The header a person names the organization they act in with, on routes whose path names none (docs/identity.md#the-acting-organization). */
+export const ORG_HEADER = 'x-pgward-org';
+
+/**
+ * The organization a request names for a person to act in: the path's `org_id`, else the query's,
+ * else the X-Pgward-Org header. An organization's credential ignores it: it has only its own.
+ */
+export function namedOrg(request: FastifyRequest): string | undefined {
+  for (const source of [request.params, request.query]) {
+    const value = (source as Record<string, unknown> | undefined)?.org_id;
+    if (typeof value === 'string') return value;
+  }
+  const header = request.headers[ORG_HEADER];
+  return typeof header === 'string' && header !== '' ? header : undefined;
+}
+
 const ORG_KEY = /^pgw_org_[A-Za-z0-9_-]{43}$/;
 const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
@@ -72,6 +91,18 @@ export function callerOf(request: FastifyRequest): Caller {
   if (!request.caller && request.operator) throw new Problem('FORBIDDEN', 'an operator token acts only on the operator routes (/v1/operator/...); use an organization API key or a JWT here');
   if (!request.caller) throw unauthorized('authentication required');
   return request.caller;
+}
+
+/** The person a caller is (their user id), when it is one signed in to, or holding a token of, the identity server whose issuer is `ownIssuer`. */
+export function personOf(caller: Caller, ownIssuer: string): string | undefined {
+  return caller.kind === 'session' || (caller.kind === 'jwt' && caller.issuer === ownIssuer) ? caller.subject : undefined;
+}
+
+/** The person calling, or 403 FORBIDDEN for a credential that names no person (an API key, an external JWT). */
+export function requirePerson(request: FastifyRequest, ownIssuer: string): string {
+  const userId = personOf(callerOf(request), ownIssuer);
+  if (!userId) throw new Problem('FORBIDDEN', 'this operation is for a person: sign in, or use a token this deployment’s identity server issued');
+  return userId;
 }
 
 /** Refuses with 403 FORBIDDEN unless an operator token authenticated the request. */
@@ -102,7 +133,7 @@ export function requestPath(request: FastifyRequest): string {
 export async function authenticateCaller(request: FastifyRequest, authenticators: Authenticators): Promise<void> {
   const header = request.headers.authorization;
   if (header === undefined && authenticators.session && request.headers.cookie) {
-    const caller = await authenticators.session(headersOf(request));
+    const caller = await authenticators.session(headersOf(request), namedOrg(request));
     if (caller) {
       checkOrigin(request, authenticators.origin);
       request.caller = caller;
@@ -125,7 +156,7 @@ export async function authenticateCaller(request: FastifyRequest, authenticators
     return;
   }
   if (JWT.test(token) && authenticators.jwt) {
-    request.caller = await authenticators.jwt(token);
+    request.caller = await authenticators.jwt(token, namedOrg(request));
     return;
   }
   throw unauthorized('the bearer token is malformed: expected an organization API key (pgw_org_...), a JWT or an operator token (pgw_op_...)');

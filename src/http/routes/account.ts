@@ -10,8 +10,7 @@ import { ConsentDocumentType, ConsentRecorded } from '../../events/identity.js';
 import { text } from '../../events/fields.js';
 import { accountExport } from '../../identity/export.js';
 import type { IdentityPlane } from '../../identity/plane.js';
-import { callerOf, type Caller } from '../plugins/auth.js';
-import { Problem } from '../problem.js';
+import { requirePerson } from '../plugins/auth.js';
 import { commandContext, errorResponses, iso, Timestamp, type Api, type ApiDeps } from './support.js';
 
 const ConsentRecord = z
@@ -44,18 +43,12 @@ const AccountExport = z
   })
   .meta({ id: 'AccountExport' });
 
-/** The person calling, or 403 for a credential that names no person. */
-function person(caller: Caller, identity: IdentityPlane): string {
-  if (caller.kind === 'session' || (caller.kind === 'jwt' && caller.issuer === identity.issuer)) return caller.subject;
-  throw new Problem('FORBIDDEN', 'this operation is about a person’s own account: sign in, or use a token this deployment’s identity server issued');
-}
-
 export function accountRoutes(app: Api, deps: ApiDeps, identity: IdentityPlane): void {
   app.get(
     '/v1/account/consents',
     { schema: { operationId: 'listConsents', summary: 'The signed-in person’s consent records, oldest first', tags: ['account'], response: { 200: z.object({ data: z.array(ConsentRecord) }), ...errorResponses('FORBIDDEN') } } },
     async (request) => {
-      const userId = person(callerOf(request), identity);
+      const userId = requirePerson(request, identity.issuer);
       const rows = await consentsOfUser(deps.pool, userId);
       return { data: rows.map((r) => ({ id: r.consent_id, user_id: r.user_id, document_type: r.document_type as z.infer<typeof ConsentDocumentType>, document_version: r.document_version, accepted: r.accepted, accepted_at: iso(r.accepted_at), ...(r.ip_address ? { ip_address: r.ip_address } : {}) })) };
     },
@@ -67,7 +60,7 @@ export function accountRoutes(app: Api, deps: ApiDeps, identity: IdentityPlane):
       schema: { operationId: 'recordConsent', summary: 'Record the signed-in person’s acceptance (or withdrawal) of a document version', tags: ['account'], body: RecordConsentRequest, response: { 201: ConsentRecord, ...errorResponses('FORBIDDEN') } },
     },
     async (request, reply) => {
-      const userId = person(callerOf(request), identity);
+      const userId = requirePerson(request, identity.issuer);
       const { document_type, document_version, accepted } = request.body;
       const handled = await recordConsents(deps.store, { userId, ip: request.ip, consents: [{ documentType: document_type, documentVersion: document_version, accepted }] }, commandContext(request, deps));
       const event = handled.events[0]!;
@@ -89,7 +82,7 @@ export function accountRoutes(app: Api, deps: ApiDeps, identity: IdentityPlane):
       },
     },
     async (request, reply) => {
-      const userId = person(callerOf(request), identity);
+      const userId = requirePerson(request, identity.issuer);
       const exported = await accountExport(deps, identity.server, userId);
       void reply.header('content-disposition', `attachment; filename="pgward-account-${userId}.json"`).header('cache-control', 'no-store');
       return exported;

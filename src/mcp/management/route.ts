@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { callerOf } from '../../http/plugins/auth.js';
+import { callerOf, ORG_HEADER } from '../../http/plugins/auth.js';
 import { protectedResourceMetadata } from '../../identity/routes.js';
 import { bearerChallenge, RESOURCE_METADATA, serveMcp } from '../transport.js';
 import { buildCatalog, type Catalog } from './catalog.js';
@@ -30,10 +30,13 @@ export function managementMcpRoutes(app: FastifyInstance, publicUrl: string, obs
     },
     async (request, reply) => {
       const authorization = request.headers.authorization ?? '';
+      // A person's client names the organization it acts in once, on /v1/mcp; every operation it calls acts there too.
+      const org = request.headers[ORG_HEADER];
+      const acting = typeof org === 'string' ? { [ORG_HEADER]: org } : {};
       const server = createManagementServer({
         catalog: catalogOf(),
         pathDefaults: { org_id: callerOf(request).orgId },
-        inject: (options) => app.inject({ ...options, remoteAddress: request.ip, headers: { ...options.headers, authorization, 'x-request-id': request.id } }),
+        inject: (options) => app.inject({ ...options, remoteAddress: request.ip, headers: { ...options.headers, ...acting, authorization, 'x-request-id': request.id } }),
       }, observe);
       await serveMcp(request, reply, server);
     },
