@@ -61,7 +61,14 @@ export function parseSsoProviders(spec: string): SsoProvider[] {
   return parsed.data;
 }
 
-/** What the sign-in page offers: one button per provider, never a secret or an address of the provider. */
-export function signInOptions(providers: readonly SsoProvider[]): { id: string; name: string; kind: SsoProvider['kind'] }[] {
-  return providers.map((p) => ({ id: p.provider_id, name: p.name ?? p.provider_id, kind: p.kind }));
+export interface SignInOptions {
+  /** Passkeys (WebAuthn) are always offered. */
+  passkey: true;
+  /** One button per provider: never a secret or an address of the provider. */
+  providers: { id: string; name: string; kind: SsoProvider['kind'] }[];
+}
+
+/** What the sign-in page offers besides e-mail and password (GET /v1/sign-in-options). */
+export function signInOptions(providers: readonly SsoProvider[]): SignInOptions {
+  return { passkey: true, providers: providers.map((p) => ({ id: p.provider_id, name: p.name ?? p.provider_id, kind: p.kind })) };
 }

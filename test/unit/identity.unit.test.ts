@@ -74,7 +74,7 @@ describe('identity helpers', () => {
     const oidc = { kind: 'oidc', provider_id: 'okta', discovery_url: 'https://x.example/.well-known/openid-configuration', client_id: 'c', client_secret: 's' };
     const parsed = parseSsoProviders(JSON.stringify([saml, oidc]));
     expect(parsed).toEqual([saml, { ...oidc, scopes: ['openid', 'profile', 'email'] }]);
-    expect(signInOptions(parsed)).toEqual([{ id: 'acme', name: 'Acme', kind: 'saml' }, { id: 'okta', name: 'okta', kind: 'oidc' }]);
+    expect(signInOptions(parsed)).toEqual({ passkey: true, providers: [{ id: 'acme', name: 'Acme', kind: 'saml' }, { id: 'okta', name: 'okta', kind: 'oidc' }] });
     const refused = (change: Record<string, unknown>) => () => parseSsoProviders(JSON.stringify([{ ...saml, ...change }]));
     expect(refused({ idp_certificate: 'not a certificate' })).toThrow(/^0\.idp_certificate: expected the identity provider’s signing certificate as PEM/);
     expect(refused({ idp_certificate: cert.replace(/[A-Za-z]{8}(?=\n)/, 'AAAAAAAA') })).toThrow(/^0\.idp_certificate: /);
