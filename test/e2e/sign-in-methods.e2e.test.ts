@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TestApi } from '../support/api.js';
@@ -41,6 +42,21 @@ afterAll(async () => {
 /** A fresh browser (no cookies) that records script errors and CSP violations. */
 function newPage(): Promise<Page> {
   return watchedPage(browser, pageErrors);
+}
+
+/** An OAuth client registered (RFC 7591) with a loopback redirect URI, and its authorization URL (PKCE S256). */
+async function authorizationUrl(): Promise<string> {
+  const redirect = 'http://127.0.0.1:9/callback';
+  const registered = await fetch(`http://127.0.0.1:${new URL(base).port}/api/auth/mcp/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ client_name: 'passkey test client', redirect_uris: [redirect], grant_types: ['authorization_code'], response_types: ['code'], token_endpoint_auth_method: 'none' }),
+  });
+  expect(registered.status).toBe(201);
+  const { client_id } = (await registered.json()) as { client_id: string };
+  const challenge = createHash('sha256').update('a verifier the client keeps, long enough for PKCE 0123456789').digest('base64url');
+  const query = new URLSearchParams({ response_type: 'code', client_id, redirect_uri: redirect, scope: 'openid profile email', state: 'passkey-state', code_challenge: challenge, code_challenge_method: 'S256', resource: `${base}/v1/mcp`, prompt: 'consent' });
+  return `${base}/api/auth/mcp/authorize?${query}`;
 }
 
 /** Who the page's cookie signs in as: /v1/me and the identity server's session. */
@@ -96,6 +112,15 @@ describe('the sign-in page offers passkeys and the configured single sign-on pro
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('heading', { level: 1, name: 'Sign in to pgward' }).waitFor();
     expect(await page.evaluate(async () => (await fetch('/v1/me')).status)).toBe(401);
+
+    // An application's authorization request: the passkey on its /sign-in step continues to the consent page.
+    await page.goto(await authorizationUrl());
+    await page.getByRole('heading', { level: 1, name: 'Sign in to pgward' }).waitFor();
+    expect(new URL(page.url()).searchParams.get('sig')).toBeTruthy();
+    await page.getByRole('button', { name: 'Sign in with a passkey' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Allow passkey test client to use pgward?' }).waitFor();
+    expect(new URL(page.url()).pathname).toBe('/consent');
+    await page.context().clearCookies();
 
     // By keyboard: the passkey button is a real, focusable button.
     await page.goto(`${base}/sign-in`);

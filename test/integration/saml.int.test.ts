@@ -75,6 +75,7 @@ describe('single sign-on with a SAML 2.0 identity provider (PGWARD_SSO_PROVIDERS
     ['expired', 'its validity ended an hour ago', 'eric@acme.test', 'saml_error'],
     ['other-audience', 'issued for another service provider', 'otto@acme.test', 'invalid_saml_response'],
     ['unsigned', 'no signature', 'uma@acme.test', 'saml_error'],
+    ['foreign-key', 'signed with a key that is not the IdP’s', 'fiona@acme.test', 'saml_error'],
   ] as const)('refuses a %s assertion (%s): no session, no user, no account', async (variant, _why, email, error) => {
     const before = await counts();
     const landing = await signIn({ email, name: 'Refused Person' }, variant);

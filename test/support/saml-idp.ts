@@ -14,8 +14,12 @@ export interface SamlPerson {
   name: string;
 }
 
-/** good: signed as issued. tampered: the e-mail changed after signing. expired: its validity ended an hour ago. other-audience: issued for another service provider. unsigned: no signature at all. */
-export type SamlVariant = 'good' | 'tampered' | 'expired' | 'other-audience' | 'unsigned';
+/**
+ * good: signed as issued. tampered: the e-mail changed after signing. expired: its validity ended an
+ * hour ago. other-audience: issued for another service provider. unsigned: no signature at all.
+ * foreign-key: signed, but with a key that is not the IdP's (its certificate travels along).
+ */
+export type SamlVariant = 'good' | 'tampered' | 'expired' | 'other-audience' | 'unsigned' | 'foreign-key';
 
 export interface SamlIdp {
   readonly entityId: string;
@@ -76,8 +80,9 @@ function statements(person: SamlPerson, variant: SamlVariant, assertionId: strin
   return authn + attributeStatement(person);
 }
 
-/** The base64 SAMLResponse for one AuthnRequest. */
-async function respond(idp: samlify.IdentityProviderInstance, sp: samlify.ServiceProviderInstance, requestId: string, person: SamlPerson, variant: SamlVariant): Promise<string> {
+/** The base64 SAMLResponse for one AuthnRequest; `impostor` is the IdP with a key of its own. */
+async function respond(idps: { idp: samlify.IdentityProviderInstance; impostor: samlify.IdentityProviderInstance }, sp: samlify.ServiceProviderInstance, requestId: string, person: SamlPerson, variant: SamlVariant): Promise<string> {
+  const idp = variant === 'foreign-key' ? idps.impostor : idps.idp;
   const ids = { response: `_${crypto.randomUUID()}`, assertion: `_${crypto.randomUUID()}` };
   const fill = (template: string) =>
     samlify.SamlLib.replaceTagsByValue(template.replace('{AuthnStatement}', '').replace('{AttributeStatement}', statements(person, variant, ids.assertion)), tagValues(idp, sp, requestId, person, variant, ids));
@@ -112,13 +117,17 @@ export async function startSamlIdp(person: SamlPerson): Promise<SamlIdp> {
   const keys = await selfsigned.generate([{ name: 'commonName', value: 'test SAML IdP' }], { keyType: 'rsa', keySize: 2048, algorithm: 'sha256' });
   const entityId = `${origin}/metadata`;
   const ssoUrl = `${origin}/sso`;
-  const idp = samlify.IdentityProvider({
-    entityID: entityId,
-    privateKey: keys.private,
-    signingCert: keys.cert,
-    nameIDFormat: [EMAIL_FORMAT],
-    singleSignOnService: [{ Binding: samlify.Constants.namespace.binding.redirect, Location: ssoUrl }],
-  });
+  const other = await selfsigned.generate([{ name: 'commonName', value: 'test SAML IdP' }], { keyType: 'rsa', keySize: 2048, algorithm: 'sha256' });
+  const identityProvider = (key: { private: string; cert: string }) =>
+    samlify.IdentityProvider({
+      entityID: entityId,
+      privateKey: key.private,
+      signingCert: key.cert,
+      nameIDFormat: [EMAIL_FORMAT],
+      singleSignOnService: [{ Binding: samlify.Constants.namespace.binding.redirect, Location: ssoUrl }],
+    });
+  const idp = identityProvider(keys);
+  const impostor = identityProvider(other);
   let sp: samlify.ServiceProviderInstance | undefined;
   const state: SamlIdp = {
     entityId,
@@ -138,7 +147,7 @@ export async function startSamlIdp(person: SamlPerson): Promise<SamlIdp> {
       const parsed = await idp.parseLoginRequest(sp, 'redirect', { query, octetString: '' });
       const requestId = String(parsed.extract.request?.id);
       state.requests.push(requestId);
-      const SAMLResponse = await respond(idp, sp, requestId, state.next.person, state.next.variant);
+      const SAMLResponse = await respond({ idp, impostor }, sp, requestId, state.next.person, state.next.variant);
       const acs = sp.entityMeta.getAssertionConsumerService('post') as string;
       const page = autoPostPage(acs, { SAMLResponse, ...(query.RelayState ? { RelayState: query.RelayState } : {}) });
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(page);
