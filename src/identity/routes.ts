@@ -88,7 +88,7 @@ export function protectedResourceMetadata(publicUrl: string): Record<string, unk
 }
 
 /** The path the sign-in page reads what it offers from (passkeys, the single sign-on providers). */
-export const SIGN_IN_OPTIONS_PATH = '/v1/sign-in-options';
+const SIGN_IN_OPTIONS_PATH = '/v1/sign-in-options';
 
 /** Mounts the identity server at /api/auth/* and its discovery documents at the root (spec §5.2). */
 export async function identityRoutes(app: FastifyInstance, plane: IdentityPlane): Promise<void> {

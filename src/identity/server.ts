@@ -51,7 +51,7 @@ export function apiResource(publicUrl: string): string {
 }
 
 /** pgward's SAML entity id at an IdP unless configured: the URL of its SP metadata for that provider. */
-export function samlEntityId(publicUrl: string, provider: SamlProvider): string {
+function samlEntityId(publicUrl: string, provider: SamlProvider): string {
   return provider.sp_entity_id ?? `${new URL(publicUrl).origin}${AUTH_BASE_PATH}/sso/saml2/sp/metadata?providerId=${provider.provider_id}`;
 }
 
