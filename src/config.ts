@@ -40,7 +40,7 @@ export const ConfigSchema = z.object({
   PGWARD_PUBLIC_HOST: z.string().regex(/^[A-Za-z0-9.-]{1,253}$/, 'expected a host name').default('localhost'),
   PGWARD_PUBLIC_MCP_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) URL agents reach the hosted MCP at' }).optional(),
   PGWARD_PUBLIC_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) origin people and OAuth clients reach the API at' }).optional(),
-  PGWARD_SSO_PROVIDERS: parsedBy(parseSsoProviders, 'expected a JSON array of {provider_id, discovery_url, client_id, client_secret, scopes?}').optional(),
+  PGWARD_SSO_PROVIDERS: parsedBy(parseSsoProviders, 'expected a JSON array of OIDC {provider_id, discovery_url, client_id, client_secret, scopes?} and SAML {kind: "saml", provider_id, entry_point, idp_entity_id, idp_certificate, sp_entity_id?, audience?} providers').optional(),
   PGWARD_MASTER_KEY: parsedBy(parseKeyring, 'expected a base64 32-byte key or kid:base64key entries, current first')
     .optional(),
   PGWARD_JWKS_URL: z.url({ protocol: /^https?$/, message: 'expected an http(s) URL of a JWKS' }).optional(),

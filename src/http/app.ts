@@ -162,7 +162,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     });
     await installIdempotency(app, plane.deps.pool, idempotencyScope, plane.sealer);
     await identityReady;
-    await identityRoutes(app, plane.identity.server, plane.identity.publicUrl);
+    await identityRoutes(app, plane.identity);
     const api = app.withTypeProvider<ZodTypeProvider>();
     discoveryRoutes(api);
     organizationRoutes(api, plane.deps, plane.identity.issuer);

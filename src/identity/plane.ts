@@ -7,7 +7,7 @@ import type { EventStore } from '../store/port.js';
 import { identitySecret, ownKeys, sessionCaller, signUpEffects, tokenCaller } from './people.js';
 import { issuerOf } from './routes.js';
 import { apiResource, createIdentityServer, identityOptions, migrateIdentity, type IdentityServer } from './server.js';
-import { parseSsoProviders } from './sso.js';
+import { parseSsoProviders, signInOptions, type SignInOptions } from './sso.js';
 
 /** The identity server as the control plane uses it. */
 export interface IdentityPlane {
@@ -19,13 +19,16 @@ export interface IdentityPlane {
   readonly session: (headers: Headers, named?: string) => Promise<Caller | undefined>;
   /** The caller a verified token of this identity server acts as (docs/identity.md#the-acting-organization). */
   readonly person: (token: JwtCaller, named?: string) => Promise<Caller>;
+  /** What the sign-in page offers besides e-mail and password. */
+  readonly signInOptions: SignInOptions;
   migrate(): Promise<void>;
 }
 
 export function identityPlane(config: Config, keyring: Keyring, store: EventStore, pool: pg.Pool): IdentityPlane {
   const publicUrl = publicUrlOf(config);
   const effects = signUpEffects(store, pool);
-  const options = identityOptions({ pool, publicUrl, secret: identitySecret(keyring), ssoProviders: config.PGWARD_SSO_PROVIDERS ? parseSsoProviders(config.PGWARD_SSO_PROVIDERS) : [], effects });
+  const ssoProviders = config.PGWARD_SSO_PROVIDERS ? parseSsoProviders(config.PGWARD_SSO_PROVIDERS) : [];
+  const options = identityOptions({ pool, publicUrl, secret: identitySecret(keyring), ssoProviders, effects });
   const issuer = issuerOf(publicUrl);
   // Created once its tables exist: Better Auth checks its schema when it starts and would report them missing.
   let server: IdentityServer | undefined;
@@ -42,6 +45,7 @@ export function identityPlane(config: Config, keyring: Keyring, store: EventStor
     tokens: createJwtVerifier({ jwks: ownKeys(serverOf), issuer, audience: apiResource(publicUrl) }),
     session: sessionCaller(serverOf, effects),
     person: tokenCaller(effects),
+    signInOptions: signInOptions(ssoProviders),
     async migrate() {
       await migrateIdentity(pool, options);
       server ??= createIdentityServer(options);

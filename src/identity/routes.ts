@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { IdentityPlane } from './plane.js';
 import { apiResource, AUTH_BASE_PATH, CLIENT_IP_HEADER, SCOPES, type IdentityServer } from './server.js';
 
 /**
@@ -86,9 +87,14 @@ export function protectedResourceMetadata(publicUrl: string): Record<string, unk
   return { resource: apiResource(publicUrl), authorization_servers: [issuerOf(publicUrl)], bearer_methods_supported: ['header'], scopes_supported: [...SCOPES] };
 }
 
+/** The path the sign-in page reads what it offers from (passkeys, the single sign-on providers). */
+const SIGN_IN_OPTIONS_PATH = '/v1/sign-in-options';
+
 /** Mounts the identity server at /api/auth/* and its discovery documents at the root (spec §5.2). */
-export async function identityRoutes(app: FastifyInstance, identity: IdentityServer, publicUrl: string): Promise<void> {
+export async function identityRoutes(app: FastifyInstance, plane: IdentityPlane): Promise<void> {
+  const { server: identity, publicUrl } = plane;
   const origin = new URL(publicUrl).origin;
+  app.get(SIGN_IN_OPTIONS_PATH, { config: { public: true }, schema: { hide: true } }, async () => plane.signInOptions);
   await app.register(async (scope) => {
     // Better Auth reads form posts (the token endpoint) and JSON itself: bodies reach it as they came.
     scope.removeAllContentTypeParsers();

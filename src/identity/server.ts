@@ -1,12 +1,13 @@
 /**
  * The identity server (docs/identity.md): Better Auth on the state PostgreSQL (schema `identity`),
  * mounted under /api/auth. People sign up and in with e-mail and password, a TOTP second factor,
- * passkeys, or a configured OIDC provider; MCP clients register themselves (RFC 7591) and get
+ * passkeys, or a configured OIDC or SAML provider; MCP clients register themselves (RFC 7591) and get
  * JWT access tokens through the authorization code flow with PKCE. Organizations, memberships and
  * consents stay events (commands/organizations, src/events/identity.ts).
  */
 import { oauthProvider } from '@better-auth/oauth-provider';
 import { passkey } from '@better-auth/passkey';
+import { sso } from '@better-auth/sso';
 import { betterAuth, type BetterAuthOptions } from 'better-auth';
 import { APIError, createAuthMiddleware } from 'better-auth/api';
 import { getMigrations } from 'better-auth/db/migration';
@@ -14,7 +15,7 @@ import { genericOAuth, jwt, twoFactor } from 'better-auth/plugins';
 import { PostgresDialect } from 'kysely';
 import type pg from 'pg';
 import { newId } from '../ids.js';
-import type { SsoProvider } from './sso.js';
+import type { OidcProvider, SamlProvider, SsoProvider } from './sso.js';
 
 /** The Postgres schema Better Auth's tables live in, beside the event store and the read models. */
 export const IDENTITY_SCHEMA = 'identity';
@@ -49,9 +50,50 @@ export function apiResource(publicUrl: string): string {
   return `${new URL(publicUrl).origin}/v1/mcp`;
 }
 
+/** pgward's SAML entity id at an IdP unless configured: the URL of its SP metadata for that provider. */
+function samlEntityId(publicUrl: string, provider: SamlProvider): string {
+  return provider.sp_entity_id ?? `${new URL(publicUrl).origin}${AUTH_BASE_PATH}/sso/saml2/sp/metadata?providerId=${provider.provider_id}`;
+}
+
+/**
+ * The providers are configuration only: the SSO plugin's endpoints through which a signed-in person
+ * would register, list, change or delete providers of their own are not offered.
+ */
+const SSO_MANAGEMENT_PATHS = ['/sso/register', '/sso/providers', '/sso/get-provider', '/sso/update-provider', '/sso/delete-provider', '/sso/callback'];
+
+function oidcPlugins(providers: readonly OidcProvider[]) {
+  if (providers.length === 0) return [];
+  return [genericOAuth({ config: providers.map((p) => ({ providerId: p.provider_id, discoveryUrl: p.discovery_url, clientId: p.client_id, clientSecret: p.client_secret, scopes: [...p.scopes], pkce: true })) })];
+}
+
+function samlPlugins(providers: readonly SamlProvider[], publicUrl: string) {
+  if (providers.length === 0) return [];
+  return [
+    sso({
+      defaultSSO: providers.map((p) => ({
+        providerId: p.provider_id,
+        // Only matched when a sign-in names an e-mail domain instead of the provider; the page always names the provider.
+        domain: '',
+        samlConfig: {
+          issuer: samlEntityId(publicUrl, p),
+          entryPoint: p.entry_point,
+          cert: p.idp_certificate,
+          idpMetadata: { entityID: p.idp_entity_id },
+          ...(p.audience ? { audience: p.audience } : {}),
+          wantAssertionsSigned: true,
+        },
+      })),
+      // Fail closed: no unsolicited (IdP-initiated) responses, assertions must bound their validity, no SHA-1 or RSA1_5.
+      saml: { allowIdpInitiated: false, requireTimestamps: true, algorithms: { onDeprecated: 'reject' } },
+    }),
+  ];
+}
+
 export function identityOptions(options: IdentityOptions) {
   const origin = new URL(options.publicUrl).origin;
   const { effects } = options;
+  const oidc = options.ssoProviders.filter((p): p is OidcProvider => p.kind === 'oidc');
+  const saml = options.ssoProviders.filter((p): p is SamlProvider => p.kind === 'saml');
   return {
     appName: 'pgward',
     baseURL: origin,
@@ -69,7 +111,8 @@ export function identityOptions(options: IdentityOptions) {
       customRules: { '/sign-in/*': { window: 10, max: 10 }, '/sign-up/*': { window: 10, max: 10 }, '/two-factor/*': { window: 10, max: 10 } },
     },
     // The OAuth provider issues tokens at /oauth2/token; the JWT plugin's session-to-JWT endpoint is not offered.
-    disabledPaths: ['/token'],
+    // SSO_MANAGEMENT_PATHS: SAML providers come from PGWARD_SSO_PROVIDERS only.
+    disabledPaths: ['/token', ...(saml.length > 0 ? SSO_MANAGEMENT_PATHS : [])],
     advanced: {
       cookiePrefix: 'pgward',
       useSecureCookies: origin.startsWith('https:'),
@@ -99,9 +142,8 @@ export function identityOptions(options: IdentityOptions) {
       jwt({ jwks: { keyPairConfig: { alg: 'EdDSA', crv: 'Ed25519' } } }),
       twoFactor({ issuer: 'pgward' }),
       passkey({ rpID: new URL(origin).hostname, rpName: 'pgward', origin }),
-      ...(options.ssoProviders.length > 0
-        ? [genericOAuth({ config: options.ssoProviders.map((p) => ({ providerId: p.provider_id, discoveryUrl: p.discovery_url, clientId: p.client_id, clientSecret: p.client_secret, scopes: [...p.scopes], pkce: true })) })]
-        : []),
+      ...oidcPlugins(oidc),
+      ...samlPlugins(saml, options.publicUrl),
       // What @better-auth/mcp configures, without its refusal of http resources on non-loopback hosts (PGWARD_PUBLIC_URL decides).
       oauthProvider({
         resources: [apiResource(options.publicUrl)],

@@ -7,6 +7,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DASHBOARD_CSP } from '../../src/dashboard/routes.js';
 import type { TestApi } from '../support/api.js';
+import { watchedPage } from '../support/browser.js';
 import { captureLogs, type CapturedLogs } from '../support/logs.js';
 import { MemoryOAuthClient, PASSWORD, signUp, startListeningApi, totp } from '../support/identity.js';
 
@@ -46,15 +47,9 @@ afterAll(async () => {
   await api?.stop();
 });
 
-/** A fresh browser (no cookies) that fails the test on a script error or CSP violation. */
-async function newPage(): Promise<Page> {
-  const page = await (await browser.newContext({ viewport: { width: 1280, height: 800 } })).newPage();
-  page.setDefaultTimeout(10_000);
-  page.on('pageerror', (error) => pageErrors.push(error.message));
-  page.on('console', (message) => {
-    if (message.type() === 'error' && !message.text().startsWith('Failed to load resource')) pageErrors.push(message.text());
-  });
-  return page;
+/** A fresh browser (no cookies) that records script errors and CSP violations. */
+function newPage(): Promise<Page> {
+  return watchedPage(browser, pageErrors);
 }
 
 /** The query of the next request to reach the callback. */
@@ -92,8 +87,11 @@ describe('an MCP client authorized by a person in Chromium (docs/identity.md)', 
       expect(await response.text()).not.toMatch(/<script(?![^>]*\bsrc=)/);
     }
     const page = await newPage();
-    await page.goto(`${base}/sign-in`);
+    await page.goto(`${base}/consent`);
     await page.getByRole('heading', { level: 1, name: 'Nothing to authorize' }).waitFor();
+    // Without an authorization request, /sign-in is the dashboard's sign-in page.
+    await page.goto(`${base}/sign-in`);
+    await page.getByRole('form', { name: 'Create an account' }).waitFor();
     await page.context().close();
   });
 

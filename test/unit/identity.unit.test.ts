@@ -1,9 +1,11 @@
+import selfsigned from 'selfsigned';
 import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config.js';
 import { organization, type OrganizationState } from '../../commands/organizations/organization.js';
 import { DomainError } from '../../commands/domain-error.js';
 import { slugOf } from '../../src/identity/export.js';
 import { withLoopbackAsNative } from '../../src/identity/routes.js';
-import { parseSsoProviders } from '../../src/identity/sso.js';
+import { parseSsoProviders, signInOptions } from '../../src/identity/sso.js';
 
 const ORG = 'org_01j9zq8x4m7k2n5p6r3s8t0v1w';
 const USER = 'usr_01j9zq8x4m7k2n5p6r3s8t0v1w';
@@ -60,9 +62,29 @@ describe('identity helpers', () => {
 
   it('parses PGWARD_SSO_PROVIDERS and names its first problem', () => {
     expect(parseSsoProviders('[{"provider_id":"okta","discovery_url":"https://x.example/.well-known/openid-configuration","client_id":"c","client_secret":"s"}]')).toEqual([
-      { provider_id: 'okta', discovery_url: 'https://x.example/.well-known/openid-configuration', client_id: 'c', client_secret: 's', scopes: ['openid', 'profile', 'email'] },
+      { kind: 'oidc', provider_id: 'okta', discovery_url: 'https://x.example/.well-known/openid-configuration', client_id: 'c', client_secret: 's', scopes: ['openid', 'profile', 'email'] },
     ]);
     expect(() => parseSsoProviders('[{"provider_id":"Okta!","discovery_url":"https://x.example/","client_id":"c","client_secret":"s"}]')).toThrow(/^0\.provider_id: /);
     expect(() => parseSsoProviders('[{"provider_id":"a","discovery_url":"ftp://x/","client_id":"c","client_secret":"s"}]')).toThrow(/discovery_url/);
+  });
+
+  it('parses SAML providers beside OIDC ones and refuses an entry that could not verify an assertion', async () => {
+    const { cert } = await selfsigned.generate([{ name: 'commonName', value: 'idp' }], { keyType: 'rsa', keySize: 2048, algorithm: 'sha256' });
+    const saml = { kind: 'saml', provider_id: 'acme', name: 'Acme', entry_point: 'https://idp.acme.example/sso', idp_entity_id: 'https://idp.acme.example/metadata', idp_certificate: cert };
+    const oidc = { kind: 'oidc', provider_id: 'okta', discovery_url: 'https://x.example/.well-known/openid-configuration', client_id: 'c', client_secret: 's' };
+    const parsed = parseSsoProviders(JSON.stringify([saml, oidc]));
+    expect(parsed).toEqual([saml, { ...oidc, scopes: ['openid', 'profile', 'email'] }]);
+    expect(signInOptions(parsed)).toEqual({ passkey: true, providers: [{ id: 'acme', name: 'Acme', kind: 'saml' }, { id: 'okta', name: 'okta', kind: 'oidc' }] });
+    const refused = (change: Record<string, unknown>) => () => parseSsoProviders(JSON.stringify([{ ...saml, ...change }]));
+    expect(refused({ idp_certificate: 'not a certificate' })).toThrow(/^0\.idp_certificate: expected the identity provider’s signing certificate as PEM/);
+    expect(refused({ idp_certificate: cert.replace(/[A-Za-z]{8}(?=\n)/, 'AAAAAAAA') })).toThrow(/^0\.idp_certificate: /);
+    expect(refused({ entry_point: 'ftp://idp.acme.example/sso' })).toThrow(/^0\.entry_point: expected the http\(s\) single sign-on URL/);
+    expect(refused({ idp_entity_id: undefined })).toThrow(/^0\.idp_entity_id: /);
+    expect(refused({ client_secret: 's' })).toThrow(/^0: Unrecognized key: "client_secret"/);
+    expect(refused({ kind: 'ldap' })).toThrow(/^0\.kind: /);
+    expect(() => parseSsoProviders(JSON.stringify([saml, { ...oidc, provider_id: 'acme' }]))).toThrow('names a provider twice');
+    // A bad entry stops start-up with one line naming the variable.
+    expect(() => loadConfig({ PGWARD_SSO_PROVIDERS: JSON.stringify([{ ...saml, idp_certificate: 'x' }]) })).toThrow(ConfigError);
+    expect(() => loadConfig({ PGWARD_SSO_PROVIDERS: JSON.stringify([{ ...saml, idp_certificate: 'x' }]) })).toThrow(/^invalid configuration: PGWARD_SSO_PROVIDERS expected .*\(0\.idp_certificate: expected the identity provider’s signing certificate as PEM \(-----BEGIN CERTIFICATE-----\)\)$/);
   });
 });

@@ -72,3 +72,12 @@ export async function identity(path, body) {
   if (!response.ok) throw new ApiError(response.status, { detail: data?.message ?? data?.error_description ?? data?.detail ?? `the identity server answered ${response.status}`, code: data?.code });
   return data;
 }
+
+/** A GET of the identity server (or of a public path beside it): null when it answers 401. */
+export async function getJson(path) {
+  const response = await fetch(path, { headers: { accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' });
+  if (response.status === 401) return null;
+  const data = await response.json().catch(() => null);
+  if (!response.ok) throw new ApiError(response.status, { detail: data?.error_description ?? data?.message ?? data?.detail ?? `the identity server answered ${response.status}` });
+  return data;
+}

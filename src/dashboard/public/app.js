@@ -1,5 +1,6 @@
 // The dashboard's shell: hash routes (page names and resource ids only, never a secret), the
 // navigation, and who is signed in (GET /v1/me, by session cookie or organization API key).
+import { accountPage } from './account.js';
 import { actingOrg, api, identity, orgKey } from './api.js';
 import { agentsPage } from './agents.js';
 import { anomaliesPage } from './anomalies.js';
@@ -29,6 +30,7 @@ const ORG_PAGES = [
   ['', 'Projects', organizationPage],
   ['keys', 'API keys', apiKeysPage],
   ['members', 'Members', membersPage],
+  ['account', 'Your account', accountPage],
 ];
 const ACCEPT_PAGE = '#/invitations/accept';
 

@@ -1,10 +1,13 @@
 // The two pages the identity server's OAuth provider sends a browser to while an application (an MCP
 // client) asks for access (docs/identity.md): /sign-in (email and password, then the TOTP code of a
-// person who has one) and /consent (the application, the scopes and the resource; Allow or Deny).
+// person who has one, or a passkey) and /consent (the application, the scopes and the resource; Allow
+// or Deny). /sign-in without an authorization request is the dashboard's sign-in page.
 // The authorization request arrives signed in this page's query; it goes back to the identity server
 // only as `oauth_query` in a POST body, and the page then follows the URL the server answers with
 // (the consent page, or the application's redirect URI with a code or an error).
-import { ApiError, identity } from './api.js';
+import { ApiError, getJson, identity } from './api.js';
+import { otherMethods } from './methods.js';
+import { signInPage as regularSignInPage } from './signin.js';
 import { button, clear, code, errorBox, field, form, h } from './ui.js';
 
 /** The signed part of this page's query (Better Auth signs the parameters `ba_param` names, `sig` is the signature). */
@@ -35,7 +38,9 @@ function nothingToAuthorize() {
   show('Nothing to authorize', h('p', { text: 'This page continues an application’s authorization request, and none came with it. Start again from the application.' }), h('p', {}, h('a', { href: '/dashboard/', text: 'Open the dashboard' })));
 }
 
-function signInPage(query) {
+async function signInPage(query) {
+  // Single sign-on is not offered here: a provider's round trip would not carry the authorization request back.
+  const other = await otherMethods({ onPasskey: follow, sso: false, extra: { oauth_query: query } });
   show(
     'Sign in to pgward',
     h('p', { text: 'An application asked for access to pgward on your behalf. Sign in to review its request.' }),
@@ -44,7 +49,16 @@ function signInPage(query) {
       if (answer?.twoFactorRedirect) return secondFactorPage(query);
       follow(answer);
     }),
+    other,
   );
+}
+
+/** /sign-in without an authorization request: the dashboard's sign-in, which then opens the dashboard. */
+async function plainSignInPage() {
+  document.title = 'pgward: Sign in';
+  const main = document.getElementById('main');
+  await regularSignInPage({ main, signedIn: async () => location.assign('/dashboard/') });
+  main.focus();
 }
 
 function secondFactorPage(query) {
@@ -106,23 +120,14 @@ async function consentPage(query) {
   );
 }
 
-async function getJson(path) {
-  const response = await fetch(path, { headers: { accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' });
-  if (response.status === 401) return null;
-  const data = await response.json().catch(() => null);
-  if (!response.ok) throw new ApiError(response.status, { detail: data?.error_description ?? data?.message ?? `the identity server answered ${response.status}` });
-  return data;
-}
-
 /** The paths the identity server sends a browser to (loginPage and consentPage, src/identity/server.ts). */
 export const AUTHORIZATION_PAGES = ['/sign-in', '/consent'];
 
 export async function authorizationPage() {
   try {
     const query = signedQuery();
-    if (!query) nothingToAuthorize();
-    else if (location.pathname === '/consent') await consentPage(query);
-    else signInPage(query);
+    if (location.pathname === '/consent') await (query ? consentPage(query) : nothingToAuthorize());
+    else await (query ? signInPage(query) : plainSignInPage());
   } catch (error) {
     show('Something went wrong', errorBox(error));
   }

@@ -1,9 +1,18 @@
-// Sign in with email and password or create an account (Better Auth, /api/auth/*), or with an
-// organization API key kept only in this tab's sessionStorage (self-hosters without an identity server).
+// Sign in with email and password or create an account (Better Auth, /api/auth/*), with a passkey or
+// a configured single sign-on provider (methods.js), or with an organization API key kept only in
+// this tab's sessionStorage (self-hosters without an identity server).
 import { api, identity, orgKey } from './api.js';
+import { otherMethods } from './methods.js';
 import { clear, field, form, h } from './ui.js';
 
 export async function signInPage(context) {
+  const other = await otherMethods({
+    onPasskey: async () => {
+      orgKey.clear();
+      await context.signedIn();
+    },
+    callbackURL: '/dashboard/',
+  });
   clear(
     context.main,
     h('h1', { text: 'Sign in to pgward' }),
@@ -20,6 +29,7 @@ export async function signInPage(context) {
           await context.signedIn();
         }),
       ),
+      other,
       h(
         'section',
         { class: 'card', 'aria-labelledby': 'signup' },
