@@ -23,7 +23,8 @@ import { buildApp } from '../../src/http/app.js';
 import { createMetrics } from '../../src/metrics.js';
 import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
-import { freshDatabase, type TestDatabase } from './pg.js';
+import type { TestDatabase } from './pg.js';
+import { stateDatabase } from './state-template.js';
 
 export interface TestApi {
   app: FastifyInstance;
@@ -52,7 +53,7 @@ function testAuditDeps(anchorPem: string, keys: HmacKeyring) {
 
 /** The real control plane (composition, plugins, routes, projections) over a fresh database; `env` is its configuration (PGWARD_AUDIT_HMAC_KEYS keys the audit chain). */
 export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus; budgets?: Budgets; logger?: Logger; trustProxy?: readonly string[]; cacheFanout?: Fanout } = {}): Promise<TestApi> {
-  const database = await freshDatabase(label);
+  const database = await stateDatabase(label);
   const store = await createPostgresEventStore(database.url);
   const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
   const auditKeys = auditKeysFrom(config);
