@@ -10,7 +10,7 @@ import { freePort } from './free-port.js';
 declare module 'vitest' {
   export interface ProvidedContext {
     pgUrl: string;
-    /** The database test APIs' state databases are copied from (test/support/state-template.ts); made by the first that needs it, dropped at the end of the run. */
+    /** The database test APIs' state databases are copied from (stateDatabase in test/support/api.ts); made by the first that needs it, dropped at the end of the run. */
     stateTemplate: string;
   }
 }
