@@ -20,6 +20,7 @@ import type { StatementDecision } from './policy/hook.js';
 import { statementIdentity } from './policy/identity.js';
 import type { UpstreamCatalog } from './policy/upstream-catalog.js';
 import { isUnavailable, type CatalogUnavailable } from './upstream/catalog-snapshot.js';
+import type { UpstreamHandle } from './upstreams.js';
 import type { LiveView } from './views/live-view.js';
 
 type Allowed = Extract<StatementDecision, { action: 'allow' }>;
@@ -29,8 +30,8 @@ export type Hold = Extract<HoldDecision, { held: true }>;
 export interface ApprovalServices {
   readonly store: Pick<EventStore, 'readStream' | 'append'>;
   readonly approvals: LiveView<ApprovalRow>;
-  /** The rows `sql` (as it would run) would affect, on a connection of the credential's pool released at once; null when unknown. */
-  estimate?(credential: CredentialRow, sql: string, params: readonly (string | null)[]): Promise<Estimate | null>;
+  /** The rows `sql` (as it would run) would affect, on a connection of `pool` (where the statement would run) released at once; null when unknown. */
+  estimate?(pool: UpstreamHandle | undefined, owner: string, sql: string, params: readonly (string | null)[]): Promise<Estimate | null>;
 }
 
 /**

@@ -18,6 +18,7 @@ import { taggedRows } from './policy/write-guard.js';
 import { encodeNoticeResponse } from './protocol/backend.js';
 import type { StatementRefusal } from './session-audit.js';
 import { statementOf } from './session-audit.js';
+import type { UpstreamHandle } from './upstreams.js';
 import type { LiveView } from './views/live-view.js';
 
 type Allowed = Extract<StatementDecision, { action: 'allow' }>;
@@ -44,6 +45,8 @@ export interface WireHold {
   notice(bytes: Buffer): void;
   /** Hands the upstream connection back while the statement waits. */
   released(): void;
+  /** The pool the statement would run on now (session-acquire.ts), where its estimate is made. */
+  pool(): Promise<UpstreamHandle | undefined>;
   closed(): boolean;
   /** Refuses the statement: audited, answered with its SQLSTATE and reason. */
   refuse(refusal: StatementRefusal): void;
@@ -70,7 +73,8 @@ export async function holdOnWire(facts: WireHold): Promise<{ decision: Allowed; 
   // The estimate runs on a connection of its own: the session's goes back first (a pool of one has no other).
   facts.released();
   const asText = facts.bound ? facts.bound.text : [];
-  const estimated = await withEstimate(policy, facts.decision, hold, () => (asText && services.estimate?.(credential, facts.decision.sql, asText)) || Promise.resolve(null));
+  const estimate = services.estimate;
+  const estimated = await withEstimate(policy, facts.decision, hold, async () => (asText && estimate ? estimate(await facts.pool().catch(() => undefined), credential.credential_id, facts.decision.sql, asText) : null));
   if (facts.closed()) return undefined;
   if ('run' in estimated) return { decision: estimated.run, statement: statementOf({ sql: facts.sql, decision: estimated.run }) };
   const request = heldRequest({ source: 'wire', credential, policy, sql: facts.sql, params, ...(formats ? { formats } : {}), decision: facts.decision, hold: estimated.hold, estimate: estimated.estimate, sessionId: facts.sessionId, region: facts.region, now: new Date() });

@@ -61,17 +61,28 @@ export class SessionReads {
   place(hold: UpstreamHold, forStatement: boolean): void {
     const pending = forStatement ? this.pending : undefined;
     this.pending = undefined;
+    const wanted = this.choose(hold, pending);
+    if (!wanted) return;
+    if (pending) this.routing!.metrics.routed.inc({ target: wanted.replicaId === undefined ? 'primary' : 'replica' });
+    if (wanted !== hold.handle) hold.moveTo(wanted);
+  }
+
+  /** The pool `statement` would take its connection from if it ran now, as `place` would choose it, without moving the hold or counting it. */
+  poolFor(hold: UpstreamHold, statement: { readonly sql: string; readonly decision: Allowed }): UpstreamHandle | undefined {
+    return this.choose(hold, statement) ?? hold.handle;
+  }
+
+  /** The pool read routing sends a message to; undefined when it leaves the hold where it is (no routing, or a connection held). */
+  private choose(hold: UpstreamHold, statement: { readonly sql: string; readonly decision: Allowed } | undefined): UpstreamHandle | undefined {
     const current = hold.handle;
-    if (!this.routing || !current) return;
+    if (!this.routing || !current) return undefined;
     if (current.replicaId === undefined) this.primary = current;
-    if (hold.server && !hold.parked) return;
+    if (hold.server && !hold.parked) return undefined;
     const primary = this.primary!;
-    if (!this.routing.routes(primary.database.database_id)) return;
-    const placement = pending ? placementOf(pending.sql, pending.decision, Date.now() - this.wroteAtMs, this.routing.readYourWritesMs) : 'not_a_read';
+    if (!this.routing.routes(primary.database.database_id)) return undefined;
+    const placement = statement ? placementOf(statement.sql, statement.decision, Date.now() - this.wroteAtMs, this.routing.readYourWritesMs) : 'not_a_read';
     // A closed primary pool (the database changed) is renewed by the session before a replica's is derived from it.
     const replica = placement === 'replica' && !primary.pool.isClosed ? this.routing.next(primary.database.database_id) : undefined;
-    const wanted = replica ? primary.onReplica(replica) : primary;
-    if (pending) this.routing.metrics.routed.inc({ target: replica ? 'replica' : 'primary' });
-    if (wanted !== current) hold.moveTo(wanted);
+    return replica ? primary.onReplica(replica) : primary;
   }
 }

@@ -222,7 +222,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     maxMessageBytes: options.maxMessageBytes,
     loginTimeoutMs: options.loginTimeoutMs,
     onLogin: recordUse,
-    approvals: { store, approvals, estimate: async (credential: CredentialRow, sql: string, params: readonly (string | null)[]) => estimateOnPool(await upstreamFor(credential).catch(() => undefined), credential.credential_id, sql, params) },
+    approvals: { store, approvals, estimate: estimateOnPool },
     resultCaches,
     cacheControls,
     ipRules,

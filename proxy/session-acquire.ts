@@ -2,7 +2,8 @@ import type { Statement } from './pipeline.js';
 import type { SessionReads } from './replica-routing.js';
 import type { Protocol, SessionHost } from './session-host.js';
 import { classifyUpstreamFailure, upstreamFailure, upstreamRule, type UpstreamFailure } from './upstream/failure.js';
-import { noConnection } from './upstreams.js';
+import { noConnection, type UpstreamHandle } from './upstreams.js';
+import type { Allowed } from './session-audit.js';
 import { logEvent } from '../src/log-events.js';
 
 /**
@@ -61,13 +62,29 @@ export class UpstreamAccess {
     host.refuse(noConnection(failure, 'ERROR', host.context.metrics), protocol);
   }
 
-  private async withNewPool(work: () => void, protocol: Protocol, audited?: () => Statement | undefined): Promise<void> {
+  /**
+   * The pool `statement` runs on if it runs now: the session's, renewed when a change to the
+   * database closed it, then placed by read routing. The approval estimate of a held write is made
+   * there, so it counts the rows the statement would touch.
+   */
+  async poolFor(statement: { readonly sql: string; readonly decision: Allowed['decision'] }): Promise<UpstreamHandle | undefined> {
+    if (this.host.upstream.handle?.pool.isClosed && !(await this.renewed())) return undefined;
+    return this.reads.poolFor(this.host.upstream, statement);
+  }
+
+  /** Draws from the credential's pool as it is now, when a change to the database closed the one the session had; false when there is none. */
+  private async renewed(): Promise<boolean> {
     const { host } = this;
     const handle = await host.context.upstreamFor(host.credential!);
-    if (host.closed) return;
-    if (!handle || handle.pool.isClosed) return this.refuseUnrun(upstreamFailure('not_registered', `database ${host.credential!.database_id} is not active`), protocol, audited);
+    if (host.closed || !handle || handle.pool.isClosed) return false;
     host.upstream.handle = handle;
     host.catalog?.moved(handle);
+    return true;
+  }
+
+  private async withNewPool(work: () => void, protocol: Protocol, audited?: () => Statement | undefined): Promise<void> {
+    const { host } = this;
+    if (!(await this.renewed())) return host.closed ? undefined : this.refuseUnrun(upstreamFailure('not_registered', `database ${host.credential!.database_id} is not active`), protocol, audited);
     return this.withServer(work, protocol, audited);
   }
 }

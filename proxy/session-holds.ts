@@ -4,6 +4,7 @@ import { holdOnWire } from './approval-wire.js';
 import type { Statement } from './pipeline.js';
 import type { Allowed } from './session-audit.js';
 import type { Protocol, SessionHost } from './session-host.js';
+import type { UpstreamAccess } from './session-acquire.js';
 import type { StatementGate } from './statement-gate.js';
 
 /**
@@ -18,6 +19,7 @@ export class SessionHolds {
   constructor(
     private readonly host: SessionHost,
     private readonly gate: StatementGate,
+    private readonly access: UpstreamAccess,
   ) {}
 
   /** Waits for the held statement's decision: what to run once approved, or undefined once the client was answered why not. */
@@ -44,6 +46,7 @@ export class SessionHolds {
         publishStrict: (record) => context.decisions.publishStrict(record),
         notice: (bytes) => host.pipeline.expect({ kind: 'synthetic', reply: () => bytes }),
         released: () => host.releaseIfIdle(),
+        pool: () => this.access.poolFor({ sql, decision }),
         closed: () => host.closed,
         refuse: (refusal) => gate.refuse(sql, protocol, refusal),
         answer: (code, message) => host.refuse({ severity: 'ERROR', code, message }, protocol),

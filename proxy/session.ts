@@ -148,7 +148,7 @@ export class Session implements SessionHost {
     this.gate = new StatementGate(this, reads, this.results);
     this.access = new UpstreamAccess(this, reads);
     this.guarded = new GuardedWrites(this, this.gate, this.access);
-    this.holds = new SessionHolds(this, this.gate);
+    this.holds = new SessionHolds(this, this.gate, this.access);
     this.extended = new ExtendedProtocol(this, this.gate, this.access, this.guarded, this.results, this.holds);
     this.simple = new SimpleQuery(this, this.gate, this.guarded, this.holds, this.results);
     context.registry.add(this, this.processId);

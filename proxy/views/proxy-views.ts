@@ -17,6 +17,10 @@ const afterPrefix = (prefix: string) => (event: { stream: string }) => event.str
 /** A request a wire session may still wait on or run, or a restart must end: pending, or approved and not yet ended. */
 export const openOnWire = (row: ApprovalRow): boolean => row.source === 'wire' && (row.status === 'pending' || row.status === 'approved');
 
+/** Each database's result-cache rules and purges (docs/cache.md): the proxy's, and the hosted agent MCP's in the API process. */
+export const cacheControlsView = (store: Omit<ProxyStore, 'append'>) =>
+  new LiveView<CacheControlsRow>(store, { streamPrefix: 'cache-', keyOf: cacheControlsDatabaseOf, evolve: evolveCacheControls });
+
 /**
  * The proxy's in-memory views. Each follows only its own control-plane category (`credential-`,
  * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`, `iprules-`, `branch-`, `cache-`), so audit appends never wake one.
@@ -37,8 +41,7 @@ export function proxyViews(store: Omit<ProxyStore, 'append'>) {
     approvals: new LiveView<ApprovalRow>(store, { streamPrefix: 'approval-', keyOf: approvalIdOf, evolve: evolveApproval, keep: openOnWire }),
     /** Each project's IP rules, checked at every login. */
     ipRules: new LiveView<IpRulesRow>(store, { streamPrefix: 'iprules-', keyOf: ipRulesProjectOf, evolve: evolveIpRules }),
-    /** Each database's result-cache rules and purges (docs/cache.md). */
-    cacheControls: new LiveView<CacheControlsRow>(store, { streamPrefix: 'cache-', keyOf: cacheControlsDatabaseOf, evolve: evolveCacheControls }),
+    cacheControls: cacheControlsView(store),
   };
   return { ...views, all: Object.values(views) };
 }

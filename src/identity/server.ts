@@ -10,10 +10,13 @@ import { passkey } from '@better-auth/passkey';
 import { sso } from '@better-auth/sso';
 import { betterAuth, type BetterAuthOptions } from 'better-auth';
 import { APIError, createAuthMiddleware } from 'better-auth/api';
+import { getSchema } from 'better-auth/db';
 import { getMigrations } from 'better-auth/db/migration';
 import { genericOAuth, jwt, twoFactor } from 'better-auth/plugins';
 import { PostgresDialect } from 'kysely';
 import type pg from 'pg';
+import { canonicalize } from '../crypto/canonical-json.js';
+import { sha256Hex } from '../crypto/tokens.js';
 import { newId } from '../ids.js';
 import type { OidcProvider, SamlProvider, SsoProvider } from './sso.js';
 
@@ -175,16 +178,37 @@ export function createIdentityServer(options: Built) {
 
 export type IdentityServer = ReturnType<typeof createIdentityServer>;
 
-/** Creates or extends Better Auth's tables in the `identity` schema (additive only: an unsafe change stops start-up); one process at a time. */
-export async function migrateIdentity(pool: pg.Pool, options: Built): Promise<void> {
+const MIGRATION_LOCK = `hashtext('pgward identity migrations')`;
+
+/**
+ * What Better Auth's tables are migrated to: its schema as the plugins declare it (tables, fields,
+ * indexes; a function default or hook counts as present) and each plugin's id and version.
+ */
+export function identitySchemaFingerprint(options: BetterAuthOptions): string {
+  const declared = JSON.parse(JSON.stringify(getSchema(options), (_key, value: unknown) => (typeof value === 'function' ? 'function' : value))) as unknown;
+  const plugins = (options.plugins ?? []).map((plugin) => [plugin.id, 'version' in plugin ? String(plugin.version) : null]);
+  return sha256Hex(canonicalize({ schema: declared, plugins }));
+}
+
+/**
+ * Creates or extends Better Auth's tables in the `identity` schema (additive only: an unsafe change
+ * stops start-up); one process at a time. The schema's comment keeps the fingerprint it was last
+ * migrated to, so a start whose fingerprint is already there skips Better Auth's introspection.
+ */
+export async function migrateIdentity(pool: pg.Pool, options: BetterAuthOptions): Promise<'current' | 'migrated'> {
+  const fingerprint = identitySchemaFingerprint(options);
   const client = await pool.connect();
   try {
-    await client.query(`select pg_advisory_lock(hashtext('pgward identity migrations'))`);
+    await client.query(`select pg_advisory_lock(${MIGRATION_LOCK})`);
+    const stored = await client.query<{ fingerprint: string | null }>(`select obj_description(to_regnamespace($1)::oid, 'pg_namespace') as fingerprint`, [IDENTITY_SCHEMA]);
+    if (stored.rows[0]?.fingerprint === fingerprint) return 'current';
     await client.query(`create schema if not exists ${IDENTITY_SCHEMA}`);
     const { runMigrations } = await getMigrations(options);
     await runMigrations();
+    await client.query(`comment on schema ${IDENTITY_SCHEMA} is '${fingerprint}'`);
+    return 'migrated';
   } finally {
-    await client.query(`select pg_advisory_unlock(hashtext('pgward identity migrations'))`).catch(() => undefined);
+    await client.query(`select pg_advisory_unlock(${MIGRATION_LOCK})`).catch(() => undefined);
     client.release();
   }
 }

@@ -41,6 +41,10 @@ export const ChallengeBinding = z.strictObject({
   path: z.string().min(1).max(2048),
   org_id: z.string().min(1).max(128),
   principal: z.string().min(1).max(200),
+  /** What signed the principal in; the settled request acts as that caller (docs/permissions.md). */
+  caller: z.enum(['api_key', 'jwt', 'session']),
+  /** The issuer of a `jwt` caller's token. */
+  issuer: z.string().min(1).max(2048).optional(),
   role: z.string().min(1).max(32),
   nonce: z.string().min(16).max(64),
 });

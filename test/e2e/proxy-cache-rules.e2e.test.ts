@@ -3,7 +3,8 @@
  * ingest appending the proxy's decisions to the audit trail: a statement shape's figures and
  * recommendation from its entries, the database's hit/miss summary, an override per shape
  * (If-Match) that the proxy applies at the shape's next statement, and a purge the proxy's view
- * folds; each operation in the OpenAPI document and reached by the management MCP.
+ * folds; the hosted agent MCP following both from a live view of its own, with no read of the
+ * cache controls per call; each operation in the OpenAPI document and reached by the management MCP.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -12,8 +13,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type pg from 'pg';
 import { decodeEvent } from '../../src/events/catalog.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
+import { connectAgent, listenForAgents } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { createPolicy, registerOn, withAgentClient } from '../support/proxy-agents.js';
 import { decisionsOfCredential, recordsText } from '../support/recorded.js';
@@ -26,6 +29,7 @@ let ingest: RunningIngest;
 let agent: AgentSecrets;
 let databaseId: string;
 let base: string;
+let httpUrl: string;
 
 beforeAll(async () => {
   gateway = await startGateway('cache_rules');
@@ -34,6 +38,7 @@ beforeAll(async () => {
   const databases = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
   databaseId = (databases.json() as { databases: { id: string }[] }).databases[0]!.id;
   base = `/v1/projects/${gateway.projectId}/databases/${databaseId}/cache`;
+  httpUrl = await listenForAgents(gateway);
 });
 afterAll(async () => {
   await ingest?.stop();
@@ -48,9 +53,9 @@ async function psql(sql: string): Promise<string> {
 const call = (method: 'GET' | 'PATCH' | 'POST', url: string, payload?: Record<string, unknown>, headers: Record<string, string> = {}) =>
   gateway.api.call(gateway.owner.apiKey, { method, url, headers, ...(payload ? { payload } : {}) });
 
-/** The cache_status of each recorded run of `sql`, in order, once there are `count`. */
-async function statuses(sql: string, count: number): Promise<unknown[]> {
-  const find = () => decisionsOfCredential(gateway, agent.credential.id).filter((d) => d.source === 'wire' && recordsText(d.sql, sql));
+/** The cache_status of each recorded run of `sql` (from the wire, or the hosted MCP), in order, once there are `count`. */
+async function statuses(sql: string, count: number, source: 'wire' | 'mcp' = 'wire'): Promise<unknown[]> {
+  const find = () => decisionsOfCredential(gateway, agent.credential.id).filter((d) => d.source === source && recordsText(d.sql, sql));
   await waitFor(() => find().length >= count, 3_000, `${count} decisions on ${sql}`);
   return find().map((d) => d.cache_status);
 }
@@ -186,6 +191,47 @@ describe('cache rules and recommendations', () => {
     expect((await statuses(read, 3)).join(' ')).toMatch(/^miss (hit )+miss$/);
   });
 
+  it('the hosted MCP follows overrides and purges from a live view: no call reads the cache controls, a change applies at its next call', async () => {
+    const read = 'select total from orders where id = 15';
+    const pool = gateway.api.pool;
+    const query = pool.query.bind(pool);
+    // What the API's pool is asked while an MCP call is under way (the PATCH and purge routes read the read models themselves).
+    const statements: string[] = [];
+    let calling = false;
+    pool.query = ((...args: Parameters<pg.Pool['query']>) => {
+      if (calling) statements.push(typeof args[0] === 'string' ? args[0] : (args[0] as { text: string }).text);
+      return (query as (...a: unknown[]) => unknown)(...args);
+    }) as unknown as pg.Pool['query'];
+    const mcp = await connectAgent(`${httpUrl}/mcp`, agent.mcp_token, 'pgward-cache-rules-test');
+    try {
+      const runMcp = async (): Promise<unknown> => {
+        const before = decisionsOfCredential(gateway, agent.credential.id).filter((d) => d.source === 'mcp' && recordsText(d.sql, read)).length;
+        calling = true;
+        const result = await mcp.callTool({ name: 'query', arguments: { sql: read } }).finally(() => (calling = false));
+        expect(result.isError ?? false).toBe(false);
+        expect((result.structuredContent as { rows: unknown[][] }).rows).toEqual([['22.5']]);
+        return (await statuses(read, before + 1, 'mcp'))[before];
+      };
+      const mcpUntil = (status: string) => waitFor(async () => (await runMcp()) === status, 5_000, `an MCP ${status} of ${read}`);
+      expect(await runMcp()).toBe('miss');
+      expect(await runMcp()).toBe('hit');
+      const hash = decisionsOfCredential(gateway, agent.credential.id).find((d) => d.source === 'mcp' && recordsText(d.sql, read))!.query_hash as string;
+      expect((await call('PATCH', `${base}/rules/${hash}`, { cache_enabled: false })).statusCode).toBe(200);
+      await mcpUntil('bypass');
+      expect((await call('PATCH', `${base}/rules/${hash}`, { cache_enabled: null })).statusCode).toBe(200);
+      // Its entry was kept while the shape bypassed the cache.
+      await mcpUntil('hit');
+      expect((await call('POST', `${base}/purge`)).statusCode).toBe(202);
+      await mcpUntil('miss');
+      expect(await runMcp()).toBe('hit');
+      expect(statements.length).toBeGreaterThan(0);
+      expect(statements.filter((text) => text.includes('cache_controls')).map((t) => t.slice(0, 300))).toEqual([]);
+    } finally {
+      pool.query = query;
+      await mcp.close();
+    }
+  });
+
   it('every operation has its OpenAPI id, and the management MCP reaches them', async () => {
     const document = (await gateway.api.app.inject({ method: 'GET', url: '/v1/openapi.json' })).json() as { paths: Record<string, Record<string, { operationId: string }>> };
     const path = '/v1/projects/{project_id}/databases/{database_id}/cache';
@@ -193,10 +239,8 @@ describe('cache rules and recommendations', () => {
     expect(document.paths[`${path}/rules`]!.get!.operationId).toBe('listCacheRules');
     expect(document.paths[`${path}/rules/{query_hash}`]!.patch!.operationId).toBe('updateCacheRule');
     expect(document.paths[`${path}/purge`]!.post!.operationId).toBe('purgeCache');
-    await gateway.api.app.listen({ port: 0, host: '127.0.0.1' });
-    const address = gateway.api.app.server.address() as { port: number };
     const client = new Client({ name: 'pgward-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${address.port}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${gateway.owner.apiKey}` } } }));
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${httpUrl}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${gateway.owner.apiKey}` } } }));
     try {
       const found = (await client.callTool({ name: 'search_endpoints', arguments: { query: 'result cache rules purge hits', limit: 6 } })) as CallToolResult;
       const ids = (found.structuredContent as { endpoints: { operation_id: string }[] }).endpoints.map((e) => e.operation_id);

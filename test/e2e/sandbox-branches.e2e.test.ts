@@ -19,8 +19,8 @@ const run = promisify(execFile);
 let gateway: TestGateway;
 let agent: AgentSecrets;
 let databaseId: string;
-/** The branch database this file makes, dropped at the end whatever happened (the test's delete drops it first). */
-let branchDatabase: string | undefined;
+/** The branch databases this file makes, dropped at the end whatever happened (the first test's delete drops its own first). */
+const branchDatabases: string[] = [];
 
 const psql = (sql: string) => run('psql', [agent.connection_string, '-X', '-v', 'ON_ERROR_STOP=1', '-Atc', sql]);
 const failure = (promise: Promise<unknown>): Promise<string> => promise.then(() => 'it ran', (error: { stderr?: string }) => error.stderr ?? '');
@@ -37,14 +37,41 @@ beforeAll(async () => {
   databaseId = ((await api.call(owner.apiKey, { method: 'GET', url: `/v1/projects/${projectId}/databases` })).json() as { databases: { id: string }[] }).databases[0]!.id;
 });
 afterAll(async () => {
-  if (branchDatabase) await adminRows(serverOf(gateway.upstream.url), `drop database if exists "${branchDatabase}" with (force)`).catch(() => undefined);
+  for (const name of branchDatabases) await adminRows(`${serverOf(gateway.upstream.url)}/postgres`, `drop database if exists "${name}" with (force)`).catch(() => undefined);
   await gateway?.stop();
 });
 
 describe.skipIf(missingTool('psql'))('write_mode sandbox', () => {
+  it('estimates a held write on the branch its session writes to, not on a newer branch made since', async () => {
+    const { api, owner, projectId } = gateway;
+    const policy = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/policies`, payload: { name: 'sandboxed, held above 3 rows', read_only: false, allowed_tables: ['public.*'], write_mode: 'sandbox', approval: { row_threshold: 3 } } });
+    expect(policy.statusCode, policy.body).toBe(201);
+    const registered = await api.call(owner.apiKey, { method: 'POST', url: `/v1/projects/${projectId}/agents`, payload: { name: 'estimated', policy_profile_id: (policy.json() as { id: string }).id } });
+    const estimated = registered.json() as AgentSecrets;
+    const first = await readyBranch(gateway, databaseId, 'first', (name) => branchDatabases.push(name));
+    let second: { id: string; database_name: string } | undefined;
+    const client = new pg.Client({ connectionString: estimated.connection_string });
+    await client.connect();
+    try {
+      expect((await client.query('delete from orders where id <= 3')).rowCount).toBe(3);
+      // A newer branch, a copy of the source where rows 1 to 3 are still there: new sessions write to it; this one stays on its own.
+      second = await readyBranch(gateway, databaseId, 'second', (name) => branchDatabases.push(name));
+      // On the session's branch the update touches rows 4 and 5, under the threshold, so it runs at once; counted on the newer branch it would be 5 rows, and held.
+      const ran = client.query('update orders set total = 0 where id <= 5').then((result) => result.rowCount);
+      const held = new Promise((resolve) => setTimeout(() => resolve('held (estimated elsewhere)'), 5_000));
+      expect(await Promise.race([ran, held])).toBe(2);
+      const zeroed = async (database: string) => (await adminRows<{ n: number }>(`${serverOf(gateway.upstream.url)}/${database}`, 'select count(*)::int as n from orders where total = 0'))[0]!.n;
+      expect([await zeroed(first.database_name), await zeroed(second.database_name), await zeroed(gateway.upstream.name)]).toEqual([2, 0, 0]);
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+    // Gone again, so the next test starts with no branch.
+    for (const branch of [first, second!]) expect((await api.call(owner.apiKey, { method: 'DELETE', url: `/v1/projects/${projectId}/branches/${branch.id}` })).statusCode).toBe(204);
+  }, 60_000);
+
   it('sends a session’s writes and reads to the branch; the source is unchanged; delete drops the branch and refuses writes again', async () => {
     const { api, owner, projectId } = gateway;
-    const branch = await readyBranch(gateway, databaseId, 'rehearsal', (name) => (branchDatabase = name));
+    const branch = await readyBranch(gateway, databaseId, 'rehearsal', (name) => branchDatabases.push(name));
 
     // psql, simple protocol: the write and the read of the same session see the branch.
     const { stdout } = await psql(`insert into orders values (5001, 'sandbox', 1); update orders set total = 0 where id = 1; select count(*), (select total from orders where id = 1) from orders`);
@@ -75,7 +102,7 @@ describe.skipIf(missingTool('psql'))('write_mode sandbox', () => {
 
     const deleted = await api.call(owner.apiKey, { method: 'DELETE', url: `/v1/projects/${projectId}/branches/${branch.id}` });
     expect(deleted.statusCode).toBe(204);
-    expect(await adminRows(serverOf(gateway.upstream.url), `select 1 from pg_database where datname = '${branch.database_name}'`)).toEqual([]);
+    expect(await adminRows(`${serverOf(gateway.upstream.url)}/postgres`, `select 1 from pg_database where datname = '${branch.database_name}'`)).toEqual([]);
 
     // No ready branch now: a new session reads the source and its writes are refused, nothing written anywhere.
     await new Promise((resolve) => setTimeout(resolve, 200));

@@ -16,8 +16,9 @@ import { newSecret } from '../../src/crypto/tokens.js';
 import { decodeEvent } from '../../src/events/catalog.js';
 import { DEMO_IDS, provisionDemo } from '../../src/demo/provision.js';
 import { decodeJson, encodeJson, parseChallenges } from '../../src/payments/auth-params.js';
-import { bodyDigest, challengeSecrets, credentialHeader, issueChallenge, type PaymentChallenge } from '../../src/payments/challenge.js';
+import { bodyDigest, challengeSecrets, credentialHeader, issueChallenge, type ChallengeBinding, type PaymentChallenge } from '../../src/payments/challenge.js';
 import { startApi, type TestApi } from '../support/api.js';
+import { PASSWORD } from '../support/identity.js';
 import { demoUpstream } from '../support/demo-upstream.js';
 
 const PRICE = 50;
@@ -92,7 +93,7 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => jwks.listen(0, '127.0.0.1', resolve));
   api = await startApi('payments', {
     PGWARD_DEMO: 'on',
-    PGWARD_PRICES: `createDemoCredential:pro=${PRICE},getCurrentCaller=1`,
+    PGWARD_PRICES: `createDemoCredential:pro=${PRICE},getCurrentCaller=1,listConsents=1`,
     PGWARD_OPERATOR_TOKENS: operator.entry,
     PGWARD_JWKS_URL: `http://127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks`,
     PGWARD_JWT_ISSUER: ISSUER,
@@ -149,7 +150,7 @@ describe('priced requests (the demo’s paid tier first)', () => {
     expect(expires).toBeLessThanOrEqual(Date.now() + 300_000);
     expect(decodeJson(challenge.request)).toEqual({ amount: '50', currency: 'usd', description: 'createDemoCredential:pro on gateway.test', externalId: response.headers['x-request-id'] });
     const binding = decodeJson(challenge.opaque) as Record<string, string>;
-    expect({ ...binding, nonce: undefined }).toEqual({ http_method: 'POST', path: '/v1/demo/credentials', org_id: customer.orgId, principal: expect.stringMatching(/^api_key:key_/), role: 'member', nonce: undefined });
+    expect({ ...binding, nonce: undefined }).toEqual({ http_method: 'POST', path: '/v1/demo/credentials', org_id: customer.orgId, principal: expect.stringMatching(/^api_key:key_/), role: 'member', caller: 'api_key', nonce: undefined });
     expect(await ledgerTypes()).toEqual([]);
   });
 
@@ -207,14 +208,14 @@ describe('priced requests (the demo’s paid tier first)', () => {
     expectProblem(await vend(credentialHeader(cheaper, {})), 401, 'UNAUTHORIZED', 'invalid-challenge');
     const otherOrg = { ...challenge, opaque: encodeJson({ ...(decodeJson(challenge.opaque) as object), org_id: DEMO_IDS.org }) };
     expectProblem(await vend(credentialHeader(otherOrg, {})), 401, 'UNAUTHORIZED', 'invalid-challenge');
-    const binding = decodeJson(challenge.opaque) as { principal: string; org_id: string; role: string };
+    const binding = decodeJson(challenge.opaque) as ChallengeBinding;
     const expired = issueChallenge(challengeSecrets(parseKeyring(api.masterKey)).current, {
       realm: 'gateway.test',
       method: 'credits',
       charge: { amount: '50', currency: 'usd' },
       expires: new Date(Date.now() - 1000),
       digest: bodyDigest(PRO),
-      binding: { http_method: 'POST', path: '/v1/demo/credentials', org_id: binding.org_id, principal: binding.principal, role: binding.role },
+      binding: { http_method: 'POST', path: '/v1/demo/credentials', org_id: binding.org_id, principal: binding.principal, role: binding.role, caller: binding.caller },
     });
     expectProblem(await vend(credentialHeader(expired, {})), 401, 'UNAUTHORIZED', 'payment-expired');
     expectProblem(await vend('Payment not-base64!'), 401, 'UNAUTHORIZED', 'malformed-credential');
@@ -258,7 +259,7 @@ describe('priced requests (the demo’s paid tier first)', () => {
       .setExpirationTime('5m')
       .sign(signingKey);
     const challenge = await freshChallenge(jwt);
-    expect(decodeJson(challenge.opaque)).toMatchObject({ org_id: customer.orgId, principal: 'user:usr_pay', role: 'member' });
+    expect(decodeJson(challenge.opaque)).toMatchObject({ org_id: customer.orgId, principal: 'user:usr_pay', role: 'member', caller: 'jwt', issuer: ISSUER });
     const paid = await vend(credentialHeader(challenge, {}));
     expect(paid.statusCode, paid.body).toBe(201);
     const actorOf = (event: { metadata: Uint8Array }) => (JSON.parse(Buffer.from(event.metadata).toString()) as { actor: string }).actor;
@@ -266,6 +267,57 @@ describe('priced requests (the demo’s paid tier first)', () => {
     expect([decodeEvent(charge).type, actorOf(charge)]).toEqual(['CreditsCharged.v1', 'user:usr_pay']);
     const credentialId = (paid.json() as { credential: { id: string } }).credential.id;
     expect(actorOf((await api.store.readStream(`credential-${credentialId}`))[0]!)).toBe('user:usr_pay');
+  });
+
+  it('settles each payer as what signed them in: an org API key, a person’s session and a JWT keep their kind, permissions and audit actor', async () => {
+    const me = async (authorization: Record<string, string>) => {
+      const unpaid = await api.app.inject({ method: 'GET', url: '/v1/me', headers: authorization });
+      expectProblem(unpaid, 402, 'PAYMENT_REQUIRED', 'payment-required');
+      const paid = await api.app.inject({ method: 'GET', url: '/v1/me', headers: { authorization: credentialHeader(challengeOf(unpaid), {}) } });
+      expect(paid.statusCode, paid.body).toBe(200);
+      return paid.json() as Record<string, unknown>;
+    };
+    const consents = async (authorization: Record<string, string>) => {
+      const unpaid = await api.app.inject({ method: 'GET', url: '/v1/account/consents', headers: authorization });
+      expectProblem(unpaid, 402, 'PAYMENT_REQUIRED', 'payment-required');
+      return api.app.inject({ method: 'GET', url: '/v1/account/consents', headers: { authorization: credentialHeader(challengeOf(unpaid), {}) } });
+    };
+    expect((await topUp(PRICE + 10)).statusCode).toBe(201);
+
+    // An org API key: the key, and no person.
+    const key = await newKey('member');
+    expect(await me({ authorization: `Bearer ${key.secret}` })).toEqual({ kind: 'org_api_key', org_id: customer.orgId, role: 'member', key_id: key.id, subject: null });
+    expectProblem(await consents({ authorization: `Bearer ${key.secret}` }), 403, 'FORBIDDEN');
+    const demo = await vend(credentialHeader(await freshChallenge(key.secret), {}));
+    expect(demo.statusCode, demo.body).toBe(201);
+    const actorOf = (event: { metadata: Uint8Array }) => (JSON.parse(Buffer.from(event.metadata).toString()) as { actor: string }).actor;
+    const credentialId = (demo.json() as { credential: { id: string } }).credential.id;
+    expect(actorOf((await api.store.readStream(`credential-${credentialId}`))[0]!)).toBe(`api_key:${key.id}`);
+
+    // A person signed in to the identity server: their session, their own account.
+    const origin = 'http://gateway.test:8080';
+    const signedUp = await api.app.inject({ method: 'POST', url: '/api/auth/sign-up/email', headers: { origin, 'content-type': 'application/json' }, payload: { email: 'payer@example.test', password: PASSWORD, name: 'Payer', accept_terms: true } });
+    expect(signedUp.statusCode, signedUp.body).toBe(200);
+    const userId = (signedUp.json() as { user: { id: string } }).user.id;
+    const cookie = ([signedUp.headers['set-cookie']].flat() as string[]).map((line) => line.split(';')[0]!).find((pair) => pair.startsWith('pgward.session_token='))!;
+    const own = (await api.app.inject({ method: 'GET', url: '/v1/me', headers: { cookie } })).headers;
+    expect(own['www-authenticate']).toMatch(/^Payment /);
+    const personOrg = ((await api.app.inject({ method: 'GET', url: '/v1/orgs', headers: { cookie } })).json() as { organizations: { id: string }[] }).organizations[0]!.id;
+    expect((await api.call(operator.token, { method: 'POST', url: `/v1/operator/orgs/${personOrg}/credits/top-ups`, payload: { amount: 10, reference: 'pi_person' } })).statusCode).toBe(201);
+    expect(await me({ cookie })).toEqual({ kind: 'user_session', org_id: personOrg, role: 'owner', key_id: null, subject: userId });
+    const theirs = await consents({ cookie });
+    expect(theirs.statusCode, theirs.body).toBe(200);
+    expect((theirs.json() as { data: { user_id: string; document_type: string }[] }).data.map((c) => [c.user_id, c.document_type]).sort()).toEqual([[userId, 'privacy_policy'], [userId, 'terms_of_service']]);
+    const charges = (await api.store.readStream(`credits-${personOrg}`)).filter((e) => e.type === 'CreditsCharged.v1');
+    expect(charges.map(actorOf)).toEqual([`user:${userId}`, `user:${userId}`]);
+
+    // A JWT of another identity provider: a person, but not one whose account this deployment keeps.
+    const jwt = await new SignJWT({ sub: 'usr_external', org_id: customer.orgId, role: 'member' }).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).setIssuer(ISSUER).setAudience('pgward-api').setIssuedAt().setExpirationTime('5m').sign(signingKey);
+    expect(await me({ authorization: `Bearer ${jwt}` })).toEqual({ kind: 'user_jwt', org_id: customer.orgId, role: 'member', key_id: null, subject: 'usr_external' });
+    const before = (await balance()).balance as number;
+    expectProblem(await consents({ authorization: `Bearer ${jwt}` }), 403, 'FORBIDDEN');
+    // The refused request delivered nothing: its charge was given back.
+    expect(await balance()).toMatchObject({ balance: before });
   });
 
   it('repeats an unfunded challenge as it issued it, never a description the client put in its credential', async () => {

@@ -23,7 +23,8 @@ import { buildApp } from '../../src/http/app.js';
 import { createMetrics } from '../../src/metrics.js';
 import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
-import { freshDatabase, type TestDatabase } from './pg.js';
+import { inject } from 'vitest';
+import { admin, freshDatabase, withDatabase, type TestDatabase } from './pg.js';
 
 export interface TestApi {
   app: FastifyInstance;
@@ -50,9 +51,38 @@ function testAuditDeps(anchorPem: string, keys: HmacKeyring) {
   return { keys, anchorPublicKey: anchor.publicKey, signer: { keyId: 'pgward-audit-anchor', privateKey: anchor.privateKey } };
 }
 
+type ApiOptions = { bus?: DecisionBus; budgets?: Budgets; logger?: Logger; trustProxy?: readonly string[]; cacheFanout?: Fanout };
+
+let templateMade: Promise<void> | undefined;
+
+/**
+ * A state database for a test API: a copy of the run's template (the global setup names it and drops
+ * it at the end), which an API started once on it and stopped again: its event store, read models,
+ * webhook and idempotency tables and the identity server's tables are there, so an API's start only
+ * checks them (the identity server's fingerprint, src/identity/server.ts) instead of making them in
+ * every test file's database. The first worker that needs it makes it, under an advisory lock.
+ */
+async function stateDatabase(label: string): Promise<TestDatabase> {
+  const serverUrl = inject('pgUrl');
+  const template = inject('stateTemplate');
+  templateMade ??= admin(serverUrl, async (client) => {
+    // Released when this session ends, after the template's own connections are closed: CREATE DATABASE ... TEMPLATE refuses a template in use.
+    await client.query('select pg_advisory_lock(hashtext($1))', [template]);
+    if ((await client.query('select 1 from pg_database where datname = $1', [template])).rowCount) return;
+    await client.query(`create database ${template}`);
+    const api = await startApiOn({ url: withDatabase(serverUrl, template), name: template, drop: async () => undefined });
+    await api.stop();
+  });
+  await templateMade;
+  return freshDatabase(label, serverUrl, template);
+}
+
 /** The real control plane (composition, plugins, routes, projections) over a fresh database; `env` is its configuration (PGWARD_AUDIT_HMAC_KEYS keys the audit chain). */
-export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: { bus?: DecisionBus; budgets?: Budgets; logger?: Logger; trustProxy?: readonly string[]; cacheFanout?: Fanout } = {}): Promise<TestApi> {
-  const database = await freshDatabase(label);
+export async function startApi(label: string, env: NodeJS.ProcessEnv = {}, options: ApiOptions = {}): Promise<TestApi> {
+  return startApiOn(await stateDatabase(label), env, options);
+}
+
+async function startApiOn(database: TestDatabase, env: NodeJS.ProcessEnv = {}, options: ApiOptions = {}): Promise<TestApi> {
   const store = await createPostgresEventStore(database.url);
   const config = loadConfig({ PGWARD_STATE_URL: database.url, PGWARD_MASTER_KEY: randomBytes(32).toString('base64'), PGWARD_PUBLIC_HOST: 'gateway.test', ...env });
   const auditKeys = auditKeysFrom(config);

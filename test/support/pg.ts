@@ -8,7 +8,7 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-function withDatabase(url: string, database: string): string {
+export function withDatabase(url: string, database: string): string {
   const parsed = new URL(url);
   parsed.pathname = `/${database}`;
   return parsed.toString();
@@ -30,10 +30,10 @@ export async function admin<T>(serverUrl: string, work: (client: pg.Client) => P
   }
 }
 
-/** A new, empty database on the test server (or on `serverUrl`), so test files never see each other's rows. */
-export async function freshDatabase(label: string, serverUrl: string = inject('pgUrl')): Promise<TestDatabase> {
+/** A new, empty database on the test server (or on `serverUrl`), so test files never see each other's rows; or a copy of `template`. */
+export async function freshDatabase(label: string, serverUrl: string = inject('pgUrl'), template?: string): Promise<TestDatabase> {
   const name = `pgward_t_${label.replace(/[^a-z0-9]/gi, '_').toLowerCase()}_${randomBytes(4).toString('hex')}`;
-  await admin(serverUrl, (client) => client.query(`create database ${pg.escapeIdentifier(name)}`));
+  await admin(serverUrl, (client) => client.query(`create database ${pg.escapeIdentifier(name)}${template ? ` template ${pg.escapeIdentifier(template)}` : ''}`));
   return {
     name,
     url: withDatabase(serverUrl, name),

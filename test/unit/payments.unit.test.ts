@@ -23,7 +23,7 @@ const terms = {
   charge: { amount: '50', currency: 'usd', description: 'createDemoCredential:pro on gateway.test' },
   expires: new Date('2026-01-01T00:05:00.000Z'),
   digest: bodyDigest('{"tier":"pro"}'),
-  binding: { http_method: 'POST', path: '/v1/demo/credentials', org_id: 'org_1', principal: 'api_key:key_1', role: 'member' },
+  binding: { http_method: 'POST', path: '/v1/demo/credentials', org_id: 'org_1', principal: 'api_key:key_1', role: 'member', caller: 'api_key' as const },
 };
 
 describe('auth-params (RFC 9110 §11.2)', () => {

@@ -128,18 +128,29 @@ export function installPayments(app: FastifyInstance, options: PaymentsOptions):
       charge: { amount: String(priced.amount), currency: settings.currency, description: `${priced.item} on ${settings.realm}`, externalId: request.id },
       expires: new Date(options.now().getTime() + settings.challengeTtlSeconds * 1000),
       digest: bodyDigest(request.rawBody),
-      binding: { http_method: request.method, path: request.url, org_id: caller.orgId, principal: principalOf(caller), role: caller.role },
+      binding: { http_method: request.method, path: request.url, org_id: caller.orgId, principal: principalOf(caller), role: caller.role, caller: caller.kind, ...(caller.kind === 'jwt' ? { issuer: caller.issuer } : {}) },
     });
     throw paymentRequired(issued, 'payment-required', `this request costs ${priced.amount} ${settings.currency}; answer the Payment challenge in WWW-Authenticate`);
   };
 
-  /** The caller a settled challenge names, if its principal still may act: an API key revoked since is refused. */
+  /** The caller a settled challenge names, as what signed them in, if they still may act: an API key revoked since is refused. */
   const payer = async (binding: ChallengeBinding): Promise<Caller | undefined> => {
-    const [kind, id] = [binding.principal.slice(0, binding.principal.indexOf(':')), binding.principal.slice(binding.principal.indexOf(':') + 1)];
-    // A person (signed in by JWT or by the identity server's cookie) acts on as that person, in the challenge's organization and role.
-    if (kind === 'user') return { kind: 'session', subject: id, orgId: binding.org_id, role: binding.role as ApiKeyRole };
-    const key = await findApiKey(options.pool, binding.org_id, id);
-    return key?.status === 'active' ? { kind: 'api_key', keyId: id, orgId: binding.org_id, role: key.role as ApiKeyRole } : undefined;
+    const id = binding.principal.slice(binding.principal.indexOf(':') + 1);
+    const [orgId, role] = [binding.org_id, binding.role as ApiKeyRole];
+    const rebuilt = async (): Promise<Caller | undefined> => {
+      switch (binding.caller) {
+        case 'api_key': {
+          const key = await findApiKey(options.pool, orgId, id);
+          return key?.status === 'active' ? { kind: 'api_key', keyId: id, orgId, role: key.role as ApiKeyRole } : undefined;
+        }
+        case 'jwt':
+          return binding.issuer === undefined ? undefined : { kind: 'jwt', subject: id, orgId, role, issuer: binding.issuer };
+        case 'session':
+          return { kind: 'session', subject: id, orgId, role };
+      }
+    };
+    const caller = await rebuilt();
+    return caller && principalOf(caller) === binding.principal ? caller : undefined;
   };
 
   const settle = async (request: FastifyRequest, priced: { item: string; amount: number }, settings: PaymentSettings, verifier: PaymentVerifier): Promise<void> => {
@@ -154,7 +165,7 @@ export function installPayments(app: FastifyInstance, options: PaymentsOptions):
     }
     if (charge.amount !== String(priced.amount) || charge.currency !== settings.currency) throw refused('invalid-challenge', 'the price of this request changed since the challenge was issued');
     const caller = await payer(binding);
-    if (!caller) throw refused('invalid-challenge', 'the API key the challenge was issued to is revoked');
+    if (!caller) throw refused('invalid-challenge', 'the API key the challenge was issued to is revoked, or the challenge names no caller pgward issues for');
     request.caller = caller;
     const settlement: Settlement = {
       challengeId: presented.id,

@@ -3,14 +3,14 @@
  * cacheable, the key, per-shape overrides, purges), its own store of results as the tool returns
  * them, and invalidations shared with the proxy's caches over the fan-out.
  */
-import type pg from 'pg';
+import type { CacheControlsRow } from '../../../projections/cache-controls.js';
 import { uncacheable } from '../../../proxy/cache/cacheable.js';
-import { ResultCaches, type CacheMetrics } from '../../../proxy/cache/caches.js';
+import { purgeOnRequest, ResultCaches, type CacheMetrics } from '../../../proxy/cache/caches.js';
 import { shapeRuleOf } from '../../../proxy/cache/rules.js';
 import { lookupKey, MAX_ENTRY_BYTES, writtenTables } from '../../../proxy/cache/session-cache.js';
 import type { CachedResult } from '../../../proxy/cache/store.js';
 import { sessionValuesOf } from '../../../proxy/policy/hook.js';
-import { findCacheControls } from '../../../queries/cache.js';
+import type { LiveView } from '../../../proxy/views/live-view.js';
 import type { AgentContext } from './context.js';
 import type { Allowed } from './gate.js';
 import type { Ran } from './run.js';
@@ -26,13 +26,37 @@ const BYPASS: AgentCachePlan = { outcome: 'bypass' };
 // The API process exports no cache metrics of its own yet: the audit trail counts MCP outcomes.
 const UNCOUNTED: CacheMetrics = { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined };
 
+/**
+ * The hosted MCP's result cache. The per-shape rules and purges come from a live view of the
+ * `cache-` streams, as the proxy's do: a cacheable call reads nothing for them, and a change reaches
+ * the view when the event store's notification of its append does (docs/cache.md).
+ */
 export class AgentCache {
-  /** Each database's cache_config as last read, and the purges its cache controls counted. */
+  /** Each database's cache_config as last read. */
   private readonly configs = new Map<string, unknown>();
-  private readonly purges = new Map<string, number>();
   readonly caches = new ResultCaches((databaseId) => this.configs.get(databaseId), UNCOUNTED);
+  private started: Promise<void> | undefined;
 
-  constructor(private readonly pool: pg.Pool) {}
+  constructor(private readonly controls: LiveView<CacheControlsRow>) {
+    // A purge (POST .../cache/purge) the view folds drops the database's entries.
+    purgeOnRequest(controls, this.caches);
+  }
+
+  /** Whether the view has caught up; a view that could not start is started again at the next call. */
+  private async following(): Promise<boolean> {
+    this.started ??= this.controls.start();
+    try {
+      await this.started;
+      return true;
+    } catch {
+      this.started = undefined;
+      return false;
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.controls.stop();
+  }
 
   /** Looks an allowed statement up; each call is its own transaction, with no session state, so only the statement decides. */
   async plan(context: AgentContext, sql: string, decision: Allowed, catalogVersion: string, params: readonly (string | null)[], maxRows: number): Promise<AgentCachePlan> {
@@ -41,15 +65,11 @@ export class AgentCache {
     // A sandboxed credential's statements run on a branch, not on the database the key names.
     if (!policy || context.upstream.branch || uncacheable(sql, decision, { inTransaction: false, pinned: false })) return BYPASS;
     const database = await context.services.databases.database(credential, context.upstream).catch(() => undefined);
-    const controls = await findCacheControls(this.pool, databaseId).catch(() => null);
-    // Without the read model no purge or override could be seen: the statement bypasses the cache.
-    if (controls === null) return BYPASS;
-    // A purge (POST .../cache/purge) the read model counted since the last look: the entries go.
-    if ((controls?.purges ?? 0) !== (this.purges.get(databaseId) ?? 0)) this.caches.existing(databaseId)?.invalidate(undefined);
-    this.purges.set(databaseId, controls?.purges ?? 0);
+    // Without the view no purge or override could be seen: the statement bypasses the cache.
+    if (!(await this.following())) return BYPASS;
     this.configs.set(databaseId, database?.cache_config);
     const store = database && this.caches.storeOf(databaseId);
-    const rule = shapeRuleOf(controls, sql);
+    const rule = shapeRuleOf(this.controls.get(databaseId), sql);
     if (!store || rule?.bypass === true) return BYPASS;
     const key = lookupKey({
       decision,

@@ -19,6 +19,7 @@ import { authenticateAgent, requireAllowedAddress } from './auth.js';
 import { normalAddress } from '../../net/cidr.js';
 import type { AgentContext, AgentServices } from './context.js';
 import { AgentCache } from './cache.js';
+import { cacheControlsView } from '../../../proxy/views/proxy-views.js';
 import { requestHoneytokens } from './honeytokens.js';
 import { createAgentServer } from './server.js';
 import type { AgentDatabases } from './upstream.js';
@@ -54,10 +55,11 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
     (error, scope) => app.log.warn({ err: error, scope }, 'could not read what a budget scope spent; its MCP statements are refused until it can'),
   );
   let docs: Promise<DocsLibrary> | undefined;
-  const cache = new AgentCache(deps.pool);
+  const cache = new AgentCache(cacheControlsView(deps.store));
   const unshare = deps.cacheFanout && cache.caches.share(deps.cacheFanout);
   app.addHook('onClose', async () => {
     unshare?.();
+    await cache.stop();
     await decisions.close();
   });
 
