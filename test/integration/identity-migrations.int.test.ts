@@ -7,7 +7,7 @@ import { identityOptions, identitySchemaFingerprint, migrateIdentity } from '../
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
 
 const options = (pool: pg.Pool) =>
-  identityOptions({ pool, publicUrl: 'http://gateway.test:8080', secret: 'a'.repeat(44), ssoProviders: [], effects: { onUserCreated: async () => undefined, membershipOf: async () => undefined } });
+  identityOptions({ pool, publicUrl: 'http://gateway.test:8080', secret: 'a'.repeat(44), ssoProviders: [], effects: { onUserCreated: async () => undefined, membershipsOf: async () => [] } });
 
 let database: TestDatabase;
 let pool: pg.Pool;
