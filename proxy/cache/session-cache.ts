@@ -35,12 +35,14 @@ const BYPASS: CachePlan = { outcome: 'bypass' };
 const UNCAPTURED: CachePlan = { outcome: 'miss', capture: undefined };
 
 /**
- * The tables a statement the policy allowed may change, for invalidation: none (undefined is
- * "every table": DDL, or a write the analysis names no table of).
+ * The tables a statement the policy allowed may change, for invalidation: null for none, undefined
+ * for every table (DDL, a write the analysis names no table of, or one whose reach a trigger, rule
+ * or view leaves unknown); else what it writes, with their partition trees and the tables whose
+ * foreign keys cascade from them (the decision's writesReach).
  */
 export function writtenTables(decision: Allowed): readonly string[] | undefined | null {
   if (decision.writes.ddl) return undefined;
-  if (decision.tablesWritten.length > 0) return decision.tablesWritten;
+  if (decision.tablesWritten.length > 0) return decision.writesReach === 'unbounded' ? undefined : decision.writesReach;
   return decision.writes.rows === 'none' ? null : undefined;
 }
 
