@@ -180,7 +180,7 @@ export class SessionCache {
     if (found.outcome !== 'miss') return found;
     if (!store.admits(key)) return UNCAPTURED;
     const timing = lookup.rule?.bypass === false ? lookup.rule.timing : undefined;
-    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.tablesRead, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
+    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.readsReach, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
   }
 }
 

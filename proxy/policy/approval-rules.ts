@@ -9,7 +9,7 @@ import { qualified } from './names.js';
 import { listNames } from './rules.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
 import type { WriteShape } from './write-guard.js';
-import { writeReach } from './write-reach.js';
+import { writeReach } from './reach.js';
 
 /** What the rules read of an allowed statement (one client message). */
 export interface HoldFacts {
@@ -115,7 +115,7 @@ const WRITES_ELSEWHERE: ReadonlySet<string> = new Set(['view', 'matview', 'forei
  * The written relations through which a write may reach a table the rules name without naming it:
  * every view, partitioned or foreign table written (their targets are not analyzed), every
  * inheritance child of a named table (its rows are the parent's rows), and every table whose write
- * reaches a named one (write-reach.ts: a partition of it, a foreign key cascading to it) or runs a
+ * reaches a named one (reach.ts: a partition of it, a foreign key cascading to it) or runs a
  * trigger or rule of the database's. None when the rules name no table.
  */
 export function heldThrough(rule: ApprovalRule | undefined, tablesWritten: readonly string[], catalog: UpstreamCatalog | undefined): string[] {

@@ -21,6 +21,8 @@ export interface CatalogRelation {
   readonly writesReach: readonly RelationName[];
   /** A write to it runs code the gateway does not read: a trigger of its own (not a foreign key's) or a rule. */
   readonly writesRunCode: boolean;
+  /** A view: the relations its definition reads (what a cached read of it depends on). */
+  readonly viewReads: readonly RelationName[];
 }
 
 export interface UpstreamCatalog {

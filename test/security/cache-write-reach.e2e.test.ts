@@ -4,7 +4,7 @@
  * table returns (and a write to the partitioned table, its partitions); a DELETE or UPDATE of a
  * referenced row changes the referencing tables through ON DELETE CASCADE / ON UPDATE SET NULL; a
  * trigger writes tables the statement never names; a write through an updatable view changes its
- * base table. Before the fix each of these served the pre-write result from the cache until its
+ * base table, and a write to a table changes what the views over it return. Before the fix each of these served the pre-write result from the cache until its
  * ttl, on the simple and extended protocols and through the hosted MCP. The same reach holds an
  * approval rule's table: a write to a partition of a held partitioned table, or a DELETE that
  * cascades into a held table, ran without approval.
@@ -39,6 +39,7 @@ beforeAll(async () => {
     create function log_note() returns trigger language plpgsql as $$ begin insert into note_log values (new.id); return new; end $$;
     create trigger notes_logged after insert on notes for each row execute function log_note();
     create view orders_v as select id, customer, total from orders;
+    create view orders_v_v as select count(*)::int as n from orders_v;
     create table plain (id int);`));
   const readers = await createPolicy(gateway, { name: 'readers', read_only: true, allowed_tables: ['public.*'] });
   reader = await registerOn(gateway, readers, 'reader');
@@ -108,6 +109,16 @@ const cases: readonly Case[] = [
     what: 'an UPDATE through an updatable view drops its base table’s entries',
     read: 'select total::text from orders where id = 7',
     write: (n) => ({ text: 'update orders_v set total = $1 where id = 7', values: [n], literal: `update orders_v set total = ${n} where id = 7` }),
+  },
+  {
+    what: 'an UPDATE of a table drops the entries of a view over it',
+    read: 'select total::text from orders_v where id = 8',
+    write: (n) => ({ text: 'update orders set total = $1 where id = 8', values: [n], literal: `update orders set total = ${n} where id = 8` }),
+  },
+  {
+    what: 'an INSERT into a table drops the entries of a view over a view over it',
+    read: 'select n from orders_v_v',
+    write: (n) => ({ text: "insert into orders values ($1, 'v', 1)", values: [3000 + n], literal: `insert into orders values (${3000 + n}, 'v', 1)` }),
   },
 ];
 

@@ -1,13 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { CatalogRelation, UpstreamCatalog } from '../../proxy/policy/upstream-catalog.js';
-import { writeReach } from '../../proxy/policy/write-reach.js';
+import { readReach, writeReach } from '../../proxy/policy/reach.js';
 
-const table = (reach: string[] = [], runsCode = false, kind: CatalogRelation['kind'] = 'table'): CatalogRelation => ({
+const table = (reach: string[] = [], runsCode = false, kind: CatalogRelation['kind'] = 'table', reads: string[] = []): CatalogRelation => ({
   kind,
   columns: ['id'],
   inheritors: [],
   writesReach: reach.map((name) => ({ schema: 'public', name })),
   writesRunCode: runsCode,
+  viewReads: reads.map((name) => ({ schema: 'public', name })),
 });
 const relations: Record<string, CatalogRelation> = {
   'public.events': table(['events_a', 'events_b'], false, 'partitioned'),
@@ -19,7 +20,8 @@ const relations: Record<string, CatalogRelation> = {
   'public.plain': table(),
   'public.logged': table([], true),
   'public.cascades_to_logged': table(['logged']),
-  'public.orders_v': table([], false, 'view'),
+  'public.orders_v': table([], false, 'view', ['orders']),
+  'public.report_v': table([], false, 'view', ['orders_v', 'plain']),
 };
 const catalog: UpstreamCatalog = { version: '1', relation: (name) => relations[`${name.schema}.${name.name}`], functionSchemas: () => [], operatorSchemas: () => [] };
 
@@ -40,5 +42,14 @@ describe('writeReach: the tables a write may change', () => {
   it('is the written tables alone without a snapshot', () => {
     expect(writeReach(['public.parents'], undefined)).toEqual(['public.parents']);
     expect(writeReach([], catalog)).toEqual([]);
+  });
+});
+
+describe('readReach: the relations a read depends on', () => {
+  it('is what it reads, and what the views among them read, transitively', () => {
+    expect(readReach(['public.plain'], catalog)).toEqual(['public.plain']);
+    expect(readReach(['public.report_v'], catalog)).toEqual(['public.report_v', 'public.orders_v', 'public.plain', 'public.orders']);
+    expect(readReach(['public.unknown'], catalog)).toEqual(['public.unknown']);
+    expect(readReach(['public.orders_v'], undefined)).toEqual(['public.orders_v']);
   });
 });
