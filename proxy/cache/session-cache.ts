@@ -15,6 +15,8 @@ export interface CacheLookup extends CacheSituation {
   readonly sql: string;
   readonly decision: Allowed;
   readonly databaseId: string;
+  /** upstreamOf the database row the session's connections were opened on. */
+  readonly upstream: string;
   readonly policy: { readonly policy_id: string; readonly revision: number; readonly row_filters?: Readonly<Record<string, string>> };
   readonly catalogVersion: string;
   readonly sessionValues: SessionValues | undefined;
@@ -189,6 +191,7 @@ export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql'
   const { decision, policy } = lookup;
   return cacheKey({
     databaseId: lookup.databaseId,
+    upstream: lookup.upstream,
     policyId: policy.policy_id,
     policyRevision: policy.revision,
     catalogVersion: lookup.catalogVersion,

@@ -6,6 +6,7 @@
 import type pg from 'pg';
 import { uncacheable } from '../../../proxy/cache/cacheable.js';
 import { ResultCaches, type CacheMetrics } from '../../../proxy/cache/caches.js';
+import { upstreamOf } from '../../../proxy/cache/key.js';
 import { shapeRuleOf } from '../../../proxy/cache/rules.js';
 import { lookupKey, MAX_ENTRY_BYTES, writtenTables } from '../../../proxy/cache/session-cache.js';
 import type { CachedResult } from '../../../proxy/cache/store.js';
@@ -55,6 +56,7 @@ export class AgentCache {
       decision,
       policy,
       databaseId,
+      upstream: upstreamOf(database),
       catalogVersion,
       sessionValues: sessionValuesOf(credential),
       protocol: 'mcp',
