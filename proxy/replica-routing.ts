@@ -47,6 +47,8 @@ export function placementOf(sql: string, decision: Allowed, msSinceWrite: number
 export class SessionReads {
   private pending: { readonly sql: string; readonly decision: Allowed } | undefined;
   private wroteAtMs = Number.NEGATIVE_INFINITY;
+  /** A statement that may write was sent since the last ReadyForQuery: the window counts from its end. */
+  private writing = false;
   private primary: UpstreamHandle | undefined;
 
   constructor(private readonly routing: ReadRouting | undefined) {}
@@ -54,7 +56,24 @@ export class SessionReads {
   decided(sql: string, decision: Allowed): void {
     if (!this.routing) return;
     this.pending = { sql, decision };
-    if (!decision.readsOnly) this.wroteAtMs = Date.now();
+    this.ran(decision);
+  }
+
+  /**
+   * A statement runs: decided now, or an Execute of one decided at an earlier Parse (a prepared
+   * write run again opens the window again). One that may write holds reads on the primary from now.
+   */
+  ran(decision: Allowed): void {
+    if (!this.routing || decision.readsOnly) return;
+    this.wroteAtMs = Date.now();
+    this.writing = true;
+  }
+
+  /** A ReadyForQuery: a write sent since has ended (committed, when outside a transaction), and the window counts from here. */
+  ready(): void {
+    if (!this.writing) return;
+    this.wroteAtMs = Date.now();
+    this.writing = false;
   }
 
   /** `forStatement`: the connection is taken up to run (or prepare) the statement last decided; otherwise (Bind, Describe, Sync, ...) it comes from the primary. */
@@ -80,7 +99,9 @@ export class SessionReads {
     if (hold.server && !hold.parked) return undefined;
     const primary = this.primary!;
     if (!this.routing.routes(primary.database.database_id)) return undefined;
-    const placement = statement ? placementOf(statement.sql, statement.decision, Date.now() - this.wroteAtMs, this.routing.readYourWritesMs) : 'not_a_read';
+    // A write still running (its ReadyForQuery not seen: pipelined after it) keeps the reads on the primary.
+    const sinceWrite = this.writing ? 0 : Date.now() - this.wroteAtMs;
+    const placement = statement ? placementOf(statement.sql, statement.decision, sinceWrite, this.routing.readYourWritesMs) : 'not_a_read';
     // A closed primary pool (the database changed) is renewed by the session before a replica's is derived from it.
     const replica = placement === 'replica' && !primary.pool.isClosed ? this.routing.next(primary.database.database_id) : undefined;
     return replica ? primary.onReplica(replica) : primary;

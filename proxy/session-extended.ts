@@ -143,8 +143,8 @@ export class ExtendedProtocol {
     const { host, gate } = this;
     const { context, portalRows } = host;
     this.ranInBatch = true;
-    // Each Execute of a prepared write invalidates what it writes, not only its Parse.
-    if (allowed) this.results.cache.decided(this.results.databaseId, allowed.decision);
+    // Each Execute of a prepared write invalidates what it writes and opens the read-your-writes window, not only its Parse.
+    if (allowed) gate.executing(allowed.decision);
     const guard = allowed && writeGuardOf(context.policies.get(host.credential!.policy_profile_id), allowed.decision.writes);
     const cap = gate.rowCap(allowed?.decision);
     if (guard || cap !== undefined) this.batchChanged = true;

@@ -105,6 +105,7 @@ export class Session implements SessionHost {
       this.fatal({ severity: 'FATAL', code: '57014', message: `terminating the session: a statement ran past this credential’s statement timeout (${limitMs} ms) and did not stop when cancelled; read results as they arrive, or narrow the query` }),
   });
   private readonly gate: StatementGate;
+  private readonly reads: SessionReads;
   private readonly results: SessionResults;
   private readonly access: UpstreamAccess;
   private readonly guarded: GuardedWrites;
@@ -134,6 +135,7 @@ export class Session implements SessionHost {
         ready: (status) => {
           this.status = status;
           this.results.cache.ready(status);
+          this.reads.ready();
           if (status === 'I' && this.schemaChanged) {
             this.schemaChanged = false;
             this.catalog?.changed();
@@ -143,10 +145,10 @@ export class Session implements SessionHost {
       // Asked only when a server chunk carries an error.
       () => agentErrorEdit(masksColumns(this.context.policies.get(this.credential?.policy_profile_id ?? '')), this.deadline.cancelledAtMs),
     );
-    const reads = new SessionReads(context.readRouting);
+    this.reads = new SessionReads(context.readRouting);
     this.results = new SessionResults(this);
-    this.gate = new StatementGate(this, reads, this.results);
-    this.access = new UpstreamAccess(this, reads);
+    this.gate = new StatementGate(this, this.reads, this.results);
+    this.access = new UpstreamAccess(this, this.reads);
     this.guarded = new GuardedWrites(this, this.gate, this.access);
     this.holds = new SessionHolds(this, this.gate, this.access);
     this.extended = new ExtendedProtocol(this, this.gate, this.access, this.guarded, this.results, this.holds);

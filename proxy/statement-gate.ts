@@ -54,6 +54,15 @@ export class StatementGate {
     return decision;
   }
 
+  /**
+   * An Execute runs a statement decided at its Parse, perhaps long before: what it may write is
+   * invalidated in the result cache, and its write holds the session's reads on the primary again.
+   */
+  executing(decision: Allowed['decision']): void {
+    this.results.cache.decided(this.results.databaseId, decision);
+    this.reads.ran(decision);
+  }
+
   /** The policy's decision on `sql` for this session, on its database's catalog snapshot. */
   decideOn(sql: string, credential: CredentialRow, policy: PolicyRow | undefined, protocol: Protocol): StatementDecision {
     const { host } = this;

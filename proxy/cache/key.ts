@@ -3,6 +3,8 @@ import type { SessionValues } from '../policy/row-filters.js';
 /** Everything a cached result depends on besides the upstream data: what the key is made of. */
 export interface KeyParts {
   readonly databaseId: string;
+  /** The server and database the result was read from (upstreamOf): a database re-pointed elsewhere keys anew, whatever its catalog. */
+  readonly upstream: string;
   readonly policyId: string;
   readonly policyRevision: number;
   /** The upstream catalog's version the decision was made on (names resolve through it). */
@@ -32,7 +34,7 @@ export interface KeyParts {
  * digest of it: a Map hashes a string faster than SHA-256 runs, and equal keys cannot collide.
  */
 export function cacheKey(parts: KeyParts): string {
-  let key = `${text(parts.databaseId)}${text(parts.policyId)}${parts.policyRevision}|${text(parts.catalogVersion)}${parts.protocol}|${text(parts.sql)}`;
+  let key = `${text(parts.databaseId)}${text(parts.upstream)}${text(parts.policyId)}${parts.policyRevision}|${text(parts.catalogVersion)}${parts.protocol}|${text(parts.sql)}`;
   key += `${texts(parts.maskedColumns)}${texts(parts.rowFiltered)}`;
   key += parts.sessionValues ? `s${text(parts.sessionValues.credential_id)}${text(parts.sessionValues.project_id)}` : '-';
   key += `${numbers(parts.paramTypes)}${numbers(parts.paramFormats)}${numbers(parts.resultFormats)}`;
@@ -41,6 +43,11 @@ export function cacheKey(parts: KeyParts): string {
   for (const value of params) key += value === null ? 'n' : `${value.length}:${value.toString('latin1')}`;
   key += parts.maxRows === undefined ? '-' : `m${parts.maxRows}`;
   return key;
+}
+
+/** Where a registered database's results come from: its host, port, database name and user. */
+export function upstreamOf(database: { readonly host: string; readonly port: number; readonly name: string; readonly username: string }): string {
+  return `${text(database.host)}${database.port}|${text(database.name)}${text(database.username)}`;
 }
 
 /** A text as its length and itself; `u` for none (a session value not at hand). */

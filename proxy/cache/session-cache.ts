@@ -15,6 +15,8 @@ export interface CacheLookup extends CacheSituation {
   readonly sql: string;
   readonly decision: Allowed;
   readonly databaseId: string;
+  /** upstreamOf the database row the session's connections were opened on. */
+  readonly upstream: string;
   readonly policy: { readonly policy_id: string; readonly revision: number; readonly row_filters?: Readonly<Record<string, string>> };
   readonly catalogVersion: string;
   readonly sessionValues: SessionValues | undefined;
@@ -35,12 +37,14 @@ const BYPASS: CachePlan = { outcome: 'bypass' };
 const UNCAPTURED: CachePlan = { outcome: 'miss', capture: undefined };
 
 /**
- * The tables a statement the policy allowed may change, for invalidation: none (undefined is
- * "every table": DDL, or a write the analysis names no table of).
+ * The tables a statement the policy allowed may change, for invalidation: null for none, undefined
+ * for every table (DDL, a write the analysis names no table of, or one whose reach a trigger, rule
+ * or view leaves unknown); else what it writes, with their partition trees and the tables whose
+ * foreign keys cascade from them (the decision's writesReach).
  */
 export function writtenTables(decision: Allowed): readonly string[] | undefined | null {
   if (decision.writes.ddl) return undefined;
-  if (decision.tablesWritten.length > 0) return decision.tablesWritten;
+  if (decision.tablesWritten.length > 0) return decision.writesReach === 'unbounded' ? undefined : decision.writesReach;
   return decision.writes.rows === 'none' ? null : undefined;
 }
 
@@ -178,7 +182,7 @@ export class SessionCache {
     if (found.outcome !== 'miss') return found;
     if (!store.admits(key)) return UNCAPTURED;
     const timing = lookup.rule?.bypass === false ? lookup.rule.timing : undefined;
-    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.tablesRead, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
+    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.readsReach, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
   }
 }
 
@@ -187,6 +191,7 @@ export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql'
   const { decision, policy } = lookup;
   return cacheKey({
     databaseId: lookup.databaseId,
+    upstream: lookup.upstream,
     policyId: policy.policy_id,
     policyRevision: policy.revision,
     catalogVersion: lookup.catalogVersion,

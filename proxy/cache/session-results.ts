@@ -2,6 +2,7 @@ import type { Statement, Tap } from '../pipeline.js';
 import type { Protocol, SessionHost } from '../session-host.js';
 import type { Allowed } from '../session-audit.js';
 import { catalogVersionOf } from './cacheable.js';
+import { upstreamOf } from './key.js';
 import { shapeRuleOf } from './rules.js';
 import { cachedReply, repliedBytes, SessionCache, type CacheLookup, type CachePlan } from './session-cache.js';
 
@@ -42,7 +43,7 @@ export class SessionResults {
     const elsewhere = host.upstream.handle!.branchId !== undefined || host.context.readRouting?.routes(databaseId) === true;
     const situation = { inTransaction: host.status !== 'I' || batchChanged, pinned: host.pinned || elsewhere };
     const rule = shapeRuleOf(host.context.cacheControls?.get(databaseId), sql);
-    const plan = this.cache.plan({ sql, decision, databaseId, policy, catalogVersion: catalogVersionOf(host.catalog!.current()), sessionValues: host.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}), ...(rule ? { rule } : {}) });
+    const plan = this.cache.plan({ sql, decision, databaseId, upstream: upstreamOf(host.upstream.handle!.database), policy, catalogVersion: catalogVersionOf(host.catalog!.current()), sessionValues: host.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}), ...(rule ? { rule } : {}) });
     statement.cache = plan.outcome;
     return plan;
   }

@@ -9,6 +9,7 @@ import { qualified } from './names.js';
 import { listNames } from './rules.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
 import type { WriteShape } from './write-guard.js';
+import { writeReach } from './reach.js';
 
 /** What the rules read of an allowed statement (one client message). */
 export interface HoldFacts {
@@ -59,7 +60,7 @@ function holds(rule: ApprovalRule, facts: HoldFacts): { rule: HoldRule; reason: 
   if (tables.length > 0) found.push({ rule: 'approval.held_table', reason: `it writes ${tables.join(', ')}, whose writes this credential's policy holds for approval` });
   const through = facts.writesThrough ?? [];
   if (through.length > 0) {
-    found.push({ rule: 'approval.held_table', reason: `it writes ${through.join(', ')}, a view, partitioned or foreign table or an inheritance child, through which writes may reach tables whose writes this credential's policy holds for approval` });
+    found.push({ rule: 'approval.held_table', reason: `it writes ${through.join(', ')}, a view, partitioned or foreign table, inheritance child or partition, or a table with a cascading foreign key, trigger or rule, through which writes may reach tables whose writes this credential's policy holds for approval` });
   }
   if (rule.row_threshold !== null && writes(facts)) {
     const threshold = rule.row_threshold;
@@ -132,13 +133,21 @@ const WRITES_ELSEWHERE: ReadonlySet<string> = new Set(['view', 'matview', 'forei
 
 /**
  * The written relations through which a write may reach a table the rules name without naming it:
- * every view, partitioned or foreign table written (their targets are not analyzed), and every
- * inheritance child of a named table (its rows are the parent's rows). None when the rules name no table.
+ * every view, partitioned or foreign table written (their targets are not analyzed), every
+ * inheritance child of a named table (its rows are the parent's rows), and every table whose write
+ * reaches a named one (reach.ts: a partition of it, a foreign key cascading to it) or runs a
+ * trigger or rule of the database's. None when the rules name no table.
  */
 export function heldThrough(rule: ApprovalRule | undefined, tablesWritten: readonly string[], catalog: UpstreamCatalog | undefined): string[] {
   const named = rule?.tables ?? [];
   if (!catalog || named.length === 0 || tablesWritten.length === 0) return [];
   const parents = named.filter((name) => !name.endsWith('.*')).map(relation);
   const children = new Set(descendants(catalog, parents).map(qualified));
-  return tablesWritten.filter((table) => children.has(table) || WRITES_ELSEWHERE.has(catalog.relation(relation(table))?.kind ?? 'table'));
+  const reachesNamed = (table: string): boolean => {
+    const reach = writeReach([table], catalog);
+    // Unbounded: a trigger, rule or view on the way (a relation the snapshot does not know yet is taken as a plain table, as below).
+    if (reach === undefined) return catalog.relation(relation(table)) !== undefined;
+    return reach.some((reached) => reached !== table && listNames(named, relation(reached)));
+  };
+  return tablesWritten.filter((table) => children.has(table) || WRITES_ELSEWHERE.has(catalog.relation(relation(table))?.kind ?? 'table') || reachesNamed(table));
 }

@@ -17,6 +17,7 @@ import type { UpstreamCatalog } from './upstream-catalog.js';
 import { statementKinds } from './kinds.js';
 import { POLICY_STATEMENT_KINDS } from '../../src/events/policies.js';
 import { writeRefusal, writeShape, type WriteShape } from './write-guard.js';
+import { readReach, writeReach } from './reach.js';
 
 /** What the policy engine says about one client message's SQL (one or several statements): a statement's decision, less its mask edits. */
 export type StatementDecision =
@@ -35,6 +36,10 @@ export type StatementDecision =
       readonly readsOnly: boolean;
       /** Every call in the text it runs is of a function whose result a snapshot fixes, and it reads no session value (cacheable.ts's stableTree): the result cache may keep its result. */
       readonly stableCalls: boolean;
+      /** The tables whose rows it may change on the catalog snapshot (reach.ts): what it writes, their partition trees, the foreign keys that cascade from them; `unbounded` when a trigger, rule or view makes that unknowable. */
+      readonly writesReach: readonly string[] | 'unbounded';
+      /** The relations its result depends on (reach.ts): what it reads, and what the views among them read; a cached result is dropped by a write that reaches any. */
+      readonly readsReach: readonly string[];
     })
   | Extract<PolicyDecision, { action: 'refuse' }>;
 
@@ -277,6 +282,8 @@ function combine(sql: string, verdicts: readonly StatementVerdict[], session: An
     sql: text,
     tablesRead: read,
     tablesWritten: written,
+    writesReach: writeReach(written, session.catalog) ?? 'unbounded',
+    readsReach: readReach(read, session.catalog),
     progress: uniqueProgress(decisions.map((d) => d.progress)),
     changesSession: allowed.some((d) => d.changesSession),
     statementCount: verdicts.length,

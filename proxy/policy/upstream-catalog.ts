@@ -13,6 +13,16 @@ export interface CatalogRelation {
   readonly columns: readonly string[];
   /** Relations that inherit from this one directly and are not its partitions (plain inheritance). */
   readonly inheritors: readonly RelationName[];
+  /**
+   * Tables whose rows a write to this relation may change besides its own: the other members of its
+   * partition tree (its ancestors and its partitions), and the tables whose foreign keys reference it
+   * with an action that writes (`ON DELETE`/`ON UPDATE` `CASCADE`, `SET NULL`, `SET DEFAULT`).
+   */
+  readonly writesReach: readonly RelationName[];
+  /** A write to it runs code the gateway does not read: a trigger of its own (not a foreign key's) or a rule. */
+  readonly writesRunCode: boolean;
+  /** A view: the relations its definition reads (what a cached read of it depends on). */
+  readonly viewReads: readonly RelationName[];
 }
 
 export interface UpstreamCatalog {

@@ -6,7 +6,9 @@ import type { CatalogRelation, CatalogRelationKind, UpstreamCatalog } from '../p
  * What the gateway reads of an upstream database's catalog, in one statement of catalog reads only
  * (never user data): every table, partitioned table, view, materialized view and foreign table
  * outside pg_toast and temporary schemas, with its columns in order and its plain-inheritance
- * children (partitions are not listed: a partitioned table's partitions count as the table); and
+ * children (partitions are not listed: a partitioned table's partitions count as the table), the
+ * tables a write to it may change too (its partition tree, foreign keys that cascade from it) and
+ * whether a write to it runs a trigger or rule of the database's, a view's own relations; and
  * for each function and operator name, the schemas other than pg_catalog that define one.
  * One row per item, each a JSON array: a row stays small whatever the size of the catalog, and
  * the rows' order is fixed, so the same catalog always reads as the same text.
@@ -17,7 +19,21 @@ export const CATALOG_SQL = `select k, v from (
       where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped), '[]'),
     coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(cn.nspname, cc.relname) order by cn.nspname, cc.relname)
       from pg_catalog.pg_inherits i join pg_catalog.pg_class cc on cc.oid = i.inhrelid join pg_catalog.pg_namespace cn on cn.oid = cc.relnamespace
-      where i.inhparent = c.oid and c.relkind <> 'p'), '[]'))::text as v
+      where i.inhparent = c.oid and c.relkind <> 'p'), '[]'),
+    coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(rn.nspname, rc.relname) order by rn.nspname, rc.relname)
+      from (select a.relid from pg_catalog.pg_partition_ancestors(c.oid) a
+        union select t.relid from pg_catalog.pg_partition_tree(c.oid) t
+        union select f.conrelid from pg_catalog.pg_constraint f where f.contype = 'f' and f.confrelid = c.oid
+          and (f.confdeltype in ('c', 'n', 'd') or f.confupdtype in ('c', 'n', 'd'))) reached
+      join pg_catalog.pg_class rc on rc.oid = reached.relid join pg_catalog.pg_namespace rn on rn.oid = rc.relnamespace
+      where reached.relid <> c.oid), '[]'),
+    exists (select from pg_catalog.pg_trigger g where g.tgrelid = c.oid and not g.tgisinternal)
+      or exists (select from pg_catalog.pg_rewrite w where w.ev_class = c.oid and w.rulename <> '_RETURN'),
+    coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(vn.nspname, vc.relname) order by vn.nspname, vc.relname)
+      from (select distinct d.refobjid from pg_catalog.pg_rewrite w join pg_catalog.pg_depend d on d.objid = w.oid
+        where c.relkind = 'v' and w.ev_class = c.oid and w.rulename = '_RETURN' and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+          and d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass and d.refobjid <> c.oid) used
+      join pg_catalog.pg_class vc on vc.oid = used.refobjid join pg_catalog.pg_namespace vn on vn.oid = vc.relnamespace), '[]'))::text as v
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
   where c.relkind in ('r', 'p', 'v', 'm', 'f') and n.nspname <> 'pg_toast' and n.nspname !~ '^pg_(toast_)?temp_'
   union all
@@ -86,10 +102,12 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
     }
     if (!Array.isArray(item)) throw new CatalogShapeError('a catalog row that is not a list');
     if (kind === 'r') {
-      const [schema, name, relkind, columns, inheritors] = item as unknown[];
+      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads] = item as unknown[];
       const relationKind = KINDS[String(relkind)];
       if (typeof schema !== 'string' || typeof name !== 'string' || !relationKind) throw new CatalogShapeError('a relation row without schema, name or kind');
       if (!Array.isArray(inheritors)) throw new CatalogShapeError(`the inheritors of ${schema}.${name} are not a list`);
+      if (!Array.isArray(reach) || typeof runsCode !== 'boolean') throw new CatalogShapeError(`what a write to ${schema}.${name} reaches is not a list and a flag`);
+      if (!Array.isArray(viewReads)) throw new CatalogShapeError(`the relations ${schema}.${name} reads are not a list`);
       relations.set(key(schema, name), {
         kind: relationKind,
         columns: strings(columns, `the columns of ${schema}.${name}`),
@@ -97,6 +115,17 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
           const [childSchema, childName] = strings(pair, `an inheritor of ${schema}.${name}`);
           if (childSchema === undefined || childName === undefined) throw new CatalogShapeError(`an inheritor of ${schema}.${name} without its name`);
           return { schema: childSchema, name: childName };
+        }),
+        writesReach: reach.map((pair) => {
+          const [reachedSchema, reachedName] = strings(pair, `a table a write to ${schema}.${name} reaches`);
+          if (reachedSchema === undefined || reachedName === undefined) throw new CatalogShapeError(`a table a write to ${schema}.${name} reaches without its name`);
+          return { schema: reachedSchema, name: reachedName };
+        }),
+        writesRunCode: runsCode,
+        viewReads: viewReads.map((pair) => {
+          const [readSchema, readName] = strings(pair, `a relation ${schema}.${name} reads`);
+          if (readSchema === undefined || readName === undefined) throw new CatalogShapeError(`a relation ${schema}.${name} reads without its name`);
+          return { schema: readSchema, name: readName };
         }),
       });
     } else if (kind === 'f' || kind === 'o') {

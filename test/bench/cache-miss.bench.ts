@@ -49,7 +49,7 @@ function allowed(sql: string): Extract<StatementDecision, { action: 'allow' }> {
   return decision;
 }
 
-const common = { databaseId: 'db_bench', policy, catalogVersion: 'v1', sessionValues: undefined, inTransaction: false, pinned: false } as const;
+const common = { databaseId: 'db_bench', upstream: 'up_bench', policy, catalogVersion: 'v1', sessionValues: undefined, inTransaction: false, pinned: false } as const;
 
 function planOf(index: number): CachePlan {
   const aid = 1 + ((index * 7919) % ACCOUNTS);

@@ -48,6 +48,11 @@ beforeAll(async () => {
       create table child (extra int) inherits (parent); create table grandchild () inherits (child);
       create table events (id int, at date) partition by range (at);
       create table events_2020 partition of events for values from ('2020-01-01') to ('2021-01-01');
+      create table accounts (id int primary key);
+      create table entries (account int references accounts on delete cascade);
+      create table audits (account int references accounts);
+      create function entries_touched() returns trigger language plpgsql as 'begin return new; end';
+      create trigger entries_touched after insert on entries for each row execute function entries_touched();
       create schema "odd.schema"; create table "odd.schema"."a.b" (x int);
       create view v as select id from parent;
       create function public.md5(integer) returns text language sql as 'select ''x''';
@@ -69,12 +74,17 @@ describe('the catalog snapshot', () => {
       const lease = await snapshots.lease(handleAs(owner()));
       const catalog = lease.current();
       if (isUnavailable(catalog)) throw new Error(catalog.unavailable);
-      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }] });
-      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }] });
+      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [] });
+      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [] });
       // Partitions are not inheritors: they count as the partitioned table.
-      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [] });
-      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [] });
-      expect(catalog.relation({ schema: 'public', name: 'v' })?.kind).toBe('view');
+      // ... but a write to one reaches the other.
+      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [] });
+      expect(catalog.relation({ schema: 'public', name: 'events_2020' })?.writesReach).toEqual([{ schema: 'public', name: 'events' }]);
+      // A foreign key that cascades from a table is reached by its writes; one with no action is not. A trigger runs code.
+      expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [] });
+      expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [] });
+      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [] });
+      expect(catalog.relation({ schema: 'public', name: 'v' })).toMatchObject({ kind: 'view', viewReads: [{ schema: 'public', name: 'parent' }] });
       expect(catalog.relation({ schema: 'pg_catalog', name: 'pg_class' })?.columns).toContain('relname');
       expect(catalog.relation({ schema: 'public', name: 'nothing' })).toBeUndefined();
       expect(catalog.functionSchemas('md5')).toEqual(['public']);

@@ -15,6 +15,8 @@ let agent: AgentSecrets;
 let client: pg.Client;
 let base: string;
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 async function onReplica(sql = 'select pg_is_in_recovery() as r', values: unknown[] = []): Promise<boolean> {
   const { rows } = await client.query<{ r: boolean }>(sql, values);
   return rows[0]!.r;
@@ -97,6 +99,44 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
       await other.end();
     }
   });
+
+  // Red team (redteam3): the window opened when a write was decided, not when it ran and ended. An
+  // Execute of a write prepared earlier (a named statement: Bind and Execute only) opened none, and a
+  // write that waited longer than the window (a row lock) let the very next read go to a replica.
+  it('an Execute of a write prepared earlier keeps the next read on the primary', async () => {
+    const bump = { name: 'bump', text: 'update orders set total = total + 1 where id = $1' };
+    await client.query({ ...bump, values: [1] });
+    await sleep(READ_YOUR_WRITES_MS + 200);
+    expect(await onReplica()).toBe(true);
+    // Bind and Execute of the statement prepared above: no Parse, so nothing is decided anew.
+    expect((await client.query({ ...bump, values: [1] })).rowCount).toBe(1);
+    expect(await onReplica()).toBe(false);
+    await sleep(READ_YOUR_WRITES_MS + 200);
+    expect(await onReplica()).toBe(true);
+  });
+
+  for (const queryMode of ['simple', 'extended'] as const) {
+    it(`a write that runs longer than the window keeps the next read on the primary (${queryMode} protocol)`, async () => {
+      const locker = new pg.Client({ connectionString: gateway.upstream.url });
+      await locker.connect();
+      try {
+        await locker.query('begin');
+        await locker.query('select 1 from orders where id = 2 for update');
+        const id = queryMode === 'simple' ? '2' : '$1';
+        const writing = client.query({ text: `update orders set customer = 'waited ${queryMode}' where id = ${id}`, ...(queryMode === 'extended' ? { values: [2] } : {}), queryMode } as pg.QueryConfig);
+        await sleep(READ_YOUR_WRITES_MS + 500);
+        await locker.query('commit');
+        expect((await writing).rowCount).toBe(1);
+        expect(await onReplica()).toBe(false);
+        const { rows } = await client.query<{ customer: string }>('select customer from orders where id = 2');
+        expect(rows).toEqual([{ customer: `waited ${queryMode}` }]);
+        await sleep(READ_YOUR_WRITES_MS + 200);
+        expect(await onReplica()).toBe(true);
+      } finally {
+        await locker.end();
+      }
+    });
+  }
 
   it('the replica stopped: reads fall back to the primary within the health window; restarted: they return', async () => {
     await new Promise((resolve) => setTimeout(resolve, READ_YOUR_WRITES_MS + 100));

@@ -164,13 +164,17 @@ describe('approval holds, properties', () => {
 
 describe('writes that reach a held table without naming it (heldThrough)', () => {
   const relations: Record<string, CatalogRelation> = {
-    'public.orders': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_child' }] },
-    'public.orders_child': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_grandchild' }] },
-    'public.orders_grandchild': { kind: 'table', columns: ['id'], inheritors: [] },
-    'public.orders_view': { kind: 'view', columns: ['id'], inheritors: [] },
-    'public.events': { kind: 'partitioned', columns: ['id'], inheritors: [] },
-    'public.remote': { kind: 'foreign', columns: ['id'], inheritors: [] },
-    'public.notes': { kind: 'table', columns: ['id'], inheritors: [] },
+    'public.orders': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_child' }], writesReach: [], writesRunCode: false, viewReads: [] },
+    'public.orders_child': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_grandchild' }], writesReach: [], writesRunCode: false, viewReads: [] },
+    'public.orders_grandchild': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [] },
+    'public.orders_view': { kind: 'view', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [] },
+    'public.events': { kind: 'partitioned', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [] },
+    'public.remote': { kind: 'foreign', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [] },
+    'public.notes': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [] },
+    'public.orders_2026': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [] },
+    'public.customers': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'carts' }], writesRunCode: false, viewReads: [] },
+    'public.carts': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [] },
+    'public.logged': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: true, viewReads: [] },
   };
   const catalog: UpstreamCatalog = { version: '1', relation: (name) => relations[`${name.schema}.${name.name}`], functionSchemas: () => [], operatorSchemas: () => [] };
   const held = rule({ tables: ['public.orders'] });
@@ -178,6 +182,11 @@ describe('writes that reach a held table without naming it (heldThrough)', () =>
   it('names views, partitioned and foreign tables and every inheritance descendant of a named table; not other plain tables', () => {
     const written = ['public.orders', 'public.orders_child', 'public.orders_grandchild', 'public.orders_view', 'public.events', 'public.remote', 'public.notes'];
     expect(heldThrough(held, written, catalog)).toEqual(['public.orders_child', 'public.orders_grandchild', 'public.orders_view', 'public.events', 'public.remote']);
+  });
+
+  it('names a partition of a named table, a table whose foreign keys cascade into it at any depth, and a table with a trigger or rule', () => {
+    const written = ['public.orders_2026', 'public.customers', 'public.carts', 'public.logged', 'public.notes', 'public.unknown'];
+    expect(heldThrough(held, written, catalog)).toEqual(['public.orders_2026', 'public.customers', 'public.carts', 'public.logged']);
   });
 
   it('names none when the rules name no table, or without a catalog', () => {

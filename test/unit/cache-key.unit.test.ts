@@ -11,6 +11,7 @@ import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
 import { uncacheable } from '../../proxy/cache/cacheable.js';
 import { lookupKey } from '../../proxy/cache/session-cache.js';
+import { upstreamOf } from '../../proxy/cache/key.js';
 import { decideStatement, sessionValuesOf, type StatementDecision } from '../../proxy/policy/hook.js';
 import { loadParser } from '../../proxy/policy/parser.js';
 import { CORPUS_HASH_KEY } from '../security/corpus.js';
@@ -60,7 +61,7 @@ function decided(sql: string, policy: PolicyRow, credentialId: string): Allowed 
 }
 
 function keyOf(decision: Allowed, policy: PolicyRow, credentialId: string): string {
-  return lookupKey({ decision, policy, databaseId: 'db_1', catalogVersion: 'v1', sessionValues: sessionValuesOf({ credential_id: credentialId, project_id: 'prj_1' }), protocol: 'simple' });
+  return lookupKey({ decision, policy, databaseId: 'db_1', upstream: 'up_1', catalogVersion: 'v1', sessionValues: sessionValuesOf({ credential_id: credentialId, project_id: 'prj_1' }), protocol: 'simple' });
 }
 
 describe('the result cache key', () => {
@@ -105,7 +106,7 @@ describe('the result cache key', () => {
   it('keys the extended protocol’s parameters, their formats and types, and the result formats', () => {
     const policy = policyRow({ allowed_tables: ['public.orders'], masked_columns: {}, row_filters: {} });
     const decision = decided('select id from orders where customer = $1', policy, 'c1')!;
-    const base = { decision, policy, databaseId: 'db_1', catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended' as const };
+    const base = { decision, policy, databaseId: 'db_1', upstream: 'up_1', catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended' as const };
     const wire = { paramTypes: [25], paramFormats: [0], params: [Buffer.from('c1')], resultFormats: [0] };
     const keys = [
       lookupKey({ ...base, wire }),
@@ -116,6 +117,9 @@ describe('the result cache key', () => {
       lookupKey({ ...base, wire: { ...wire, resultFormats: [1] } }),
       lookupKey({ ...base, protocol: 'simple' }),
       lookupKey({ ...base, wire, databaseId: 'db_2' }),
+      // The same database re-pointed at another server or database (PATCH host, port, name, username).
+      lookupKey({ ...base, wire, upstream: upstreamOf({ host: '10.0.0.2', port: 5432, name: 'shop', username: 'app' }) }),
+      lookupKey({ ...base, wire, upstream: upstreamOf({ host: '10.0.0.2', port: 5432, name: 'shop_staging', username: 'app' }) }),
       lookupKey({ ...base, wire, catalogVersion: 'v2' }),
       // Where one part ends and the next begins is never ambiguous.
       lookupKey({ ...base, wire: { ...wire, params: [Buffer.from('ab'), Buffer.from('c')] } }),

@@ -290,12 +290,12 @@ describe('a capture', () => {
     const session = new SessionCache(caches);
     const sql = 'select * from orders';
     for (const [status, kept] of [['T', 'miss'], ['E', 'miss'], ['I', 'hit']] as const) {
-      const plan = session.plan({ sql, decision: allowed(sql), databaseId: 'db_1', policy, catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended', wire: { params: [Buffer.from(status)] }, ...OUTSIDE });
+      const plan = session.plan({ sql, decision: allowed(sql), databaseId: 'db_1', upstream: 'up_1', policy, catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended', wire: { params: [Buffer.from(status)] }, ...OUTSIDE });
       if (plan.outcome !== 'miss') throw new Error(`expected a miss, got ${plan.outcome}`);
       for (const bytes of [dataRow, encodeCommandComplete('SELECT 1')]) plan.capture!.tap(scan(bytes)[0]!, bytes);
       plan.capture!.settled(true);
       session.ready(status);
-      const again = session.plan({ sql, decision: allowed(sql), databaseId: 'db_1', policy, catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended', wire: { params: [Buffer.from(status)] }, ...OUTSIDE });
+      const again = session.plan({ sql, decision: allowed(sql), databaseId: 'db_1', upstream: 'up_1', policy, catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended', wire: { params: [Buffer.from(status)] }, ...OUTSIDE });
       expect(again.outcome, status).toBe(kept);
     }
   });

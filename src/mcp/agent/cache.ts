@@ -6,6 +6,7 @@
 import type { CacheControlsRow } from '../../../projections/cache-controls.js';
 import { uncacheable } from '../../../proxy/cache/cacheable.js';
 import { purgeOnRequest, ResultCaches, type CacheMetrics } from '../../../proxy/cache/caches.js';
+import { upstreamOf } from '../../../proxy/cache/key.js';
 import { shapeRuleOf } from '../../../proxy/cache/rules.js';
 import { lookupKey, MAX_ENTRY_BYTES, writtenTables } from '../../../proxy/cache/session-cache.js';
 import type { CachedResult } from '../../../proxy/cache/store.js';
@@ -75,6 +76,7 @@ export class AgentCache {
       decision,
       policy,
       databaseId,
+      upstream: upstreamOf(database),
       catalogVersion,
       sessionValues: sessionValuesOf(credential),
       protocol: 'mcp',
@@ -88,7 +90,7 @@ export class AgentCache {
       keep(ran) {
         const reply = Buffer.from(JSON.stringify(ran));
         if (ran.rolledBack || reply.length > MAX_ENTRY_BYTES) return store.abandon(key);
-        const result: CachedResult = { replies: [reply], rows: ran.result.rows.length, tables: decision.tablesRead };
+        const result: CachedResult = { replies: [reply], rows: ran.result.rows.length, tables: decision.readsReach };
         store.store(key, result, generation, rule?.timing);
       },
       abandon: () => store.abandon(key),
