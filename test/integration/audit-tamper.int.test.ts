@@ -121,7 +121,8 @@ async function stored(project = projectId): Promise<AuditEntry[]> {
 async function put(entries: readonly AuditEntry[]): Promise<void> {
   for (const e of entries) {
     await sql('delete from rm.audit_entries where project_id = $1 and seq = $2', [e.project_id, e.seq]);
-    await sql('insert into rm.audit_entries select * from json_populate_record(null::rm.audit_entries, $1::json)', [JSON.stringify({ ...e, ts_at: e.ts, position: 0 })]);
+    // `placed`: whether the row's entry has where it ran (projections/audit.ts), as the projection writes it.
+    await sql('insert into rm.audit_entries select * from json_populate_record(null::rm.audit_entries, $1::json)', [JSON.stringify({ ...e, ts_at: e.ts, position: 0, placed: 'ran_on' in e })]);
   }
 }
 
