@@ -7,7 +7,7 @@
 import { exactCount } from '../src/audit/exact-sum.js';
 import { Detector, type Activity, type Baseline, type Detection } from '../src/anomalies/detect.js';
 import { AnomalyRulesSet } from '../src/events/anomalies.js';
-import { StatementDecided, type AuditEventKind } from '../src/events/audit.js';
+import { isDecisionType, type AuditEventKind } from '../src/events/audit.js';
 import type { StoredRules } from '../src/events/anomaly-rules.js';
 import { decodeWith, parseJson } from '../src/events/envelope.js';
 import type { RecordedEvent } from '../src/store/port.js';
@@ -37,7 +37,7 @@ interface DecisionFields {
 
 /** An event; a decision's with the StatementDecided ingest encoded it from, when ingest handed it over in this process (no parse then). */
 function inputOf(event: RecordedEvent & AuditEventPayload): Input | undefined {
-  if (event.type === StatementDecided.type) {
+  if (isDecisionType(event.type)) {
     const d: DecisionFields = event.decision ?? (parseJson(event.data) as DecisionFields);
     if (d.credential_id === null) return undefined;
     const activity: Activity = {

@@ -3,7 +3,7 @@ import { linkEntry, prepareEntry, type ChainedEntry, type ChainTip, type HmacKey
 import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntryContent } from '../src/audit/entry.js';
 import type { PreparedEntries } from '../src/audit/prepared-entries.js';
 import { storedDecision } from '../src/audit/stored-decision.js';
-import { AuditGapRecorded, StatementDecided } from '../src/events/audit.js';
+import { AuditGapRecorded, isDecisionType, type DecisionRecord } from '../src/events/audit.js';
 import { decodeData } from '../src/events/envelope.js';
 import { copyField } from '../src/pg/copy-in.js';
 import type { RecordedEvent } from '../src/store/port.js';
@@ -30,10 +30,19 @@ const ENTRY_COLUMNS = [
   'tables_blocked', 'parsed', 'proxy_id', 'boot_epoch', 'proxy_seq', 'approval_id', 'gap', 'key_id', 'prev_hash', 'entry_hash',
 ] as const;
 
-/** The columns an entry is copied into: its fields, then `ts_at` (its timestamp) and `position` (its event's), which only serve queries. */
-const COPIED_COLUMNS: readonly string[] = [...ENTRY_COLUMNS, 'ts_at', 'position'];
+/**
+ * Where an entry's statement ran (StatementDecided v2), and `placed`, whether the entry has those
+ * fields at all: an entry of a v1 decision, or a gap marker, has none (null in the three columns,
+ * as a refusal of v2 has, so `placed` tells them apart) and hashes without them.
+ */
+const PLACEMENT_COLUMNS = ['ran_on', 'replica_id', 'upstream_region', 'placed'] as const;
+const UNPLACED = '\\N\t\\N\t\\N\tf\t';
 
-export const auditEntryColumns: readonly string[] = ENTRY_COLUMNS;
+/** The columns an entry is copied into: its fields, then `ts_at` (its timestamp) and `position` (its event's), which only serve queries. */
+const COPIED_COLUMNS: readonly string[] = [...ENTRY_COLUMNS, ...PLACEMENT_COLUMNS, 'ts_at', 'position'];
+
+/** The columns that read an entry back (queries/audit.ts `entryFromRow`), in its order. */
+export const auditEntryColumns: readonly string[] = [...ENTRY_COLUMNS, ...PLACEMENT_COLUMNS];
 
 /**
  * An audit event's type and payload bytes; with the StatementDecided its writer encoded them from,
@@ -41,13 +50,13 @@ export const auditEntryColumns: readonly string[] = ENTRY_COLUMNS;
  * the entry then needs no parse of the bytes.
  */
 export interface AuditEventPayload extends Pick<RecordedEvent, 'type' | 'data'> {
-  readonly decision?: StatementDecided;
+  readonly decision?: DecisionRecord;
 }
 
 /** The entry of an audit event at `revision` of its stream; undefined for other events. */
 export function entryOf(event: AuditEventPayload, revision: number): AuditEntryContent | undefined {
   const seq = revision + 1;
-  if (event.type === StatementDecided.type) return entryFromDecision(event.decision ?? storedDecision(event.data), seq);
+  if (isDecisionType(event.type)) return entryFromDecision(event.decision ?? storedDecision(event.type, event.data), seq);
   if (event.type === AuditGapRecorded.type) return entryFromGap(decodeData(AuditGapRecorded, event), seq);
   return undefined;
 }
@@ -134,6 +143,7 @@ function entryRow({ entry, event }: Chained): string {
     const value = entry[column];
     row += `${copyField(typeof value === 'object' && value !== null ? JSON.stringify(value) : value)}\t`;
   }
+  row += entry.ran_on === undefined ? UNPLACED : `${copyField(entry.ran_on)}\t${copyField(entry.replica_id ?? null)}\t${copyField(entry.upstream_region ?? null)}\tt\t`;
   return `${row}${copyField(entry.ts)}\t${event.position}\n`;
 }
 
@@ -177,7 +187,9 @@ export function auditProjection(keyring: HmacKeyring, handed?: PreparedEntries):
           cache_status text not null, rows_returned bigint not null, bytes_out bigint not null, latency_ms double precision not null, latency_us bigint,
           tables_read jsonb not null, tables_written jsonb not null, tables_blocked jsonb not null, parsed boolean not null, proxy_id text,
           boot_epoch integer, proxy_seq bigint, approval_id text, gap jsonb, key_id text, prev_hash text not null, entry_hash text not null,
-          position bigint not null, primary key (project_id, seq)`,
+          position bigint not null, ran_on text, replica_id text, upstream_region text, placed boolean not null default false, primary key (project_id, seq)`,
+        // Columns of StatementDecided v2: a table made before it gets them, its entries unplaced (as they were).
+        addedColumns: ['ran_on text', 'replica_id text', 'upstream_region text', 'placed boolean not null default false'],
         orderBy: 'project_id, seq',
         // Only the usage report's gap-marker query reads by event: a partial index of the few gap markers serves it.
         indexes: ['project_id, ts_at desc, seq desc', 'project_id, session_id, seq', 'project_id, credential_id, ts_at', { name: 'audit_entries_gap_markers', columns: 'project_id, ts_at, seq', where: `event = '${GAP_MARKER}'` }],

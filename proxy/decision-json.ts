@@ -5,14 +5,14 @@
  * object for the paths that are not hot (refusals, MCP); the two are tested equal.
  */
 import { AuditEventKind } from '../src/events/audit.js';
-import type { DecisionFacts } from './decision-record.js';
+import { placementOf, type DecisionFacts } from './decision-record.js';
 import { auditSql } from './audit-text.js';
 import { auditCount } from './audit-count.js';
 import { statementIdentity, type StatementIdentity } from './policy/identity.js';
 
 type SessionFacts = Pick<DecisionFacts, 'projectId' | 'credentialId' | 'sessionId' | 'source' | 'region' | 'clientIp'>;
 type TextFacts = Pick<DecisionFacts, 'sql' | 'kind' | 'tablesRead' | 'tablesWritten'>;
-type OutcomeFacts = Pick<DecisionFacts, 'event' | 'ts' | 'rule' | 'reason' | 'ran' | 'rows' | 'bytes' | 'latencyUs' | 'tablesBlocked' | 'approvalId' | 'cache'>;
+type OutcomeFacts = Pick<DecisionFacts, 'event' | 'ts' | 'rule' | 'reason' | 'ran' | 'rows' | 'bytes' | 'latencyUs' | 'tablesBlocked' | 'approvalId' | 'cache' | 'region' | 'upstream'>;
 
 const json = JSON.stringify;
 
@@ -57,12 +57,21 @@ export function textMembers(facts: TextFacts): string {
   return `"sql":${json(auditSql(facts.sql))},${members}`;
 }
 
+const jsonOrNull = (value: string | null): string => (value === null ? 'null' : json(value));
+
+/** Where it ran (decision-record.ts placementOf) as members. */
+function placementMembers(outcome: OutcomeFacts): string {
+  const placement = placementOf(outcome.ran, outcome.cache, outcome.region, outcome.upstream);
+  return `"ran_on":${jsonOrNull(placement.ran_on)},"replica_id":${jsonOrNull(placement.replica_id)},"upstream_region":${jsonOrNull(placement.upstream_region)}`;
+}
+
 /** The whole record, less the publisher's stamp, from its session's and its text's members and what became of it. */
 export function decisionMembers(session: string, text: string, outcome: OutcomeFacts): string {
   const latency = outcome.latencyUs !== null && Number.isFinite(outcome.latencyUs) ? outcome.latencyUs : null;
   return (
     `"event":${EVENT_JSON.get(outcome.event) ?? json(outcome.event)},${session},"ts":${jsonTimestamp(outcome.ts)},${text},"decision_rule":${jsonString(outcome.rule)},"reason":${jsonString(outcome.reason)},` +
     `"cache_status":"${outcome.ran ? (outcome.cache ?? 'bypass') : 'none'}","rows_returned":"${auditCount(outcome.rows)}","bytes_out":"${auditCount(outcome.bytes)}","latency_us":${latency},` +
-    `"tables_blocked":${outcome.tablesBlocked && outcome.tablesBlocked.length > 0 ? json(outcome.tablesBlocked) : '[]'},"approval_id":${outcome.approvalId === undefined ? 'null' : json(outcome.approvalId)}`
+    `"tables_blocked":${outcome.tablesBlocked && outcome.tablesBlocked.length > 0 ? json(outcome.tablesBlocked) : '[]'},"approval_id":${outcome.approvalId === undefined ? 'null' : json(outcome.approvalId)},` +
+    placementMembers(outcome)
   );
 }

@@ -1,4 +1,4 @@
-import type { AuditEventKind, AuditSource } from '../src/events/audit.js';
+import type { AuditEventKind, AuditSource, Placement } from '../src/events/audit.js';
 import { auditCount } from './audit-count.js';
 import type { Decision } from './decisions.js';
 import type { CacheOutcome } from './cache/caches.js';
@@ -37,6 +37,30 @@ export interface DecisionFacts {
   readonly tablesBlocked?: readonly string[];
   /** The approval request the entry concerns (approval_requested, approved, rejected, approval_expired, and the outcome of an approved statement). */
   readonly approvalId?: string;
+  /** Where a statement that went upstream ran, when not on this data plane's primary. */
+  readonly upstream?: RanUpstream;
+}
+
+/** Where a statement that went upstream ran: this data plane's primary unless it names a replica, or the region whose data plane it was relayed to. */
+export interface RanUpstream {
+  readonly replicaId?: string | undefined;
+  readonly relayedTo?: string | undefined;
+}
+
+const NOT_RUN: Placement = { ran_on: null, replica_id: null, upstream_region: null };
+const FROM_CACHE: Placement = { ran_on: 'cache', replica_id: null, upstream_region: null };
+
+/**
+ * Where a decision's statement ran (StatementDecided v2): nowhere when it did not run, the cache
+ * when the cache answered it, else the upstream connection that ran it and that connection's
+ * region (`region`, the proxy's own, unless relayed).
+ */
+export function placementOf(ran: boolean, cache: CacheOutcome | undefined, region: string, upstream: RanUpstream | undefined): Placement {
+  if (!ran) return NOT_RUN;
+  if (cache === 'hit' || cache === 'stale') return FROM_CACHE;
+  if (upstream?.relayedTo !== undefined) return { ran_on: 'relay', replica_id: null, upstream_region: upstream.relayedTo };
+  if (upstream?.replicaId !== undefined) return { ran_on: 'replica', replica_id: upstream.replicaId, upstream_region: region };
+  return { ran_on: 'primary', replica_id: null, upstream_region: region };
 }
 
 /** The StatementDecided record of a decision, less what the publisher stamps. */
@@ -64,6 +88,7 @@ export function decisionRecord(facts: DecisionFacts): Decision {
     tables_blocked: [...(facts.tablesBlocked ?? [])],
     parsed: facts.kind !== '',
     approval_id: facts.approvalId ?? null,
+    ...placementOf(facts.ran, facts.cache, facts.region, facts.upstream),
   };
 }
 

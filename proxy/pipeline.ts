@@ -31,6 +31,8 @@ export interface Statement {
   tagged?: ((tag: string) => void) | undefined;
   /** What the result cache made of it (cache/session-cache.ts); `bypass` when unset. */
   cache?: CacheOutcome | undefined;
+  /** The read replica whose connection it was sent on; undefined on the primary (replica-routing.ts). */
+  replicaId?: string | undefined;
 }
 
 /** What a server error becomes for the client; returning `error` itself passes it on unchanged. */

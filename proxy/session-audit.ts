@@ -64,6 +64,7 @@ export function statementOf(allowed: Allowed | undefined): Statement {
     failed: false,
     lost: false,
     truncated: false,
+    replicaId: undefined,
   };
 }
 
@@ -136,8 +137,10 @@ export class SessionAudit {
         bytes: statement.bytes,
         latencyUs,
         ts: statement.ts,
+        region: this.context.identity.region,
         ...(statement.approvalId === undefined ? {} : { approvalId: statement.approvalId }),
         ...(statement.cache === undefined ? {} : { cache: statement.cache }),
+        ...(statement.replicaId === undefined ? {} : { upstream: { replicaId: statement.replicaId } }),
       }),
     );
   }
@@ -147,7 +150,7 @@ export class SessionAudit {
     this.context.metrics.statementsOf('blocked').inc();
     this.context.decisions.publishMembers(
       credential.project_id,
-      decisionMembers(this.members, statement.text, { event: 'blocked', ran: false, rule, reason, rows: 0, bytes: 0, latencyUs: null, ts: statement.ts }),
+      decisionMembers(this.members, statement.text, { event: 'blocked', ran: false, rule, reason, rows: 0, bytes: 0, latencyUs: null, ts: statement.ts, region: this.context.identity.region }),
     );
   }
 

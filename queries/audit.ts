@@ -15,7 +15,7 @@ const selectEntry = auditEntryColumns.map((c) => `"${c}"`).join(', ');
  * reads back tampered), its members in the columns' order.
  */
 export function entryFromRow(r: readonly unknown[]): AuditEntry {
-  return {
+  const entry = {
     id: r[0],
     project_id: r[1],
     seq: Number(r[2]),
@@ -50,6 +50,13 @@ export function entryFromRow(r: readonly unknown[]): AuditEntry {
     prev_hash: r[31],
     entry_hash: r[32],
   } as AuditEntry;
+  // `placed` (r[36]): the entry of a StatementDecided v2, which has where it ran; others have no such fields.
+  if (r[36] === true) {
+    entry.ran_on = r[33] as AuditEntry['ran_on'];
+    entry.replica_id = r[34] as string | null;
+    entry.upstream_region = r[35] as string | null;
+  }
+  return entry;
 }
 
 async function entryRows(db: pg.Pool, text: string, values: unknown[]): Promise<AuditEntry[]> {

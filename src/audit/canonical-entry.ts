@@ -5,12 +5,12 @@
  * entries); an object of any other shape than the entry's takes the generic path.
  */
 import { canonicalize } from '../crypto/canonical-json.js';
-import { member, numberMember, shapeCheck, stringMember, UNDEFINED } from '../crypto/canonical-fields.js';
+import { member, numberMember, presentMember, shapeCheck, stringMember, UNDEFINED } from '../crypto/canonical-fields.js';
 import type { AuditEntry, HashedEntryContent } from './entry.js';
 
 export type CanonicalEntryInput = HashedEntryContent & Partial<Pick<AuditEntry, 'prev_hash' | 'entry_hash'>>;
 
-/** The entry's fields, sorted by UTF-16 code units: the order canonicalEntryText writes them in. */
+/** The fields of every entry, sorted by UTF-16 code units: the order canonicalEntryText writes them in. */
 export const CANONICAL_ENTRY_FIELDS = [
   'approval_id',
   'boot_epoch',
@@ -45,7 +45,12 @@ export const CANONICAL_ENTRY_FIELDS = [
   'ts',
 ] as const satisfies readonly (keyof HashedEntryContent)[];
 
+/** The fields an entry of a StatementDecided v2 adds (where it ran), written in their key-order places; absent from every other entry and its hash. */
+export const CANONICAL_PLACEMENT_FIELDS = ['ran_on', 'replica_id', 'upstream_region'] as const satisfies readonly (keyof HashedEntryContent)[];
+
 const hasEntryKeys = shapeCheck(CANONICAL_ENTRY_FIELDS, ['prev_hash', 'entry_hash']);
+const hasPlacedEntryKeys = shapeCheck([...CANONICAL_ENTRY_FIELDS, ...CANONICAL_PLACEMENT_FIELDS], ['prev_hash', 'entry_hash']);
+
 
 function generic(entry: CanonicalEntryInput): string {
   const { prev_hash: _prev, entry_hash: _hash, ...content } = entry;
@@ -53,7 +58,8 @@ function generic(entry: CanonicalEntryInput): string {
 }
 
 export function canonicalEntryText(entry: CanonicalEntryInput): string {
-  if (!hasEntryKeys(entry)) return generic(entry);
+  const v2 = hasPlacedEntryKeys(entry);
+  if (!v2 && !hasEntryKeys(entry)) return generic(entry);
   const text =
     `{"approval_id":${stringMember(entry.approval_id)}` +
     `,"boot_epoch":${numberMember(entry.boot_epoch)}` +
@@ -74,8 +80,10 @@ export function canonicalEntryText(entry: CanonicalEntryInput): string {
     `,"proxy_id":${stringMember(entry.proxy_id)}` +
     `,"proxy_seq":${numberMember(entry.proxy_seq)}` +
     `,"query_hash":${stringMember(entry.query_hash)}` +
+    presentMember(v2, 'ran_on', entry.ran_on) +
     `,"reason":${stringMember(entry.reason)}` +
     `,"region":${stringMember(entry.region)}` +
+    presentMember(v2, 'replica_id', entry.replica_id) +
     `,"rows_returned":${numberMember(entry.rows_returned)}` +
     `,"seq":${numberMember(entry.seq)}` +
     `,"session_id":${stringMember(entry.session_id)}` +
@@ -86,6 +94,7 @@ export function canonicalEntryText(entry: CanonicalEntryInput): string {
     `,"tables_read":${member(entry.tables_read)}` +
     `,"tables_written":${member(entry.tables_written)}` +
     `,"ts":${stringMember(entry.ts)}` +
+    presentMember(v2, 'upstream_region', entry.upstream_region) +
     '}';
   return text.includes(UNDEFINED) ? generic(entry) : text;
 }

@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import { sha256 } from '../crypto/sha256.js';
 import { z } from 'zod';
-import { AuditEventKind, type AuditGapRecorded, StatementDecided } from '../events/audit.js';
+import { AuditEventKind, type AuditGapRecorded, type DecisionRecord, StatementDecided } from '../events/audit.js';
 import { AuditEntryId, KeyId, ProjectId, Region, Sha256Hex, text, Timestamp } from '../events/fields.js';
 import { canonicalEntryText, type CanonicalEntryInput } from './canonical-entry.js';
 
@@ -59,6 +59,13 @@ export const AuditLogEntry = z.strictObject({
   /** The emitting proxy's own sequence number (not the chain's seq). */
   proxy_seq: Count.nullable(),
   approval_id: decision.approval_id,
+  /**
+   * Where the statement ran (StatementDecided v2): absent on entries of v1 decisions and on gap
+   * markers, and then left out of the hash, so those hash as they always did.
+   */
+  ran_on: decision.ran_on.optional(),
+  replica_id: decision.replica_id.optional(),
+  upstream_region: decision.upstream_region.optional(),
   /** On gap markers: the lost range and count as AuditGapRecorded gives them; null otherwise. */
   gap: z.strictObject({ from_seq: Count, to_seq: Count, count: Count.nullable() }).nullable(),
   /** The HMAC key the entry hash was computed with; null for a plain SHA-256 (or legacy) entry. */
@@ -114,9 +121,9 @@ const isExactCount = (value: string | null): boolean => value === null || Number
  * the checkpointer at that event for good. The event keeps the decision's values exactly, and a
  * rebuild or `audit verify --from-events` makes the same marker.
  */
-export function entryFromDecision(d: StatementDecided, seq: number): AuditEntryContent {
+export function entryFromDecision(d: DecisionRecord, seq: number): AuditEntryContent {
   if (!isExactCount(d.rows_returned) || !isExactCount(d.bytes_out) || !isExactCount(d.seq)) return markerOfDecision(d, seq);
-  return {
+  const entry: AuditEntryContent = {
     id: auditEntryId(d.project_id, seq),
     project_id: d.project_id,
     seq,
@@ -148,9 +155,15 @@ export function entryFromDecision(d: StatementDecided, seq: number): AuditEntryC
     approval_id: d.approval_id,
     gap: null,
   };
+  if (d.ran_on !== undefined) {
+    entry.ran_on = d.ran_on;
+    entry.replica_id = d.replica_id ?? null;
+    entry.upstream_region = d.upstream_region ?? null;
+  }
+  return entry;
 }
 
-function markerOfDecision(d: StatementDecided, seq: number): AuditEntryContent {
+function markerOfDecision(d: DecisionRecord, seq: number): AuditEntryContent {
   const marker = entryFromGap({ project_id: d.project_id, proxy_id: d.proxy_id, boot_epoch: d.boot_epoch, from_seq: '0', to_seq: '0', count: '1', reason: COUNTER_OUT_OF_RANGE, ts: d.ts }, seq);
   const proxySeq = d.seq !== null && isExactCount(d.seq) ? Number(d.seq) : null;
   return { ...marker, gap: proxySeq === null ? null : { from_seq: proxySeq, to_seq: proxySeq, count: 1 } };

@@ -10,11 +10,13 @@
  * Merkle leaf cover the bytes of whatever payload the store holds, so an event edited after a
  * checkpoint was signed over it is a root mismatch however well-formed it is. See docs/audit.md.
  */
-import { AuditEventKind, AuditSource, CacheStatus, StatementDecided } from '../events/audit.js';
+import { AuditEventKind, AuditSource, CacheStatus, RanOn, StatementDecided, StatementDecidedV1, type DecisionRecord } from '../events/audit.js';
 import { parseJson } from '../events/envelope.js';
 import { isInt64, isNatural } from '../events/statement-decided-check.js';
 
-const FIELDS = Object.keys(StatementDecided.schema.shape).length;
+const V1_FIELDS = Object.keys(StatementDecidedV1.schema.shape).length;
+const V2_FIELDS = Object.keys(StatementDecided.schema.shape).length;
+const RAN_ON: ReadonlySet<unknown> = new Set(RanOn.options);
 const EVENTS: ReadonlySet<unknown> = new Set(AuditEventKind.options);
 const SOURCES: ReadonlySet<unknown> = new Set(AuditSource.options);
 const CACHE: ReadonlySet<unknown> = new Set(CacheStatus.options);
@@ -23,9 +25,15 @@ const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const isString = (value: unknown): value is string => typeof value === 'string';
 const isStrings = (value: unknown): boolean => Array.isArray(value) && value.every(isString);
 
-function looksStored(d: Record<string, unknown>): boolean {
+const isStringOrNull = (value: unknown): boolean => value === null || isString(value);
+
+/** v2's placement members with their JSON types. */
+const looksPlaced = (d: Record<string, unknown>): boolean => (d.ran_on === null || RAN_ON.has(d.ran_on)) && isStringOrNull(d.replica_id) && isStringOrNull(d.upstream_region);
+
+function looksStored(d: Record<string, unknown>, v2: boolean): boolean {
   return (
-    Object.keys(d).length === FIELDS &&
+    Object.keys(d).length === (v2 ? V2_FIELDS : V1_FIELDS) &&
+    (!v2 || looksPlaced(d)) &&
     EVENTS.has(d.event) &&
     SOURCES.has(d.source) &&
     CACHE.has(d.cache_status) &&
@@ -56,9 +64,14 @@ function looksStored(d: Record<string, unknown>): boolean {
   );
 }
 
-/** A StatementDecided payload as the store returns it (JSON), checked structurally; the full parse when that fails. */
-export function storedDecision(data: Uint8Array): StatementDecided {
+/**
+ * A StatementDecided payload of either version as the store returns it (JSON), checked
+ * structurally; the full parse of its version when that fails. A v1 payload is upcast as
+ * `upcastDecision` says: as it stands, its placement members absent.
+ */
+export function storedDecision(type: string, data: Uint8Array): DecisionRecord {
   const value = parseJson(data);
-  if (typeof value === 'object' && value !== null && !Array.isArray(value) && looksStored(value as Record<string, unknown>)) return value as StatementDecided;
-  return StatementDecided.schema.parse(value);
+  const v2 = type === StatementDecided.type;
+  if (typeof value === 'object' && value !== null && !Array.isArray(value) && looksStored(value as Record<string, unknown>, v2)) return value as DecisionRecord;
+  return v2 ? StatementDecided.schema.parse(value) : StatementDecidedV1.schema.parse(value);
 }

@@ -50,3 +50,8 @@ export function shapeCheck(fields: readonly string[], ignored: readonly string[]
     return fits;
   };
 }
+
+/** `,"name":value` (a string or null member) in its key-order place when the shape has the member; nothing when it has not. */
+export function presentMember(present: boolean, name: string, value: unknown): string {
+  return present ? `,"${name}":${stringMember(value)}` : '';
+}

@@ -5,9 +5,9 @@
  * payloads); an object of any other shape takes the generic path.
  */
 import { canonicalize } from '../crypto/canonical-json.js';
-import { member, numberMember, shapeCheck, stringMember, UNDEFINED } from '../crypto/canonical-fields.js';
+import { member, numberMember, presentMember, shapeCheck, stringMember, UNDEFINED } from '../crypto/canonical-fields.js';
 
-/** The payload's fields (the unit test compares them with the schema's), sorted by UTF-16 code units: the order canonicalDecisionText writes them in. */
+/** The v1 payload's fields (the unit test compares them with the schema's), sorted by UTF-16 code units: the order canonicalDecisionText writes them in. */
 export const CANONICAL_DECISION_FIELDS = [
   'approval_id',
   'boot_epoch',
@@ -37,13 +37,19 @@ export const CANONICAL_DECISION_FIELDS = [
   'ts',
 ] as const;
 
-const hasDecisionKeys = shapeCheck(CANONICAL_DECISION_FIELDS);
+/** The members v2 adds (where the statement ran), written in their key-order places among v1's. */
+export const CANONICAL_PLACEMENT_FIELDS = ['ran_on', 'replica_id', 'upstream_region'] as const;
 
-/** The payload's members; typed apart from StatementDecided, whose definition uses this encoder. */
-export type DecisionMembers = Readonly<Record<(typeof CANONICAL_DECISION_FIELDS)[number], unknown>>;
+const hasV1Keys = shapeCheck(CANONICAL_DECISION_FIELDS);
+const hasV2Keys = shapeCheck([...CANONICAL_DECISION_FIELDS, ...CANONICAL_PLACEMENT_FIELDS]);
+
+/** The payload's members: v1's and, on v2, the placement; typed apart from StatementDecided, whose definitions use this encoder. */
+export type DecisionMembers = Readonly<Record<(typeof CANONICAL_DECISION_FIELDS)[number], unknown> & Partial<Record<(typeof CANONICAL_PLACEMENT_FIELDS)[number], unknown>>>;
+
 
 export function canonicalDecisionText(payload: DecisionMembers): string {
-  if (!hasDecisionKeys(payload)) return canonicalize(payload);
+  const v2 = hasV2Keys(payload);
+  if (!v2 && !hasV1Keys(payload)) return canonicalize(payload);
   const text =
     `{"approval_id":${stringMember(payload.approval_id)}` +
     `,"boot_epoch":${numberMember(payload.boot_epoch)}` +
@@ -59,8 +65,10 @@ export function canonicalDecisionText(payload: DecisionMembers): string {
     `,"project_id":${stringMember(payload.project_id)}` +
     `,"proxy_id":${stringMember(payload.proxy_id)}` +
     `,"query_hash":${stringMember(payload.query_hash)}` +
+    presentMember(v2, 'ran_on', payload.ran_on) +
     `,"reason":${stringMember(payload.reason)}` +
     `,"region":${stringMember(payload.region)}` +
+    presentMember(v2, 'replica_id', payload.replica_id) +
     `,"rows_returned":${stringMember(payload.rows_returned)}` +
     `,"seq":${stringMember(payload.seq)}` +
     `,"session_id":${stringMember(payload.session_id)}` +
@@ -71,6 +79,7 @@ export function canonicalDecisionText(payload: DecisionMembers): string {
     `,"tables_read":${member(payload.tables_read)}` +
     `,"tables_written":${member(payload.tables_written)}` +
     `,"ts":${stringMember(payload.ts)}` +
+    presentMember(v2, 'upstream_region', payload.upstream_region) +
     '}';
   return text.includes(UNDEFINED) ? canonicalize(payload) : text;
 }

@@ -70,6 +70,7 @@ export const catalog = [
   approvals.ApprovalExecutionStarted,
   approvals.ApprovalExecuted,
   approvals.ApprovalFailed,
+  audit.StatementDecidedV1,
   audit.StatementDecided,
   audit.AuditGapRecorded,
   audit.AuditCheckpointSigned,

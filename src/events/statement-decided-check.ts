@@ -7,11 +7,28 @@
  * mutated records). IPv6 client addresses, rare, are left to their member schema.
  */
 import { z } from 'zod';
-import { AuditEventKind, AuditSource, CacheStatus, DECISION_RULE_PATTERN, DECISION_TABLES_MAX, decisionRules, PROXY_ID_PATTERN, QUERY_HASH_PATTERN, StatementDecided } from './audit.js';
+import {
+  AuditEventKind,
+  AuditSource,
+  CacheStatus,
+  DECISION_RULE_PATTERN,
+  DECISION_TABLES_MAX,
+  decisionRules,
+  placementRules,
+  PROXY_ID_PATTERN,
+  QUERY_HASH_PATTERN,
+  RanOn,
+  StatementDecided,
+  StatementDecidedV1,
+  type DecisionRecord,
+} from './audit.js';
 import { idPattern, INT64_MAX, INT64_PATTERN, REGION_PATTERN, SESSION_ID_PATTERN, STATEMENT_KIND_PATTERN, TableName, TEXT_PATTERN, Timestamp } from './fields.js';
 
-const shape = StatementDecided.schema.shape;
-const MEMBERS: ReadonlySet<string> = new Set(Object.keys(shape));
+const shape = StatementDecidedV1.schema.shape;
+const V1_MEMBERS: ReadonlySet<string> = new Set(Object.keys(shape));
+const V2_MEMBERS: ReadonlySet<string> = new Set(Object.keys(StatementDecided.schema.shape));
+const RAN_ON: ReadonlySet<unknown> = new Set(RanOn.options);
+const REPLICA_ID = idPattern('rep_');
 const EVENTS: ReadonlySet<unknown> = new Set(AuditEventKind.options);
 const SOURCES: ReadonlySet<unknown> = new Set(AuditSource.options);
 const CACHE: ReadonlySet<unknown> = new Set(CacheStatus.options);
@@ -40,18 +57,35 @@ function isTables(value: unknown): boolean {
   return true;
 }
 
-function hasOnlyMembers(record: object): boolean {
+function hasOnlyMembers(record: object, members: ReadonlySet<string>): boolean {
   // for-in, as the schema looks for unknown keys.
-  for (const key in record) if (!MEMBERS.has(key)) return false;
+  for (const key in record) if (!members.has(key)) return false;
   return true;
 }
 
-/** Whether StatementDecided.schema accepts `value`. */
-export function isStatementDecided(value: unknown): value is StatementDecided {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
-  const d = value as Readonly<Record<keyof typeof shape, unknown>>;
+/** Whether v2's placement members hold what its schema accepts. */
+function isPlaced(d: Readonly<Record<'ran_on' | 'replica_id' | 'upstream_region' | 'cache_status', unknown>>): boolean {
   return (
-    hasOnlyMembers(d) &&
+    (d.ran_on === null || RAN_ON.has(d.ran_on)) &&
+    (d.replica_id === null || matches(REPLICA_ID, d.replica_id)) &&
+    (d.upstream_region === null || matches(REGION_PATTERN, d.upstream_region)) &&
+    placementRules.ranWhenCached(d) &&
+    placementRules.replicaNamed(d) &&
+    placementRules.upstreamRegionNamed(d)
+  );
+}
+
+/**
+ * Whether the StatementDecided schema of the record's version accepts `value`: v2's when it has
+ * the placement members (`ran_on` among them), v1's otherwise (a proxy of an earlier release).
+ */
+export function isStatementDecided(value: unknown): value is DecisionRecord {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const d = value as Readonly<Record<keyof typeof StatementDecided.schema.shape, unknown>>;
+  const v2 = 'ran_on' in d;
+  return (
+    hasOnlyMembers(d, v2 ? V2_MEMBERS : V1_MEMBERS) &&
+    (!v2 || isPlaced(d)) &&
     EVENTS.has(d.event) &&
     matches(PROJECT_ID, d.project_id) &&
     (d.credential_id === null || matches(CREDENTIAL_ID, d.credential_id)) &&
@@ -84,7 +118,9 @@ export function isStatementDecided(value: unknown): value is StatementDecided {
   );
 }
 
-/** StatementDecided.schema.parse, through isStatementDecided: an accepted record is returned as it is; a refused one gets the schema's ZodError. */
-export function parseStatementDecided(value: unknown): StatementDecided {
-  return isStatementDecided(value) ? value : StatementDecided.schema.parse(value);
+/** The parse of the record's version, through isStatementDecided: an accepted record is returned as it is; a refused one gets the schema's ZodError. */
+export function parseStatementDecided(value: unknown): DecisionRecord {
+  if (isStatementDecided(value)) return value;
+  const v2 = typeof value === 'object' && value !== null && 'ran_on' in value;
+  return v2 ? StatementDecided.schema.parse(value) : StatementDecidedV1.schema.parse(value);
 }

@@ -5,7 +5,7 @@ import { auditStream, type AuditEventPayload } from '../../projections/audit.js'
 import type { BusRecord } from '../../proxy/decisions.js';
 import type { Consumer, DecisionBus, Delivery } from '../bus/port.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
-import { AuditGapRecorded, StatementDecided } from '../events/audit.js';
+import { AuditGapRecorded, decisionDefinition } from '../events/audit.js';
 import { connectionStream } from '../../projections/connections.js';
 import { SessionsRecord, WireSessionClosed, WireSessionOpened } from '../events/connections.js';
 import { encodeEvent, encodeParsed, type EventDefinition, type EventMetadata } from '../events/envelope.js';
@@ -211,7 +211,8 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       decisions.map((decision) => {
         if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
         const key = decisionKey(decision.proxy_id, decision.boot_epoch, decision.seq);
-        return batcher.append(auditStream(decision.project_id), { ...encodeParsed(StatementDecided, decision, metadataFor(key, at)), decision });
+        // A record of an earlier proxy release (no placement) is stored as the v1 it is.
+        return batcher.append(auditStream(decision.project_id), { ...encodeParsed(decisionDefinition(decision), decision, metadataFor(key, at)), decision });
       }),
     );
     return 'appended';

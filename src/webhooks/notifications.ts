@@ -7,7 +7,7 @@
  */
 import type { Json } from '../crypto/canonical-json.js';
 import { AnomalyRaised } from '../events/anomalies.js';
-import { AuditCheckpointSigned, StatementDecided, type AuditEventKind } from '../events/audit.js';
+import { AuditCheckpointSigned, decodeDecision, StatementDecided, StatementDecidedV1, type AuditEventKind, type DecisionRecord } from '../events/audit.js';
 import { CredentialDisabled, CredentialRegistered, CredentialRevoked } from '../events/credentials.js';
 import { decodeData, decodeMetadata, parseJson } from '../events/envelope.js';
 import { WebhookTestRequested, type WebhookEventType } from '../events/webhooks.js';
@@ -47,7 +47,7 @@ export function messageId(event: Pick<RecordedEvent, 'id'>): string {
 }
 
 /** What a decided statement's notification carries: never its text, reason or values. */
-function statementData(entry: StatementDecided, kind: AuditEventKind): Record<string, Json> {
+function statementData(entry: DecisionRecord, kind: AuditEventKind): Record<string, Json> {
   const honeytoken = kind === 'canary_tripped' ? /\b(hnt_[a-z0-9]{20,40})\b/.exec(entry.reason)?.[1] : undefined;
   const decision = DECISIONS[kind];
   return {
@@ -82,12 +82,13 @@ export function credentialRegistration(event: RecordedEvent): { credentialId: st
 export function notificationOf(event: RecordedEvent, projectOfCredential: ProjectOfCredential): Notification | undefined {
   const id = messageId(event);
   switch (event.type) {
-    case StatementDecided.type: {
+    case StatementDecided.type:
+    case StatementDecidedV1.type: {
       // Most decisions notify nobody: only those get validated in full.
       const kind = (parseJson(event.data) as { event?: AuditEventKind }).event;
       const type = kind === undefined ? undefined : AUDIT_TYPES[kind];
       if (!type) return undefined;
-      const entry = decodeData(StatementDecided, event);
+      const entry = decodeDecision(event);
       return { id, type, projectId: entry.project_id, occurredAt: entry.ts, data: statementData(entry, entry.event) };
     }
     case CredentialDisabled.type:

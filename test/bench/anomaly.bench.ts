@@ -17,6 +17,7 @@ import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
 import { CpuMeter } from './e2e-cpu.js';
 import { withBenchServer, type BenchServer } from './server.js';
+import { placed } from '../support/decisions.js';
 
 const PROJECT = 'prj_benchanomaly00000000000000';
 const DECISIONS = Number(process.env.PGWARD_BENCH_ANOMALY_DECISIONS ?? 200_000);
@@ -35,13 +36,13 @@ function decision(n: number): StatementDecided {
   const credential = CREDENTIALS[(n * 7919) % CREDENTIALS.length]!;
   // Each credential runs about 30 shapes, and now and then one it never ran.
   const shape = n % 997 === 0 ? n : (n % 30) + CREDENTIALS.indexOf(credential) * 10;
-  return {
+  return placed({
     event, project_id: PROJECT, credential_id: n % 11 === 0 ? null : credential, session_id: `px.1.${n % 97}`, source: 'wire', region: 'local',
     client_ip: '10.0.0.1', ts: new Date(T0 + Math.floor(n * SPACING_MS)).toISOString(), sql: `select * from orders where id = ${n}`, normalized_sql: 'select * from orders where id = $1',
     query_hash: shape.toString(16).padStart(16, '0'), statement_kind: 'select', decision_rule: ran ? '' : 'deny', reason: '', cache_status: ran ? 'miss' : 'none',
     rows_returned: ran ? String(n % 50) : '0', bytes_out: ran ? String((n % 50) * 120) : '0', latency_us: ran ? 200 + ((n * 7919) % 50_000) : null, tables_read: ['public.orders'],
     tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'bench-proxy', boot_epoch: 1, seq: String(n + 1), approval_id: null,
-  };
+  });
 }
 
 async function seed(store: PostgresEventStore): Promise<void> {

@@ -25,6 +25,7 @@ import { CommittedFeed } from '../../src/store/committed-feed.js';
 import { createPostgresEventStore } from '../../src/store/postgres.js';
 import { CpuMeter } from './e2e-cpu.js';
 import { withBenchServer } from './server.js';
+import { placed } from '../support/decisions.js';
 
 const PROJECT = 'prj_benchaudit0000000000000000';
 /** Smaller runs (for profiling) via PGWARD_BENCH_AUDIT_DECISIONS and PGWARD_BENCH_AUDIT_ENTRIES. */
@@ -57,13 +58,13 @@ function log(line: string): void {
 function decision(n: number): StatementDecided {
   const event = EVENTS[n % EVENTS.length]!;
   const ran = event === 'query' || event === 'masked' || event === 'truncated';
-  return {
+  return placed({
     event, project_id: PROJECT, credential_id: n % 11 === 0 ? null : CREDENTIALS[n % CREDENTIALS.length]!, session_id: `px.1.${n % 97}`, source: 'wire', region: 'local',
     client_ip: '10.0.0.1', ts: new Date(T0 + Math.floor(n * SPACING_MS)).toISOString(), sql: `select * from orders where id = ${n}`, normalized_sql: 'select * from orders where id = $1',
     query_hash: '0123456789abcdef', statement_kind: 'select', decision_rule: ran ? '' : 'deny', reason: '', cache_status: ran ? CACHE[n % CACHE.length]! : 'none',
     rows_returned: ran ? String(n % 50) : '0', bytes_out: ran ? String((n % 50) * 120) : '0', latency_us: ran ? 200 + ((n * 7919) % 50_000) : null, tables_read: ['public.orders'],
     tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'bench-proxy', boot_epoch: 1, seq: String(n + 1), approval_id: event === 'approval_requested' ? 'apr_aaaaaaaaaaaaaaaaaaaaaaaa' : null,
-  };
+  });
 }
 
 async function projectedCount(pool: pg.Pool): Promise<number> {

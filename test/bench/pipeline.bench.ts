@@ -25,6 +25,7 @@ import { CategoryFeeds } from '../../src/store/category-feeds.js';
 import { createPostgresEventStore } from '../../src/store/postgres.js';
 import { CpuMeter } from './e2e-cpu.js';
 import { withBenchServer } from './server.js';
+import { placed } from '../support/decisions.js';
 
 const DECISIONS = Number(process.env.PGWARD_BENCH_PIPELINE_DECISIONS ?? 60_000);
 const OFFERED_PER_S = Number(process.env.PGWARD_BENCH_PIPELINE_OFFERED ?? 10_000);
@@ -40,13 +41,13 @@ const anchor = loadAnchorKey(generateAnchorKey());
 const decimal = new Intl.NumberFormat('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
 
 function decision(n: number): StatementDecided {
-  return {
+  return placed({
     event: 'query', project_id: PROJECT, credential_id: CREDENTIALS[n % CREDENTIALS.length]!, session_id: `prx_1.1700000000.${n % 10}`, source: 'wire', region: 'local',
     client_ip: '127.0.0.1', ts: new Date(T0 + Math.floor(n / 10)).toISOString(), sql: `SELECT abalance FROM pgbench_accounts WHERE aid = $1`,
     normalized_sql: 'SELECT abalance FROM pgbench_accounts WHERE aid = $1', query_hash: '0123456789abcdef', statement_kind: 'select', decision_rule: '', reason: '',
     cache_status: 'bypass', rows_returned: '1', bytes_out: '90', latency_us: 100 + (n % 400), tables_read: ['public.pgbench_accounts'], tables_written: [], tables_blocked: [],
     parsed: true, proxy_id: 'prx_1', boot_epoch: 1, seq: String(n + 1), approval_id: null,
-  };
+  });
 }
 
 async function checkpoints(pool: pg.Pool): Promise<bigint[]> {

@@ -15,6 +15,7 @@ import { pino } from 'pino';
 import { spentSince } from '../../queries/budget-usage.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { runOnce } from '../support/wire.js';
+import { placed } from '../support/decisions.js';
 
 let gateway: TestGateway;
 let agent: AgentSecrets;
@@ -48,11 +49,11 @@ async function until<T>(probe: () => Promise<T>, accept: (value: T) => boolean, 
 }
 
 function syntheticDecision(seq: number): BusRecord {
-  const decision: Decision & { proxy_id: string; boot_epoch: number; seq: string } = {
+  const decision: Decision & { proxy_id: string; boot_epoch: number; seq: string } = placed({
     event: 'query', project_id: gateway.projectId, credential_id: null, session_id: 'synthetic.1', source: 'wire', region: 'local', client_ip: '', ts: new Date().toISOString(),
     sql: `select ${seq}`, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'bypass', rows_returned: '1', bytes_out: '1',
     latency_us: 1, tables_read: [], tables_written: [], tables_blocked: [], parsed: false, approval_id: null, proxy_id: 'synthetic-proxy', boot_epoch: 1, seq: String(seq),
-  };
+  });
   return { kind: 'decision', decision };
 }
 

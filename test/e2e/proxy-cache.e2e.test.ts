@@ -10,10 +10,12 @@ import type { Socket } from 'node:net';
 import { serialize } from 'pg-protocol';
 import { promisify } from 'node:util';
 import pg from 'pg';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { createPolicy, patchDatabase, registerOn, withAgentClient } from '../support/proxy-agents.js';
-import { decisionsOfCredential, recordsText } from '../support/recorded.js';
+import { auditedRuns, decisionsOfCredential, recordsText } from '../support/recorded.js';
 import { waitFor } from '../support/wire.js';
 
 const exec = promisify(execFile);
@@ -21,13 +23,17 @@ const exec = promisify(execFile);
 let gateway: TestGateway;
 let plain: AgentSecrets;
 let masked: AgentSecrets;
+/** Chains the decisions into the audit trail, which `auditedRuns` reads over REST. */
+let ingest: RunningIngest;
 
 beforeAll(async () => {
   gateway = await startGateway('result_cache');
+  ingest = await startIngest({ store: gateway.api.store, bus: gateway.bus, logger: pino({ level: 'silent' }) });
   plain = await registerOn(gateway, await createPolicy(gateway, { name: 'shows emails', read_only: false, allowed_tables: ['public.*'] }), 'plain');
   masked = await registerOn(gateway, await createPolicy(gateway, { name: 'redacts emails', read_only: false, allowed_tables: ['public.*'], masked_columns: { 'public.customers.email': 'redact' } }), 'masked');
 });
 afterAll(async () => {
+  await ingest?.stop();
   await gateway?.stop();
 });
 
@@ -63,6 +69,14 @@ describe('the result cache on the simple protocol (psql)', () => {
     expect(await statuses(plain, read, 4)).toEqual(['miss', 'hit', 'miss', 'hit']);
     const update = decisionsOfCredential(gateway, plain.credential.id).find((d) => d.statement_kind === 'update');
     expect(update?.cache_status).toBe('bypass');
+    // Where each ran (StatementDecided v2), as the audit REST output shows it: misses upstream on the primary, hits from the cache.
+    const runs = await auditedRuns(gateway, plain.credential.id, read, 4);
+    expect(runs.map((e) => [e.cache_status, e.ran_on, e.replica_id, e.upstream_region])).toEqual([
+      ['miss', 'primary', null, 'local'],
+      ['hit', 'cache', null, null],
+      ['miss', 'primary', null, 'local'],
+      ['hit', 'cache', null, null],
+    ]);
   });
 
   it('invalidates at every Execute of a prepared UPDATE, not only at its Parse', async () => {

@@ -18,6 +18,7 @@ import { encodeEvent } from '../../src/events/envelope.js';
 import pino from 'pino';
 import { startApi, type TestApi } from '../support/api.js';
 import { CREDENTIAL_A, CREDENTIAL_B, EXPECTED_ALERTS, syntheticHistory, type SyntheticEntry } from '../support/anomaly-history.js';
+import { placed } from '../support/decisions.js';
 
 let api: TestApi;
 let owner: { orgId: string; apiKey: string };
@@ -28,11 +29,11 @@ type Alert = { id: string; credential_id: string; kind: string; severity: string
 function decisionEvent(entry: SyntheticEntry, n: number) {
   return encodeEvent(
     StatementDecided,
-    {
+    placed({
       event: entry.event, project_id: projectId, credential_id: entry.credentialId, session_id: 'px.1.1', source: 'wire', region: 'local', client_ip: '', ts: entry.ts, sql: 'select 1',
       normalized_sql: 'select $1', query_hash: entry.queryHash, statement_kind: 'select', decision_rule: entry.rule, reason: '', cache_status: 'none', rows_returned: '1',
       bytes_out: String(entry.bytesOut), latency_us: 100, tables_read: [], tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'px', boot_epoch: 1, seq: String(n + 1), approval_id: null,
-    },
+    }),
     { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: entry.ts },
   );
 }

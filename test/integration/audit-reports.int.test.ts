@@ -5,6 +5,7 @@ import { auditStream } from '../../projections/audit.js';
 import { AuditGapRecorded, StatementDecided } from '../../src/events/audit.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import { startApi, type TestApi } from '../support/api.js';
+import { placed } from '../support/decisions.js';
 
 const START = '2026-03-01T00:00:00.000Z';
 const END = '2026-03-02T00:00:00.000Z';
@@ -23,12 +24,12 @@ let proxySeq = 0;
 const at = (minutes: number) => new Date(Date.parse(START) + minutes * 60_000).toISOString();
 
 function decision(overrides: Partial<StatementDecided>): StatementDecided {
-  return {
+  return placed({
     event: 'query', project_id: projectId, credential_id: A, session_id: 'px.1.1', source: 'wire', region: 'local', client_ip: '127.0.0.1', ts: START,
     sql: 'select 1', normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'miss', rows_returned: '0', bytes_out: '0',
     latency_us: null, tables_read: [], tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'px', boot_epoch: 1, seq: String(++proxySeq), approval_id: null,
     ...overrides,
-  };
+  });
 }
 
 const control = { source: 'control', proxy_id: null, boot_epoch: null, seq: null, session_id: '', client_ip: '' } as const;

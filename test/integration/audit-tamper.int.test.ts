@@ -19,6 +19,7 @@ import { merkleRoot } from '../../src/crypto/merkle.js';
 import { AuditCheckpointSigned, AuditGapRecorded, StatementDecided } from '../../src/events/audit.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import { startApi, type TestApi } from '../support/api.js';
+import { placed } from '../support/decisions.js';
 
 const K1 = Buffer.alloc(32, 1);
 const K2 = Buffer.alloc(32, 2);
@@ -31,12 +32,12 @@ let projectId: string;
 let otherProjectId: string;
 
 function decision(project: string, n: number): StatementDecided {
-  return {
+  return placed({
     event: n % 4 === 0 ? 'masked' : 'query', project_id: project, credential_id: 'agt_aaaaaaaaaaaaaaaaaaaaaaaa', session_id: 'px.1.1', source: 'wire', region: 'local',
     client_ip: '10.0.0.1', ts: new Date(Date.UTC(2026, 2, 1, 12, 0, n)).toISOString(), sql: `select * from orders where id = ${n} and project = '${project}'`, normalized_sql: 'select * from orders where id = $1',
     query_hash: '0123456789abcdef', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'miss', rows_returned: String(n), bytes_out: String(n * 100),
     latency_us: 1500 + n, tables_read: ['public.orders'], tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'px', boot_epoch: 1, seq: String(n), approval_id: null,
-  };
+  });
 }
 
 /** Entry n of a trail: decisions, with a gap marker at 2 so its jsonb `gap` round-trips too. */
@@ -120,7 +121,8 @@ async function stored(project = projectId): Promise<AuditEntry[]> {
 async function put(entries: readonly AuditEntry[]): Promise<void> {
   for (const e of entries) {
     await sql('delete from rm.audit_entries where project_id = $1 and seq = $2', [e.project_id, e.seq]);
-    await sql('insert into rm.audit_entries select * from json_populate_record(null::rm.audit_entries, $1::json)', [JSON.stringify({ ...e, ts_at: e.ts, position: 0 })]);
+    // `placed`: whether the row's entry has where it ran (projections/audit.ts), as the projection writes it.
+    await sql('insert into rm.audit_entries select * from json_populate_record(null::rm.audit_entries, $1::json)', [JSON.stringify({ ...e, ts_at: e.ts, position: 0, placed: 'ran_on' in e })]);
   }
 }
 

@@ -20,6 +20,7 @@ import { plans } from '../../src/plans.js';
 import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
+import { placed } from '../support/decisions.js';
 
 const HOUR = 3_600_000;
 const ORIGIN = Date.parse('2026-03-01T00:00:00.000Z');
@@ -85,11 +86,11 @@ function eventOf(projectId: string, s: Sent, n: number) {
     const gap = { project_id: projectId, proxy_id: 'px', boot_epoch: 1, from_seq: '1', to_seq: '2', count: s.gapCount === null ? null : String(s.gapCount), reason: `r${n % 3}`, ts: iso(s.ts) };
     return encodeEvent(AuditGapRecorded, gap, meta);
   }
-  const decision: StatementDecided = {
+  const decision: StatementDecided = placed({
     event: s.event, project_id: projectId, credential_id: s.credential, session_id: 'px.1.1', source: 'wire', region: 'local', client_ip: '', ts: iso(s.ts), sql: 'select 1',
     normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: s.cache, rows_returned: String(s.rows), bytes_out: String(s.bytes),
     latency_us: s.latencyUs, tables_read: [], tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'px', boot_epoch: 1, seq: String(n + 1), approval_id: 'apr_aaaaaaaaaaaaaaaaaaaaaaaa',
-  };
+  });
   return encodeEvent(StatementDecided, decision, meta);
 }
 

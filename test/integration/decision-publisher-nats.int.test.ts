@@ -17,6 +17,7 @@ import type { DecisionBus } from '../../src/bus/port.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
+import { placed } from '../support/decisions.js';
 
 const natsUrl = process.env.NATS_URL ?? '';
 const PROJECT = 'prj_publishernats00000000000';
@@ -50,11 +51,11 @@ afterEach(async () => {
 });
 
 function decision(sql: string): Decision {
-  return {
+  return placed({
     event: 'query', project_id: PROJECT, credential_id: null, session_id: 'publisher.1', source: 'wire', region: 'local', client_ip: '', ts: new Date().toISOString(),
     sql, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'bypass', rows_returned: '1', bytes_out: '1',
     latency_us: 1, tables_read: [], tables_written: [], tables_blocked: [], parsed: false, approval_id: null,
-  };
+  });
 }
 
 describe.skipIf(natsUrl === '')('the decision publisher on NATS JetStream', () => {

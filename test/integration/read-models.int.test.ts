@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { randomUUID } from 'node:crypto';
 import { auditStream } from '../../projections/audit.js';
 import { projectionsFor } from '../../projections/index.js';
-import { StatementDecided } from '../../src/events/audit.js';
+import { StatementDecided, StatementDecidedV1 } from '../../src/events/audit.js';
 import { connectionStream } from '../../projections/connections.js';
 import { WireSessionClosed, WireSessionOpened } from '../../src/events/connections.js';
 import { encodeEvent } from '../../src/events/envelope.js';
@@ -20,6 +20,7 @@ import { createOrganizationForUser } from '../../commands/organizations/create-o
 import type { MembershipCommand } from '../../commands/organizations/memberships.js';
 import { organization } from '../../commands/organizations/organization.js';
 import { sha256Hex } from '../../src/crypto/tokens.js';
+import { placed } from '../support/decisions.js';
 
 let api: TestApi;
 const operator = newOperatorToken('ops');
@@ -186,7 +187,8 @@ async function appendAgentActivity(projectId: string, credentialId: string, p: n
       cache_status: 'bypass' as const, rows_returned: '1', bytes_out: '12', latency_us: 100, tables_read: [], tables_written: [], tables_blocked: [], parsed: true,
       proxy_id: 'rm-agent', boot_epoch: 1, seq: String(10 * p + hour + 1), approval_id: null,
     };
-    return encodeEvent(StatementDecided, decision, { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: decision.ts });
+    // v1, as a store written before StatementDecided v2 holds them: the rebuild reads both versions.
+    return encodeEvent(StatementDecidedV1, decision, { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: decision.ts });
   });
   await api.store.append(auditStream(projectId), events, 'any');
 }
@@ -195,12 +197,12 @@ async function appendAgentActivity(projectId: string, credentialId: string, p: n
 async function appendShapeRuns(projectId: string, credentialId: string, p: number): Promise<void> {
   const runs = [['miss', '3'], ['hit', '3'], ['miss', '3'], ['bypass', '4'], ['stale', '4'], ['miss', '4']] as const;
   const events = runs.map(([cache_status, rows], n) => {
-    const decision = {
+    const decision = placed({
       event: 'query' as const, project_id: projectId, credential_id: credentialId, session_id: `shape.${p}`, source: 'wire' as const, region: 'local', client_ip: '127.0.0.1',
       ts: new Date(Date.UTC(2026, 0, 3, 0, 0, n)).toISOString(), sql: 'select * from orders where id < 4', normalized_sql: 'select * from orders where id < $1', query_hash: 'ab'.repeat(8),
       statement_kind: 'select', decision_rule: '', reason: '', cache_status, rows_returned: rows, bytes_out: String(10 * Number(rows)), latency_us: 1000 + 100 * n,
       tables_read: ['public.orders'], tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'rm-shape', boot_epoch: 1, seq: String(10 * p + n + 1), approval_id: null,
-    };
+    });
     return encodeEvent(StatementDecided, decision, { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: decision.ts });
   });
   await api.store.append(auditStream(projectId), events.slice(0, 3), 'any');
@@ -209,12 +211,12 @@ async function appendShapeRuns(projectId: string, credentialId: string, p: numbe
 
 /** What ingest appends for a decision the proxy made, so the audit chain has entries too. */
 async function appendAuditDecision(projectId: string, n: number): Promise<void> {
-  const decision = {
+  const decision = placed({
     event: 'query' as const, project_id: projectId, credential_id: null, session_id: `s.${n}`, source: 'wire' as const, region: 'local', client_ip: '127.0.0.1',
     ts: new Date(Date.UTC(2026, 0, 1, 0, 0, n)).toISOString(), sql: `select ${n}`, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '',
     cache_status: 'bypass' as const, rows_returned: '1', bytes_out: '12', latency_us: 100 + n, tables_read: [], tables_written: [], tables_blocked: [], parsed: false,
     proxy_id: 'rm-test', boot_epoch: 1, seq: String(n + 1), approval_id: null,
-  };
+  });
   const meta = { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: decision.ts };
   await api.store.append(auditStream(projectId), [encodeEvent(StatementDecided, decision, meta), encodeEvent(StatementDecided, { ...decision, seq: String(n + 100) }, { ...meta, event_id: randomUUID() })], 'any');
   // Its session's connection, as ingest appends the proxy's marks (closed, then opened: ingest may append them in either order).

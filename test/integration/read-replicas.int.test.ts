@@ -1,7 +1,10 @@
 import pg from 'pg';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { replicaUnavailable, startStreamingReplica, type StreamingReplica } from '../support/streaming-replica.js';
+import { auditedRuns } from '../support/recorded.js';
 import { waitFor } from '../support/wire.js';
 
 const serverUrl = process.env.PGWARD_TEST_PG_URL;
@@ -14,6 +17,9 @@ let replica: StreamingReplica;
 let agent: AgentSecrets;
 let client: pg.Client;
 let base: string;
+let replicaId: string;
+/** Chains the decisions into the audit trail, which `auditedRuns` reads over REST. */
+let ingest: RunningIngest;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -35,12 +41,14 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
       thresholds: { failuresToEject: 10, successesToRestore: 2, maxLagMs: 30_000 },
       readYourWritesMs: READ_YOUR_WRITES_MS,
     });
+    ingest = await startIngest({ store: gateway.api.store, bus: gateway.bus, logger: pino({ level: 'silent' }) });
     replica = await startStreamingReplica(serverUrl!);
     const listed = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
     const databaseId = (listed.json() as { databases: { id: string }[] }).databases[0]!.id;
     base = `/v1/projects/${gateway.projectId}/databases/${databaseId}`;
     const added = await gateway.api.call(gateway.owner.apiKey, { method: 'POST', url: `${base}/replicas`, payload: { host: '127.0.0.1', port: replica.port, ssl_mode: 'disable' } });
     expect(added.statusCode).toBe(201);
+    replicaId = (added.json() as { id: string }).id;
     agent = await gateway.register('reader');
     client = new pg.Client({ connectionString: agent.connection_string });
     await client.connect();
@@ -48,6 +56,7 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
 
   afterAll(async () => {
     await client?.end().catch(() => undefined);
+    await ingest?.stop();
     await gateway?.stop();
     await replica?.destroy();
   }, 120_000);
@@ -65,6 +74,20 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
     expect(await onReplica('select pg_is_in_recovery() as r where $1::int = 1', [1])).toBe(true);
     const { rows } = await client.query<{ n: string }>('select count(*) as n from orders');
     expect(rows[0]!.n).toBe('1000');
+  });
+
+  it('records where each statement ran: the replica and its id for a routed SELECT, the primary for a write (StatementDecided v2)', async () => {
+    const read = 'select count(*) as n from orders where id < 100';
+    const write = "update orders set customer = customer where id = 1";
+    await settlesOn(true, 10_000);
+    await new Promise((resolve) => setTimeout(resolve, READ_YOUR_WRITES_MS + 100));
+    await client.query(read);
+    await client.query(write);
+    const [routed] = await auditedRuns(gateway, agent.credential.id, read, 1);
+    expect(routed).toMatchObject({ event: 'query', ran_on: 'replica', replica_id: replicaId, region: 'local', upstream_region: 'local', cache_status: 'bypass' });
+    const [written] = await auditedRuns(gateway, agent.credential.id, write, 1);
+    expect(written).toMatchObject({ ran_on: 'primary', replica_id: null, upstream_region: 'local' });
+    await new Promise((resolve) => setTimeout(resolve, READ_YOUR_WRITES_MS + 100));
   });
 
   it('a write runs on the primary, and the session reads its own writes from the primary for the window', async () => {

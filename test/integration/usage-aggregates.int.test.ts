@@ -19,6 +19,7 @@ import { newOperatorToken } from '../../src/auth/operators.js';
 import { StatementDecided, type AuditEventKind, type AuditSource, type CacheStatus } from '../../src/events/audit.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import { startApi, type TestApi } from '../support/api.js';
+import { placed } from '../support/decisions.js';
 
 let api: TestApi;
 let owner: { orgId: string; apiKey: string };
@@ -44,12 +45,12 @@ async function decide(projectId: string, decisions: Decision[]): Promise<void> {
   const events = decisions.map((d) => {
     const source = d.source ?? 'wire';
     const proxied = source === 'wire' || source === 'mcp';
-    const decision = {
+    const decision = placed({
       event: d.event ?? 'query', project_id: projectId, credential_id: null, session_id: d.session, source, region: 'local', client_ip: proxied ? '127.0.0.1' : '', ts: d.ts,
       sql: 'select 1', normalized_sql: 'select $1', query_hash: 'ab'.repeat(8), statement_kind: 'select', decision_rule: '', reason: '', cache_status: d.cache,
       rows_returned: '1', bytes_out: String(d.bytes), latency_us: 100, tables_read: [], tables_written: [], tables_blocked: [], parsed: true,
       proxy_id: proxied ? 'usage-test' : null, boot_epoch: proxied ? 1 : null, seq: proxied ? String(++seq) : null, approval_id: null,
-    };
+    });
     return encodeEvent(StatementDecided, decision, { event_id: randomUUID(), correlation_id: 'ingest', actor: 'ingest', at: d.ts });
   });
   const appended = await api.store.append(auditStream(projectId), events, 'any');

@@ -16,6 +16,7 @@ import { startApi, type TestApi } from '../support/api.js';
 import { countingStore } from '../support/counting-store.js';
 import { startReceiver, verified, type WebhookReceiver } from '../support/webhook-receiver.js';
 import { waitFor } from '../support/wire.js';
+import { placed } from '../support/decisions.js';
 
 let api: TestApi;
 let owner: { orgId: string; apiKey: string };
@@ -103,11 +104,11 @@ async function attempts(webhookId: string): Promise<Attempt[]> {
 
 /** A decision as ingest appends it, of a statement the control plane ran (no proxy fields). */
 function decided(event: AuditEventKind, sql: string, project = projectId) {
-  const decision: StatementDecided = {
+  const decision: StatementDecided = placed({
     event, project_id: project, credential_id: null, session_id: 's1', source: 'rest', region: 'local', client_ip: '', ts: new Date().toISOString(),
     sql, normalized_sql: sql, query_hash: 'abcdef0123456789', statement_kind: 'select', decision_rule: 'deny.table', reason: `refused ${sql}`, cache_status: 'none',
     rows_returned: '0', bytes_out: '0', latency_us: null, tables_read: [], tables_written: [], tables_blocked: ['public.secrets'], parsed: true, proxy_id: null, boot_epoch: null, seq: null, approval_id: null,
-  };
+  });
   return encodeEvent(StatementDecided, decision, { event_id: randomUUID(), correlation_id: 'test', actor: 'test', at: new Date().toISOString() });
 }
 

@@ -1,6 +1,6 @@
 /** Arbitrary StatementDecided payloads for property tests. */
 import fc from 'fast-check';
-import { AuditEventKind, AuditSource, CacheStatus, DECISION_RULE_PATTERN, PROXY_ID_PATTERN, type StatementDecided } from '../../src/events/audit.js';
+import { AuditEventKind, AuditSource, CacheStatus, DECISION_RULE_PATTERN, PROXY_ID_PATTERN, type StatementDecided, type StatementDecidedV1 } from '../../src/events/audit.js';
 import { idPattern, REGION_PATTERN, SESSION_ID_PATTERN, STATEMENT_KIND_PATTERN } from '../../src/events/fields.js';
 
 const APPROVAL_EVENTS = ['approval_requested', 'approved', 'rejected', 'approval_expired'];
@@ -8,8 +8,8 @@ const INT64_MAX = 2n ** 63n - 1n;
 
 const text = (maxLength: number) => fc.oneof(fc.string({ maxLength: Math.min(maxLength, 60) }), fc.string({ unit: 'grapheme', maxLength: Math.min(maxLength, 60) }));
 
-/** Decisions the schema accepts: every member in its format, the cross-member rules kept. */
-export const decision: fc.Arbitrary<StatementDecided> = fc
+/** v1 decisions (as stores hold them from before v2) the v1 schema accepts: every member in its format, the cross-member rules kept. */
+export const decisionV1: fc.Arbitrary<StatementDecidedV1> = fc
   .record({
     event: fc.constantFrom(...AuditEventKind.options),
     project_id: fc.stringMatching(idPattern('prj_')),
@@ -44,3 +44,18 @@ export const decision: fc.Arbitrary<StatementDecided> = fc
     seq: proxy?.[2] ?? null,
     approval_id: APPROVAL_EVENTS.includes(rest.event) ? approval_id : null,
   }));
+
+/** Decisions the (v2) schema accepts: every member in its format, the cross-member rules kept; where it ran agrees with its cache status. */
+export const decision: fc.Arbitrary<StatementDecided> = fc
+  .record({ d: decisionV1, on: fc.constantFrom('primary' as const, 'replica' as const, 'relay' as const), replica: fc.stringMatching(idPattern('rep_')), region: fc.stringMatching(REGION_PATTERN) })
+  .map(({ d, on, replica, region }) => {
+    if (d.cache_status === 'none' || d.cache_status === 'hit' || d.cache_status === 'stale') return placed(d);
+    return { ...d, ran_on: on, replica_id: on === 'replica' ? replica : null, upstream_region: region };
+  });
+
+/** A v1-shaped decision with where it ran as v2's rules derive it from its cache status: a statement that ran upstream ran on the primary of `region` (the decision's own by default). */
+export function placed<D extends Pick<StatementDecidedV1, 'cache_status' | 'region'>>(d: D, region: string = d.region): D & Pick<StatementDecided, 'ran_on' | 'replica_id' | 'upstream_region'> {
+  if (d.cache_status === 'none') return { ...d, ran_on: null, replica_id: null, upstream_region: null };
+  if (d.cache_status === 'hit' || d.cache_status === 'stale') return { ...d, ran_on: 'cache', replica_id: null, upstream_region: null };
+  return { ...d, ran_on: 'primary', replica_id: null, upstream_region: region };
+}

@@ -1,3 +1,4 @@
+import { placed } from './decisions.js';
 import { pino } from 'pino';
 import { afterEach, beforeEach } from 'vitest';
 import { auditStream } from '../../projections/audit.js';
@@ -54,11 +55,11 @@ export function useIngestFixture(label: string, project: string, proxy: string):
   });
 
   const decisionAt = (seq: number): StatementDecided =>
-    ({
+    placed({
       event: 'query', project_id: project, credential_id: null, session_id: `${proxy}.1`, source: 'wire', region: 'local', client_ip: '', ts: new Date().toISOString(),
       sql: `select ${seq}`, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'bypass', rows_returned: '1', bytes_out: '1',
       latency_us: 1, tables_read: [], tables_written: [], tables_blocked: [], parsed: false, approval_id: null, proxy_id: proxy, boot_epoch: 1, seq: String(seq),
-    }) as StatementDecided;
+    });
 
   return {
     get db() {

@@ -19,7 +19,9 @@ import { canonicalize } from '../../src/crypto/canonical-json.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import { merkleRoot } from '../../src/crypto/merkle.js';
 import { KeyringError } from '../../src/crypto/seal.js';
-import { AuditEventKind, AuditGapRecorded, StatementDecided, type AuditCheckpointSigned } from '../../src/events/audit.js';
+import { AuditEventKind, AuditGapRecorded, decodeDecision, StatementDecided, StatementDecidedV1, type AuditCheckpointSigned, type DecisionRecord, type Placement } from '../../src/events/audit.js';
+import { encodeEvent } from '../../src/events/envelope.js';
+import { chainEvents } from '../../projections/audit.js';
 
 const projectId = 'prj_01jq3v5m8k2r7t9w4x6y0z1a2b';
 const otherProjectId = 'prj_01jq3v5m8k2r7t9w4x6y0z9z9z';
@@ -38,10 +40,20 @@ interface Variant {
   readonly sql?: string;
   readonly credential?: boolean;
   readonly latencyUs?: number | null;
+  /** A StatementDecided v2 that ran as this says (the v1 decision's cache status adjusted to agree); v1 without it. */
+  readonly placed?: Placement;
 }
 
-function decision(project: string, seq: number, variant: Variant = {}): StatementDecided {
-  return StatementDecided.schema.parse({
+function decision(project: string, seq: number, variant: Variant = {}): DecisionRecord {
+  const v1 = decisionV1(project, seq, variant);
+  const { placed } = variant;
+  if (!placed) return v1;
+  const cache = placed.ran_on === null ? 'none' : placed.ran_on === 'cache' ? 'hit' : 'miss';
+  return StatementDecided.schema.parse({ ...v1, cache_status: cache, ...placed });
+}
+
+function decisionV1(project: string, seq: number, variant: Variant): StatementDecidedV1 {
+  return StatementDecidedV1.schema.parse({
     event: variant.event ?? 'query',
     project_id: project,
     credential_id: variant.credential === false ? null : 'agt_01jq3v5m8k2r7t9w4x6y0z1a2b',
@@ -446,6 +458,84 @@ describe('tamper suite (12 entries, checkpoints at 5 and 10)', () => {
     const widened = legacy.entries.map((e) => (e.seq === 4 || e.seq === 5 ? { ...e, sql: 'select 1', key_id: null, prev_hash: '', entry_hash: '' } : e));
     expect(verify({ ...legacy, entries: widened })).toEqual(outcome(5, 'root_mismatch', { verified: 0, unchained: 5 }));
     expect(verify({ entries: widened, checkpoints: [] })).toEqual(outcome(6, 'broken_link', { verified: 0, unchained: 5 }));
+  });
+});
+
+describe('StatementDecided v2 in the chain (where a statement ran)', () => {
+  const onReplica: Placement = { ran_on: 'replica', replica_id: 'rep_01jq3v5m8k2r7t9w4x6y0z1a2b', upstream_region: 'eu-west-1' };
+  const placements: (Placement | undefined)[] = [
+    undefined,
+    { ran_on: 'primary', replica_id: null, upstream_region: 'eu-west-1' },
+    onReplica,
+    undefined,
+    { ran_on: 'cache', replica_id: null, upstream_region: null },
+    { ran_on: null, replica_id: null, upstream_region: null },
+    { ran_on: 'relay', replica_id: null, upstream_region: 'us-east-1' },
+    undefined,
+  ];
+  const variants: Variant[] = placements.map((placed) => (placed ? { placed } : {}));
+  const mixed = build({ size: 8, every: 4, gaps: [4], variants });
+
+  it('hashes the entry of a v1 decision as before v2: its hash was pinned on the code before v2', () => {
+    // The first decision of `decision()` at seq 1 (v1), chained first, unkeyed and under a key of 32 bytes of 7.
+    const v1 = entryFromDecision(decision(projectId, 1), 1);
+    expect('ran_on' in v1).toBe(false);
+    const golden = new Map([['k1', Buffer.alloc(32, 7)]]);
+    expect(chainEntry(undefined, v1, { keys: golden }, projectId).entry_hash).toBe('265de088eb0e18cb079a6d70acb07519bcda7354825b0f5d73505bae562bdbeb');
+    expect(chainEntry(undefined, v1, { current: 'k1', keys: golden }, projectId).entry_hash).toBe('0b3254c323bbf051858b1f42c1e29efee949033aa7847713b47706d6ee5cac78');
+  });
+
+  it('gives v2 entries where they ran, in their hash; v1 entries and gap markers none', () => {
+    const { entries } = mixed;
+    expect(entries.map((e) => e.ran_on)).toEqual([undefined, 'primary', 'replica', undefined, 'cache', null, 'relay', undefined]);
+    expect(at(entries, 3)).toMatchObject({ replica_id: onReplica.replica_id, upstream_region: 'eu-west-1', cache_status: 'miss' });
+    expect(at(entries, 7)).toMatchObject({ ran_on: 'relay', replica_id: null, upstream_region: 'us-east-1' });
+    for (const entry of entries) {
+      expect(AuditLogEntry.parse(entry)).toEqual(entry);
+      const { prev_hash: _prev, entry_hash: _hash, ...content } = entry;
+      const text = Buffer.from(canonicalEntryBytes(entry)).toString('utf8');
+      expect(text).toBe(canonicalize(content));
+      expect(text.includes('"ran_on"')).toBe(entry.ran_on !== undefined);
+    }
+  });
+
+  it('verifies a mixed v1/v2 chain with gap markers, plain and keyed', () => {
+    expect(verify(mixed)).toEqual(outcome(null, null, { verified: 8 }));
+    expect(verify(build({ size: 8, every: 4, gaps: [4], variants, keyedFrom: 3, rotateAt: 6 }))).toEqual(outcome(null, null, { verified: 8, keyed: 6 }));
+  });
+
+  it('finds an edit of where a statement ran, and a placement added to or taken from an entry', () => {
+    expect(verify({ ...mixed, entries: edit(mixed.entries, 3, { ran_on: 'primary', replica_id: null }) })).toEqual(outcome(3, 'hash_mismatch', { verified: 2 }));
+    expect(verify({ ...mixed, entries: edit(mixed.entries, 7, { upstream_region: 'eu-west-1' }) })).toEqual(outcome(7, 'hash_mismatch', { verified: 6 }));
+    // Absent is not null: a v1 entry given null placement members, or a v2 refusal stripped of them, no longer hashes.
+    expect(verify({ ...mixed, entries: edit(mixed.entries, 1, { ran_on: null, replica_id: null, upstream_region: null }) })).toEqual(outcome(1, 'hash_mismatch', { verified: 0 }));
+    const stripped = mixed.entries.map((e) => {
+      if (e.seq !== 6) return e;
+      const { ran_on: _r, replica_id: _i, upstream_region: _u, ...rest } = e;
+      return rest;
+    });
+    expect(verify({ ...mixed, entries: stripped })).toEqual(outcome(6, 'hash_mismatch', { verified: 5 }));
+  });
+
+  it('chains stored v1 and v2 events as the projection and audit verify --from-events do, v1 upcast on read', () => {
+    const meta = (n: number) => ({ event_id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`, correlation_id: 'test', actor: 'ingest', at: verifiedAt });
+    const stored = placements.map((placed, i) => {
+      const d = decision(projectId, i + 1, placed ? { placed } : {});
+      const encoded = placed ? encodeEvent(StatementDecided, d as StatementDecided, meta(i)) : encodeEvent(StatementDecidedV1, d, meta(i));
+      return { ...encoded, stream: `audit-${projectId}`, revision: i, position: BigInt(i) };
+    });
+    expect(stored.map((e) => e.type)).toEqual(placements.map((p) => (p ? 'StatementDecided.v2' : 'StatementDecided.v1')));
+    // The upcaster: a v1 payload reads as v2 with its placement absent.
+    const upcast = decodeDecision(stored[0]!);
+    expect('ran_on' in upcast).toBe(false);
+    expect(decodeDecision(stored[2]!)).toMatchObject(onReplica);
+    const chained = chainEvents(stored, new Map(), { keys });
+    const entries = chained.map(({ entry }) => entry);
+    expect(entries.map((e) => e.ran_on)).toEqual(placements.map((p) => p?.ran_on));
+    expect(verify({ entries, checkpoints: [] })).toEqual(outcome(null, null, { verified: 8 }));
+    // The same bytes as entries built from the decisions directly.
+    const direct = build({ size: 8, variants });
+    expect(entries.map((e) => e.entry_hash)).toEqual(direct.entries.map((e) => e.entry_hash));
   });
 });
 

@@ -1,13 +1,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../src/crypto/canonical-json.js';
-import { StatementDecided } from '../../src/events/audit.js';
-import { CANONICAL_DECISION_FIELDS, canonicalDecisionText, type DecisionMembers } from '../../src/events/canonical-decision.js';
+import { StatementDecided, StatementDecidedV1 } from '../../src/events/audit.js';
+import { CANONICAL_DECISION_FIELDS, CANONICAL_PLACEMENT_FIELDS, canonicalDecisionText, type DecisionMembers } from '../../src/events/canonical-decision.js';
+import { placed } from '../support/decisions.js';
 import { canonicalMetadataText, encodeEvent, EventMetadata } from '../../src/events/envelope.js';
 import { genericOutcome, outcome, recordsOf, reshaped } from '../support/canonical-records.js';
 
 const FIELDS = Object.keys(StatementDecided.schema.shape);
-const payload = recordsOf(FIELDS);
+const V1_FIELDS = Object.keys(StatementDecidedV1.schema.shape);
+/** Objects of v2's fields, or of v1's (stores hold both). */
+const payload = fc.oneof(recordsOf(FIELDS), recordsOf(V1_FIELDS));
 const specialized = (record: Record<string, unknown>) => outcome(() => canonicalDecisionText(record as DecisionMembers));
 
 /** Text a payload may carry: any code unit but NUL and lone surrogates, which the schema refuses. */
@@ -38,7 +41,7 @@ const decision = fc
     seq: count,
   })
   .map((values) =>
-    StatementDecided.schema.parse({
+    StatementDecidedV1.schema.parse({
       project_id: 'prj_01j9zq8x4m7k2n5p6r3s8t0v1w',
       session_id: 'px1:42',
       region: 'eu-west-1',
@@ -54,12 +57,23 @@ const decision = fc
 
 describe('canonical JSON of a StatementDecided payload', () => {
   it('writes every field of the payload, in JCS key order', () => {
-    expect([...CANONICAL_DECISION_FIELDS]).toEqual([...FIELDS].sort());
+    expect([...CANONICAL_DECISION_FIELDS]).toEqual([...V1_FIELDS].sort());
+    expect([...CANONICAL_DECISION_FIELDS, ...CANONICAL_PLACEMENT_FIELDS].sort()).toEqual([...FIELDS].sort());
   });
 
-  it('is byte-identical to the generic canonical JSON for payloads the schema accepts', () => {
+  it('is byte-identical to the generic canonical JSON for v1 payloads the schema accepts', () => {
     fc.assert(
       fc.property(decision, (parsed) => {
+        expect(canonicalDecisionText(parsed)).toBe(canonicalize(parsed));
+        expect(Buffer.from(encodeEvent(StatementDecidedV1, parsed, { event_id: '0195509a-3c00-7000-8000-000000000001', correlation_id: 'c', actor: 'a', at: parsed.ts }).data).toString('utf8')).toBe(canonicalize(parsed));
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('is byte-identical to the generic canonical JSON for v2 payloads the schema accepts', () => {
+    fc.assert(
+      fc.property(decision.map((d) => StatementDecided.schema.parse(placed(d))), (parsed) => {
         expect(canonicalDecisionText(parsed)).toBe(canonicalize(parsed));
         expect(Buffer.from(encodeEvent(StatementDecided, parsed, { event_id: '0195509a-3c00-7000-8000-000000000001', correlation_id: 'c', actor: 'a', at: parsed.ts }).data).toString('utf8')).toBe(canonicalize(parsed));
       }),
@@ -78,7 +92,7 @@ describe('canonical JSON of a StatementDecided payload', () => {
 
   it('is byte-identical to the generic canonical JSON for objects of another shape', () => {
     fc.assert(
-      fc.property(reshaped(payload, FIELDS), (record) => {
+      fc.property(fc.oneof(reshaped(recordsOf(FIELDS), FIELDS), reshaped(recordsOf(V1_FIELDS), V1_FIELDS)), (record) => {
         expect(specialized(record)).toEqual(genericOutcome(record));
       }),
       { numRuns: 1_000 },

@@ -104,17 +104,17 @@ describe('decision records as JSON members', () => {
     const members = decisionMembers(
       sessionMembers({ projectId: 'prj_aaaaaaaaaaaaaaaaaaaaaaaaaa', credentialId: 'agt_bbbbbbbbbbbbbbbbbbbbbbbbbb', sessionId: 'prx_1.1700000000.42', source: 'wire', region: 'local', clientIp: '127.0.0.1' }),
       textMembers({ sql: 'select * from orders where id = 7', kind: 'select', tablesRead: ['public.orders'], tablesWritten: [] }),
-      { event: 'query', ts: '2026-11-22T16:00:00.000Z', rule: '', reason: '', ran: true, rows: 1, bytes: 90, latencyUs: 120 },
+      { event: 'query', ts: '2026-11-22T16:00:00.000Z', rule: '', reason: '', ran: true, rows: 1, bytes: 90, latencyUs: 120, region: 'local' },
     );
     const parsed = StatementDecided.schema.parse(JSON.parse(`{${members},"proxy_id":"prx_1","boot_epoch":1700000000,"seq":"1"}`));
-    expect(parsed).toMatchObject({ normalized_sql: 'select * from orders where id = $1', query_hash: expect.stringMatching(/^[0-9a-f]{16}$/), parsed: true, latency_us: 120 });
+    expect(parsed).toMatchObject({ normalized_sql: 'select * from orders where id = $1', query_hash: expect.stringMatching(/^[0-9a-f]{16}$/), parsed: true, latency_us: 120, ran_on: 'primary', replica_id: null, upstream_region: 'local' });
   });
 
   it('record a count beyond 2^53 - 1 as 2^53 - 1, the most an audit entry holds exactly, on both paths', () => {
     const session = { projectId: 'prj_aaaaaaaaaaaaaaaaaaaaaaaaaa', credentialId: null, sessionId: 'prx_1.1700000000.42', source: 'wire', region: 'local', clientIp: '' } as const;
     const text = { sql: 'select 1', kind: 'select' };
     for (const [count, recorded] of [[2 ** 53 - 1, '9007199254740991'], [2 ** 53, '9007199254740991'], [1e21, '9007199254740991'], [2 ** 64, '9007199254740991'], [123, '123']] as const) {
-      const outcome = { event: 'query', ts: '2026-11-22T16:00:00.000Z', rule: '', reason: '', ran: true, rows: count, bytes: count, latencyUs: 1 } as const;
+      const outcome = { event: 'query', ts: '2026-11-22T16:00:00.000Z', rule: '', reason: '', ran: true, rows: count, bytes: count, latencyUs: 1, region: 'local' } as const;
       const members = StatementDecided.schema.parse(JSON.parse(`{${decisionMembers(sessionMembers(session), textMembers(text), outcome)},"proxy_id":"prx_1","boot_epoch":1,"seq":"1"}`));
       const record = decisionRecord({ ...session, ...text, ...outcome });
       expect([members.rows_returned, members.bytes_out, record.rows_returned, record.bytes_out]).toEqual([recorded, recorded, recorded, recorded]);

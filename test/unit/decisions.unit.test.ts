@@ -3,15 +3,16 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { batchMessage, DecisionPublisher, type BusRecord, type Decision } from '../../proxy/decisions.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import { loadParser } from '../../proxy/policy/parser.js';
+import { placed } from '../support/decisions.js';
 
 const project = 'prj_aaaaaaaaaaaaaaaaaaaaaaaaaa';
 
 function decision(sql: string): Decision {
-  return {
+  return placed({
     event: 'query', project_id: project, credential_id: null, session_id: 's1', source: 'wire', region: 'local', client_ip: '', ts: '2026-01-01T00:00:00.000Z',
     sql, normalized_sql: '', query_hash: '', statement_kind: 'select', decision_rule: '', reason: '', cache_status: 'bypass', rows_returned: '1', bytes_out: '10',
     latency_us: 5, tables_read: [], tables_written: [], tables_blocked: [], parsed: false, approval_id: null,
-  };
+  });
 }
 
 async function until(condition: () => boolean): Promise<void> {

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalBytes } from '../../src/crypto/canonical-json.js';
-import { AuditEventKind, decisionGroup, StatementDecided } from '../../src/events/audit.js';
+import { AuditEventKind, decisionGroup, StatementDecided, StatementDecidedV1 } from '../../src/events/audit.js';
 import { catalog, type CatalogEvent, decodeEvent, eventDefinition, UnknownEventType } from '../../src/events/catalog.js';
 import { CredentialRegistered } from '../../src/events/credentials.js';
 import { DatabaseRegistered, DatabaseUpdated } from '../../src/events/databases.js';
@@ -69,6 +69,9 @@ const statement = {
   seq: '9007199254740993',
   approval_id: null,
 };
+
+/** v2: v1's members and where the statement ran. */
+const statementV2 = { ...statement, ran_on: 'replica', replica_id: id('rep_'), upstream_region: 'eu-west-1' };
 
 const definitions: readonly EventDefinition[] = catalog;
 
@@ -179,6 +182,7 @@ const samples: Record<string, Record<string, unknown>> = {
   'ApprovalExecuted.v1': { approval_id: id('apr_'), rows_affected: '11873' },
   'ApprovalFailed.v1': { approval_id: id('apr_'), sqlstate: '40P01', message: 'deadlock detected' },
   'StatementDecided.v1': statement,
+  'StatementDecided.v2': statementV2,
   'AuditGapRecorded.v1': {
     project_id: id('prj_'),
     proxy_id: null,
@@ -411,14 +415,32 @@ describe('field rules', () => {
   });
 
   it('ties proxy_id, boot_epoch and seq together and requires them from the proxy', () => {
-    expect(rejects(StatementDecided, { ...statement, seq: null })).toBe(true);
-    expect(rejects(StatementDecided, { ...statement, proxy_id: null, boot_epoch: null, seq: null })).toBe(true);
-    expect(rejects(StatementDecided, { ...statement, source: 'control', proxy_id: null, boot_epoch: null, seq: null })).toBe(false);
+    expect(rejects(StatementDecided, { ...statementV2, seq: null })).toBe(true);
+    expect(rejects(StatementDecided, { ...statementV2, proxy_id: null, boot_epoch: null, seq: null })).toBe(true);
+    expect(rejects(StatementDecided, { ...statementV2, source: 'control', proxy_id: null, boot_epoch: null, seq: null })).toBe(false);
+  });
+
+  it('keeps where a statement ran consistent with its cache status (v2)', () => {
+    const v2 = (patch: Record<string, unknown>) => ({ ...statementV2, ...patch });
+    expect(rejects(StatementDecided, v2({ ran_on: 'primary', replica_id: null }))).toBe(false);
+    expect(rejects(StatementDecided, v2({ ran_on: 'primary' }))).toBe(true);
+    expect(rejects(StatementDecided, v2({ ran_on: 'replica', replica_id: null }))).toBe(true);
+    expect(rejects(StatementDecided, v2({ ran_on: 'relay', replica_id: null, upstream_region: 'us-east-1' }))).toBe(false);
+    expect(rejects(StatementDecided, v2({ ran_on: 'relay', replica_id: null, upstream_region: null }))).toBe(true);
+    expect(rejects(StatementDecided, v2({ cache_status: 'hit', ran_on: 'cache', replica_id: null, upstream_region: null }))).toBe(false);
+    expect(rejects(StatementDecided, v2({ cache_status: 'hit' }))).toBe(true);
+    expect(rejects(StatementDecided, v2({ cache_status: 'miss', ran_on: 'cache', replica_id: null, upstream_region: null }))).toBe(true);
+    expect(rejects(StatementDecided, v2({ event: 'blocked', cache_status: 'none', ran_on: null, replica_id: null, upstream_region: null }))).toBe(false);
+    expect(rejects(StatementDecided, v2({ event: 'blocked', cache_status: 'none', ran_on: 'primary', replica_id: null }))).toBe(true);
+    expect(rejects(StatementDecided, v2({ ran_on: 'edge' }))).toBe(true);
+    // v1 has no placement: its members are unknown there, and required in v2.
+    expect(rejects(StatementDecidedV1, statementV2)).toBe(true);
+    expect(rejects(StatementDecided, statement)).toBe(true);
   });
 
   it('requires an approval_id on approval entries', () => {
-    expect(rejects(StatementDecided, { ...statement, event: 'approval_requested' })).toBe(true);
-    expect(rejects(StatementDecided, { ...statement, event: 'approval_requested', approval_id: id('apr_') })).toBe(false);
+    expect(rejects(StatementDecided, { ...statementV2, event: 'approval_requested' })).toBe(true);
+    expect(rejects(StatementDecided, { ...statementV2, event: 'approval_requested', approval_id: id('apr_') })).toBe(false);
   });
 
   it('checks a honeytoken target against its kind', () => {
@@ -474,8 +496,8 @@ describe('canonical encoding of StatementDecided', () => {
       fc.property(variable, fc.shuffledSubarray(keys, { minLength: keys.length, maxLength: keys.length }), (values, order) => {
         const entry: Record<string, unknown> = { ...statement, ...values };
         const reordered = Object.fromEntries(order.map((key) => [key, entry[key]]));
-        const a = encode(StatementDecided, entry).data;
-        const b = encode(StatementDecided, reordered).data;
+        const a = encode(StatementDecidedV1, entry).data;
+        const b = encode(StatementDecidedV1, reordered).data;
         expect(Buffer.from(b)).toEqual(Buffer.from(a));
       }),
     );

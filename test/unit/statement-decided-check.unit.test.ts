@@ -1,12 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ZodError } from 'zod';
-import { StatementDecided } from '../../src/events/audit.js';
+import { StatementDecided, StatementDecidedV1 } from '../../src/events/audit.js';
 import { isStatementDecided, parseStatementDecided } from '../../src/events/statement-decided-check.js';
-import { decision } from '../support/decisions.js';
+import { decision, decisionV1 } from '../support/decisions.js';
 import { mutatedRecords } from '../support/mutations.js';
 
 const FIELDS = Object.keys(StatementDecided.schema.shape);
+const V1_FIELDS = Object.keys(StatementDecidedV1.schema.shape);
 
 /** Values at the edges of the members' formats and bounds, and of other types. */
 const EDGES: unknown[] = [
@@ -18,12 +19,14 @@ const EDGES: unknown[] = [
   '1e3', ' 1', '9223372036854775807', '9223372036854775808', '9999999999999999999', '10000000000000000000', 'a\u0000b', '\ud800', 'x\udfff', '\ud83d\ude00', 'é', 'x'.repeat(255),
   'x'.repeat(256), 'x'.repeat(2000), 'x'.repeat(2001), 'x'.repeat(4096), 'x'.repeat(4097), 'eu-west-1', '-eu', 'bench-proxy', '_proxy', 'p'.repeat(64), 'p'.repeat(65), 'query',
   'masked', 'approval_requested', 'rejected', 'wire', 'mcp', 'rest', 'control', 'smtp', 'hit', 'none', 'warm', 'public.orders', 'true',
+  'primary', 'replica', 'cache', 'relay', 'edge', 'rep_' + 'a'.repeat(20), 'rep_' + 'a'.repeat(19), 'local',
   0, -0, 1, -1, 1.5, 2 ** 31, 2 ** 53 - 1, 2 ** 53, Number.NaN, Number.POSITIVE_INFINITY, 1e21, 1n,
   null, undefined, true, false, {}, [], ['public.orders'], [''], ['x'.repeat(255)], ['x'.repeat(256)], ['a\u0000'], ['\ud800'], [1], [null], new Array(1).fill(undefined),
   new Array(1_000).fill('t'), new Array(1_001).fill('t'),
 ];
 /** A decision with up to three members replaced by edge values, deleted, or joined by an unknown member. */
 const mutated = mutatedRecords(decision, FIELDS, EDGES);
+const mutatedV1 = mutatedRecords(decisionV1, V1_FIELDS, EDGES);
 
 function outcome(parse: () => unknown): unknown {
   try {
@@ -34,11 +37,15 @@ function outcome(parse: () => unknown): unknown {
   }
 }
 
+/** The schema of the version a record is: v2's when it has `ran_on`, else v1's (a proxy of an earlier release). */
+const schemaOf = (value: unknown) => (typeof value === 'object' && value !== null && 'ran_on' in value ? StatementDecided.schema : StatementDecidedV1.schema);
+
 function expectSameAsSchema(value: unknown): void {
-  const parsed = StatementDecided.schema.safeParse(value);
+  const schema = schemaOf(value);
+  const parsed = schema.safeParse(value);
   expect(isStatementDecided(value)).toBe(parsed.success);
   if (parsed.success) expect(parsed.data).toEqual(value);
-  expect(outcome(() => parseStatementDecided(value))).toEqual(outcome(() => StatementDecided.schema.parse(value)));
+  expect(outcome(() => parseStatementDecided(value))).toEqual(outcome(() => schema.parse(value)));
 }
 
 describe('the hand-written StatementDecided check', () => {
@@ -55,6 +62,17 @@ describe('the hand-written StatementDecided check', () => {
 
   it('accepts exactly what the schema accepts for decisions with edited, missing or unknown members', () => {
     fc.assert(fc.property(mutated, expectSameAsSchema), { numRuns: 5_000 });
+  });
+
+  it('accepts v1 records (a proxy of an earlier release) exactly as the v1 schema does, edited or not', () => {
+    fc.assert(
+      fc.property(decisionV1, (d) => {
+        expect(isStatementDecided(d)).toBe(true);
+        expect(parseStatementDecided(d)).toBe(d);
+      }),
+      { numRuns: 300 },
+    );
+    fc.assert(fc.property(mutatedV1, expectSameAsSchema), { numRuns: 3_000 });
   });
 
   it('accepts exactly what the schema accepts for any JSON value', () => {

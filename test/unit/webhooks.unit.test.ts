@@ -9,6 +9,7 @@ import { NetworksError, parseAllowedNetworks } from '../../src/webhooks/networks
 import { envelopeBody, notificationOf } from '../../src/webhooks/notifications.js';
 import { nextRetry, RETRY_CAP_MS } from '../../src/webhooks/retries.js';
 import { newSigningSecret, signedHeaders } from '../../src/webhooks/signing.js';
+import { placed } from '../support/decisions.js';
 
 const PROJECT = 'prj_aaaaaaaaaaaaaaaaaaaaaaaaaa';
 const CREDENTIAL = 'agt_bbbbbbbbbbbbbbbbbbbbbbbbbb';
@@ -20,13 +21,13 @@ function recorded(stream: string, event: ReturnType<typeof encodeEvent>): Record
 const meta = (actor = 'test') => ({ event_id: randomUUID(), correlation_id: 'c', actor, at: '2026-01-02T03:04:05.000Z' });
 
 function decision(event: AuditEventKind, reason = 'refused'): RecordedEvent {
-  const payload: StatementDecided = {
+  const payload: StatementDecided = placed({
     event, project_id: PROJECT, credential_id: CREDENTIAL, session_id: 's', source: 'wire', region: 'local', client_ip: '10.0.0.9', ts: '2026-01-02T03:04:05.000Z',
     sql: "select * from customers where email = 'x@y.z'", normalized_sql: 'select * from customers where email = $1', query_hash: '0123456789abcdef', statement_kind: 'select',
     decision_rule: event === 'canary_tripped' ? 'honeytoken.value' : 'deny.table', reason, cache_status: 'none', rows_returned: '0', bytes_out: '0', latency_us: null,
     tables_read: ['public.customers'], tables_written: [], tables_blocked: [], parsed: true, proxy_id: 'p', boot_epoch: 1, seq: '1',
     approval_id: ['approval_requested', 'approved', 'rejected', 'approval_expired'].includes(event) ? 'apr_cccccccccccccccccccccccccc' : null,
-  };
+  });
   return recorded(`audit-${PROJECT}`, encodeEvent(StatementDecided, payload, meta()));
 }
 
