@@ -40,7 +40,11 @@ async function startServer(): Promise<Server> {
   for (;;) {
     const status = await fetch(`http://127.0.0.1:${httpPort}/healthz`).then((r) => r.status, () => 0);
     if (status === 200) return { child, output: () => output, exited };
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`pgward serve did not become healthy:\n${output}`);
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill('SIGINT');
+      await exited;
+      throw new Error(`pgward serve did not become healthy:\n${output}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
 }
