@@ -111,7 +111,7 @@ export function controlPlane(
   const demo = demoSettings(config);
   const payments = paymentSettings(config);
   const now = () => new Date();
-  const identity = identityPlane(config, keyring, store, pool);
+  const identity = identityPlane(config, keyring, store, pool, logger);
   const proxyCaFile = publishedCaFile(tlsFiles(config));
   const settle = async (stream: string, position: bigint): Promise<void> => {
     if (!(await awaitApplied(pool, projections, stream, position, SETTLE_MS))) logger.warn({ stream, position: String(position) }, 'read models did not apply a write in time; is the projector running?');

@@ -76,6 +76,7 @@ export class ResultCaches {
 
   /** What `share` publishes each write to; nothing until then. */
   private published: ((note: Invalidation) => void) | undefined;
+  private fanout: Fanout | undefined;
 
   /**
    * A write to `tables` of a database (undefined: every table) seen here: the entries that read
@@ -94,6 +95,7 @@ export class ResultCaches {
   share(fanout: Fanout): () => void {
     const origin = randomUUID();
     const encoder = new TextEncoder();
+    this.fanout = fanout;
     this.published = (note) => fanout.publish(encoder.encode(JSON.stringify({ ...note, origin })));
     const stop = fanout.subscribe((data) => {
       const note = Invalidation.safeParse(parseJson(data)).data;
@@ -101,8 +103,14 @@ export class ResultCaches {
     });
     return () => {
       this.published = undefined;
+      this.fanout = undefined;
       stop();
     };
+  }
+
+  /** Resolves once the invalidations published so far have left this process (at once when not shared). */
+  async flushed(): Promise<void> {
+    await this.fanout?.flushed();
   }
 }
 

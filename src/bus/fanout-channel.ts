@@ -4,11 +4,13 @@
  * worker's relay (a subscriber of the supervisor's fan-out) hands every message to its worker.
  */
 import type { Channel } from '../workers/channel.js';
-import { subscribers, type Fanout } from './fanout.js';
+import { boundedFlush, subscribers, type Fanout } from './fanout.js';
 
 /** Supervisor side: relays `fanout` to and from the worker at the other end of `channel`. */
 export function serveFanoutOver(fanout: Fanout, channel: Channel): { detach(): void } {
   channel.on<Uint8Array>('fanout.publish', (data) => fanout.publish(data));
+  // Asked after the worker's publishes, on the same ordered channel: answered once they were relayed.
+  channel.answer('fanout.flushed', () => fanout.flushed());
   const stop = fanout.subscribe((data) => channel.tell('fanout.message', data));
   return { detach: stop };
 }
@@ -21,6 +23,7 @@ export function fanoutOver(channel: Channel): Fanout {
     publish(data) {
       channel.tell('fanout.publish', data);
     },
+    flushed: () => boundedFlush(() => channel.ask('fanout.flushed')),
     subscribe: local.subscribe,
     close: async () => local.clear(),
   };

@@ -3,7 +3,7 @@
  * each message, none is kept. The subject is outside the decision stream's `pgward.decisions.>`.
  */
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { subscribers, type Fanout } from './fanout.js';
+import { boundedFlush, subscribers, type Fanout } from './fanout.js';
 import { NatsBusError } from './nats.js';
 
 export const DEFAULT_FANOUT_SUBJECT = 'pgward.fanout.cache';
@@ -34,6 +34,9 @@ export async function connectNatsFanout(options: NatsFanoutOptions): Promise<Fan
       // Best effort: while the link is down the client buffers, and drops past its buffer.
       if (!nc.isClosed()) nc.publish(subject, data);
     },
+    flushed: () => boundedFlush(async () => {
+      if (!nc.isClosed()) await nc.flush();
+    }),
     subscribe: local.subscribe,
     async close() {
       local.clear();

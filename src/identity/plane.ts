@@ -2,6 +2,7 @@ import type pg from 'pg';
 import { createJwtVerifier, type JwtCaller, type JwtVerifier } from '../auth/jwt.js';
 import { publicUrl as publicUrlOf, type Config } from '../config.js';
 import type { Keyring } from '../crypto/seal.js';
+import type { Logger } from '../logger.js';
 import type { Caller } from '../http/plugins/auth.js';
 import type { EventStore } from '../store/port.js';
 import { identitySecret, ownKeys, sessionCaller, signUpEffects, tokenCaller } from './people.js';
@@ -24,11 +25,11 @@ export interface IdentityPlane {
   migrate(): Promise<void>;
 }
 
-export function identityPlane(config: Config, keyring: Keyring, store: EventStore, pool: pg.Pool): IdentityPlane {
+export function identityPlane(config: Config, keyring: Keyring, store: EventStore, pool: pg.Pool, logger?: Logger): IdentityPlane {
   const publicUrl = publicUrlOf(config);
   const effects = signUpEffects(store, pool);
   const ssoProviders = config.PGWARD_SSO_PROVIDERS ? parseSsoProviders(config.PGWARD_SSO_PROVIDERS) : [];
-  const options = identityOptions({ pool, publicUrl, secret: identitySecret(keyring), ssoProviders, effects });
+  const options = identityOptions({ pool, publicUrl, secret: identitySecret(keyring), ssoProviders, effects, ...(logger ? { logger } : {}) });
   const issuer = issuerOf(publicUrl);
   // Created once its tables exist: Better Auth checks its schema when it starts and would report them missing.
   let server: IdentityServer | undefined;
@@ -49,6 +50,9 @@ export function identityPlane(config: Config, keyring: Keyring, store: EventStor
     async migrate() {
       await migrateIdentity(pool, options);
       server ??= createIdentityServer(options);
+      // Better Auth checks its tables in the background once created; that check is shared, so
+      // awaiting it here makes the API ready only once it passed, and no stop cuts it short.
+      await (await server.$context).checkSchema?.();
     },
   };
 }

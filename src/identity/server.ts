@@ -18,6 +18,7 @@ import type pg from 'pg';
 import { canonicalize } from '../crypto/canonical-json.js';
 import { sha256Hex } from '../crypto/tokens.js';
 import { newId } from '../ids.js';
+import type { Logger } from '../logger.js';
 import type { OidcProvider, SamlProvider, SsoProvider } from './sso.js';
 
 /** The Postgres schema Better Auth's tables live in, beside the event store and the read models. */
@@ -46,6 +47,8 @@ export interface IdentityOptions {
   secret: string;
   ssoProviders: readonly SsoProvider[];
   effects: SignUpEffects;
+  /** Where Better Auth's own messages go (structured); its arguments are left out, as they may carry request data. */
+  logger?: Logger;
 }
 
 /** The `resource` (RFC 8707) access tokens are bound to: the REST API and the management MCP under one origin. */
@@ -92,6 +95,11 @@ function samlPlugins(providers: readonly SamlProvider[], publicUrl: string) {
   ];
 }
 
+function identityLog(logger: Logger) {
+  const child = logger.child({ component: 'identity' });
+  return (level: 'debug' | 'info' | 'warn' | 'error', message: string): void => child[level](message);
+}
+
 export function identityOptions(options: IdentityOptions) {
   const origin = new URL(options.publicUrl).origin;
   const { effects } = options;
@@ -104,6 +112,7 @@ export function identityOptions(options: IdentityOptions) {
     secret: options.secret,
     database: { dialect: new PostgresDialect({ pool: options.pool }), type: 'postgres', schemaName: IDENTITY_SCHEMA, transaction: true },
     telemetry: { enabled: false },
+    ...(options.logger ? { logger: { level: 'warn' as const, log: identityLog(options.logger) } } : {}),
     trustedOrigins: [origin],
     emailAndPassword: { enabled: true, minPasswordLength: 12, maxPasswordLength: 256 },
     // On whatever NODE_ENV says (Better Auth's default is production only): per client address and path, in memory of the API process.

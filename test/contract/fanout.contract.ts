@@ -44,6 +44,14 @@ export function fanoutContract(name: string, make: () => Promise<readonly [Fanou
       expect([a1, a2, b1].map((r) => r.seen.length)).toEqual([3, 3, 3]);
     });
 
+    it('flushed() resolves once what was published before it went round: the publisher’s own subscribers have it', async () => {
+      const [a] = await pair();
+      const own = record(a);
+      for (let i = 0; i < 50; i++) a.publish(encoder.encode(`note ${i}`));
+      await a.flushed();
+      expect(own.seen).toEqual(Array.from({ length: 50 }, (_, i) => `note ${i}`));
+    });
+
     it('a subscriber that stopped gets nothing more; the others still do', async () => {
       const [a, b] = await pair();
       const gone = record(b);

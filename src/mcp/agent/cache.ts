@@ -97,9 +97,15 @@ export class AgentCache {
     };
   }
 
-  /** A statement that may write is about to run, or ran: the entries that read what it writes go, here and in every process the fan-out reaches. */
-  wrote(databaseId: string, decision: Allowed): void {
+  /**
+   * A statement that may write is about to run, or ran: the entries that read what it writes go,
+   * here and in every process the fan-out reaches. Resolves once the note left this process, so a
+   * caller that answers after it has the other processes' caches invalidated by the client's next read.
+   */
+  async wrote(databaseId: string, decision: Allowed): Promise<void> {
     const tables = writtenTables(decision);
-    if (tables !== null) this.caches.invalidate(databaseId, tables);
+    if (tables === null) return;
+    this.caches.invalidate(databaseId, tables);
+    await this.caches.flushed();
   }
 }
