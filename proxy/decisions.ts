@@ -39,12 +39,15 @@ const MARKS_PER_MESSAGE = 256;
 /** Decisions per bus message at most; a message also stays within the bus's maxMessageBytes. */
 const BATCH = 1024;
 /**
- * How long a decision may wait for others to share its bus message. Every message costs the same
- * few dozen µs of CPU wherever it goes (the proxy's publish and the bus's ack, the bus server,
- * ingest's delivery and ack), whatever it carries: at 10,000 decisions a second, 20 ms makes it
- * about 200 decisions a message where 5 ms made it 50. Strict decisions do not wait.
+ * How long a decision may wait for others to share its bus message. Every message has a cost of
+ * its own wherever it goes, whatever it carries: on NATS about 140 µs of the server's CPU and
+ * 300 µs of the clients' (the publish and its ack, ingest's delivery and ack), on the in-process
+ * bus the relay to the pipeline worker. At 5,000 decisions a second 50 ms makes it about 250
+ * decisions a message, where 20 ms made it 100 and the NATS server spent 10.5 µs a decision
+ * instead of 6.5 (docs/benchmarks.md, session 14). Ingest holds each decision 200 ms before its
+ * append anyway (ingest's APPEND_LINGER_MS), so the audit trail's lag barely moves. Strict decisions do not wait.
  */
-const LINGER_MS = 20;
+const LINGER_MS = 50;
 
 export interface PublisherStats {
   readonly depth: number;
