@@ -3,9 +3,10 @@
  * ships) sending decisions of a realistic size to NATS JetStream at a steady rate, and a durable
  * consumer in a process of its own taking them as ingest does (JSON parse of each message, an ack
  * after it). It prints what each side spends per decision, apart from the proxy's statement path
- * and ingest's append: the publishing process (the decisions' records and the publisher), the
- * consuming process, and the NATS server (when it runs on this machine), with the messages sent
- * and their size. Run it on two commits to compare the publisher's batching or encoding.
+ * and ingest's append: the publishing process less what making the records alone costs (measured
+ * first, at the same rate), the consuming process, and the NATS server (when it runs on this
+ * machine), with the messages sent and their size. Run it on two commits to compare the
+ * publisher's batching or encoding.
  *
  * Settings: PGWARD_BENCH_BUS_RATES (decisions a second, 2000,5000,10000), PGWARD_BENCH_SECONDS
  * (per run, 5), PGWARD_BENCH_ROUNDS (3), NATS_URL (nats://127.0.0.1:4222).
@@ -93,12 +94,35 @@ interface Run {
   readonly decisions: number;
   readonly messages: number;
   readonly bytesPerDecision: number;
+  /** Making the records alone (recordsAlone); publisherUs is the publishing process's CPU less it. */
+  readonly recordsUs: number;
   readonly publisherUs: number;
   readonly consumerUs: number;
   readonly natsUs: number | undefined;
 }
 
+/** Makes `rate` decisions' records a second for SECONDS and hands each to `take`; returns how many. */
+async function offer(rate: number, take: (record: string) => void): Promise<number> {
+  const started = performance.now();
+  let sent = 0;
+  while (performance.now() - started < SECONDS * 1000) {
+    const due = Math.floor(((performance.now() - started) / 1000) * rate);
+    while (sent < due) take(members(sent++));
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  return sent;
+}
+
+/** CPU µs a decision of making the records at `rate` and nothing else: what the publishing process spends without the bus. */
+async function recordsAlone(rate: number): Promise<number> {
+  const cpuBefore = process.cpuUsage();
+  const sent = await offer(rate, () => undefined);
+  const cpu = process.cpuUsage(cpuBefore);
+  return (cpu.user + cpu.system) / sent;
+}
+
 async function run(rate: number): Promise<Run> {
+  const records = await recordsAlone(rate);
   const tag = randomBytes(4).toString('hex');
   const stream = `PGWARD_BENCH_BUS_${tag}`;
   const subject = `pgward.benchbus.${tag}`;
@@ -111,13 +135,7 @@ async function run(rate: number): Promise<Run> {
     await ask(child, 'start');
     const natsBefore = nats === undefined ? 0 : ticks(nats);
     const cpuBefore = process.cpuUsage();
-    const started = performance.now();
-    let sent = 0;
-    while (performance.now() - started < SECONDS * 1000) {
-      const due = Math.floor(((performance.now() - started) / 1000) * rate);
-      while (sent < due) publisher.publishMembers(PROJECT, members(sent++));
-      await new Promise((resolve) => setTimeout(resolve, 1));
-    }
+    const sent = await offer(rate, (record) => publisher.publishMembers(PROJECT, record));
     while (publisher.stats().published < sent) await new Promise((resolve) => setTimeout(resolve, 5));
     const cpu = process.cpuUsage(cpuBefore);
     while ((await ask<number>(child, 'count')) < sent) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -129,7 +147,8 @@ async function run(rate: number): Promise<Run> {
       decisions: report.decisions,
       messages: report.messages,
       bytesPerDecision: report.bytes / report.decisions,
-      publisherUs: (cpu.user + cpu.system) / sent,
+      recordsUs: records,
+      publisherUs: (cpu.user + cpu.system) / sent - records,
       consumerUs: report.cpuUs / report.decisions,
       natsUs: nats === undefined ? undefined : ((natsAfter - natsBefore) * CLOCK_TICK_US) / sent,
     };
@@ -153,13 +172,13 @@ async function bench(): Promise<void> {
     }
   }
   const us = (values: (number | undefined)[]): string => (values.includes(undefined) ? 'n/a' : ratio.format(median(values as number[])));
-  console.log(`\nPer decision, medians over ${ROUNDS} rounds (CPU µs: the publishing process, the consuming process, the NATS server)\n`);
+  console.log(`\nPer decision, medians over ${ROUNDS} rounds (CPU µs: making the records alone, the publishing process less that, the consuming process, the NATS server)\n`);
   console.log(
     table(
-      ['rate', 'decisions/message', 'bytes/decision', 'publisher µs', 'consumer µs', 'NATS µs'],
+      ['rate', 'decisions/message', 'bytes/decision', 'records µs', 'publisher µs', 'consumer µs', 'NATS µs'],
       RATES.map((rate) => {
         const of = runs.filter((r) => r.rate === rate);
-        return [number.format(rate), number.format(median(of.map((r) => r.decisions / r.messages))), number.format(median(of.map((r) => r.bytesPerDecision))), us(of.map((r) => r.publisherUs)), us(of.map((r) => r.consumerUs)), us(of.map((r) => r.natsUs))];
+        return [number.format(rate), number.format(median(of.map((r) => r.decisions / r.messages))), number.format(median(of.map((r) => r.bytesPerDecision))), us(of.map((r) => r.recordsUs)), us(of.map((r) => r.publisherUs)), us(of.map((r) => r.consumerUs)), us(of.map((r) => r.natsUs))];
       }),
     ),
   );
