@@ -24,14 +24,14 @@ import type { Logger } from '../logger.js';
 import { generatedFile, openBus, serve, type Running } from '../main.js';
 import { openStateDatabase } from '../state.js';
 import type { Channel } from './channel.js';
-import { WorkerProcess, type WorkerOptions, type WorkerSpec } from './worker-process.js';
+import { PIPELINE_NODE_OPTIONS, WorkerProcess, type WorkerOptions, type WorkerSpec } from './worker-process.js';
 import type { MetricsJson } from './whole-registry.js';
 
 /** How long the API worker waits for another process's metrics or health before leaving it out. */
 const ASK_TIMEOUT_MS = 2_000;
 
 export const WORKERS: readonly WorkerSpec[] = [
-  { name: 'pipeline', roles: ['ingest', 'projector'] },
+  { name: 'pipeline', roles: ['ingest', 'projector'], execArgv: PIPELINE_NODE_OPTIONS },
   { name: 'api', roles: ['api'] },
 ];
 

@@ -18,11 +18,21 @@ export const BEAT_INTERVAL_MS = 1_000;
 /** A worker whose event loop did not beat for this long is killed and restarted. */
 const DEFAULT_STALL_MS = 15_000;
 
+/**
+ * The pipeline's garbage is collected on its own thread: the parallel and concurrent collectors'
+ * helper threads cost it about 6 % more CPU a decision on a 2-core machine shared with the
+ * proxy and two PostgreSQL servers (docs/benchmarks.md), and nothing waits on its pauses but its
+ * own batches. The proxy, in the supervisor, keeps them: its pauses are its clients' latency.
+ */
+export const PIPELINE_NODE_OPTIONS: readonly string[] = ['--single-threaded-gc'];
+
 export interface WorkerSpec {
   readonly name: string;
   readonly roles: readonly Role[];
   /** The environment of the worker beyond the supervisor's own. */
   readonly env?: NodeJS.ProcessEnv;
+  /** Node and V8 options of the worker beyond the supervisor's own. */
+  readonly execArgv?: readonly string[];
 }
 
 export interface WorkerHooks {
@@ -80,6 +90,7 @@ export class WorkerProcess {
     // are the supervisor's to act on, which stops its workers in order.
     const child = fork(BIN, ['worker', this.spec.name, ...this.spec.roles.flatMap((role) => ['--role', role])], {
       env: { ...process.env, ...this.spec.env },
+      execArgv: [...process.execArgv, ...(this.spec.execArgv ?? [])],
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       detached: true,

@@ -19,6 +19,7 @@ import { connect } from '@nats-io/transport-node';
 import pg from 'pg';
 import { generateAnchorKey } from '../../src/crypto/checkpoint.js';
 import { freePort } from '../support/free-port.js';
+import { PIPELINE_NODE_OPTIONS } from '../../src/workers/worker-process.js';
 import { processes, provision, startPgward, stateUrlOf, workerPid, type Login, type PgwardProcess, type Provisioned, type Upstream } from '../support/pgward-process.js';
 import { REALISTIC_POLICY } from './proxy-gateway.js';
 import type { Teardown } from './proxy-servers.js';
@@ -159,9 +160,10 @@ export async function startSplit(upstream: Upstream, admin: pg.Client, natsUrl: 
     PGWARD_PROXY_PORT: String(proxyPort),
   };
   const roles: Record<string, PgwardProcess> = {};
-  for (const group of [['ingest', 'projector'], ['api'], ['proxy']]) {
+  // The pipeline process started as docs/operations.md says, with the options of `pgward serve`'s pipeline worker.
+  for (const [group, nodeOptions] of [[['ingest', 'projector'], PIPELINE_NODE_OPTIONS], [['api'], []], [['proxy'], []]] as const) {
     const httpPort = await freePort();
-    const running = await startPgward(['serve', ...group.flatMap((role) => ['--role', role])], { ...env, PGWARD_HTTP_PORT: String(httpPort) }, httpPort);
+    const running = await startPgward(['serve', ...group.flatMap((role) => ['--role', role])], { ...env, PGWARD_HTTP_PORT: String(httpPort) }, httpPort, nodeOptions);
     stopOnTeardown(teardown, running, `pgward serve --role ${group.join(' --role ')}`);
     roles[group.join('+')] = running;
   }

@@ -9,7 +9,7 @@
  * change the run; PGWARD_BENCH_PIPELINE_RUNS (3) repeats it, each on a fresh database.
  * PGWARD_BENCH_PIPELINE_LINGER_MS sets ingest's append linger (APPEND_LINGER_MS unless given).
  */
-import { performance } from 'node:perf_hooks';
+import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { pino } from 'pino';
 import type pg from 'pg';
 import { anomalyWindowsProjection } from '../../projections/anomaly-windows.js';
@@ -54,7 +54,13 @@ async function checkpoints(pool: pg.Pool): Promise<bigint[]> {
   return [await readCheckpoint(pool, 'audit_entries'), await readCheckpoint(pool, anomalyWindowsProjection.name)];
 }
 
-async function run(url: string, pids: () => Promise<number[]>): Promise<{ pipeline: number; state: number; seconds: number; batches: number[] }> {
+/** Milliseconds this process's main thread spent in garbage collection pauses while `measure` was on. */
+const gcPauses = { on: false, ms: 0 };
+new PerformanceObserver((list) => {
+  if (gcPauses.on) for (const entry of list.getEntries()) gcPauses.ms += entry.duration;
+}).observe({ entryTypes: ['gc'] });
+
+async function run(url: string, pids: () => Promise<number[]>): Promise<{ pipeline: number; state: number; gc: number; seconds: number; batches: number[] }> {
   const messages: Buffer[] = [];
   for (let n = 0; n < DECISIONS; n += PER_MESSAGE) {
     messages.push(Buffer.from(JSON.stringify({ kind: 'batch', decisions: Array.from({ length: Math.min(PER_MESSAGE, DECISIONS - n) }, (_, i) => decision(n + i)) })));
@@ -77,6 +83,8 @@ async function run(url: string, pids: () => Promise<number[]>): Promise<{ pipeli
   try {
     await meter.begin();
     const cpuStart = process.cpuUsage();
+    gcPauses.ms = 0;
+    gcPauses.on = true;
     const start = performance.now();
     for (const [i, data] of messages.entries()) {
       const wait = start + ((i * PER_MESSAGE) / OFFERED_PER_S) * 1000 - performance.now();
@@ -91,7 +99,8 @@ async function run(url: string, pids: () => Promise<number[]>): Promise<{ pipeli
     }
     const seconds = (performance.now() - start) / 1000;
     const cpu = process.cpuUsage(cpuStart);
-    return { pipeline: cpu.user + cpu.system, state: (await meter.end()).state!, seconds, batches };
+    gcPauses.on = false;
+    return { pipeline: cpu.user + cpu.system, state: (await meter.end()).state!, gc: gcPauses.ms * 1000, seconds, batches };
   } finally {
     meter.stop();
     await ingest.stop();
@@ -106,7 +115,7 @@ for (let i = 1; i <= RUNS; i++) {
   const result = await withBenchServer((server) => run(server.url, server.pids));
   console.log(
     `[bench:pipeline] run ${i}: ${DECISIONS} decisions offered at ${OFFERED_PER_S}/s, both read models complete after ${decimal.format(result.seconds)} s; ` +
-      `CPU µs a decision: pipeline (this process) ${decimal.format(result.pipeline / DECISIONS)}, state PG ${decimal.format(result.state / DECISIONS)}; ` +
+      `CPU µs a decision: pipeline (this process) ${decimal.format(result.pipeline / DECISIONS)} (GC pauses ${decimal.format(result.gc / DECISIONS)}), state PG ${decimal.format(result.state / DECISIONS)}; ` +
       `batches: audit_entries ${result.batches[0]}, anomaly_windows ${result.batches[1]}`,
   );
 }

@@ -10,6 +10,7 @@ import { projectionsFor } from '../../projections/index.js';
 
 const projections = projectionsFor({ auditKeys: { keys: new Map() } });
 import { freePort } from '../support/free-port.js';
+import { processes, workerPid } from '../support/pgward-process.js';
 
 const bin = resolve('bin/pgward.js');
 let dataDir: string;
@@ -106,6 +107,9 @@ describe('pgward serve, the embedded default', () => {
     expect(metrics).toMatch(/pgward_projection_lag_events\{projection="organizations",role="ingest\+projector"\} \d+/);
     for (const role of ['proxy', 'ingest+projector', 'api']) expect(metrics).toMatch(new RegExp(`process_cpu_seconds_total\\{role="${role.replace('+', '\\+')}"\\} [\\d.]+`));
     expect(metrics).toMatch(/pgward_worker_restarts_total\{worker="pipeline",role="supervisor"\} 0/);
+    // The pipeline worker collects its garbage on its own thread; the proxy (this process) and the API worker as Node does by default.
+    const commandOf = (pid: number | undefined) => processes().find((p) => p.pid === pid)?.cmdline.split(' ').filter((arg) => arg.startsWith('--single'));
+    expect([commandOf(first.child.pid), commandOf(workerPid(first.child.pid!, 'pipeline')), commandOf(workerPid(first.child.pid!, 'api'))]).toEqual([[], ['--single-threaded-gc'], []]);
 
     // The API worker serves the CA of the certificate the proxy made: a verify-full handshake gets as far as the login.
     const ca = await (await fetch(`http://127.0.0.1:${httpPort}/v1/proxy/ca.pem`)).text();

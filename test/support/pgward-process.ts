@@ -30,10 +30,10 @@ export interface PgwardProcess {
  */
 const nodeArgs = (process.env.PGWARD_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
 
-/** Starts `pgward <args>` and resolves once its /healthz answers 200; without the demo unless `env` asks for it. */
-export async function startPgward(args: readonly string[], env: NodeJS.ProcessEnv, httpPort: number): Promise<PgwardProcess> {
+/** Starts `pgward <args>` (with `nodeOptions` on node's command line) and resolves once its /healthz answers 200; without the demo unless `env` asks for it. */
+export async function startPgward(args: readonly string[], env: NodeJS.ProcessEnv, httpPort: number, nodeOptions: readonly string[] = []): Promise<PgwardProcess> {
   let output = '';
-  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], { env: { PGWARD_DEMO: 'off', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeArgs, ...nodeOptions, BIN, ...args], { env: { PGWARD_DEMO: 'off', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   child.stdout!.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-200_000)));
   child.stderr!.on('data', (chunk: Buffer) => (output = (output + chunk.toString()).slice(-200_000)));
   const exited = new Promise<number | null>((done) => child.on('exit', (code) => done(code)));
