@@ -182,7 +182,9 @@ export class SessionCache {
     if (found.outcome !== 'miss') return found;
     if (!store.admits(key)) return UNCAPTURED;
     const timing = lookup.rule?.bypass === false ? lookup.rule.timing : undefined;
-    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.readsReach, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
+    // uncacheable() let no unbounded reach through.
+    const tables = lookup.decision.readsReach as readonly string[];
+    return { outcome: 'miss', capture: new Capture(store, key, tables, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
   }
 }
 

@@ -90,7 +90,8 @@ export class AgentCache {
       keep(ran) {
         const reply = Buffer.from(JSON.stringify(ran));
         if (ran.rolledBack || reply.length > MAX_ENTRY_BYTES) return store.abandon(key);
-        const result: CachedResult = { replies: [reply], rows: ran.result.rows.length, tables: decision.readsReach };
+        // uncacheable() let no unbounded reach through.
+        const result: CachedResult = { replies: [reply], rows: ran.result.rows.length, tables: decision.readsReach as readonly string[] };
         store.store(key, result, generation, rule?.timing);
       },
       abandon: () => store.abandon(key),
