@@ -1,4 +1,4 @@
-/** Beyond this many credentials, a write sweeps out those whose window has closed. */
+/** Beyond this many credentials, a write sweeps out those whose window has closed (once a window at most). */
 const SWEEP_OVER = 1_024;
 
 /**
@@ -8,6 +8,7 @@ const SWEEP_OVER = 1_024;
  */
 export class RecentWrites {
   private readonly wroteAt = new Map<string, number>();
+  private sweptAt = Number.NEGATIVE_INFINITY;
 
   constructor(
     readonly windowMs: number,
@@ -17,7 +18,8 @@ export class RecentWrites {
   /** `credentialId` wrote (or may have: a statement that is not a pure read ran or ended) now. */
   wrote(credentialId: string): void {
     const now = this.now();
-    if (this.wroteAt.size >= SWEEP_OVER) {
+    if (this.wroteAt.size >= SWEEP_OVER && now - this.sweptAt >= this.windowMs) {
+      this.sweptAt = now;
       for (const [id, at] of this.wroteAt) if (now - at >= this.windowMs) this.wroteAt.delete(id);
     }
     this.wroteAt.set(credentialId, now);
