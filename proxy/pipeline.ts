@@ -66,6 +66,8 @@ export interface PipelineEvents {
   prepareFailed(name: string): void;
   /** A ReadyForQuery went by with this transaction status. */
   ready(status: TransactionStatus): void;
+  /** Whether a ReadyForQuery now must be seen before the client gets it (it ends a write whose invalidation the answer waits for). */
+  seesReadyFirst?(): boolean;
 }
 
 /**
@@ -116,6 +118,10 @@ export class ResponsePipeline {
   onServerChunk(chunk: Buffer, scanned: readonly ScannedMessage[], endsInError = false): void {
     const edit = endsInError || scanned.some((m) => m.kind === 'ErrorResponse') ? this.errorEdit() : undefined;
     if (!edit && !this.queue.some((e) => e.kind === 'synthetic' || e.suppress || e.rewrite || e.tap) && this.held.length === 0) {
+      if (this.events.seesReadyFirst?.()) {
+        for (const message of scanned) this.account(message);
+        return this.write([chunk]);
+      }
       // The client first: accounting (the audit record among it) need not delay the reply.
       this.write([chunk]);
       for (const message of scanned) this.account(message);

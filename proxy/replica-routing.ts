@@ -1,6 +1,7 @@
 import type { ReplicaRow } from '../projections/databases.js';
 import type { ProxyMetrics } from './metrics.js';
 import type { StatementDecision } from './policy/hook.js';
+import type { RecentWrites } from './recent-writes.js';
 import type { UpstreamHold } from './session-upstream.js';
 import type { UpstreamHandle } from './upstreams.js';
 
@@ -12,13 +13,13 @@ export const DEFAULT_READ_YOUR_WRITES_MS = 5_000;
 
 type Allowed = Extract<StatementDecision, { action: 'allow' }>;
 
-/** What every session's read routing shares: the replicas' rotation, the read-your-writes window, the metrics. */
+/** What every session's read routing shares: the replicas' rotation, the credentials' read-your-writes windows, the metrics. */
 export interface ReadRouting {
   /** Whether a database routes reads (auto_read_routing) now. */
   readonly routes: (databaseId: string) => boolean;
   /** The next healthy replica of a database, in turn; undefined when none is. */
   readonly next: (databaseId: string) => ReplicaRow | undefined;
-  readonly readYourWritesMs: number;
+  readonly writes: RecentWrites;
   readonly metrics: Pick<ProxyMetrics, 'routed'>;
 }
 
@@ -27,7 +28,7 @@ export type Placement = 'replica' | 'not_a_read' | 'hint' | 'read_your_writes';
 
 /**
  * Where a statement the policy allowed may run: on a replica when it only reads, carries no
- * primary hint, and the session wrote nothing within the read-your-writes window. (Whether a
+ * primary hint, and its credential wrote nothing within the read-your-writes window. (Whether a
  * replica is healthy, and whether the session is outside a transaction, is the caller's.)
  */
 export function placementOf(sql: string, decision: Allowed, msSinceWrite: number, readYourWritesMs: number): Placement {
@@ -46,12 +47,15 @@ export function placementOf(sql: string, decision: Allowed, msSinceWrite: number
  */
 export class SessionReads {
   private pending: { readonly sql: string; readonly decision: Allowed } | undefined;
-  private wroteAtMs = Number.NEGATIVE_INFINITY;
   /** A statement that may write was sent since the last ReadyForQuery: the window counts from its end. */
   private writing = false;
   private primary: UpstreamHandle | undefined;
 
-  constructor(private readonly routing: ReadRouting | undefined) {}
+  constructor(
+    private readonly routing: ReadRouting | undefined,
+    /** The session's credential once logged in: its window is shared by all its sessions. */
+    private readonly credentialOf: () => string | undefined,
+  ) {}
 
   decided(sql: string, decision: Allowed): void {
     if (!this.routing) return;
@@ -61,19 +65,32 @@ export class SessionReads {
 
   /**
    * A statement runs: decided now, or an Execute of one decided at an earlier Parse (a prepared
-   * write run again opens the window again). One that may write holds reads on the primary from now.
+   * write run again opens the window again). One that may write holds the credential's reads on
+   * the primary from now, in every session.
    */
   ran(decision: Allowed): void {
     if (!this.routing || decision.readsOnly) return;
-    this.wroteAtMs = Date.now();
+    this.wrote();
     this.writing = true;
   }
 
   /** A ReadyForQuery: a write sent since has ended (committed, when outside a transaction), and the window counts from here. */
   ready(): void {
     if (!this.writing) return;
-    this.wroteAtMs = Date.now();
+    this.wrote();
     this.writing = false;
+  }
+
+  /** Since the credential's last write; 0 while one of this session's is still running (a read pipelined after it stays on the primary). */
+  private msSinceWrite(): number {
+    if (this.writing) return 0;
+    const credentialId = this.credentialOf();
+    return credentialId === undefined ? Number.POSITIVE_INFINITY : this.routing!.writes.msSince(credentialId);
+  }
+
+  private wrote(): void {
+    const credentialId = this.credentialOf();
+    if (credentialId !== undefined) this.routing!.writes.wrote(credentialId);
   }
 
   /** `forStatement`: the connection is taken up to run (or prepare) the statement last decided; otherwise (Bind, Describe, Sync, ...) it comes from the primary. */
@@ -99,9 +116,7 @@ export class SessionReads {
     if (hold.server && !hold.parked) return undefined;
     const primary = this.primary!;
     if (!this.routing.routes(primary.database.database_id)) return undefined;
-    // A write still running (its ReadyForQuery not seen: pipelined after it) keeps the reads on the primary.
-    const sinceWrite = this.writing ? 0 : Date.now() - this.wroteAtMs;
-    const placement = statement ? placementOf(statement.sql, statement.decision, sinceWrite, this.routing.readYourWritesMs) : 'not_a_read';
+    const placement = statement ? placementOf(statement.sql, statement.decision, this.msSinceWrite(), this.routing.writes.windowMs) : 'not_a_read';
     // A closed primary pool (the database changed) is renewed by the session before a replica's is derived from it.
     const replica = placement === 'replica' && !primary.pool.isClosed ? this.routing.next(primary.database.database_id) : undefined;
     return replica ? primary.onReplica(replica) : primary;

@@ -38,6 +38,7 @@ import { upstreamChoice } from './views/policy-roles.js';
 import { sandboxBranchOf } from './sandbox.js';
 import { proxyViews } from './views/proxy-views.js';
 import { DEFAULT_HEALTH_THRESHOLDS, type HealthThresholds } from './replica-health.js';
+import { RecentWrites } from './recent-writes.js';
 import { ReplicaMonitor } from './replica-monitor.js';
 import { endSessionsOnClose, type Admission } from './admission.js';
 import { DEFAULT_READ_YOUR_WRITES_MS } from './replica-routing.js';
@@ -202,7 +203,9 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   };
   const resultCaches = new ResultCaches((databaseId: string) => databases.get(databaseId)?.cache_config, cacheMetricsOf(metrics));
   purgeOnRequest(cacheControls, resultCaches);
-  const unshare = options.cacheFanout && resultCaches.share(options.cacheFanout);
+  const recentWrites = new RecentWrites(replicaOptions.readYourWritesMs);
+  // The fan-out's notes of writes made elsewhere (the hosted MCP, other proxies) open their credentials' windows here too.
+  const unshare = options.cacheFanout && resultCaches.share(options.cacheFanout, (credentialId) => recentWrites.wrote(credentialId));
   const context = {
     credentials,
     budgets,
@@ -211,7 +214,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     hashKeys,
     // A read-only policy provisioned on the credential's database runs as its own upstream role.
     upstreamFor,
-    readRouting: { routes: (databaseId: string) => monitor.routes(databaseId), next: (databaseId: string) => monitor.next(databaseId), readYourWritesMs: replicaOptions.readYourWritesMs, metrics },
+    readRouting: { routes: (databaseId: string) => monitor.routes(databaseId), next: (databaseId: string) => monitor.next(databaseId), writes: recentWrites, metrics },
     catalogs,
     decisions,
     registry,

@@ -29,6 +29,10 @@ export class SessionFlow {
   /** What this turn forwards upstream, and where: written together when the turn ends. */
   private outgoing: Buffer[] = [];
   private outgoingTo: Socket | undefined;
+  /** What the client is owed while its answers wait (deferClient), in order; undefined when they do not. */
+  private deferred: Buffer[] | undefined;
+  /** Counts deferClient calls: only the last one's wait releases what waits. */
+  private deferrals = 0;
 
   constructor(private readonly host: FlowHost) {}
 
@@ -41,6 +45,7 @@ export class SessionFlow {
   }
 
   writeClient(pieces: readonly Buffer[]): void {
+    if (this.deferred) return void this.deferred.push(...pieces);
     const socket = this.host.client().socket;
     writeAll(socket, pieces);
     if (!socket.writableNeedDrain || this.clientBacklogged) return;
@@ -49,6 +54,30 @@ export class SessionFlow {
     this.throttled = this.host.server();
     this.throttled?.inlet.pause();
     socket.once('drain', this.onClientDrained);
+  }
+
+  /**
+   * What the client is sent from now on waits until `until` resolves (a write's cache invalidation
+   * has left the process: docs/cache.md), then goes in order. The client is not read meanwhile, so
+   * what waits is the answers to what it had already sent. `until` must not reject.
+   */
+  deferClient(until: Promise<void>): void {
+    if (!this.deferred) {
+      this.deferred = [];
+      this.holdReading();
+    }
+    const deferral = ++this.deferrals;
+    // A later wait covers what an earlier one waited for (the fan-out flushes in order).
+    void until.then(() => {
+      if (deferral === this.deferrals) this.undefer();
+    });
+  }
+
+  private undefer(): void {
+    const pieces = this.deferred ?? [];
+    this.deferred = undefined;
+    if (!this.host.closed() && pieces.length > 0) this.writeClient(pieces);
+    this.releaseReading();
   }
 
   private readonly onClientDrained = (): void => {

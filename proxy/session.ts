@@ -134,18 +134,21 @@ export class Session implements SessionHost {
         },
         ready: (status) => {
           this.status = status;
-          this.results.cache.ready(status);
+          // A write's answer waits until its invalidation left the process: the agent's next read elsewhere misses.
+          const flushed = this.results.cache.ready(status);
+          if (flushed) this.flow.deferClient(flushed);
           this.reads.ready();
           if (status === 'I' && this.schemaChanged) {
             this.schemaChanged = false;
             this.catalog?.changed();
           }
         },
+        seesReadyFirst: () => this.results.cache.invalidatesAtReady,
       },
       // Asked only when a server chunk carries an error.
       () => agentErrorEdit(masksColumns(this.context.policies.get(this.credential?.policy_profile_id ?? '')), this.deadline.cancelledAtMs),
     );
-    this.reads = new SessionReads(context.readRouting);
+    this.reads = new SessionReads(context.readRouting, () => this.credential?.credential_id);
     this.results = new SessionResults(this);
     this.gate = new StatementGate(this, this.reads, this.results);
     this.access = new UpstreamAccess(this, this.reads);

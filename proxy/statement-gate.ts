@@ -50,7 +50,7 @@ export class StatementGate {
     // Session state (SET, set_config(..., false)) stays where the session's statements run, and is reset before anyone else's do.
     if (decision.changesSession) host.pinned = true;
     this.reads.decided(sql, decision);
-    this.results.cache.decided(this.results.databaseId, decision);
+    this.results.cache.decided(this.results.databaseId, decision, credential.credential_id);
     return decision;
   }
 
@@ -59,7 +59,7 @@ export class StatementGate {
    * invalidated in the result cache, and its write holds the session's reads on the primary again.
    */
   executing(decision: Allowed['decision']): void {
-    this.results.cache.decided(this.results.databaseId, decision);
+    this.results.cache.decided(this.results.databaseId, decision, this.host.credential!.credential_id);
     this.reads.ran(decision);
   }
 

@@ -43,7 +43,8 @@ export function uncacheable(sql: string, decision: Allowed, situation: CacheSitu
   if (NO_CACHE_HINT.test(sql)) return 'hint';
   if (situation.inTransaction) return 'in_transaction';
   if (situation.pinned || decision.changesSession) return 'session_state';
-  return decision.stableCalls ? undefined : 'function';
+  // A view among what it reads calls code whose reads are not followed, or whose result varies (reach.ts).
+  return decision.stableCalls && decision.readsReach !== 'unbounded' ? undefined : 'function';
 }
 
 /** Every call in the tree is of a vetted, non-volatile function; no session value, cursor position or sampled table. */
@@ -65,6 +66,11 @@ function stableCall(call: unknown): boolean {
   const name = parts.at(-1) ?? '';
   const schema = parts.length > 1 ? parts[0] : 'pg_catalog';
   if (schema !== 'pg_catalog' || parts.length > 2) return false;
+  return cacheableBuiltin(name);
+}
+
+/** Whether a call of pg_catalog's `name` leaves a result cacheable: vetted (or a mask's) and neither volatile nor server-dependent. */
+export function cacheableBuiltin(name: string): boolean {
   return (VETTED_FUNCTIONS.has(name) || REWRITE_FUNCTIONS.has(name)) && !UNCACHEABLE_FUNCTIONS.has(name);
 }
 

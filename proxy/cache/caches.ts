@@ -79,27 +79,31 @@ export class ResultCaches {
   private fanout: Fanout | undefined;
 
   /**
-   * A write to `tables` of a database (undefined: every table) seen here: the entries that read
-   * them go, here and, once shared, in every process the fan-out reaches.
+   * A write to `tables` of a database (undefined: every table) seen here, by `writer` (a credential
+   * id) when known: the entries that read them go, here and, once shared, in every process the
+   * fan-out reaches, where the note also opens the writer's read-your-writes window.
    */
-  invalidate(databaseId: string, tables: readonly string[] | undefined): void {
+  invalidate(databaseId: string, tables: readonly string[] | undefined, writer?: string): void {
     this.existing(databaseId)?.invalidate(tables);
-    this.published?.({ origin: '', databaseId, tables: tables === undefined ? null : [...tables] });
+    this.published?.({ origin: '', databaseId, tables: tables === undefined ? null : [...tables], ...(writer === undefined ? {} : { writer }) });
   }
 
   /**
    * Shares invalidations over `fanout`: each write seen here is published, and each published
-   * elsewhere (the wire proxy's, the hosted MCP's, in other processes) drops the entries here. Best
-   * effort: a note lost with the link leaves entries to their ttl. The returned function stops it.
+   * elsewhere (the wire proxy's, the hosted MCP's, in other processes) drops the entries here and
+   * is handed to `wroteElsewhere` with its writer. Best effort: a note lost with the link leaves
+   * entries to their ttl. The returned function stops it.
    */
-  share(fanout: Fanout): () => void {
+  share(fanout: Fanout, wroteElsewhere?: (credentialId: string) => void): () => void {
     const origin = randomUUID();
     const encoder = new TextEncoder();
     this.fanout = fanout;
     this.published = (note) => fanout.publish(encoder.encode(JSON.stringify({ ...note, origin })));
     const stop = fanout.subscribe((data) => {
       const note = Invalidation.safeParse(parseJson(data)).data;
-      if (note && note.origin !== origin) this.existing(note.databaseId)?.invalidate(note.tables ?? undefined);
+      if (!note || note.origin === origin) return;
+      this.existing(note.databaseId)?.invalidate(note.tables ?? undefined);
+      if (note.writer !== undefined) wroteElsewhere?.(note.writer);
     });
     return () => {
       this.published = undefined;
@@ -108,14 +112,19 @@ export class ResultCaches {
     };
   }
 
+  /** Whether invalidations leave this process (share): only then is there a flush to wait for. */
+  get sharing(): boolean {
+    return this.fanout !== undefined;
+  }
+
   /** Resolves once the invalidations published so far have left this process (at once when not shared). */
   async flushed(): Promise<void> {
     await this.fanout?.flushed();
   }
 }
 
-/** A write one process saw, as the fan-out carries it; `tables` null for every table. */
-const Invalidation = z.object({ origin: z.string(), databaseId: z.string(), tables: z.array(z.string()).nullable() });
+/** A write one process saw, as the fan-out carries it; `tables` null for every table; `writer` the credential that wrote, when known. */
+const Invalidation = z.object({ origin: z.string(), databaseId: z.string(), tables: z.array(z.string()).nullable(), writer: z.string().optional() });
 type Invalidation = z.infer<typeof Invalidation>;
 
 function parseJson(data: Uint8Array): unknown {

@@ -128,7 +128,7 @@ export const MAX_ENTRY_BYTES = 1024 * 1024;
 /** One session's use of the result caches: its lookups, and the writes it sends (seen as they are decided and again as their transaction ends). */
 export class SessionCache {
   /** Writes of the open transaction: their entries go again once it ends, so that a read between the write and its commit is not kept. */
-  private pending: { readonly databaseId: string; readonly tables: readonly string[] | undefined }[] = [];
+  private pending: { readonly databaseId: string; readonly tables: readonly string[] | undefined; readonly writer: string }[] = [];
   /** Extended-protocol results that ended well, kept or not at their batch's ReadyForQuery. */
   private readonly finished: Capture[] = [];
   /** What each portal was bound with, for its Executes' keys. */
@@ -139,12 +139,12 @@ export class SessionCache {
     private readonly maxEntryBytes = MAX_ENTRY_BYTES,
   ) {}
 
-  /** A statement the policy allowed is about to run: what it may write is invalidated now. */
-  decided(databaseId: string, decision: Allowed): void {
+  /** A statement the policy allowed is about to run for credential `writer`: what it may write is invalidated now. */
+  decided(databaseId: string, decision: Allowed, writer: string): void {
     const tables = writtenTables(decision);
     if (tables === null || !this.caches) return;
-    this.caches.invalidate(databaseId, tables);
-    this.pending.push({ databaseId, tables });
+    this.caches.invalidate(databaseId, tables, writer);
+    this.pending.push({ databaseId, tables, writer });
   }
 
   /** A Bind of a statement whose Parse was `parse`: its portal's Executes are keyed by what it carries. */
@@ -159,11 +159,21 @@ export class SessionCache {
     return this.portals.get(portal);
   }
 
-  /** A ReadyForQuery went by: outside a transaction, the writes of the one that ended are invalidated again. */
-  ready(status: TransactionStatus): void {
+  /** Whether a ReadyForQuery that ends the transaction now publishes invalidations whose flush the client's answer waits for. */
+  get invalidatesAtReady(): boolean {
+    return this.pending.length > 0 && this.caches?.sharing === true;
+  }
+
+  /**
+   * A ReadyForQuery went by: outside a transaction, the writes of the one that ended are invalidated
+   * again. Then, when invalidations leave the process, the promise that resolves once they have (the
+   * client's answer waits for it); undefined otherwise.
+   */
+  ready(status: TransactionStatus): Promise<void> | undefined {
     for (const capture of this.finished.splice(0)) capture.keep(status);
-    if (status !== 'I' || this.pending.length === 0) return;
-    for (const { databaseId, tables } of this.pending.splice(0)) this.caches?.invalidate(databaseId, tables);
+    if (status !== 'I' || this.pending.length === 0) return undefined;
+    for (const { databaseId, tables, writer } of this.pending.splice(0)) this.caches?.invalidate(databaseId, tables, writer);
+    return this.caches?.sharing ? this.caches.flushed() : undefined;
   }
 
   /** Looks a statement up: the outcome is counted in the metrics; a miss comes with the capture that stores its result. */
@@ -182,7 +192,9 @@ export class SessionCache {
     if (found.outcome !== 'miss') return found;
     if (!store.admits(key)) return UNCAPTURED;
     const timing = lookup.rule?.bypass === false ? lookup.rule.timing : undefined;
-    return { outcome: 'miss', capture: new Capture(store, key, lookup.decision.readsReach, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
+    // uncacheable() let no unbounded reach through.
+    const tables = lookup.decision.readsReach as readonly string[];
+    return { outcome: 'miss', capture: new Capture(store, key, tables, store.generation, this.maxEntryBytes, (capture) => this.finished.push(capture), timing) };
   }
 }
 

@@ -38,8 +38,8 @@ export type StatementDecision =
       readonly stableCalls: boolean;
       /** The tables whose rows it may change on the catalog snapshot (reach.ts): what it writes, their partition trees, the foreign keys that cascade from them; `unbounded` when a trigger, rule or view makes that unknowable. */
       readonly writesReach: readonly string[] | 'unbounded';
-      /** The relations its result depends on (reach.ts): what it reads, and what the views among them read; a cached result is dropped by a write that reaches any. */
-      readonly readsReach: readonly string[];
+      /** The relations its result depends on (reach.ts): what it reads, and what the views among them read; a cached result is dropped by a write that reaches any. `unbounded` (never cached) when a view among them calls code or row security applies. */
+      readonly readsReach: readonly string[] | 'unbounded';
     })
   | Extract<PolicyDecision, { action: 'refuse' }>;
 
@@ -283,7 +283,7 @@ function combine(sql: string, verdicts: readonly StatementVerdict[], session: An
     tablesRead: read,
     tablesWritten: written,
     writesReach: writeReach(written, session.catalog) ?? 'unbounded',
-    readsReach: readReach(read, session.catalog),
+    readsReach: readReach(read, session.catalog) ?? 'unbounded',
     progress: uniqueProgress(decisions.map((d) => d.progress)),
     changesSession: allowed.some((d) => d.changesSession),
     statementCount: verdicts.length,

@@ -42,9 +42,10 @@ export function writeReach(written: readonly string[], catalog: UpstreamCatalog 
 /**
  * The relations a read of `read` depends on, for the result cache's entries: the relations read,
  * and, transitively, what each view among them reads (`viewReads`), so that a write to a view's
- * base table drops the entries that read the view. A function a view calls is not followed.
+ * base table drops the entries that read the view. Undefined when that cannot be bounded: a reached
+ * relation runs code on a read (`readsRunCode`: a view calling a function, row-level security).
  */
-export function readReach(read: readonly string[], catalog: UpstreamCatalog | undefined): readonly string[] {
+export function readReach(read: readonly string[], catalog: UpstreamCatalog | undefined): readonly string[] | undefined {
   if (!catalog || read.length === 0) return read;
-  return closure(read, catalog, (relation) => relation?.viewReads ?? []) ?? read;
+  return closure(read, catalog, (relation) => (relation?.readsRunCode ? undefined : (relation?.viewReads ?? [])));
 }

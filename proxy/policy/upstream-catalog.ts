@@ -23,6 +23,13 @@ export interface CatalogRelation {
   readonly writesRunCode: boolean;
   /** A view: the relations its definition reads (what a cached read of it depends on). */
   readonly viewReads: readonly RelationName[];
+  /**
+   * A read of it runs code that may read relations the gateway does not follow, or whose result is
+   * not fixed by what it reads: a view calling a function of the database's, a volatile function or
+   * a stable built-in the result cache does not accept in a statement; a table with row-level
+   * security policies (their expressions may read other tables).
+   */
+  readonly readsRunCode: boolean;
 }
 
 export interface UpstreamCatalog {

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { RelationName } from '../policy/names.js';
 import type { CatalogRelation, CatalogRelationKind, UpstreamCatalog } from '../policy/upstream-catalog.js';
+import { cacheableBuiltin } from '../cache/cacheable.js';
 
 /**
  * What the gateway reads of an upstream database's catalog, in one statement of catalog reads only
@@ -8,8 +9,12 @@ import type { CatalogRelation, CatalogRelationKind, UpstreamCatalog } from '../p
  * outside pg_toast and temporary schemas, with its columns in order and its plain-inheritance
  * children (partitions are not listed: a partitioned table's partitions count as the table), the
  * tables a write to it may change too (its partition tree, foreign keys that cascade from it) and
- * whether a write to it runs a trigger or rule of the database's, a view's own relations; and
- * for each function and operator name, the schemas other than pg_catalog that define one.
+ * whether a write to it runs a trigger or rule of the database's, a view's own relations, the
+ * functions a view calls other than immutable built-ins and stable built-in operators (from its
+ * stored query tree, which names every function, operator, aggregate, window function and sampling
+ * method it runs: the catalog records no dependency on a built-in), and whether row-level security
+ * policies apply to reads of it; and for each
+ * function and operator name, the schemas other than pg_catalog that define one.
  * One row per item, each a JSON array: a row stays small whatever the size of the catalog, and
  * the rows' order is fixed, so the same catalog always reads as the same text.
  */
@@ -33,7 +38,14 @@ export const CATALOG_SQL = `select k, v from (
       from (select distinct d.refobjid from pg_catalog.pg_rewrite w join pg_catalog.pg_depend d on d.objid = w.oid
         where c.relkind = 'v' and w.ev_class = c.oid and w.rulename = '_RETURN' and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
           and d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass and d.refobjid <> c.oid) used
-      join pg_catalog.pg_class vc on vc.oid = used.refobjid join pg_catalog.pg_namespace vn on vn.oid = vc.relnamespace), '[]'))::text as v
+      join pg_catalog.pg_class vc on vc.oid = used.refobjid join pg_catalog.pg_namespace vn on vn.oid = vc.relnamespace), '[]'),
+    coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(fn.nspname, f.proname, f.provolatile) order by fn.nspname, f.proname, f.provolatile)
+      from (select distinct m[1] = 'opfuncid' as op, m[2]::pg_catalog.oid as fid
+        from pg_catalog.pg_rewrite w, pg_catalog.regexp_matches(w.ev_action::pg_catalog.text, ':(funcid|opfuncid|aggfnoid|winfnoid|tsmhandler) (\\d+)', 'g') m
+        where c.relkind = 'v' and w.ev_class = c.oid and w.rulename = '_RETURN') called
+      join pg_catalog.pg_proc f on f.oid = called.fid join pg_catalog.pg_namespace fn on fn.oid = f.pronamespace
+      where fn.nspname <> 'pg_catalog' or f.provolatile = 'v' or (not called.op and f.provolatile <> 'i')), '[]'),
+    c.relrowsecurity and exists (select from pg_catalog.pg_policy rp where rp.polrelid = c.oid))::text as v
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
   where c.relkind in ('r', 'p', 'v', 'm', 'f') and n.nspname <> 'pg_toast' and n.nspname !~ '^pg_(toast_)?temp_'
   union all
@@ -45,6 +57,15 @@ export const CATALOG_SQL = `select k, v from (
   from pg_catalog.pg_operator o join pg_catalog.pg_namespace n on n.oid = o.oprnamespace
   where n.nspname <> 'pg_catalog' group by o.oprname
 ) items order by k collate "C", v collate "C"`;
+
+/**
+ * Whether a function a view calls, as CATALOG_SQL lists it (`[schema, name, provolatile]`: never an
+ * immutable built-in), leaves its result fixed by the view's relations, as the result cache needs:
+ * a stable built-in the cache accepts in a statement, nothing volatile, nothing of the database's.
+ */
+function cacheableCall([schema, name, volatility]: readonly string[]): boolean {
+  return schema === 'pg_catalog' && volatility !== 'v' && name !== undefined && cacheableBuiltin(name);
+}
 
 const KINDS: Readonly<Record<string, CatalogRelationKind>> = { r: 'table', p: 'partitioned', v: 'view', m: 'matview', f: 'foreign' };
 
@@ -102,12 +123,13 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
     }
     if (!Array.isArray(item)) throw new CatalogShapeError('a catalog row that is not a list');
     if (kind === 'r') {
-      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads] = item as unknown[];
+      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, viewCalls, rowSecurity] = item as unknown[];
       const relationKind = KINDS[String(relkind)];
       if (typeof schema !== 'string' || typeof name !== 'string' || !relationKind) throw new CatalogShapeError('a relation row without schema, name or kind');
       if (!Array.isArray(inheritors)) throw new CatalogShapeError(`the inheritors of ${schema}.${name} are not a list`);
       if (!Array.isArray(reach) || typeof runsCode !== 'boolean') throw new CatalogShapeError(`what a write to ${schema}.${name} reaches is not a list and a flag`);
       if (!Array.isArray(viewReads)) throw new CatalogShapeError(`the relations ${schema}.${name} reads are not a list`);
+      if (!Array.isArray(viewCalls) || typeof rowSecurity !== 'boolean') throw new CatalogShapeError(`the functions ${schema}.${name} calls are not a list and a flag`);
       relations.set(key(schema, name), {
         kind: relationKind,
         columns: strings(columns, `the columns of ${schema}.${name}`),
@@ -127,6 +149,7 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
           if (readSchema === undefined || readName === undefined) throw new CatalogShapeError(`a relation ${schema}.${name} reads without its name`);
           return { schema: readSchema, name: readName };
         }),
+        readsRunCode: rowSecurity || viewCalls.some((call) => !cacheableCall(strings(call, `a function ${schema}.${name} calls`))),
       });
     } else if (kind === 'f' || kind === 'o') {
       const [name, schemas] = item as unknown[];

@@ -17,7 +17,8 @@ import { connectNatsFanout } from '../../src/bus/nats-fanout.js';
 import { Channel } from '../../src/workers/channel.js';
 import { connectAgent, listenForAgents } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
-import { createPolicy, registerOn, withAgentClient } from '../support/proxy-agents.js';
+import { connectAgentClient, createPolicy, registerOn, withAgentClient } from '../support/proxy-agents.js';
+import { slowLink, type SlowLink } from '../support/slow-link.js';
 import { decisionsOfCredential, recordsText } from '../support/recorded.js';
 import { waitFor } from '../support/wire.js';
 import { endpoint } from '../contract/message-port-endpoint.js';
@@ -138,3 +139,72 @@ for (const [name, deploy] of [['pgward serve (supervisor relay)', async () => em
     });
   });
 }
+
+// Issue 22 (hole 3): the wire proxy answered a write before its invalidation left the process, so
+// the agent's next read through the hosted MCP of a split deployment could be served the cached
+// result from before the write. With the proxy's link to NATS slowed (a real TCP hop that takes
+// LINK_DELAY_MS towards the server), the answer now waits for the note to reach NATS; reads do not wait.
+describe('the wire proxy answers a write once its invalidation reached NATS (split, the proxy’s link slow)', () => {
+  const LINK_DELAY_MS = 300;
+  let link: SlowLink;
+  let proxyFanout: Fanout;
+  let apiFanout: Fanout;
+  let gateway: TestGateway;
+  let agent: AgentSecrets;
+  let mcp: Client;
+
+  beforeAll(async () => {
+    const nats = new URL(process.env.NATS_URL ?? 'nats://127.0.0.1:4222');
+    link = await slowLink({ host: nats.hostname, port: Number(nats.port || 4222) }, LINK_DELAY_MS);
+    const subject = `pgward.test.cache.${randomUUID()}`;
+    proxyFanout = await connectNatsFanout({ url: `nats://127.0.0.1:${link.port}`, subject });
+    apiFanout = await connectNatsFanout({ url: nats.toString(), subject });
+    gateway = await startGateway('mcp_cache_slow', undefined, 60_000, {}, undefined, {}, { proxy: { cacheFanout: proxyFanout }, apiCacheFanout: apiFanout });
+    agent = await registerOn(gateway, await createPolicy(gateway, { name: 'writes orders', read_only: false, allowed_tables: ['public.*'] }), 'agent');
+    mcp = await connectAgent(`${await listenForAgents(gateway)}/mcp`, agent.mcp_token, 'pgward-cache-test');
+  });
+  afterAll(async () => {
+    await mcp?.close();
+    await gateway?.stop();
+    await Promise.all([proxyFanout?.close(), apiFanout?.close()]);
+    await link?.close();
+  });
+
+  const mcpTotal = async (id: number): Promise<unknown> => {
+    const result = await mcp.callTool({ name: 'query', arguments: { sql: `select total from orders where id = ${id}` } });
+    return (result.structuredContent as { rows: unknown[][] }).rows[0]![0];
+  };
+
+  it('an UPDATE on either protocol, or a COMMIT, then at once an MCP read: a miss with the new value', async () => {
+    const client = await connectAgentClient(agent);
+    try {
+      const writes: [number, (total: number) => Promise<unknown>][] = [
+        [9, (total) => client.query(`update orders set total = ${total} where id = 9`)],
+        [10, (total) => client.query({ text: 'update orders set total = $1 where id = 10', values: [total] })],
+        [11, async (total) => {
+          await client.query('begin');
+          await client.query(`update orders set total = ${total} where id = 11`);
+          return client.query('commit');
+        }],
+      ];
+      for (const [id, write] of writes) {
+        expect(await mcpTotal(id)).toBe((id * 1.5).toFixed(1));
+        expect(await mcpTotal(id)).toBe((id * 1.5).toFixed(1));
+        const started = performance.now();
+        await write(id + 100);
+        const answeredMs = performance.now() - started;
+        expect(await mcpTotal(id)).toBe(String(id + 100));
+        expect(answeredMs).toBeGreaterThanOrEqual(LINK_DELAY_MS - 10);
+        const find = () => decisionsOfCredential(gateway, agent.credential.id).filter((d) => d.source === 'mcp' && recordsText(d.sql, `select total from orders where id = ${id}`));
+        await waitFor(() => find().length >= 3, 3_000, `3 MCP reads of order ${id}`);
+        expect(find().map((d) => d.cache_status)).toEqual(['miss', 'hit', 'miss']);
+      }
+      // A read publishes nothing: its answer does not wait for the link.
+      const started = performance.now();
+      expect((await client.query('select total from orders where id = 9')).rows).toEqual([{ total: '109' }]);
+      expect(performance.now() - started).toBeLessThan(LINK_DELAY_MS - 10);
+    } finally {
+      await client.end();
+    }
+  });
+});

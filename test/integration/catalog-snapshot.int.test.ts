@@ -58,6 +58,19 @@ beforeAll(async () => {
       create function public.md5(integer) returns text language sql as 'select ''x''';
       create function public.lower(integer) returns text language sql as 'select ''y''';
       create operator public.=== (leftarg = int, rightarg = int, function = int4eq);
+      create function parents() returns bigint language sql stable as 'select count(*) from parent';
+      create function parent_named_at(text, int) returns bool language sql stable as 'select exists (select from parent where id = $2)';
+      create function parent_named(text) returns bool language plpgsql stable as 'begin return exists (select from parent where "Mixed Case" = $1); end';
+      create operator public.=~= (leftarg = text, rightarg = text, function = texteq);
+      create operator public.=?= (leftarg = text, rightarg = int, function = parent_named_at);
+      create view calls_sql as select parents() as n;
+      create view calls_plpgsql as select id from parent where parent_named("Mixed Case");
+      create view calls_random as select random() as r;
+      create view calls_operator as select id from parent where "Mixed Case" =?= id;
+      create view calls_builtins as select parent.id + 1 as n, now() as ts, "Mixed Case" =~= 'x' as same, count(*) over () as c, events.at > now() - interval '1 day' as recent from parent, events;
+      create view over_calls as select n from calls_sql;
+      create table secured (id int); alter table secured enable row level security; create policy everyone on secured using (true);
+      create table unsecured (id int); alter table unsecured enable row level security;
       create role ${role} login;`),
   );
 });
@@ -74,17 +87,23 @@ describe('the catalog snapshot', () => {
       const lease = await snapshots.lease(handleAs(owner()));
       const catalog = lease.current();
       if (isUnavailable(catalog)) throw new Error(catalog.unavailable);
-      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [] });
-      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [] });
+      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false });
+      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false });
       // Partitions are not inheritors: they count as the partitioned table.
       // ... but a write to one reaches the other.
-      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [] });
+      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [], readsRunCode: false });
       expect(catalog.relation({ schema: 'public', name: 'events_2020' })?.writesReach).toEqual([{ schema: 'public', name: 'events' }]);
       // A foreign key that cascades from a table is reached by its writes; one with no action is not. A trigger runs code.
-      expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [] });
-      expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [] });
-      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [] });
+      expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [], readsRunCode: false });
+      expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [], readsRunCode: false });
+      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false });
       expect(catalog.relation({ schema: 'public', name: 'v' })).toMatchObject({ kind: 'view', viewReads: [{ schema: 'public', name: 'parent' }] });
+      // A view calling a function of the database's (SQL or plpgsql, directly or as an operator's) or a volatile one runs code on a read; immutable and vetted stable built-ins do not.
+      for (const view of ['calls_sql', 'calls_plpgsql', 'calls_random', 'calls_operator']) expect(catalog.relation({ schema: 'public', name: view })?.readsRunCode, view).toBe(true);
+      for (const view of ['v', 'calls_builtins', 'over_calls']) expect(catalog.relation({ schema: 'public', name: view })?.readsRunCode, view).toBe(false);
+      // Row security with a policy runs the policy's expressions on a read.
+      expect(catalog.relation({ schema: 'public', name: 'secured' })?.readsRunCode).toBe(true);
+      expect(catalog.relation({ schema: 'public', name: 'unsecured' })?.readsRunCode).toBe(false);
       expect(catalog.relation({ schema: 'pg_catalog', name: 'pg_class' })?.columns).toContain('relname');
       expect(catalog.relation({ schema: 'public', name: 'nothing' })).toBeUndefined();
       expect(catalog.functionSchemas('md5')).toEqual(['public']);

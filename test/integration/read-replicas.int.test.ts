@@ -1,9 +1,15 @@
+import { randomUUID } from 'node:crypto';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Fanout } from '../../src/bus/fanout.js';
+import { connectNatsFanout } from '../../src/bus/nats-fanout.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
+import { connectAgent, listenForAgents } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { replicaUnavailable, startStreamingReplica, type StreamingReplica } from '../support/streaming-replica.js';
+import { admin } from '../support/pg.js';
 import { auditedRuns } from '../support/recorded.js';
 import { waitFor } from '../support/wire.js';
 
@@ -15,11 +21,15 @@ const READ_YOUR_WRITES_MS = 1_500;
 let gateway: TestGateway;
 let replica: StreamingReplica;
 let agent: AgentSecrets;
+let otherAgent: AgentSecrets;
 let client: pg.Client;
 let base: string;
 let replicaId: string;
 /** Chains the decisions into the audit trail, which `auditedRuns` reads over REST. */
 let ingest: RunningIngest;
+/** The proxy and the API as in a split deployment: each on its own NATS connection of the invalidation fan-out. */
+let fanouts: Fanout[] = [];
+let mcp: Client;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -35,12 +45,22 @@ async function settlesOn(expected: boolean, ms: number): Promise<void> {
 
 describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing against a real streaming replica${unavailable ? ` (skipped: ${unavailable})` : ''}`, () => {
   beforeAll(async () => {
-    gateway = await startGateway('replicas', serverUrl, 60_000, {}, undefined, {
-      checkIntervalMs: CHECK_MS,
-      // Ten failed probes (2 s) to leave: the reads sent to it meanwhile show the fallback to the primary.
-      thresholds: { failuresToEject: 10, successesToRestore: 2, maxLagMs: 30_000 },
-      readYourWritesMs: READ_YOUR_WRITES_MS,
-    });
+    const subject = `pgward.test.cache.${randomUUID()}`;
+    fanouts = await Promise.all([0, 1].map(() => connectNatsFanout({ url: process.env.NATS_URL ?? 'nats://127.0.0.1:4222', subject })));
+    gateway = await startGateway(
+      'replicas',
+      serverUrl,
+      60_000,
+      {},
+      undefined,
+      {
+        checkIntervalMs: CHECK_MS,
+        // Ten failed probes (2 s) to leave: the reads sent to it meanwhile show the fallback to the primary.
+        thresholds: { failuresToEject: 10, successesToRestore: 2, maxLagMs: 30_000 },
+        readYourWritesMs: READ_YOUR_WRITES_MS,
+      },
+      { proxy: { cacheFanout: fanouts[0]! }, apiCacheFanout: fanouts[1]! },
+    );
     ingest = await startIngest({ store: gateway.api.store, bus: gateway.bus, logger: pino({ level: 'silent' }) });
     replica = await startStreamingReplica(serverUrl!);
     const listed = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/databases` });
@@ -50,14 +70,18 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
     expect(added.statusCode).toBe(201);
     replicaId = (added.json() as { id: string }).id;
     agent = await gateway.register('reader');
+    otherAgent = await gateway.register('other reader');
     client = new pg.Client({ connectionString: agent.connection_string });
     await client.connect();
+    mcp = await connectAgent(`${await listenForAgents(gateway)}/mcp`, agent.mcp_token, 'pgward-replicas-test');
   }, 300_000);
 
   afterAll(async () => {
     await client?.end().catch(() => undefined);
+    await mcp?.close();
     await ingest?.stop();
     await gateway?.stop();
+    await Promise.all(fanouts.map((fanout) => fanout.close()));
     await replica?.destroy();
   }, 120_000);
 
@@ -111,16 +135,70 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
     expect(await onReplica()).toBe(true);
   });
 
-  it('another session is not held to this one’s read-your-writes window', async () => {
-    const other = new pg.Client({ connectionString: agent.connection_string });
-    await other.connect();
+  /**
+   * Runs `work` with the replica's replay paused once it has replayed everything so far: a read
+   * routed to it would not see a write made meanwhile (its lag stays under maxLagMs, so it stays in
+   * rotation).
+   */
+  async function replayPaused(work: () => Promise<void>): Promise<void> {
+    const url = new URL(gateway.upstream.url);
+    url.port = String(replica.port);
+    const standby = new pg.Client({ connectionString: url.toString() });
+    await standby.connect();
     try {
-      await client.query("update orders set customer = 'x' where id = 5001");
-      const { rows } = await other.query<{ r: boolean }>('select pg_is_in_recovery() as r');
-      expect(rows[0]!.r).toBe(true);
+      const marker = `marker ${randomUUID()}`;
+      await admin(gateway.upstream.url, (primary) => primary.query('update orders set customer = $1 where id = 3', [marker]));
+      await waitFor(async () => (await standby.query('select 1 from orders where id = 3 and customer = $1', [marker])).rowCount === 1, 20_000, 'the marker on the replica');
+      await standby.query('select pg_wal_replay_pause()');
+      await work();
     } finally {
+      await standby.query('select pg_wal_replay_resume()');
+      await standby.end();
+    }
+  }
+
+  // Issue 22 (hole 1): the window was per session. A pooled client whose read went out on another
+  // connection than its write, or an agent whose write went through the hosted MCP, read from a
+  // replica that had not replayed the write yet.
+  it('another session of the same credential (a pool’s other connection) reads the write from the primary; another credential’s reads stay on the replica', async () => {
+    const other = new pg.Client({ connectionString: otherAgent.connection_string });
+    const pool = new pg.Pool({ connectionString: agent.connection_string, max: 2 });
+    await other.connect();
+    const [writing, reading] = [await pool.connect(), await pool.connect()];
+    try {
+      await sleep(READ_YOUR_WRITES_MS + 200);
+      expect((await reading.query<{ r: boolean }>('select pg_is_in_recovery() as r')).rows[0]!.r).toBe(true);
+      await replayPaused(async () => {
+        await writing.query("update orders set customer = 'pooled' where id = 5001");
+        const { rows } = await reading.query<{ customer: string; r: boolean }>('select customer, pg_is_in_recovery() as r from orders where id = 5001');
+        expect(rows).toEqual([{ customer: 'pooled', r: false }]);
+        expect((await other.query<{ r: boolean }>('select pg_is_in_recovery() as r')).rows[0]!.r).toBe(true);
+        // The extended protocol is held alike.
+        await writing.query({ text: 'update orders set customer = $1 where id = 5001', values: ['pooled again'] });
+        const extended = await reading.query<{ customer: string; r: boolean }>({ text: 'select customer, pg_is_in_recovery() as r from orders where id = $1', values: [5001] });
+        expect(extended.rows).toEqual([{ customer: 'pooled again', r: false }]);
+      });
+      await sleep(READ_YOUR_WRITES_MS + 200);
+      expect((await reading.query<{ r: boolean }>('select pg_is_in_recovery() as r')).rows[0]!.r).toBe(true);
+    } finally {
+      writing.release();
+      reading.release();
+      await pool.end();
       await other.end();
     }
+  });
+
+  it('a write through the hosted MCP holds the credential’s wire reads on the primary (split: the note crosses NATS)', async () => {
+    await sleep(READ_YOUR_WRITES_MS + 200);
+    await settlesOn(true, 10_000);
+    await replayPaused(async () => {
+      const update = await mcp.callTool({ name: 'query', arguments: { sql: "update orders set customer = 'from mcp' where id = 5001" } });
+      expect((update.structuredContent as { command: string }).command).toBe('UPDATE 1');
+      const { rows } = await client.query<{ customer: string; r: boolean }>('select customer, pg_is_in_recovery() as r from orders where id = 5001');
+      expect(rows).toEqual([{ customer: 'from mcp', r: false }]);
+    });
+    await sleep(READ_YOUR_WRITES_MS + 200);
+    expect(await onReplica()).toBe(true);
   });
 
   // Red team (redteam3): the window opened when a write was decided, not when it ran and ended. An

@@ -40,7 +40,15 @@ beforeAll(async () => {
     create trigger notes_logged after insert on notes for each row execute function log_note();
     create view orders_v as select id, customer, total from orders;
     create view orders_v_v as select count(*)::int as n from orders_v;
-    create table plain (id int);`));
+    create table plain (id int);
+    create function order_total(int) returns numeric language sql stable as 'select total from orders where id = $1';
+    create function order_total_pl(int) returns numeric language plpgsql stable as 'begin return (select total from orders where id = $1); end';
+    create function order_is(int, int) returns bool language sql stable as 'select exists (select from orders where id = $1 and total = $2)';
+    create operator public.=#= (leftarg = int, rightarg = int, function = order_is);
+    create view total_sql_v as select order_total(21)::text as t;
+    create view total_pl_v as select order_total_pl(22)::text as t;
+    create view total_over_v as select t from total_sql_v;
+    create view total_op_v as select count(*)::int as n from customers where 23 =#= (id + 30);`));
   const readers = await createPolicy(gateway, { name: 'readers', read_only: true, allowed_tables: ['public.*'] });
   reader = await registerOn(gateway, readers, 'reader');
   writer = await gateway.register('writer');
@@ -168,6 +176,57 @@ describe('a write drops the cached results of every table it may change (hosted 
       expect(JSON.parse(after)).toEqual(await upstream(read));
       expect(await statuses(reader, 'mcp', sql, 3)).toEqual(['miss', 'hit', 'miss']);
     });
+  });
+});
+
+// Red team (issue 22): a view whose definition calls a function of the database's (SQL or plpgsql,
+// directly, as an operator, or through a view over it) reads tables the gateway cannot see; its
+// result was cached and served stale after a write to them. Such reads bypass the cache now.
+describe('a read of a view that calls a function of the database’s is never cached', () => {
+  const viewCases = [
+    { what: 'a SQL function', read: 'select t from total_sql_v', write: (n: number) => `update orders set total = ${n} where id = 21` },
+    { what: 'a plpgsql function', read: 'select t from total_pl_v', write: (n: number) => `update orders set total = ${n} where id = 22` },
+    { what: 'a SQL function, through a view over it', read: 'select t from total_over_v', write: (n: number) => `update orders set total = ${n} where id = 21` },
+    // Customers 1 to 10: a total of 31 to 40 counts one of them, any other none.
+    { what: 'an operator of the database’s', read: 'select n from total_op_v', write: (n: number) => `update orders set total = ${n % 2 === 0 ? 31 : 0} where id = 23` },
+  ];
+  const protocols: readonly Protocol[] = ['simple', 'extended'];
+  protocols.forEach((protocol, index) => {
+    viewCases.forEach(({ what, read, write }, caseIndex) => {
+      it(`${what} (${protocol} protocol)`, async () => {
+        const sql = `${read} /* ${protocol} */`;
+        const before = await wire(reader, protocol, sql);
+        expect(await wire(reader, protocol, sql)).toEqual(before);
+        await wire(writer, 'simple', write(500 + index * 10 + caseIndex * 2 + index));
+        const truth = await upstream(read);
+        expect(truth).not.toEqual(before);
+        expect(await wire(reader, protocol, sql)).toEqual(truth);
+        expect(await statuses(reader, 'wire', sql, 3)).toEqual(['bypass', 'bypass', 'bypass']);
+      });
+    });
+  });
+
+  it('through the hosted MCP query tool', async () => {
+    const sql = 'select t from total_pl_v /* mcp */';
+    const rows = (text: string, agent = reader): Promise<unknown> =>
+      withAgentMcp(mcpUrl, agent, async (client) => {
+        const result = await callTool(client, 'query', { sql: text });
+        expect(result.isError, textOf(result)).toBeFalsy();
+        return (result.structuredContent as { rows: unknown[] }).rows;
+      });
+    const before = await rows(sql);
+    expect(await rows(sql)).toEqual(before);
+    await rows('update orders set total = 77 where id = 22', writer);
+    expect(await rows(sql)).toEqual([['77']]);
+    expect(await statuses(reader, 'mcp', sql, 3)).toEqual(['bypass', 'bypass', 'bypass']);
+  });
+
+  it('a statement calling such a function itself is refused, on both protocols', async () => {
+    for (const protocol of protocols) {
+      const error = await wire(reader, protocol, 'select order_total(21)').then(() => undefined, (failure: { code?: string; message: string }) => failure);
+      expect(error?.code).toBe('42501');
+      expect(error?.message).toContain('order_total');
+    }
   });
 });
 

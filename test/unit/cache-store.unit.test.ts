@@ -241,7 +241,7 @@ describe('a session’s writes', () => {
     const caches = new ResultCaches(() => ({ enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 0 }), { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined });
     const store = caches.storeOf('db_1')!;
     const session = new SessionCache(caches);
-    session.decided('db_1', allowed('update orders set total = 1'));
+    session.decided('db_1', allowed('update orders set total = 1'), 'cred_1');
     // Another session reads before the commit, and stores what it read.
     store.store('read', result(['public.orders']), store.generation);
     session.ready('T');

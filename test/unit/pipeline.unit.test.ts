@@ -134,3 +134,18 @@ describe('response pipeline', () => {
     expect(result.empty).toBe(true);
   });
 });
+
+describe('a ReadyForQuery the session must see first', () => {
+  // Issue 22: a write's answer waits for its cache invalidation to leave the process, which its
+  // ReadyForQuery publishes: the session sees it before the client is sent anything of the chunk.
+  for (const seesFirst of [false, true]) {
+    it(`is accounted before the chunk is written when the session asks (${seesFirst ? 'asks' : 'does not ask'})`, () => {
+      const order: string[] = [];
+      const pipeline = new ResponsePipeline(() => order.push('written'), { completed: () => undefined, prepareFailed: () => undefined, ready: () => order.push('ready'), seesReadyFirst: () => seesFirst });
+      pipeline.expect(server('Z'));
+      const chunk = Buffer.concat([encodeCommandComplete('UPDATE 1'), encodeReadyForQuery('I')]);
+      pipeline.onServerChunk(chunk, new BackendScanner().scan(chunk));
+      expect(order).toEqual(seesFirst ? ['ready', 'written'] : ['written', 'ready']);
+    });
+  }
+});

@@ -2,13 +2,14 @@ import { describe, expect, it } from 'vitest';
 import type { CatalogRelation, UpstreamCatalog } from '../../proxy/policy/upstream-catalog.js';
 import { readReach, writeReach } from '../../proxy/policy/reach.js';
 
-const table = (reach: string[] = [], runsCode = false, kind: CatalogRelation['kind'] = 'table', reads: string[] = []): CatalogRelation => ({
+const table = (reach: string[] = [], runsCode = false, kind: CatalogRelation['kind'] = 'table', reads: string[] = [], readsRunCode = false): CatalogRelation => ({
   kind,
   columns: ['id'],
   inheritors: [],
   writesReach: reach.map((name) => ({ schema: 'public', name })),
   writesRunCode: runsCode,
   viewReads: reads.map((name) => ({ schema: 'public', name })),
+  readsRunCode,
 });
 const relations: Record<string, CatalogRelation> = {
   'public.events': table(['events_a', 'events_b'], false, 'partitioned'),
@@ -22,6 +23,9 @@ const relations: Record<string, CatalogRelation> = {
   'public.cascades_to_logged': table(['logged']),
   'public.orders_v': table([], false, 'view', ['orders']),
   'public.report_v': table([], false, 'view', ['orders_v', 'plain']),
+  'public.calls_v': table([], false, 'view', ['plain'], true),
+  'public.over_calls_v': table([], false, 'view', ['calls_v']),
+  'public.secured': table([], false, 'table', [], true),
 };
 const catalog: UpstreamCatalog = { version: '1', relation: (name) => relations[`${name.schema}.${name.name}`], functionSchemas: () => [], operatorSchemas: () => [] };
 
@@ -51,5 +55,11 @@ describe('readReach: the relations a read depends on', () => {
     expect(readReach(['public.report_v'], catalog)).toEqual(['public.report_v', 'public.orders_v', 'public.plain', 'public.orders']);
     expect(readReach(['public.unknown'], catalog)).toEqual(['public.unknown']);
     expect(readReach(['public.orders_v'], undefined)).toEqual(['public.orders_v']);
+  });
+
+  it('is unbounded (undefined) through a view that calls code, at any depth, or a table under row security', () => {
+    expect(readReach(['public.calls_v'], catalog)).toBeUndefined();
+    expect(readReach(['public.plain', 'public.over_calls_v'], catalog)).toBeUndefined();
+    expect(readReach(['public.secured'], catalog)).toBeUndefined();
   });
 });

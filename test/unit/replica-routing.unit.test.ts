@@ -3,6 +3,7 @@ import type { CredentialRow } from '../../projections/credentials.js';
 import type { PolicyRow } from '../../projections/policies.js';
 import { decideStatement, type StatementDecision } from '../../proxy/policy/hook.js';
 import { loadParser } from '../../proxy/policy/parser.js';
+import { RecentWrites } from '../../proxy/recent-writes.js';
 import { placementOf } from '../../proxy/replica-routing.js';
 
 beforeAll(loadParser);
@@ -71,5 +72,25 @@ describe('read routing: where an allowed statement may run', () => {
     const read = allowed('select 1');
     expect(placementOf('select 1', read, 4_999, 5_000)).toBe('read_your_writes');
     expect(placementOf('select 1', read, 5_000, 5_000)).toBe('replica');
+  });
+});
+
+describe('recent writes: the read-your-writes window of each credential', () => {
+  it('counts from each credential’s last write, and forgets closed windows once many credentials wrote', () => {
+    let now = 1_000;
+    const writes = new RecentWrites(5_000, () => now);
+    expect(writes.msSince('cred_a')).toBe(Number.POSITIVE_INFINITY);
+    writes.wrote('cred_a');
+    now += 3_000;
+    expect(writes.msSince('cred_a')).toBe(3_000);
+    expect(writes.msSince('cred_b')).toBe(Number.POSITIVE_INFINITY);
+    writes.wrote('cred_a');
+    expect(writes.msSince('cred_a')).toBe(0);
+    for (let index = 0; index < 1_100; index++) writes.wrote(`cred_${index}`);
+    now += 5_000;
+    writes.wrote('cred_new');
+    // The sweep dropped the windows that had closed: a closed window reads as no write.
+    expect(writes.msSince('cred_a')).toBe(Number.POSITIVE_INFINITY);
+    expect(writes.msSince('cred_new')).toBe(0);
   });
 });

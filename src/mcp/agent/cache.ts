@@ -12,6 +12,7 @@ import { lookupKey, MAX_ENTRY_BYTES, writtenTables } from '../../../proxy/cache/
 import type { CachedResult } from '../../../proxy/cache/store.js';
 import { sessionValuesOf } from '../../../proxy/policy/hook.js';
 import type { LiveView } from '../../../proxy/views/live-view.js';
+import type { TokenCredential } from '../../../queries/credentials.js';
 import type { AgentContext } from './context.js';
 import type { Allowed } from './gate.js';
 import type { Ran } from './run.js';
@@ -90,7 +91,8 @@ export class AgentCache {
       keep(ran) {
         const reply = Buffer.from(JSON.stringify(ran));
         if (ran.rolledBack || reply.length > MAX_ENTRY_BYTES) return store.abandon(key);
-        const result: CachedResult = { replies: [reply], rows: ran.result.rows.length, tables: decision.readsReach };
+        // uncacheable() let no unbounded reach through.
+        const result: CachedResult = { replies: [reply], rows: ran.result.rows.length, tables: decision.readsReach as readonly string[] };
         store.store(key, result, generation, rule?.timing);
       },
       abandon: () => store.abandon(key),
@@ -98,14 +100,15 @@ export class AgentCache {
   }
 
   /**
-   * A statement that may write is about to run, or ran: the entries that read what it writes go,
-   * here and in every process the fan-out reaches. Resolves once the note left this process, so a
-   * caller that answers after it has the other processes' caches invalidated by the client's next read.
+   * A statement of `credential` that may write is about to run, or ran: the entries that read what
+   * it writes go, here and in every process the fan-out reaches, where the note also holds the
+   * credential's wire reads on the primary (docs/replicas.md). Resolves once the note left this
+   * process, so a caller that answers after it has the other processes told by the client's next read.
    */
-  async wrote(databaseId: string, decision: Allowed): Promise<void> {
+  async wrote(credential: Pick<TokenCredential, 'database_id' | 'credential_id'>, decision: Allowed): Promise<void> {
     const tables = writtenTables(decision);
     if (tables === null) return;
-    this.caches.invalidate(databaseId, tables);
+    this.caches.invalidate(credential.database_id, tables, credential.credential_id);
     await this.caches.flushed();
   }
 }

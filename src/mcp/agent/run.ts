@@ -61,7 +61,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
   const started = process.hrtime.bigint();
   const facts = { sql, kind: decision.statementKind, tablesRead: decision.tablesRead, tablesWritten: decision.tablesWritten, ts, cache: cache.outcome, ...(approvalId === undefined ? {} : { approvalId }) };
   // As on the wire: what it may write is invalidated as it is decided, and again once its transaction ended.
-  void context.services.cache.wrote(context.credential.database_id, decision);
+  void context.services.cache.wrote(context.credential, decision);
   let kept = false;
   try {
     const beforeRun = async (): Promise<void> => {
@@ -130,7 +130,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
   } finally {
     if (cache.outcome === 'miss' && !kept) cache.abandon();
     // The answer waits until the other processes were told: the agent's next read anywhere misses.
-    await context.services.cache.wrote(context.credential.database_id, decision);
+    await context.services.cache.wrote(context.credential, decision);
   }
 }
 
