@@ -5,8 +5,11 @@
  * result whose statement started before such a write is not stored (it may predate the write).
  */
 export interface CachedResult {
-  /** The replies as the client got them, each message whole: RowDescription (simple protocol), DataRows, CommandComplete. */
-  readonly replies: readonly Buffer[];
+  /**
+   * The replies as the client got them, one after another in one buffer: RowDescription (simple
+   * protocol), DataRows, CommandComplete. A hit writes it as it is, with no copy.
+   */
+  readonly reply: Buffer;
   readonly rows: number;
   /** Tables the statement read (`schema.table`), for invalidation. */
   readonly tables: readonly string[];
@@ -46,9 +49,7 @@ const ENTRY_OVERHEAD_BYTES = 128;
 
 /** What an entry costs the byte bound: its replies, its key, and a fixed overhead. */
 export function entryBytes(key: string, result: CachedResult): number {
-  let bytes = ENTRY_OVERHEAD_BYTES + key.length * 2;
-  for (const reply of result.replies) bytes += reply.length;
-  return bytes;
+  return ENTRY_OVERHEAD_BYTES + key.length * 2 + result.reply.length;
 }
 
 /** The slots of the table of keys seen once: 4 bytes each, at most 4 MiB. */
