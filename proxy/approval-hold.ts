@@ -41,21 +41,10 @@ export interface ApprovalServices {
  */
 export function holdFor(policy: PolicyRow | undefined, decision: Allowed, catalog: UpstreamCatalog | CatalogUnavailable | undefined): Hold | undefined {
   if (!policy?.approval) return undefined;
-  const known = holdsOf.get(decision);
-  if (known?.policy === policy && known.catalog === catalog) return known.hold;
   const writesThrough = heldThrough(policy.approval, decision.tablesWritten, catalog && !isUnavailable(catalog) ? catalog : undefined);
-  const made = holdOf(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: null, writesThrough });
-  const hold = made.held ? made : undefined;
-  holdsOf.set(decision, { policy, catalog, hold });
-  return hold;
+  const hold = holdOf(policy.approval, { kinds: decision.kinds, tablesWritten: decision.tablesWritten, writes: decision.writes, estimatedRows: null, writesThrough });
+  return hold.held ? hold : undefined;
 }
-
-/**
- * The last hold worked out for each decision, with the policy row and catalog snapshot it was
- * worked out on: a statement's Bind and Execute (and every run of a prepared one) ask again, and
- * the answer changes only with them (a changed policy or catalog is a new row or snapshot).
- */
-const holdsOf = new WeakMap<Allowed, { readonly policy: PolicyRow; readonly catalog: UpstreamCatalog | CatalogUnavailable | undefined; readonly hold: Hold | undefined }>();
 
 /** A held statement decided again with its estimate: still held (with the estimate), or to run now. */
 export type Estimated = { readonly hold: Hold; readonly estimate: Estimate | null } | { readonly run: Allowed };

@@ -29,8 +29,6 @@ export interface KeyParts {
 
 /** What a session fixes of a key: the database, where it points, the policy's revision, the catalog, the protocol and the session values. */
 type ContextParts = Pick<KeyParts, 'databaseId' | 'upstream' | 'policyId' | 'policyRevision' | 'catalogVersion' | 'protocol' | 'sessionValues'>;
-/** What a statement's decision fixes of a key: the text the gateway runs and what the policy shows of it. */
-type StatementParts = Pick<KeyParts, 'sql' | 'maskedColumns' | 'rowFiltered'>;
 
 /**
  * The cache key: an unambiguous encoding of every part, so that two keys are equal only when every
@@ -40,12 +38,12 @@ type StatementParts = Pick<KeyParts, 'sql' | 'maskedColumns' | 'rowFiltered'>;
  * itself, not a digest of it: a Map hashes a string faster than SHA-256 runs, and equal keys
  * cannot collide.
  */
-export function cacheKey(parts: KeyParts, statement: string = statementKey(parts)): string {
-  return `${contextId(parts)}${statement}${wireKey(parts)}`;
+export function cacheKey(parts: KeyParts): string {
+  return `${contextId(parts)}${statementKey(parts)}${wireKey(parts)}`;
 }
 
-/** The encoding of a statement's parts; a decision's are fixed, so its caller may keep it. */
-export function statementKey(parts: StatementParts): string {
+/** The encoding of what the statement's decision fixes: the text the gateway runs and what the policy shows of it. */
+function statementKey(parts: Pick<KeyParts, 'sql' | 'maskedColumns' | 'rowFiltered'>): string {
   return `${text(parts.sql)}${texts(parts.maskedColumns)}${texts(parts.rowFiltered)}`;
 }
 

@@ -4,7 +4,7 @@ import type { StatementDecision } from '../policy/hook.js';
 import { filtersUseSessionValues, type SessionValues } from '../policy/row-filters.js';
 import { uncacheable, type CacheSituation } from './cacheable.js';
 import type { ResultCaches } from './caches.js';
-import { cacheKey, statementKey, type KeyParts } from './key.js';
+import { cacheKey, type KeyParts } from './key.js';
 import type { ShapeRule } from './rules.js';
 import type { CachedResult, EntryTiming, ResultStore } from './store.js';
 
@@ -192,9 +192,6 @@ export class SessionCache {
   }
 }
 
-/** Each decision's statement parts of a key (key.ts statementKey): a decision is fixed once made. */
-const statementKeys = new WeakMap<Allowed, string>();
-
 /** Whether a policy's row filters name session values, by its filters. */
 const filtersNameSession = new WeakMap<Readonly<Record<string, string>>, boolean>();
 
@@ -208,8 +205,6 @@ function namesSession(filters: Readonly<Record<string, string>> | undefined): bo
 /** The cache key of a lookup (key.ts): the session values count only when the policy's row filters name them. */
 export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql' | 'rule'>): string {
   const { decision, policy, wire } = lookup;
-  let statement = statementKeys.get(decision);
-  if (statement === undefined) statementKeys.set(decision, (statement = statementKey(decision)));
   return cacheKey(
     {
       databaseId: lookup.databaseId,
@@ -228,6 +223,5 @@ export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql'
       resultFormats: wire?.resultFormats,
       maxRows: wire?.maxRows,
     },
-    statement,
   );
 }

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { nextApprovalId } from '../../commands/approvals/binding.js';
 import type { PolicyRow } from '../../projections/policies.js';
-import { boundToEstimate, holdFor } from '../../proxy/approval-hold.js';
+import { boundToEstimate } from '../../proxy/approval-hold.js';
 import type { StatementDecision } from '../../proxy/policy/hook.js';
 import { guardBroken, writeGuardOf, type WriteShape } from '../../proxy/policy/write-guard.js';
 import { ApprovalId } from '../../src/events/fields.js';
@@ -74,23 +74,5 @@ describe('the ids of a binding’s requests', () => {
         if (other !== binding) expect(nextApprovalId(other, previous)).not.toBe(id);
       }),
     );
-  });
-});
-
-describe('the hold of a statement before any estimate', () => {
-  const update = { kinds: ['update'], tablesWritten: ['public.orders'], writes: counted } as unknown as Allowed;
-  const policyHolding = (kinds: readonly string[]): PolicyRow => ({ ...policyOf(undefined), approval: { held_kinds: kinds, row_threshold: null, expiry_seconds: 60 } }) as unknown as PolicyRow;
-
-  it('is worked out again for a new policy row or catalog, and is the same hold while neither changes', () => {
-    const holding = policyHolding(['update']);
-    const first = holdFor(holding, update, undefined);
-    expect(first).toMatchObject({ held: true, rule: 'approval.held_kind' });
-    expect(holdFor(holding, update, undefined)).toBe(first);
-    expect(holdFor(policyHolding(['delete']), update, undefined)).toBeUndefined();
-    expect(holdFor({ ...holding, approval: undefined } as unknown as PolicyRow, update, undefined)).toBeUndefined();
-    const another = holdFor(holding, update, { unavailable: 'not read yet' } as never);
-    expect(another).toEqual(first);
-    expect(another).not.toBe(first);
-    expect(holdFor(policyHolding(['update']), update, undefined)).toMatchObject({ held: true });
   });
 });

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { CredentialRow } from '../../projections/credentials.js';
@@ -32,6 +34,47 @@ describe('the result store', () => {
     expect(['a', 'c', 'd'].map((key) => store.lookup(key).outcome)).toEqual(['hit', 'hit', 'hit']);
     expect(counts.evicted).toBe(1);
     expect(store.size).toBe(3);
+  });
+
+  it('evicts in the order of use over any sequence of stores and lookups, as a list ordered by use would', () => {
+    const op = fc.oneof(fc.record({ store: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f') }), fc.record({ lookup: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f') }));
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 80 }), (ops) => {
+        const { store } = storeAt({ maxEntries: 3 });
+        let model: string[] = [];
+        for (const step of ops) {
+          if ('store' in step) {
+            store.store(step.store, result([]), store.generation);
+            model = [...model.filter((key) => key !== step.store), step.store].slice(-3);
+          } else {
+            const found = store.lookup(step.lookup).outcome;
+            expect(found).toBe(model.includes(step.lookup) ? 'hit' : 'miss');
+            if (found === 'hit') model = [...model.filter((key) => key !== step.lookup), step.lookup];
+          }
+        }
+        expect(store.size).toBe(model.length);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('holds no more memory after hit upon hit on a store that never fills', () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const { store } = storeAt({ maxEntries: 10_000, ttlMs: 60_000 });
+    for (let index = 0; index < 100; index++) store.store(`key ${index}`, result(['public.orders']), store.generation);
+    const hits = (count: number) => {
+      let found = 0;
+      for (let index = 0; index < count; index++) if (store.lookup(`key ${index % 100}`).outcome === 'hit') found++;
+      expect(found).toBe(count);
+    };
+    hits(50_000);
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    hits(400_000);
+    gc();
+    // Each hit used to leave a Map slot that a kept iterator held on to: about 60 bytes a hit, 24 MB here.
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(4_000_000);
   });
 
   it('evicts for the byte bound, and refuses an entry larger than it', () => {
