@@ -36,28 +36,6 @@ describe('the result store', () => {
     expect(store.size).toBe(3);
   });
 
-  it('evicts in the order of use over any sequence of stores and lookups, as a list ordered by use would', () => {
-    const op = fc.oneof(fc.record({ store: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f') }), fc.record({ lookup: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f') }));
-    fc.assert(
-      fc.property(fc.array(op, { maxLength: 80 }), (ops) => {
-        const { store } = storeAt({ maxEntries: 3 });
-        let model: string[] = [];
-        for (const step of ops) {
-          if ('store' in step) {
-            store.store(step.store, result([]), store.generation);
-            model = [...model.filter((key) => key !== step.store), step.store].slice(-3);
-          } else {
-            const found = store.lookup(step.lookup).outcome;
-            expect(found).toBe(model.includes(step.lookup) ? 'hit' : 'miss');
-            if (found === 'hit') model = [...model.filter((key) => key !== step.lookup), step.lookup];
-          }
-        }
-        expect(store.size).toBe(model.length);
-      }),
-      { numRuns: 300 },
-    );
-  });
-
   it('holds no more memory after hit upon hit on a store that never fills', () => {
     setFlagsFromString('--expose-gc');
     const gc = runInNewContext('gc') as () => void;
