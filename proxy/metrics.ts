@@ -52,6 +52,20 @@ function talliedTotal(config: { name: string; help: string; registry: Registry }
   return tally;
 }
 
+/** A gauge kept in a plain number on the statement path and set from it when scraped. */
+function talliedGauge(config: { name: string; help: string; registry: Registry }): Tally {
+  const tally = new Tally();
+  new Gauge({
+    name: config.name,
+    help: config.help,
+    registers: [config.registry],
+    collect() {
+      this.set(tally.value);
+    },
+  });
+  return tally;
+}
+
 /** The proxy's metrics, registered on the role's registry. */
 export function createProxyMetrics(registry: Registry) {
   return {
@@ -81,9 +95,10 @@ export function createProxyMetrics(registry: Registry) {
     replicaLag: new Gauge({ name: 'pgward_proxy_replica_lag_seconds', help: 'A read replica’s replay lag at its last probe', labelNames: ['database', 'replica'], registers: [registry] }),
     replicaProbes: new Counter({ name: 'pgward_proxy_replica_probes_total', help: 'Health probes of read replicas by outcome (ok, stale, unreachable)', labelNames: ['outcome'], registers: [registry] }),
     replicaTransitions: new Counter({ name: 'pgward_proxy_replica_transitions_total', help: 'Read replicas entering (in) and leaving (out) rotation', labelNames: ['to'], registers: [registry] }),
-    cacheLookups: new Counter({ name: 'pgward_proxy_cache_lookups_total', help: 'Result cache lookups by outcome (hit, stale, miss, bypass)', labelNames: ['outcome'], registers: [registry] }),
-    cacheEvictions: new Counter({ name: 'pgward_proxy_cache_evictions_total', help: 'Result cache entries evicted for room (max_entries or the byte bound)', registers: [registry] }),
-    cacheBytes: new Gauge({ name: 'pgward_proxy_cache_bytes', help: 'Bytes the result cache holds', registers: [registry] }),
+    /** The result cache's lookups of one outcome. */
+    cacheLookupsOf: tallied({ name: 'pgward_proxy_cache_lookups_total', help: 'Result cache lookups by outcome (hit, stale, miss, bypass)', labelName: 'outcome', registry }),
+    cacheEvictions: talliedTotal({ name: 'pgward_proxy_cache_evictions_total', help: 'Result cache entries evicted for room (max_entries or the byte bound)', registry }),
+    cacheBytes: talliedGauge({ name: 'pgward_proxy_cache_bytes', help: 'Bytes the result cache holds', registry }),
     routed: new Counter({ name: 'pgward_proxy_routed_statements_total', help: 'Statements of auto_read_routing databases by where they were sent (primary, replica)', labelNames: ['target'], registers: [registry] }),
   };
 }

@@ -54,7 +54,14 @@ export type Tap = (message: ScannedMessage, bytes: Buffer) => void;
  */
 export type Expectation =
   | { readonly kind: 'server'; readonly ends: string; readonly suppress: boolean; readonly rewrite?: Rewrite | undefined; readonly tap?: Tap | undefined; readonly statement?: Statement | undefined; readonly prepares?: string | undefined }
-  | { readonly kind: 'synthetic'; readonly reply: () => Buffer };
+  /** A reply the proxy makes: its bytes, or made when it goes out (from the state of the session then). */
+  | { readonly kind: 'synthetic'; readonly reply: Buffer | (() => Buffer) };
+
+/** Adds the bytes of `chunk` passed on unchanged from `runStart` to `cursor` to `out` as one view; the next run starts at `cursor`. */
+function cutRun(out: Buffer[], chunk: Buffer, runStart: number, cursor: number): number {
+  if (cursor > runStart) out.push(chunk.subarray(runStart, cursor));
+  return cursor;
+}
 
 /** Replies that may arrive at any time and belong to no request: NoticeResponse, ParameterStatus, NotificationResponse. */
 const isAsync = (type: string): boolean => type === 'N' || type === 'S' || type === 'A';
@@ -129,15 +136,11 @@ export class ResponsePipeline {
     }
     const out: Buffer[] = [];
     let cursor = 0;
-    // Bytes passed on unchanged since the last cut leave as one view of the chunk.
+    // Bytes passed on unchanged since the last cut leave as one view of the chunk (cutRun).
     let runStart = 0;
-    const cut = (): void => {
-      if (cursor > runStart) out.push(chunk.subarray(runStart, cursor));
-      runStart = cursor;
-    };
     for (const message of scanned) {
       if (this.queue[0]?.kind === 'synthetic') {
-        cut();
+        runStart = cutRun(out, chunk, runStart, cursor);
         this.flushSyntheticInto(out);
       }
       this.tapped(chunk, message);
@@ -145,7 +148,7 @@ export class ResponsePipeline {
       if (replacement === undefined) {
         if (this.held.length > 0) out.push(...this.held);
       } else {
-        cut();
+        cutRun(out, chunk, runStart, cursor);
         if (replacement !== null) out.push(replacement);
         runStart = message.end;
       }
@@ -154,18 +157,18 @@ export class ResponsePipeline {
       this.account(message, replacement !== null);
     }
     if (this.queue[0]?.kind === 'synthetic') {
-      cut();
+      runStart = cutRun(out, chunk, runStart, cursor);
       this.flushSyntheticInto(out);
     }
     if (cursor < chunk.length) {
       // The start of a message that may be hidden or replaced waits until it is whole.
       const head = this.queue[0];
       if ((head?.kind === 'server' && (head.suppress || head.rewrite || head.tap)) || (edit !== undefined && endsInError)) {
-        cut();
+        runStart = cutRun(out, chunk, runStart, cursor);
         this.held.push(chunk.subarray(cursor));
       } else cursor = chunk.length;
     }
-    cut();
+    cutRun(out, chunk, runStart, cursor);
     if (out.length > 0) this.write(out);
   }
 
@@ -188,7 +191,10 @@ export class ResponsePipeline {
   }
 
   private flushSyntheticInto(out: Buffer[]): Buffer[] {
-    while (this.queue[0]?.kind === 'synthetic') out.push((this.queue.shift() as { reply: () => Buffer }).reply());
+    while (this.queue[0]?.kind === 'synthetic') {
+      const { reply } = this.queue.shift() as { reply: Buffer | (() => Buffer) };
+      out.push(typeof reply === 'function' ? reply() : reply);
+    }
     return out;
   }
 

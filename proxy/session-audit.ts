@@ -138,9 +138,11 @@ export class SessionAudit {
         latencyUs,
         ts: statement.ts,
         region: this.context.identity.region,
-        ...(statement.approvalId === undefined ? {} : { approvalId: statement.approvalId }),
-        ...(statement.cache === undefined ? {} : { cache: statement.cache }),
-        ...(statement.replicaId === undefined ? {} : { upstream: { replicaId: statement.replicaId } }),
+        // Every member present, so the outcome of every statement has one shape.
+        approvalId: statement.approvalId,
+        cache: statement.cache,
+        upstream: statement.replicaId === undefined ? undefined : { replicaId: statement.replicaId },
+        tablesBlocked: undefined,
       }),
     );
   }

@@ -164,7 +164,7 @@ export class ExtendedProtocol {
     if (left <= 0) {
       // The portal gave all the cap allows (the client was told it completed): answered as an exhausted portal.
       host.unsynced = true;
-      return host.pipeline.expect({ kind: 'synthetic', reply: () => encodeCommandComplete('SELECT 0') });
+      return host.pipeline.expect({ kind: 'synthetic', reply: encodeCommandComplete('SELECT 0') });
     }
     const limit = maxRows > 0 && maxRows <= left ? maxRows : left;
     // Counted as asked, before the rows come back: an Execute pipelined behind this one sees only what is left.

@@ -44,7 +44,7 @@ export class SessionHolds {
         wait: wait.signal,
         publish: (record) => context.decisions.publish(record),
         publishStrict: (record) => context.decisions.publishStrict(record),
-        notice: (bytes) => host.pipeline.expect({ kind: 'synthetic', reply: () => bytes }),
+        notice: (bytes) => host.pipeline.expect({ kind: 'synthetic', reply: bytes }),
         released: () => host.releaseIfIdle(),
         pool: () => this.access.poolFor({ sql, decision }),
         closed: () => host.closed,

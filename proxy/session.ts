@@ -406,7 +406,7 @@ export class Session implements SessionHost {
     if (protocol === 'simple') this.pipeline.expect({ kind: 'synthetic', reply: () => Buffer.concat([bytes, encodeReadyForQuery(this.status)]) });
     else {
       this.skipUntilSync = true;
-      this.pipeline.expect({ kind: 'synthetic', reply: () => bytes });
+      this.pipeline.expect({ kind: 'synthetic', reply: bytes });
     }
   }
 

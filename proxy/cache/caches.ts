@@ -136,9 +136,10 @@ function parseJson(data: Uint8Array): unknown {
 }
 
 /** The caches' counters on the proxy's prom-client registry. */
-export function cacheMetricsOf(metrics: Pick<ProxyMetrics, 'cacheLookups' | 'cacheEvictions' | 'cacheBytes'>): CacheMetrics {
+export function cacheMetricsOf(metrics: Pick<ProxyMetrics, 'cacheLookupsOf' | 'cacheEvictions' | 'cacheBytes'>): CacheMetrics {
+  const lookups = { hit: metrics.cacheLookupsOf('hit'), stale: metrics.cacheLookupsOf('stale'), miss: metrics.cacheLookupsOf('miss'), bypass: metrics.cacheLookupsOf('bypass') };
   return {
-    lookup: (outcome) => metrics.cacheLookups.inc({ outcome }),
+    lookup: (outcome) => lookups[outcome].inc(),
     evicted: (count) => metrics.cacheEvictions.inc(count),
     bytes: (delta) => metrics.cacheBytes.inc(delta),
   };

@@ -27,17 +27,29 @@ export interface KeyParts {
   readonly maxRows?: number;
 }
 
+/** What a session fixes of a key: the database, where it points, the policy's revision, the catalog, the protocol and the session values. */
+type ContextParts = Pick<KeyParts, 'databaseId' | 'upstream' | 'policyId' | 'policyRevision' | 'catalogVersion' | 'protocol' | 'sessionValues'>;
+
 /**
  * The cache key: an unambiguous encoding of every part, so that two keys are equal only when every
  * part is. Each text is prefixed by its length, each list by its count, a parameter value is its
- * bytes one character each (latin1) and SQL NULL is `n`. The key is the encoding itself, not a
- * digest of it: a Map hashes a string faster than SHA-256 runs, and equal keys cannot collide.
+ * bytes one character each (latin1) and SQL NULL is `n`. The parts a session fixes are encoded
+ * once and stand in the key as the number they were given (contextId); the rest is the encoding
+ * itself, not a digest of it: a Map hashes a string faster than SHA-256 runs, and equal keys
+ * cannot collide.
  */
 export function cacheKey(parts: KeyParts): string {
-  let key = `${text(parts.databaseId)}${text(parts.upstream)}${text(parts.policyId)}${parts.policyRevision}|${text(parts.catalogVersion)}${parts.protocol}|${text(parts.sql)}`;
-  key += `${texts(parts.maskedColumns)}${texts(parts.rowFiltered)}`;
-  key += parts.sessionValues ? `s${text(parts.sessionValues.credential_id)}${text(parts.sessionValues.project_id)}` : '-';
-  key += `${numbers(parts.paramTypes)}${numbers(parts.paramFormats)}${numbers(parts.resultFormats)}`;
+  return `${contextId(parts)}${statementKey(parts)}${wireKey(parts)}`;
+}
+
+/** The encoding of what the statement's decision fixes: the text the gateway runs and what the policy shows of it. */
+function statementKey(parts: Pick<KeyParts, 'sql' | 'maskedColumns' | 'rowFiltered'>): string {
+  return `${text(parts.sql)}${texts(parts.maskedColumns)}${texts(parts.rowFiltered)}`;
+}
+
+/** The encoding of what the wire (or the MCP call) carries beside the statement: parameters, their formats and types, result formats, a row cut. */
+function wireKey(parts: KeyParts): string {
+  let key = `${numbers(parts.paramTypes)}${numbers(parts.paramFormats)}${numbers(parts.resultFormats)}`;
   const params = parts.params ?? [];
   key += `${params.length}:`;
   for (const value of params) key += value === null ? 'n' : `${value.length}:${value.toString('latin1')}`;
@@ -45,9 +57,59 @@ export function cacheKey(parts: KeyParts): string {
   return key;
 }
 
+/** Context encodings by the number that stands for them; emptied past MAX_CONTEXTS (numbers are never given twice). */
+const contextIds = new Map<string, string>();
+const MAX_CONTEXTS = 10_000;
+let lastContextId = 0;
+/** The context of the last key, and its number: a session's statements share one. */
+let lastContext: (ContextParts & { readonly id: string }) | undefined;
+
+/**
+ * The number of a key's context, as `<digits>|`. Equal contexts get one number while it is
+ * remembered; a context forgotten and seen again gets a new one, so entries keyed under the old
+ * number are never found again (they age out), and no two contexts ever share a number.
+ */
+function contextId(parts: ContextParts): string {
+  const last = lastContext;
+  if (
+    last !== undefined &&
+    last.databaseId === parts.databaseId &&
+    last.upstream === parts.upstream &&
+    last.policyId === parts.policyId &&
+    last.policyRevision === parts.policyRevision &&
+    last.catalogVersion === parts.catalogVersion &&
+    last.protocol === parts.protocol &&
+    last.sessionValues?.credential_id === parts.sessionValues?.credential_id &&
+    last.sessionValues?.project_id === parts.sessionValues?.project_id &&
+    (last.sessionValues === undefined) === (parts.sessionValues === undefined)
+  ) {
+    return last.id;
+  }
+  const context = `${text(parts.databaseId)}${text(parts.upstream)}${text(parts.policyId)}${parts.policyRevision}|${text(parts.catalogVersion)}${parts.protocol}|${
+    parts.sessionValues ? `s${text(parts.sessionValues.credential_id)}${text(parts.sessionValues.project_id)}` : '-'
+  }`;
+  let id = contextIds.get(context);
+  if (id === undefined) {
+    if (contextIds.size >= MAX_CONTEXTS) contextIds.clear();
+    id = `${++lastContextId}|`;
+    contextIds.set(context, id);
+  }
+  lastContext = { databaseId: parts.databaseId, upstream: parts.upstream, policyId: parts.policyId, policyRevision: parts.policyRevision, catalogVersion: parts.catalogVersion, protocol: parts.protocol, sessionValues: parts.sessionValues, id };
+  return id;
+}
+
+type UpstreamParts = { readonly host: string; readonly port: number; readonly name: string; readonly username: string };
+
+/** The last database upstreamOf encoded, and its encoding: a session's statements ask for one. */
+let lastUpstream: (UpstreamParts & { readonly encoded: string }) | undefined;
+
 /** Where a registered database's results come from: its host, port, database name and user. */
-export function upstreamOf(database: { readonly host: string; readonly port: number; readonly name: string; readonly username: string }): string {
-  return `${text(database.host)}${database.port}|${text(database.name)}${text(database.username)}`;
+export function upstreamOf(database: UpstreamParts): string {
+  const last = lastUpstream;
+  if (last?.host === database.host && last.port === database.port && last.name === database.name && last.username === database.username) return last.encoded;
+  const encoded = `${text(database.host)}${database.port}|${text(database.name)}${text(database.username)}`;
+  lastUpstream = { host: database.host, port: database.port, name: database.name, username: database.username, encoded };
+  return encoded;
 }
 
 /** A text as its length and itself; `u` for none (a session value not at hand). */

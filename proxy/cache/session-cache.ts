@@ -57,6 +57,7 @@ export function writtenTables(decision: Allowed): readonly string[] | undefined 
  * protocol its own, on the extended protocol its batch's Sync's (`finished` defers it till then).
  */
 export class Capture {
+  /** Views of the tapped chunks, copied into one buffer if the result is kept. */
   private readonly replies: Buffer[] = [];
   private bytes = 0;
   private rows = 0;
@@ -81,7 +82,7 @@ export class Capture {
     this.bytes += bytes.length;
     if (this.bytes > this.maxBytes) return void (this.spoiled = true);
     if (message.kind === 'Run' && message.type === 'D') this.rows += message.count;
-    this.replies.push(Buffer.from(bytes));
+    this.replies.push(bytes);
   }
 
   settled(ok: boolean): void {
@@ -93,7 +94,7 @@ export class Capture {
   /** Stores the result when the session was idle at its end (`status` I); else hands the refresh on. */
   keep(status: TransactionStatus): void {
     if (status !== 'I') return this.store.abandon(this.key);
-    this.store.store(this.key, { replies: this.replies, rows: this.rows, tables: this.tables }, this.generation, this.timing);
+    this.store.store(this.key, { reply: Buffer.concat(this.replies, this.bytes), rows: this.rows, tables: this.tables }, this.generation, this.timing);
   }
 }
 
@@ -110,16 +111,19 @@ export function paramTypesOf(parse: Buffer): number[] {
   return Array.from({ length: count }, (_, index) => parse.readUInt32BE(textEnd + 3 + index * 4));
 }
 
+/** Each cached result's replies with the ReadyForQuery of an idle session, made at its first simple-protocol hit. */
+const idleReplies = new WeakMap<CachedResult, Buffer>();
+
+/** The parameter types of each Parse a statement is bound under: a statement is bound again and again under one Parse. */
+const paramTypesByParse = new WeakMap<Buffer, readonly number[]>();
+
 /** What the client gets for a cached result: its replies, and on the simple protocol the ReadyForQuery of `status`. */
 export function cachedReply(result: CachedResult, status: TransactionStatus | undefined): Buffer {
-  return Buffer.concat(status === undefined ? result.replies : [...result.replies, encodeReadyForQuery(status)]);
-}
-
-/** The bytes of a cached result's replies. */
-export function repliedBytes(result: CachedResult): number {
-  let bytes = 0;
-  for (const reply of result.replies) bytes += reply.length;
-  return bytes;
+  if (status === undefined) return result.reply;
+  if (status !== 'I') return Buffer.concat([result.reply, encodeReadyForQuery(status)]);
+  let reply = idleReplies.get(result);
+  if (!reply) idleReplies.set(result, (reply = Buffer.concat([result.reply, encodeReadyForQuery('I')])));
+  return reply;
 }
 
 /** A single result larger than this is not kept. */
@@ -151,7 +155,9 @@ export class SessionCache {
   bound(bind: Bind, parse: Buffer): void {
     if (!this.caches) return;
     if (this.portals.size >= MAX_PORTALS) this.portals.clear();
-    this.portals.set(bind.portal, { paramTypes: paramTypesOf(parse), paramFormats: bind.paramFormats, params: bind.params, resultFormats: bind.resultFormats });
+    let paramTypes = paramTypesByParse.get(parse);
+    if (!paramTypes) paramTypesByParse.set(parse, (paramTypes = paramTypesOf(parse)));
+    this.portals.set(bind.portal, { paramTypes, paramFormats: bind.paramFormats, params: bind.params, resultFormats: bind.resultFormats });
   }
 
   /** What the portal was bound with; undefined when unknown (its Execute bypasses the cache). */
@@ -198,20 +204,36 @@ export class SessionCache {
   }
 }
 
+/** Whether a policy's row filters name session values, by its filters. */
+const filtersNameSession = new WeakMap<Readonly<Record<string, string>>, boolean>();
+
+function namesSession(filters: Readonly<Record<string, string>> | undefined): boolean {
+  if (filters === undefined) return false;
+  let names = filtersNameSession.get(filters);
+  if (names === undefined) filtersNameSession.set(filters, (names = filtersUseSessionValues(filters)));
+  return names;
+}
+
 /** The cache key of a lookup (key.ts): the session values count only when the policy's row filters name them. */
 export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql' | 'rule'>): string {
-  const { decision, policy } = lookup;
-  return cacheKey({
-    databaseId: lookup.databaseId,
-    upstream: lookup.upstream,
-    policyId: policy.policy_id,
-    policyRevision: policy.revision,
-    catalogVersion: lookup.catalogVersion,
-    protocol: lookup.protocol,
-    sql: decision.sql,
-    maskedColumns: decision.maskedColumns,
-    rowFiltered: decision.rowFiltered,
-    sessionValues: filtersUseSessionValues(policy.row_filters) ? lookup.sessionValues : undefined,
-    ...lookup.wire,
-  });
+  const { decision, policy, wire } = lookup;
+  return cacheKey(
+    {
+      databaseId: lookup.databaseId,
+      upstream: lookup.upstream,
+      policyId: policy.policy_id,
+      policyRevision: policy.revision,
+      catalogVersion: lookup.catalogVersion,
+      protocol: lookup.protocol,
+      sql: decision.sql,
+      maskedColumns: decision.maskedColumns,
+      rowFiltered: decision.rowFiltered,
+      sessionValues: namesSession(policy.row_filters) ? lookup.sessionValues : undefined,
+      paramTypes: wire?.paramTypes,
+      paramFormats: wire?.paramFormats,
+      params: wire?.params,
+      resultFormats: wire?.resultFormats,
+      maxRows: wire?.maxRows,
+    },
+  );
 }

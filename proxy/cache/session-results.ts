@@ -4,7 +4,8 @@ import type { Allowed } from '../session-audit.js';
 import { catalogVersionOf } from './cacheable.js';
 import { upstreamOf } from './key.js';
 import { shapeRuleOf } from './rules.js';
-import { cachedReply, repliedBytes, SessionCache, type CacheLookup, type CachePlan } from './session-cache.js';
+import { cachedReply, SessionCache, type CacheLookup, type CachePlan } from './session-cache.js';
+import type { CachedResult } from './store.js';
 
 /** What a miss adds to its statement: the capture that stores its result when it ends, and the tap that feeds it. */
 export interface MissHooks {
@@ -41,9 +42,22 @@ export class SessionResults {
     // A replica's result may lag a write the cache saw: databases that route reads cache nothing; nor
     // do sandboxed sessions, whose branch (docs/branches.md) is not the database the key names.
     const elsewhere = host.upstream.handle!.branchId !== undefined || host.context.readRouting?.routes(databaseId) === true;
-    const situation = { inTransaction: host.status !== 'I' || batchChanged, pinned: host.pinned || elsewhere };
     const rule = shapeRuleOf(host.context.cacheControls?.get(databaseId), sql);
-    const plan = this.cache.plan({ sql, decision, databaseId, upstream: upstreamOf(host.upstream.handle!.database), policy, catalogVersion: catalogVersionOf(host.catalog!.current()), sessionValues: host.sessionValues, protocol, ...situation, ...(wire ? { wire } : {}), ...(rule ? { rule } : {}) });
+    // Field by field, as the other per-statement lookups: on Node 20 a spread costs about a microsecond.
+    const plan = this.cache.plan({
+      sql,
+      decision,
+      databaseId,
+      upstream: upstreamOf(host.upstream.handle!.database),
+      policy,
+      catalogVersion: catalogVersionOf(host.catalog!.current()),
+      sessionValues: host.sessionValues,
+      protocol,
+      inTransaction: host.status !== 'I' || batchChanged,
+      pinned: host.pinned || elsewhere,
+      wire,
+      rule,
+    });
     statement.cache = plan.outcome;
     return plan;
   }
@@ -53,17 +67,25 @@ export class SessionResults {
     const { host } = this;
     const { result } = plan;
     statement.rows = result.rows;
-    statement.bytes = repliedBytes(result);
+    statement.bytes = result.reply.length;
     host.context.budgets.admit(host.credential!);
     if (protocol === 'extended') host.unsynced = true;
-    host.pipeline.expect({ kind: 'synthetic', reply: () => cachedReply(result, protocol === 'simple' ? host.status : undefined) });
+    host.pipeline.expect({ kind: 'synthetic', reply: protocol === 'simple' ? simpleReply(result, host) : result.reply });
     host.audit.completed(host.credential!, statement, undefined);
   }
+}
+
+/**
+ * A simple-protocol hit's reply, made when it goes out: its ReadyForQuery carries the session's
+ * status then (a BEGIN pipelined before it has been answered by then).
+ */
+function simpleReply(result: CachedResult, host: SessionHost): () => Buffer {
+  return () => cachedReply(result, host.status);
 }
 
 /** A miss's hooks, bound to its capture; undefined for any other plan. */
 export function missHooks(plan: CachePlan | undefined): MissHooks | undefined {
   const capture = plan?.outcome === 'miss' ? plan.capture : undefined;
   if (!capture) return undefined;
-  return { settled: (ok) => capture.settled(ok), tap: (message, bytes) => capture.tap(message, bytes) };
+  return { settled: capture.settled.bind(capture), tap: capture.tap.bind(capture) };
 }

@@ -5,8 +5,11 @@
  * result whose statement started before such a write is not stored (it may predate the write).
  */
 export interface CachedResult {
-  /** The replies as the client got them, each message whole: RowDescription (simple protocol), DataRows, CommandComplete. */
-  readonly replies: readonly Buffer[];
+  /**
+   * The replies as the client got them, one after another in one buffer: RowDescription (simple
+   * protocol), DataRows, CommandComplete. A hit writes it as it is, with no copy.
+   */
+  readonly reply: Buffer;
   readonly rows: number;
   /** Tables the statement read (`schema.table`), for invalidation. */
   readonly tables: readonly string[];
@@ -35,20 +38,22 @@ export interface StoreEvents {
 export type EntryTiming = Partial<Pick<StoreLimits, 'ttlMs' | 'swrMs'>>;
 
 interface Entry {
+  readonly key: string;
   readonly result: CachedResult;
   readonly bytes: number;
   readonly storedAt: number;
   readonly timing: EntryTiming | undefined;
   refreshing: boolean;
+  /** Its neighbours in the order of use: the entry used just before it, and just after it. */
+  older: Entry | undefined;
+  newer: Entry | undefined;
 }
 
 const ENTRY_OVERHEAD_BYTES = 128;
 
 /** What an entry costs the byte bound: its replies, its key, and a fixed overhead. */
 export function entryBytes(key: string, result: CachedResult): number {
-  let bytes = ENTRY_OVERHEAD_BYTES + key.length * 2;
-  for (const reply of result.replies) bytes += reply.length;
-  return bytes;
+  return ENTRY_OVERHEAD_BYTES + key.length * 2 + result.reply.length;
 }
 
 /** The slots of the table of keys seen once: 4 bytes each, at most 4 MiB. */
@@ -71,7 +76,14 @@ export class ResultStore {
   /** Bumped by every write seen: a result started before it is not stored. */
   private generationNow = 0;
   private bytesNow = 0;
-  private oldest: MapIterator<[string, Entry]> = this.entries.entries();
+  /**
+   * The least and the most recently used entry, the ends of a list through every entry in the order
+   * of use. A use moves its entry to the newest end, an eviction takes the oldest: no Map deletes
+   * and sets per hit (each leaves a slot behind until the table rehashes), and no iterator kept
+   * over the Map (one held across rehashes keeps every table it has not caught up with alive).
+   */
+  private oldest: Entry | undefined;
+  private newest: Entry | undefined;
   /** Fingerprints of keys that missed once while the store was full (admits). */
   private seen = new Uint32Array(0);
 
@@ -114,8 +126,7 @@ export class ResultStore {
       this.remove(key, entry);
       return { outcome: 'miss' };
     }
-    this.entries.delete(key);
-    this.entries.set(key, entry);
+    this.used(entry);
     if (age < ttlMs) return { outcome: 'hit', result: entry.result };
     if (entry.refreshing) return { outcome: 'stale', result: entry.result };
     entry.refreshing = true;
@@ -170,7 +181,9 @@ export class ResultStore {
     }
     const old = this.entries.get(key);
     if (old) this.remove(key, old);
-    this.entries.set(key, { result, bytes, storedAt: this.now(), timing, refreshing: false });
+    const entry: Entry = { key, result, bytes, storedAt: this.now(), timing, refreshing: false, older: undefined, newer: undefined };
+    this.entries.set(key, entry);
+    this.append(entry);
     this.bytesNow += bytes;
     this.events.bytes(bytes);
     for (const table of result.tables) {
@@ -200,29 +213,40 @@ export class ResultStore {
 
   private evictOver(): void {
     let evicted = 0;
-    while (this.entries.size > 0 && (this.entries.size > this.limits.maxEntries || this.bytesNow > this.limits.maxBytes)) {
-      const [key, entry] = this.leastRecent();
-      this.remove(key, entry);
+    while (this.oldest && (this.entries.size > this.limits.maxEntries || this.bytesNow > this.limits.maxBytes)) {
+      this.remove(this.oldest.key, this.oldest);
       evicted++;
     }
     if (evicted > 0) this.events.evicted(evicted);
   }
 
-  /**
-   * The least recently used entry of a non-empty store. A Map keeps insertion order and leaves the
-   * slots of deleted entries behind until it rehashes, so a fresh iterator per eviction would step
-   * over every slot already evicted (thousands in a full store); one iterator kept across
-   * evictions stands at the oldest live entry (everything before it was evicted, or was used
-   * and set again at the end).
-   */
-  private leastRecent(): [string, Entry] {
-    let next = this.oldest.next();
-    if (next.done) next = (this.oldest = this.entries.entries()).next();
-    return next.value as [string, Entry];
+  /** Moves an entry to the newest end of the order of use. */
+  private used(entry: Entry): void {
+    if (entry === this.newest) return;
+    this.unlink(entry);
+    this.append(entry);
+  }
+
+  private append(entry: Entry): void {
+    entry.older = this.newest;
+    entry.newer = undefined;
+    if (this.newest) this.newest.newer = entry;
+    else this.oldest = entry;
+    this.newest = entry;
+  }
+
+  private unlink(entry: Entry): void {
+    if (entry.older) entry.older.newer = entry.newer;
+    else this.oldest = entry.newer;
+    if (entry.newer) entry.newer.older = entry.older;
+    else this.newest = entry.older;
+    entry.older = undefined;
+    entry.newer = undefined;
   }
 
   private remove(key: string, entry: Entry): void {
     this.entries.delete(key);
+    this.unlink(entry);
     this.bytesNow -= entry.bytes;
     this.events.bytes(-entry.bytes);
     for (const table of entry.result.tables) {

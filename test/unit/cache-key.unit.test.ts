@@ -131,4 +131,60 @@ describe('the result cache key', () => {
     ];
     expect(new Set(keys).size).toBe(keys.length);
   });
+
+  it('holds the session’s context as a number given once: equal only for equal parts, whatever order sessions look up in', () => {
+    const policy = policyRow({ allowed_tables: ['public.orders'], masked_columns: {}, row_filters: {} });
+    const decision = decided('select id from orders where customer = $1', policy, 'c1')!;
+    const context = fc.record({
+      databaseId: fc.constantFrom('db_1', 'db_2'),
+      upstream: fc.constantFrom('up_1', 'up_2'),
+      catalogVersion: fc.constantFrom('v1', 'v2'),
+      protocol: fc.constantFrom('simple' as const, 'extended' as const),
+      revision: fc.constantFrom(1, 2),
+      credential: fc.constantFrom(undefined, 'c1', 'c2'),
+      param: fc.constantFrom('a', 'b'),
+    });
+    fc.assert(
+      fc.property(fc.array(context, { minLength: 2, maxLength: 30 }), (lookups) => {
+        const seen = new Map<string, string>();
+        for (const c of lookups) {
+          const parts = JSON.stringify(c);
+          const key = lookupKey({
+            decision,
+            policy: { ...policy, revision: c.revision, row_filters: { 'public.orders': 'customer = pgward.credential_id()' } },
+            databaseId: c.databaseId,
+            upstream: c.upstream,
+            catalogVersion: c.catalogVersion,
+            sessionValues: c.credential === undefined ? undefined : sessionValuesOf({ credential_id: c.credential, project_id: 'prj_1' }),
+            protocol: c.protocol,
+            wire: { params: [Buffer.from(c.param)] },
+          });
+          const known = seen.get(key);
+          if (known !== undefined) expect(known).toBe(parts);
+          seen.set(key, parts);
+        }
+        const distinct = new Set(lookups.map((c) => JSON.stringify(c))).size;
+        expect(seen.size).toBe(distinct);
+      }),
+      { numRuns: 300 },
+    );
+    // The number stands for the database, its upstream, the policy and the catalog: they are not spelled out in every key.
+    const key = lookupKey({ decision, policy, databaseId: `db_${'x'.repeat(200)}`, upstream: 'up_1', catalogVersion: 'v1', sessionValues: undefined, protocol: 'extended', wire: { params: [Buffer.from('a')] } });
+    expect(key).not.toContain('x'.repeat(200));
+  });
+
+  it('never gives a forgotten context’s number to another: a context seen again after many others keys anew', () => {
+    const policy = policyRow({ allowed_tables: ['public.orders'], masked_columns: {}, row_filters: {} });
+    const decision = decided('select count(*) from orders', policy, 'c1')!;
+    const keyIn = (databaseId: string) => lookupKey({ decision, policy, databaseId, upstream: 'up_1', catalogVersion: 'v1', sessionValues: undefined, protocol: 'simple' });
+    const first = keyIn('db_first');
+    const others = new Set<string>();
+    for (let index = 0; index < 10_050; index++) others.add(keyIn(`db_${index}`));
+    expect(others.size).toBe(10_050);
+    const again = keyIn('db_first');
+    expect(others.has(again)).toBe(false);
+    expect(others.has(first)).toBe(false);
+    expect(keyIn('db_first')).toBe(again);
+  });
 });
+

@@ -89,7 +89,7 @@ describe('the proxy’s use of the controls', () => {
   it('an entry stored with its own times lives by them; the others by the store’s', () => {
     let now = 0;
     const store = new ResultStore({ maxEntries: 10, maxBytes: 1_000_000, ttlMs: 60_000, swrMs: 0 }, { evicted: () => undefined, bytes: () => undefined }, () => now);
-    const result = { replies: [Buffer.from('x')], rows: 1, tables: [] };
+    const result = { reply: Buffer.from('x'), rows: 1, tables: [] };
     store.store('short', result, store.generation, { ttlMs: 1_000, swrMs: 0 });
     store.store('long', result, store.generation);
     now = 999;
@@ -104,7 +104,7 @@ describe('the proxy’s use of the controls', () => {
     let listener: ((key: string, before: { purges: number } | undefined, after: { purges: number } | undefined) => void) | undefined;
     purgeOnRequest({ onChange: (heard) => (listener = heard) }, caches);
     const store = caches.storeOf('db_1')!;
-    const result = { replies: [Buffer.from('x')], rows: 1, tables: ['public.orders'] };
+    const result = { reply: Buffer.from('x'), rows: 1, tables: ['public.orders'] };
     store.store('a', result, store.generation);
     const started = store.generation;
     listener!('db_1', { purges: 1 }, { purges: 1 });

@@ -11,7 +11,7 @@ import type { CachedResult } from '../../proxy/cache/store.js';
 
 const CONFIG = { enabled: true, ttl_seconds: 60, max_entries: 100, swr_seconds: 0 };
 const NO_METRICS = { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined };
-const result = (tables: readonly string[]): CachedResult => ({ replies: [Buffer.from('row')], rows: 1, tables });
+const result = (tables: readonly string[]): CachedResult => ({ reply: Buffer.from('row'), rows: 1, tables });
 const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
 
 function cacheWith(entries: Record<string, readonly string[]>): ResultCaches {

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
+import { cacheMetricsOf } from '../../proxy/cache/caches.js';
 import { createProxyMetrics } from '../../proxy/metrics.js';
 import { TallyHistogram } from '../../src/tally-histogram.js';
 
@@ -96,5 +97,29 @@ describe('proxy metrics', () => {
       }),
       { numRuns: 100 },
     );
+  });
+
+  it('adds the result cache’s lookups, evictions and bytes to their metrics at each scrape', async () => {
+    const made = registry();
+    const cache = cacheMetricsOf(createProxyMetrics(made));
+    for (const outcome of ['hit', 'hit', 'miss', 'bypass', 'hit'] as const) cache.lookup(outcome);
+    cache.evicted(2);
+    cache.bytes(700);
+    cache.bytes(-200);
+    const first = await made.metrics();
+    expect(first).toContain('pgward_proxy_cache_lookups_total{outcome="hit",role="proxy"} 3\n');
+    expect(first).toContain('pgward_proxy_cache_lookups_total{outcome="miss",role="proxy"} 1\n');
+    expect(first).toContain('pgward_proxy_cache_lookups_total{outcome="bypass",role="proxy"} 1\n');
+    expect(first).not.toContain('outcome="stale"');
+    expect(first).toContain('pgward_proxy_cache_evictions_total{role="proxy"} 2\n');
+    expect(first).toContain('pgward_proxy_cache_bytes{role="proxy"} 500\n');
+
+    cache.lookup('stale');
+    cache.bytes(-500);
+    const second = await made.metrics();
+    expect(second).toContain('pgward_proxy_cache_lookups_total{outcome="hit",role="proxy"} 3\n');
+    expect(second).toContain('pgward_proxy_cache_lookups_total{outcome="stale",role="proxy"} 1\n');
+    expect(second).toContain('pgward_proxy_cache_evictions_total{role="proxy"} 2\n');
+    expect(second).toContain('pgward_proxy_cache_bytes{role="proxy"} 0\n');
   });
 });

@@ -84,7 +84,7 @@ export class AgentCache {
       wire: { params: params.map((value) => (value === null ? null : Buffer.from(value))), maxRows },
     });
     const found = store.lookup(key);
-    if (found.outcome !== 'miss') return { outcome: found.outcome, ran: JSON.parse(found.result.replies[0]!.toString()) as Ran };
+    if (found.outcome !== 'miss') return { outcome: found.outcome, ran: JSON.parse(found.result.reply.toString()) as Ran };
     const generation = store.generation;
     return {
       outcome: 'miss',
@@ -92,7 +92,7 @@ export class AgentCache {
         const reply = Buffer.from(JSON.stringify(ran));
         if (ran.rolledBack || reply.length > MAX_ENTRY_BYTES) return store.abandon(key);
         // uncacheable() let no unbounded reach through.
-        const result: CachedResult = { replies: [reply], rows: ran.result.rows.length, tables: decision.readsReach as readonly string[] };
+        const result: CachedResult = { reply, rows: ran.result.rows.length, tables: decision.readsReach as readonly string[] };
         store.store(key, result, generation, rule?.timing);
       },
       abandon: () => store.abandon(key),
