@@ -21,8 +21,10 @@ export interface CatalogRelation {
   readonly writesReach: readonly RelationName[];
   /** A write to it runs code the gateway does not read: a trigger of its own (not a foreign key's) or a rule. */
   readonly writesRunCode: boolean;
-  /** A view: the relations its definition reads (what a cached read of it depends on). */
+  /** A view or materialized view: the relations its definition reads (what a cached read of it depends on, and what it may show). */
   readonly viewReads: readonly RelationName[];
+  /** The other members of its partition tree whose rows its reads show or whose reads show its rows: its partition ancestors and its partitions at every level (not its siblings). */
+  readonly partitionTree: readonly RelationName[];
 }
 
 export interface UpstreamCatalog {

@@ -8,7 +8,8 @@ import type { CatalogRelation, CatalogRelationKind, UpstreamCatalog } from '../p
  * outside pg_toast and temporary schemas, with its columns in order and its plain-inheritance
  * children (partitions are not listed: a partitioned table's partitions count as the table), the
  * tables a write to it may change too (its partition tree, foreign keys that cascade from it) and
- * whether a write to it runs a trigger or rule of the database's, a view's own relations; and
+ * whether a write to it runs a trigger or rule of the database's, a view's or materialized view's own relations,
+ * the other members of its partition tree (ancestors and partitions); and
  * for each function and operator name, the schemas other than pg_catalog that define one.
  * One row per item, each a JSON array: a row stays small whatever the size of the catalog, and
  * the rows' order is fixed, so the same catalog always reads as the same text.
@@ -31,9 +32,13 @@ export const CATALOG_SQL = `select k, v from (
       or exists (select from pg_catalog.pg_rewrite w where w.ev_class = c.oid and w.rulename <> '_RETURN'),
     coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(vn.nspname, vc.relname) order by vn.nspname, vc.relname)
       from (select distinct d.refobjid from pg_catalog.pg_rewrite w join pg_catalog.pg_depend d on d.objid = w.oid
-        where c.relkind = 'v' and w.ev_class = c.oid and w.rulename = '_RETURN' and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+        where c.relkind in ('v', 'm') and w.ev_class = c.oid and w.rulename = '_RETURN' and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
           and d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass and d.refobjid <> c.oid) used
-      join pg_catalog.pg_class vc on vc.oid = used.refobjid join pg_catalog.pg_namespace vn on vn.oid = vc.relnamespace), '[]'))::text as v
+      join pg_catalog.pg_class vc on vc.oid = used.refobjid join pg_catalog.pg_namespace vn on vn.oid = vc.relnamespace), '[]'),
+    coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(tn.nspname, tc.relname) order by tn.nspname, tc.relname)
+      from (select a.relid from pg_catalog.pg_partition_ancestors(c.oid) a union select t.relid from pg_catalog.pg_partition_tree(c.oid) t) tree
+      join pg_catalog.pg_class tc on tc.oid = tree.relid join pg_catalog.pg_namespace tn on tn.oid = tc.relnamespace
+      where tree.relid <> c.oid), '[]'))::text as v
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
   where c.relkind in ('r', 'p', 'v', 'm', 'f') and n.nspname <> 'pg_toast' and n.nspname !~ '^pg_(toast_)?temp_'
   union all
@@ -58,6 +63,15 @@ const key = (schema: string, name: string): string => `${schema}\u0000${name}`;
 function strings(value: unknown, what: string): string[] {
   if (!Array.isArray(value) || !value.every((item) => typeof item === 'string')) throw new CatalogShapeError(`${what} is not a list of names`);
   return value as string[];
+}
+
+/** `[schema, name]` pairs as relation names; `what` names one of them in the error. */
+function relationNames(pairs: readonly unknown[], what: string): RelationName[] {
+  return pairs.map((pair) => {
+    const [schema, name] = strings(pair, what);
+    if (schema === undefined || name === undefined) throw new CatalogShapeError(`${what} without its name`);
+    return { schema, name };
+  });
 }
 
 class Snapshot implements UpstreamCatalog {
@@ -102,31 +116,21 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
     }
     if (!Array.isArray(item)) throw new CatalogShapeError('a catalog row that is not a list');
     if (kind === 'r') {
-      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads] = item as unknown[];
+      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, partitionTree] = item as unknown[];
       const relationKind = KINDS[String(relkind)];
       if (typeof schema !== 'string' || typeof name !== 'string' || !relationKind) throw new CatalogShapeError('a relation row without schema, name or kind');
       if (!Array.isArray(inheritors)) throw new CatalogShapeError(`the inheritors of ${schema}.${name} are not a list`);
       if (!Array.isArray(reach) || typeof runsCode !== 'boolean') throw new CatalogShapeError(`what a write to ${schema}.${name} reaches is not a list and a flag`);
       if (!Array.isArray(viewReads)) throw new CatalogShapeError(`the relations ${schema}.${name} reads are not a list`);
+      if (!Array.isArray(partitionTree)) throw new CatalogShapeError(`the partition tree of ${schema}.${name} is not a list`);
       relations.set(key(schema, name), {
         kind: relationKind,
         columns: strings(columns, `the columns of ${schema}.${name}`),
-        inheritors: inheritors.map((pair) => {
-          const [childSchema, childName] = strings(pair, `an inheritor of ${schema}.${name}`);
-          if (childSchema === undefined || childName === undefined) throw new CatalogShapeError(`an inheritor of ${schema}.${name} without its name`);
-          return { schema: childSchema, name: childName };
-        }),
-        writesReach: reach.map((pair) => {
-          const [reachedSchema, reachedName] = strings(pair, `a table a write to ${schema}.${name} reaches`);
-          if (reachedSchema === undefined || reachedName === undefined) throw new CatalogShapeError(`a table a write to ${schema}.${name} reaches without its name`);
-          return { schema: reachedSchema, name: reachedName };
-        }),
+        inheritors: relationNames(inheritors, `an inheritor of ${schema}.${name}`),
+        writesReach: relationNames(reach, `a table a write to ${schema}.${name} reaches`),
         writesRunCode: runsCode,
-        viewReads: viewReads.map((pair) => {
-          const [readSchema, readName] = strings(pair, `a relation ${schema}.${name} reads`);
-          if (readSchema === undefined || readName === undefined) throw new CatalogShapeError(`a relation ${schema}.${name} reads without its name`);
-          return { schema: readSchema, name: readName };
-        }),
+        viewReads: relationNames(viewReads, `a relation ${schema}.${name} reads`),
+        partitionTree: relationNames(partitionTree, `a member of the partition tree of ${schema}.${name}`),
       });
     } else if (kind === 'f' || kind === 'o') {
       const [name, schemas] = item as unknown[];

@@ -9,6 +9,7 @@ const table = (reach: string[] = [], runsCode = false, kind: CatalogRelation['ki
   writesReach: reach.map((name) => ({ schema: 'public', name })),
   writesRunCode: runsCode,
   viewReads: reads.map((name) => ({ schema: 'public', name })),
+  partitionTree: [],
 });
 const relations: Record<string, CatalogRelation> = {
   'public.events': table(['events_a', 'events_b'], false, 'partitioned'),

@@ -1,0 +1,88 @@
+import type { MaskMode } from '../../src/events/policies.js';
+import type { StatementAnalysis } from './analysis.js';
+import { descendants } from './inheritance.js';
+import { qualified, type RelationName } from './names.js';
+import { readReach } from './reach.js';
+import { INSUFFICIENT_PRIVILEGE, type Refusal } from './rules.js';
+import type { UpstreamCatalog } from './upstream-catalog.js';
+
+type Masks = Readonly<Record<string, MaskMode>>;
+
+/** When two masked tables hand one relation's column different modes: the one that shows least. */
+const STRENGTH: readonly MaskMode[] = ['redact', 'null', 'hash', 'partial'];
+
+function tableAndColumn(key: string): { table: RelationName; column: string } {
+  const last = key.lastIndexOf('.');
+  const table = key.slice(0, last);
+  const dot = table.indexOf('.');
+  return { table: { schema: table.slice(0, dot), name: table.slice(dot + 1) }, column: key.slice(last + 1) };
+}
+
+/**
+ * The relations PostgreSQL shows a table's rows through under another name, on the catalog
+ * snapshot: its plain-inheritance descendants (their rows are the table's when it is read without
+ * ONLY) and the other members of its partition tree (a partition's rows are its ancestors').
+ */
+function sameRows(table: RelationName, catalog: UpstreamCatalog): RelationName[] {
+  return [...(catalog.relation(table)?.partitionTree ?? []), ...descendants(catalog, [table])];
+}
+
+function withCatalog(masked: Masks, catalog: UpstreamCatalog): Masks {
+  const added: Record<string, MaskMode> = {};
+  for (const [key, mode] of Object.entries(masked)) {
+    const { table, column } = tableAndColumn(key);
+    for (const relation of sameRows(table, catalog)) {
+      if (!catalog.relation(relation)?.columns.includes(column)) continue;
+      const name = `${qualified(relation)}.${column}`;
+      if (masked[name] !== undefined) continue;
+      const before = added[name];
+      if (before === undefined || STRENGTH.indexOf(mode) < STRENGTH.indexOf(before)) added[name] = mode;
+    }
+  }
+  return Object.keys(added).length === 0 ? masked : { ...masked, ...added };
+}
+
+const known = new WeakMap<UpstreamCatalog, WeakMap<Masks, Masks>>();
+
+/**
+ * A policy's masks as they hold on the upstream catalog: a masked column is masked, with the same
+ * mode, in every relation that shows its table's rows under another name (a partition of a masked
+ * partitioned table, the partitioned table of a masked partition, an inheritance child of a masked
+ * table). A mask the policy names for that relation itself wins. Without a catalog, the policy's own.
+ */
+export function catalogMasks(masked: Masks, catalog: UpstreamCatalog | undefined): Masks {
+  if (!catalog || Object.keys(masked).length === 0) return masked;
+  let perCatalog = known.get(catalog);
+  if (!perCatalog) known.set(catalog, (perCatalog = new WeakMap()));
+  let masks = perCatalog.get(masked);
+  if (!masks) perCatalog.set(masked, (masks = withCatalog(masked, catalog)));
+  return masks;
+}
+
+/**
+ * A view or materialized view whose definition reads, at any depth, a table with masked columns
+ * would show them raw (the gateway cannot tell which of its columns is which): refused wherever the
+ * statement names it.
+ */
+export function maskedViewCheck(analysis: StatementAnalysis, masked: Masks, catalog: UpstreamCatalog | undefined): Refusal | null {
+  if (!catalog) return null;
+  const maskedTables = new Set(Object.keys(masked).map((key) => qualified(tableAndColumn(key).table)));
+  if (maskedTables.size === 0) return null;
+  for (const use of analysis.relations) {
+    for (const candidate of use.candidates) {
+      const kind = catalog.relation(candidate)?.kind;
+      if (kind !== 'view' && kind !== 'matview') continue;
+      const name = qualified(candidate);
+      const reached = readReach([name], catalog).find((table) => table !== name && maskedTables.has(table));
+      if (reached === undefined) continue;
+      const what = kind === 'view' ? 'view' : 'materialized view';
+      return {
+        rule: 'masked_columns.view',
+        reason: `${what} ${name} reads ${reached}, whose columns this credential's policy masks, and would show them unmasked (rule masked_columns.view); query ${reached} itself.`,
+        sqlstate: INSUFFICIENT_PRIVILEGE,
+        blocked: [name],
+      };
+    }
+  }
+  return null;
+}

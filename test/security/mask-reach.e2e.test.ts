@@ -1,0 +1,125 @@
+/**
+ * Red team: masks are keyed by `schema.table.column`, and under a `schema.*` allowlist PostgreSQL
+ * shows a masked table's rows under other names: a view or materialized view over it (at any
+ * depth), a partition of a masked partitioned table (or the partitioned table of a masked
+ * partition), an inheritance child of a masked table. Before the fix each returned the raw values.
+ * Now a view or materialized view reaching a masked table is refused (`masked_columns.view`), and a
+ * partition-tree member or inheritance child masks the column as the table does; on node-postgres
+ * simple and extended and the hosted MCP `query` tool. Views over unmasked tables still run.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { callTool, listenForAgents, registerAgentWith, textOf, withAgentMcp } from '../support/agent-mcp.js';
+import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { admin } from '../support/pg.js';
+import { RAW_EMAIL } from '../support/proxy-agents.js';
+
+let gateway: TestGateway;
+let agent: AgentSecrets;
+let mcpUrl: string;
+
+const RAW_NOTE = /note-secret-\d/;
+const POLICY = {
+  name: 'schema reader',
+  read_only: true,
+  allowed_tables: ['public.*'],
+  masked_columns: { 'public.customers.email': 'redact', 'public.people.email': 'redact', 'public.events_1.note': 'redact' },
+};
+
+beforeAll(async () => {
+  gateway = await startGateway('mask_reach');
+  await admin(gateway.upstream.url, (client) =>
+    client.query(`create view customer_contacts as select id, email as contact from customers;
+      create view contact_list as select contact from customer_contacts;
+      create materialized view customer_emails as select email from customers;
+      create view order_totals as select id, total from orders;
+      create table people (id int, email text) partition by range (id);
+      create table people_a partition of people for values from (0) to (10);
+      create table people_b partition of people for values from (10) to (20) partition by range (id);
+      create table people_b1 partition of people_b for values from (10) to (20);
+      insert into people values (1, 'user1@example.com'), (11, 'user11@example.com');
+      create table events (id int, note text) partition by range (id);
+      create table events_1 partition of events for values from (0) to (10);
+      create table events_2 partition of events for values from (10) to (20);
+      insert into events values (1, 'note-secret-1'), (11, 'public note');
+      create table customers_archive (archived date) inherits (customers);
+      insert into customers_archive values (100, 'user100@example.com', '2020-01-01');`),
+  );
+  agent = await registerAgentWith(gateway, POLICY);
+  mcpUrl = `${await listenForAgents(gateway)}/mcp`;
+});
+afterAll(async () => {
+  await gateway?.stop();
+});
+
+type Outcome = { rows: unknown[] } | { code: string; message: string };
+
+async function onWire(sql: string, mode: 'simple' | 'extended'): Promise<Outcome> {
+  const client = new pg.Client({ connectionString: agent.connection_string });
+  await client.connect();
+  try {
+    const result = await client.query(mode === 'extended' ? ({ text: sql, queryMode: 'extended' } as pg.QueryConfig) : sql);
+    return { rows: result.rows };
+  } catch (error) {
+    const { code, message } = error as pg.DatabaseError;
+    return { code: code!, message };
+  } finally {
+    await client.end();
+  }
+}
+
+async function onMcp(sql: string): Promise<{ isError: boolean; text: string }> {
+  return withAgentMcp(mcpUrl, agent, async (client) => {
+    const result = await callTool(client, 'query', { sql });
+    return { isError: result.isError === true, text: JSON.stringify(result.structuredContent ?? textOf(result)) };
+  });
+}
+
+describe('a view or materialized view over a masked table is refused', () => {
+  const views = [
+    ['a view renaming the masked column', 'SELECT contact FROM customer_contacts ORDER BY id', 'view public.customer_contacts'],
+    ['a view over that view', 'SELECT contact FROM contact_list', 'view public.contact_list'],
+    ['a materialized view', 'SELECT email FROM customer_emails', 'materialized view public.customer_emails'],
+    ['a view in a subquery', 'SELECT id FROM customers WHERE id IN (SELECT id FROM customer_contacts WHERE contact LIKE $$user1%$$)', 'view public.customer_contacts'],
+  ] as const;
+  for (const [what, sql, named] of views) {
+    it(`${what}, on the simple and extended protocol and MCP`, async () => {
+      for (const mode of ['simple', 'extended'] as const) {
+        const outcome = await onWire(sql, mode);
+        expect(outcome, `${mode}: ${sql}`).toEqual({ code: '42501', message: expect.stringContaining(`${named} reads public.customers`) as unknown });
+        expect((outcome as { message: string }).message).toContain('(rule masked_columns.view)');
+      }
+      const mcp = await onMcp(sql);
+      expect(mcp.isError).toBe(true);
+      expect(mcp.text).toContain('decision_rule masked_columns.view, SQLSTATE 42501');
+      expect(mcp.text).not.toMatch(RAW_EMAIL);
+    });
+  }
+
+  it('a view over unmasked tables still runs', async () => {
+    for (const mode of ['simple', 'extended'] as const) {
+      expect(await onWire('SELECT id, total FROM order_totals WHERE id <= 2 ORDER BY id', mode)).toEqual({ rows: [{ id: 1, total: '1.5' }, { id: 2, total: '3.0' }] });
+    }
+  });
+});
+
+describe('partitions and inheritance children mask as their table does', () => {
+  const masked = [
+    ['a partition of a masked partitioned table', 'SELECT id, email FROM people_a', [{ id: 1, email: '[redacted]' }]],
+    ['a partition two levels down, through *', 'SELECT * FROM people_b1', [{ id: 11, email: '[redacted]' }]],
+    ['the intermediate partitioned table', 'SELECT email FROM people_b WHERE email LIKE $$user%$$', []],
+    ['the partitioned table of a masked partition', 'SELECT id, note FROM events ORDER BY id', [{ id: 1, note: '[redacted]' }, { id: 11, note: '[redacted]' }]],
+    ['an inheritance child of a masked table', 'SELECT id, email FROM customers_archive', [{ id: 100, email: '[redacted]' }]],
+    ['the masked partition itself', 'SELECT note FROM events_1', [{ note: '[redacted]' }]],
+    ['a sibling partition keeps its own column', 'SELECT note FROM events_2', [{ note: 'public note' }]],
+  ] as const;
+  for (const [what, sql, rows] of masked) {
+    it(`${what}, on the simple and extended protocol and MCP`, async () => {
+      for (const mode of ['simple', 'extended'] as const) expect(await onWire(sql, mode), `${mode}: ${sql}`).toEqual({ rows });
+      const mcp = await onMcp(sql);
+      expect(mcp.isError, mcp.text).toBe(false);
+      expect(mcp.text).not.toMatch(RAW_EMAIL);
+      expect(mcp.text).not.toMatch(RAW_NOTE);
+    });
+  }
+});
