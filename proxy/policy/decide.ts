@@ -79,7 +79,7 @@ export function decidePolicy(analysis: StatementAnalysis, rules: PolicyRules, se
   };
   const trip = canaryCheck(analysis, policy);
   if (trip) return refused(facts, disguise(analysis, { ...policy, denied: trip.denied }, trip));
-  const refusal = checks(analysis, policy) ?? maskedViewCheck(analysis, masked, session.catalog);
+  const refusal = checks(analysis, policy) ?? maskedViewCheck(analysis, policy, session.catalog);
   if (refusal) return refused(facts, refusal);
   // Masks are computed on the statement with its stars and positional constructs over masked tables written out.
   const expanded = expandForMasks(analysis, policy, session);

@@ -3,7 +3,7 @@ import type { StatementAnalysis } from './analysis.js';
 import { descendants } from './inheritance.js';
 import { qualified, type RelationName } from './names.js';
 import { readReach } from './reach.js';
-import { INSUFFICIENT_PRIVILEGE, type Refusal } from './rules.js';
+import { INSUFFICIENT_PRIVILEGE, type PolicyRules, type Refusal } from './rules.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
 
 type Masks = Readonly<Record<string, MaskMode>>;
@@ -62,23 +62,24 @@ export function catalogMasks(masked: Masks, catalog: UpstreamCatalog | undefined
 /**
  * A view or materialized view whose definition reads, at any depth, a table with masked columns
  * would show them raw (the gateway cannot tell which of its columns is which): refused wherever the
- * statement names it.
+ * statement names it, unless allowed_tables names it itself (the operator's choice of what it
+ * shows, as a projection that leaves the masked columns out), not through `schema.*`.
  */
-export function maskedViewCheck(analysis: StatementAnalysis, masked: Masks, catalog: UpstreamCatalog | undefined): Refusal | null {
+export function maskedViewCheck(analysis: StatementAnalysis, policy: Pick<PolicyRules, 'allowed_tables' | 'masked_columns'>, catalog: UpstreamCatalog | undefined): Refusal | null {
   if (!catalog) return null;
-  const maskedTables = new Set(Object.keys(masked).map((key) => qualified(tableAndColumn(key).table)));
+  const maskedTables = new Set(Object.keys(policy.masked_columns).map((key) => qualified(tableAndColumn(key).table)));
   if (maskedTables.size === 0) return null;
   for (const use of analysis.relations) {
     for (const candidate of use.candidates) {
       const kind = catalog.relation(candidate)?.kind;
-      if (kind !== 'view' && kind !== 'matview') continue;
       const name = qualified(candidate);
+      if ((kind !== 'view' && kind !== 'matview') || policy.allowed_tables.includes(name)) continue;
       const reached = readReach([name], catalog).find((table) => table !== name && maskedTables.has(table));
       if (reached === undefined) continue;
       const what = kind === 'view' ? 'view' : 'materialized view';
       return {
         rule: 'masked_columns.view',
-        reason: `${what} ${name} reads ${reached}, whose columns this credential's policy masks, and would show them unmasked (rule masked_columns.view); query ${reached} itself.`,
+        reason: `${what} ${name} reads ${reached}, whose columns this credential's policy masks, and would show them unmasked (rule masked_columns.view); query ${reached} itself, or ask for ${name} to be named in allowed_tables if it leaves the masked columns out.`,
         sqlstate: INSUFFICIENT_PRIVILEGE,
         blocked: [name],
       };

@@ -16,6 +16,7 @@ import { RAW_EMAIL } from '../support/proxy-agents.js';
 
 let gateway: TestGateway;
 let agent: AgentSecrets;
+let projection: AgentSecrets;
 let mcpUrl: string;
 
 const RAW_NOTE = /note-secret-\d/;
@@ -33,6 +34,7 @@ beforeAll(async () => {
       create view contact_list as select contact from customer_contacts;
       create materialized view customer_emails as select email from customers;
       create view order_totals as select id, total from orders;
+      create view customer_ids as select id from customers;
       create table people (id int, email text) partition by range (id);
       create table people_a partition of people for values from (0) to (10);
       create table people_b partition of people for values from (10) to (20) partition by range (id);
@@ -46,6 +48,7 @@ beforeAll(async () => {
       insert into customers_archive values (100, 'user100@example.com', '2020-01-01');`),
   );
   agent = await registerAgentWith(gateway, POLICY);
+  projection = await registerAgentWith(gateway, { ...POLICY, name: 'projection reader', allowed_tables: ['public.customers', 'public.customer_ids', 'public.customer_contacts'] });
   mcpUrl = `${await listenForAgents(gateway)}/mcp`;
 });
 afterAll(async () => {
@@ -54,8 +57,8 @@ afterAll(async () => {
 
 type Outcome = { rows: unknown[] } | { code: string; message: string };
 
-async function onWire(sql: string, mode: 'simple' | 'extended'): Promise<Outcome> {
-  const client = new pg.Client({ connectionString: agent.connection_string });
+async function onWire(sql: string, mode: 'simple' | 'extended', as: AgentSecrets = agent): Promise<Outcome> {
+  const client = new pg.Client({ connectionString: as.connection_string });
   await client.connect();
   try {
     const result = await client.query(mode === 'extended' ? ({ text: sql, queryMode: 'extended' } as pg.QueryConfig) : sql);
@@ -96,9 +99,11 @@ describe('a view or materialized view over a masked table is refused', () => {
     });
   }
 
-  it('a view over unmasked tables still runs', async () => {
+  it('a view over unmasked tables still runs, and so does one allowed_tables names itself', async () => {
     for (const mode of ['simple', 'extended'] as const) {
       expect(await onWire('SELECT id, total FROM order_totals WHERE id <= 2 ORDER BY id', mode)).toEqual({ rows: [{ id: 1, total: '1.5' }, { id: 2, total: '3.0' }] });
+      expect(await onWire('SELECT id FROM customer_ids WHERE id <= 2 ORDER BY id', mode, projection)).toEqual({ rows: [{ id: 1 }, { id: 2 }] });
+      expect(await onWire('SELECT id FROM customer_ids WHERE id <= 2', mode)).toMatchObject({ code: '42501' });
     }
   });
 });

@@ -73,13 +73,15 @@ describe('a view or materialized view reaching a masked table', () => {
     ] as const) {
       expect(decide(sql, rules)).toMatchObject({
         action: 'refuse', rule: 'masked_columns.view', sqlstate: '42501', tablesBlocked: [named.slice(named.lastIndexOf(' ') + 1)],
-        reason: `${named} reads ${reached}, whose columns this credential's policy masks, and would show them unmasked (rule masked_columns.view); query ${reached} itself.`,
+        reason: `${named} reads ${reached}, whose columns this credential's policy masks, and would show them unmasked (rule masked_columns.view); query ${reached} itself, or ask for ${named.slice(named.lastIndexOf(' ') + 1)} to be named in allowed_tables if it leaves the masked columns out.`,
       });
     }
   });
 
-  it('is not refused over unmasked tables, nor without a catalog', () => {
+  it('is not refused over unmasked tables, when allowed_tables names it itself, nor without a catalog', () => {
     expect(decide('SELECT id, total FROM order_totals', rules)).toMatchObject({ action: 'allow', event: 'query' });
+    expect(decide('SELECT contact FROM contacts', { ...rules, allowed_tables: ['public.contacts', 'public.customers'] })).toMatchObject({ action: 'allow', event: 'query' });
+    expect(decide('SELECT contact FROM contact_list', { ...rules, allowed_tables: ['public.contacts', 'public.*'] })).toMatchObject({ action: 'refuse', rule: 'masked_columns.view' });
     expect(decide('SELECT contact FROM contacts', rules, false)).toMatchObject({ action: 'allow', event: 'query' });
   });
 });
