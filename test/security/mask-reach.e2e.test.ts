@@ -127,4 +127,21 @@ describe('partitions and inheritance children mask as their table does', () => {
       expect(mcp.text).not.toMatch(RAW_NOTE);
     });
   }
+
+  it('describe_table on MCP shows the mask a partition and an inheritance child are read through', async () => {
+    const described = await withAgentMcp(mcpUrl, agent, async (client) => {
+      const masks: Record<string, unknown> = {};
+      for (const table of ['public.people_b1', 'public.customers_archive', 'public.events', 'public.events_2']) {
+        const result = await callTool(client, 'describe_table', { table });
+        const columns = (result.structuredContent as { columns: { name: string; masked: string | null }[] }).columns;
+        for (const column of columns) masks[`${table}.${column.name}`] = column.masked;
+      }
+      return masks;
+    });
+    expect(described).toEqual({
+      'public.people_b1.id': null, 'public.people_b1.email': 'redact',
+      'public.customers_archive.id': null, 'public.customers_archive.email': 'redact', 'public.customers_archive.archived': null,
+      'public.events.id': null, 'public.events.note': 'redact', 'public.events_2.id': null, 'public.events_2.note': null,
+    });
+  });
 });
