@@ -129,12 +129,12 @@ function mayHave(entry: RangeEntry, column: string): boolean {
   return entry.kind !== 'join' && (entry.columns === undefined || entry.columns.includes(column));
 }
 
-/** The candidates of `found`'s tables that another of `found`, as near or nearer, may stand in for. */
-function shadowedOf(found: readonly Found[], column: string): ColumnName[] {
+/** The candidates of `found`'s tables that one of `sources` other than their own, as near or nearer, may stand in for. */
+function shadowedOf(found: readonly Found[], sources: readonly Found[], column: string): ColumnName[] {
   const shadowed: ColumnName[] = [];
   for (const { entry, depth } of found) {
     if (entry.kind !== 'table') continue;
-    if (found.some((other) => other.entry !== entry && other.depth <= depth)) shadowed.push(...columnsOf(entry.tables, column));
+    if (sources.some((other) => other.entry !== entry && other.depth <= depth)) shadowed.push(...columnsOf(entry.tables, column));
   }
   return shadowed;
 }
@@ -164,21 +164,22 @@ export function bindColumnRef(level: Level, parts: readonly RefPart[]): Binding 
   if (last === undefined) return { columns: [], shadowed: [], wholeRows: [] };
   if (qualifier.length === 0) {
     const tables: RelationName[] = [];
-    const sources: Found[] = [];
+    const found: Found[] = [];
     let depth = 0;
     for (let current: Level | null = level; current !== null; current = current.parent, depth++) {
       for (const entry of current.entries) {
         if (entry.kind === 'table') addTables(tables, entry);
-        if (mayHave(entry, last)) sources.push({ entry, depth });
+        found.push({ entry, depth });
       }
     }
+    const sources = found.filter((item) => mayHave(item.entry, last));
     const rowTables = tablesOfAll(qualified(level, [last]));
-    return { columns: columnsOf(tables, last), shadowed: shadowedOf(sources, last), wholeRows: rowTables.length > 0 ? [{ tables: rowTables, form: 'row' }] : [] };
+    return { columns: columnsOf(tables, last), shadowed: shadowedOf(found, sources, last), wholeRows: rowTables.length > 0 ? [{ tables: rowTables, form: 'row' }] : [] };
   }
   const found = qualifiedAt(level, qualifier);
   const tables = tablesOfAll(found.map((item) => item.entry));
   const viaFunction = ROW_FUNCTION_NAMES.has(last) && tables.length > 0;
-  return { columns: columnsOf(tables, last), shadowed: shadowedOf(found, last), wholeRows: viaFunction ? [{ tables, form: 'function_notation' }] : [] };
+  return { columns: columnsOf(tables, last), shadowed: shadowedOf(found, found, last), wholeRows: viaFunction ? [{ tables, form: 'function_notation' }] : [] };
 }
 
 /** The work of a name lookup at `level`: the levels it climbs and the FROM items it scans, its own and every enclosing level's. */

@@ -71,3 +71,10 @@ describe('a hash mask is never computed on a value another FROM item supplies', 
     expect(decide(sql, false)).toMatchObject({ action: 'refuse', rule: 'masked_columns.ambiguous' });
   });
 });
+
+it('a stale catalog that does not list the masked column yet still refuses the guess', () => {
+  const stale = handCatalog({ 'public.customers': ['id'], 'public.orders': ['id', 'note'] });
+  const parsed = parseStatements("SELECT (SELECT email FROM (VALUES ('guess@example.com')) v(email)) FROM customers");
+  if (!parsed.ok) throw new Error(parsed.reason);
+  expect(decidePolicy(analyzeStatement(parsed.statements[0]!, { catalog: stale }), policy, { catalog: stale })).toMatchObject({ action: 'refuse', rule: 'masked_columns.ambiguous' });
+});
