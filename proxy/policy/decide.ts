@@ -6,7 +6,7 @@ import { catalogRowFilters } from './catalog-rows.js';
 import { expandForMasks } from './expansion.js';
 import { SIZING_KEY } from './hash-key.js';
 import { applyMasks, maskExpression, type MaskEdit } from './mask.js';
-import { catalogMasks, maskedViewCheck } from './mask-reach.js';
+import { catalogMasks, maskedViewCheck, rowColumnMasks } from './mask-reach.js';
 import { qualified } from './names.js';
 import { MAX_SQL_BYTES, MAX_TREE_NODES, measureTree, tooComplex, type ParseFailure } from './parser.js';
 import { migrationFindings } from './migration.js';
@@ -68,7 +68,7 @@ function tables(analysis: StatementAnalysis, written: boolean): string[] {
 
 /** Applies one policy to one analyzed statement: the first rule that refuses decides, in the order of the checks below. */
 export function decidePolicy(analysis: StatementAnalysis, rules: PolicyRules, session: AnalysisSession = {}): PolicyDecision {
-  const masked = catalogMasks(rules.masked_columns, session.catalog);
+  const masked = rowColumnMasks(catalogMasks(rules.masked_columns, session.catalog), analysis, session.catalog);
   const policy = masked === rules.masked_columns ? rules : { ...rules, masked_columns: masked };
   const facts = {
     statementKind: analysis.kind,

@@ -27,6 +27,10 @@ function sameRows(table: RelationName, catalog: UpstreamCatalog): RelationName[]
   return [...(catalog.relation(table)?.partitionTree ?? []), ...descendants(catalog, [table])];
 }
 
+function stricter(a: MaskMode | undefined, b: MaskMode): MaskMode {
+  return a === undefined || STRENGTH.indexOf(b) < STRENGTH.indexOf(a) ? b : a;
+}
+
 function withCatalog(masked: Masks, catalog: UpstreamCatalog): Masks {
   const added: Record<string, MaskMode> = {};
   for (const [key, mode] of Object.entries(masked)) {
@@ -35,8 +39,7 @@ function withCatalog(masked: Masks, catalog: UpstreamCatalog): Masks {
       if (!catalog.relation(relation)?.columns.includes(column)) continue;
       const name = `${qualified(relation)}.${column}`;
       if (masked[name] !== undefined) continue;
-      const before = added[name];
-      if (before === undefined || STRENGTH.indexOf(mode) < STRENGTH.indexOf(before)) added[name] = mode;
+      added[name] = stricter(added[name], mode);
     }
   }
   return Object.keys(added).length === 0 ? masked : { ...masked, ...added };
@@ -57,6 +60,30 @@ export function catalogMasks(masked: Masks, catalog: UpstreamCatalog | undefined
   let masks = perCatalog.get(masked);
   if (!masks) perCatalog.set(masked, (masks = withCatalog(masked, catalog)));
   return masks;
+}
+
+/**
+ * `masks` with the columns of the statement's relations whose type is a masked relation's row type
+ * (a table of snapshots `c customers`, `cs customers[]`): each holds whole rows of it, so it is
+ * masked with the strictest mode among that relation's masked columns. A mask the policy names
+ * for the column itself wins.
+ */
+export function rowColumnMasks(masks: Masks, analysis: StatementAnalysis, catalog: UpstreamCatalog | undefined): Masks {
+  if (!catalog || Object.keys(masks).length === 0) return masks;
+  let added: Record<string, MaskMode> | undefined;
+  for (const use of analysis.relations) {
+    for (const table of use.candidates) {
+      for (const { column, of } of catalog.relation(table)?.rowColumns ?? []) {
+        const prefix = `${qualified(of)}.`;
+        const name = `${qualified(table)}.${column}`;
+        if (masks[name] !== undefined) continue;
+        for (const [key, mode] of Object.entries(masks)) {
+          if (key.startsWith(prefix) && !key.slice(prefix.length).includes('.')) (added ??= {})[name] = stricter(added[name], mode);
+        }
+      }
+    }
+  }
+  return added ? { ...masks, ...added } : masks;
 }
 
 /**

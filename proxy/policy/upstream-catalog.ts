@@ -25,6 +25,8 @@ export interface CatalogRelation {
   readonly viewReads: readonly RelationName[];
   /** The other members of its partition tree whose rows its reads show or whose reads show its rows: its partition ancestors and its partitions at every level (not its siblings). */
   readonly partitionTree: readonly RelationName[];
+  /** Its columns whose type is a relation's row type (directly, as an array, or through a domain): each holds whole rows of that relation. */
+  readonly rowColumns: readonly { readonly column: string; readonly of: RelationName }[];
 }
 
 export interface UpstreamCatalog {

@@ -9,7 +9,7 @@ import type { CatalogRelation, CatalogRelationKind, UpstreamCatalog } from '../p
  * children (partitions are not listed: a partitioned table's partitions count as the table), the
  * tables a write to it may change too (its partition tree, foreign keys that cascade from it) and
  * whether a write to it runs a trigger or rule of the database's, a view's or materialized view's own relations,
- * the other members of its partition tree (ancestors and partitions); and
+ * the other members of its partition tree (ancestors and partitions), its columns typed as a relation's rows; and
  * for each function and operator name, the schemas other than pg_catalog that define one.
  * One row per item, each a JSON array: a row stays small whatever the size of the catalog, and
  * the rows' order is fixed, so the same catalog always reads as the same text.
@@ -38,7 +38,13 @@ export const CATALOG_SQL = `select k, v from (
     coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(tn.nspname, tc.relname) order by tn.nspname, tc.relname)
       from (select a.relid from pg_catalog.pg_partition_ancestors(c.oid) a union select t.relid from pg_catalog.pg_partition_tree(c.oid) t) tree
       join pg_catalog.pg_class tc on tc.oid = tree.relid join pg_catalog.pg_namespace tn on tn.oid = tc.relnamespace
-      where tree.relid <> c.oid), '[]'))::text as v
+      where tree.relid <> c.oid), '[]'),
+    coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(a.attname, en.nspname, ec.relname) order by a.attnum)
+      from pg_catalog.pg_attribute a join pg_catalog.pg_type t on t.oid = a.atttypid
+        join pg_catalog.pg_type b on b.oid = case when t.typtype = 'd' then t.typbasetype else t.oid end
+        join pg_catalog.pg_type e on e.oid = case when b.typcategory = 'A' then b.typelem else b.oid end
+        join pg_catalog.pg_class ec on ec.oid = e.typrelid join pg_catalog.pg_namespace en on en.oid = ec.relnamespace
+      where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped), '[]'))::text as v
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
   where c.relkind in ('r', 'p', 'v', 'm', 'f') and n.nspname <> 'pg_toast' and n.nspname !~ '^pg_(toast_)?temp_'
   union all
@@ -116,13 +122,14 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
     }
     if (!Array.isArray(item)) throw new CatalogShapeError('a catalog row that is not a list');
     if (kind === 'r') {
-      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, partitionTree] = item as unknown[];
+      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, partitionTree, rowColumns] = item as unknown[];
       const relationKind = KINDS[String(relkind)];
       if (typeof schema !== 'string' || typeof name !== 'string' || !relationKind) throw new CatalogShapeError('a relation row without schema, name or kind');
       if (!Array.isArray(inheritors)) throw new CatalogShapeError(`the inheritors of ${schema}.${name} are not a list`);
       if (!Array.isArray(reach) || typeof runsCode !== 'boolean') throw new CatalogShapeError(`what a write to ${schema}.${name} reaches is not a list and a flag`);
       if (!Array.isArray(viewReads)) throw new CatalogShapeError(`the relations ${schema}.${name} reads are not a list`);
       if (!Array.isArray(partitionTree)) throw new CatalogShapeError(`the partition tree of ${schema}.${name} is not a list`);
+      if (!Array.isArray(rowColumns)) throw new CatalogShapeError(`the row-typed columns of ${schema}.${name} are not a list`);
       relations.set(key(schema, name), {
         kind: relationKind,
         columns: strings(columns, `the columns of ${schema}.${name}`),
@@ -131,6 +138,11 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
         writesRunCode: runsCode,
         viewReads: relationNames(viewReads, `a relation ${schema}.${name} reads`),
         partitionTree: relationNames(partitionTree, `a member of the partition tree of ${schema}.${name}`),
+        rowColumns: rowColumns.map((triple) => {
+          const [column, ofSchema, ofName] = strings(triple, `a row-typed column of ${schema}.${name}`);
+          if (column === undefined || ofSchema === undefined || ofName === undefined) throw new CatalogShapeError(`a row-typed column of ${schema}.${name} without its type's relation`);
+          return { column, of: { schema: ofSchema, name: ofName } };
+        }),
       });
     } else if (kind === 'f' || kind === 'o') {
       const [name, schemas] = item as unknown[];

@@ -56,6 +56,8 @@ beforeAll(async () => {
       create schema "odd.schema"; create table "odd.schema"."a.b" (x int);
       create view v as select id from parent;
       create materialized view mv as select id from v;
+      create domain parent_row as parent;
+      create table snaps (id int, one parent, many parent[], via parent_row);
       create function public.md5(integer) returns text language sql as 'select ''x''';
       create function public.lower(integer) returns text language sql as 'select ''y''';
       create operator public.=== (leftarg = int, rightarg = int, function = int4eq);
@@ -75,18 +77,20 @@ describe('the catalog snapshot', () => {
       const lease = await snapshots.lease(handleAs(owner()));
       const catalog = lease.current();
       if (isUnavailable(catalog)) throw new Error(catalog.unavailable);
-      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] });
-      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] });
+      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] });
       // Partitions are not inheritors: they count as the partitioned table.
       // ... but a write to one reaches the other.
-      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [], partitionTree: [{ schema: 'public', name: 'events_2020' }] });
+      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [], partitionTree: [{ schema: 'public', name: 'events_2020' }], rowColumns: [] });
       expect(catalog.relation({ schema: 'public', name: 'events_2020' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'events' }], partitionTree: [{ schema: 'public', name: 'events' }] });
       // A foreign key that cascades from a table is reached by its writes; one with no action is not. A trigger runs code.
-      expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [], partitionTree: [] });
-      expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [], partitionTree: [] });
-      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] });
+      expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [], partitionTree: [], rowColumns: [] });
+      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] });
       expect(catalog.relation({ schema: 'public', name: 'v' })).toMatchObject({ kind: 'view', viewReads: [{ schema: 'public', name: 'parent' }] });
       expect(catalog.relation({ schema: 'public', name: 'mv' })).toMatchObject({ kind: 'matview', viewReads: [{ schema: 'public', name: 'v' }] });
+      const parent = { schema: 'public', name: 'parent' };
+      expect(catalog.relation({ schema: 'public', name: 'snaps' })?.rowColumns).toEqual([{ column: 'one', of: parent }, { column: 'many', of: parent }, { column: 'via', of: parent }]);
       expect(catalog.relation({ schema: 'pg_catalog', name: 'pg_class' })?.columns).toContain('relname');
       expect(catalog.relation({ schema: 'public', name: 'nothing' })).toBeUndefined();
       expect(catalog.functionSchemas('md5')).toEqual(['public']);

@@ -2,10 +2,11 @@
  * Red team: masks are keyed by `schema.table.column`, and under a `schema.*` allowlist PostgreSQL
  * shows a masked table's rows under other names: a view or materialized view over it (at any
  * depth), a partition of a masked partitioned table (or the partitioned table of a masked
- * partition), an inheritance child of a masked table. Before the fix each returned the raw values.
- * Now a view or materialized view reaching a masked table is refused (`masked_columns.view`), and a
- * partition-tree member or inheritance child masks the column as the table does; on node-postgres
- * simple and extended and the hosted MCP `query` tool. Views over unmasked tables still run.
+ * partition), an inheritance child of a masked table, a column typed as the masked table's rows.
+ * Before the fix each returned the raw values. Now a view or materialized view reaching a masked
+ * table is refused (`masked_columns.view`), a partition-tree member or inheritance child masks the
+ * column as the table does, and a row-typed column is masked as a whole; on node-postgres simple
+ * and extended and the hosted MCP `query` tool. Views over unmasked tables still run.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -45,7 +46,9 @@ beforeAll(async () => {
       create table events_2 partition of events for values from (10) to (20);
       insert into events values (1, 'note-secret-1'), (11, 'public note');
       create table customers_archive (archived date) inherits (customers);
-      insert into customers_archive values (100, 'user100@example.com', '2020-01-01');`),
+      insert into customers_archive values (100, 'user100@example.com', '2020-01-01');
+      create table customer_snapshots (id int, snapshot customers, history customers[]);
+      insert into customer_snapshots select 1, c, array[c] from customers c where id = 1;`),
   );
   agent = await registerAgentWith(gateway, POLICY);
   projection = await registerAgentWith(gateway, { ...POLICY, name: 'projection reader', allowed_tables: ['public.customers', 'public.customer_ids', 'public.customer_contacts'] });
@@ -127,6 +130,19 @@ describe('partitions and inheritance children mask as their table does', () => {
       expect(mcp.text).not.toMatch(RAW_NOTE);
     });
   }
+
+  it('a column typed as a masked table’s rows (or an array of them) is masked as a whole, on the simple and extended protocol and MCP', async () => {
+    for (const mode of ['simple', 'extended'] as const) {
+      expect(await onWire('SELECT id, snapshot, history FROM customer_snapshots', mode)).toEqual({ rows: [{ id: 1, snapshot: '[redacted]', history: '[redacted]' }] });
+      const field = await onWire('SELECT (snapshot).email FROM customer_snapshots', mode);
+      expect(field).toMatchObject({ code: expect.stringMatching(/^42/) as unknown });
+      expect(JSON.stringify(field)).not.toMatch(RAW_EMAIL);
+      expect(await onWire('SELECT s FROM customer_snapshots s', mode)).toMatchObject({ code: '42501', message: expect.stringContaining('(rule masked_columns.whole_row)') as unknown });
+    }
+    const mcp = await onMcp('SELECT snapshot, history FROM customer_snapshots');
+    expect(mcp.isError, mcp.text).toBe(false);
+    expect(mcp.text).not.toMatch(RAW_EMAIL);
+  });
 
   it('describe_table on MCP shows the mask a partition and an inheritance child are read through', async () => {
     const described = await withAgentMcp(mcpUrl, agent, async (client) => {

@@ -164,17 +164,17 @@ describe('approval holds, properties', () => {
 
 describe('writes that reach a held table without naming it (heldThrough)', () => {
   const relations: Record<string, CatalogRelation> = {
-    'public.orders': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_child' }], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.orders_child': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.orders_grandchild': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.orders_view': { kind: 'view', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.events': { kind: 'partitioned', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.remote': { kind: 'foreign', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.notes': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.orders_2026': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.customers': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'carts' }], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.carts': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [], partitionTree: [] },
-    'public.logged': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: true, viewReads: [], partitionTree: [] },
+    'public.orders': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_child' }], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.orders_child': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.orders_grandchild': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.orders_view': { kind: 'view', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.events': { kind: 'partitioned', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.remote': { kind: 'foreign', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.notes': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.orders_2026': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.customers': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'carts' }], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.carts': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [], partitionTree: [], rowColumns: [] },
+    'public.logged': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: true, viewReads: [], partitionTree: [], rowColumns: [] },
   };
   const catalog: UpstreamCatalog = { version: '1', relation: (name) => relations[`${name.schema}.${name.name}`], functionSchemas: () => [], operatorSchemas: () => [] };
   const held = rule({ tables: ['public.orders'] });

@@ -9,17 +9,18 @@ import { catalogFromRows } from '../../proxy/upstream/catalog-query.js';
 beforeAll(loadParser);
 
 const catalog = catalogFromRows([
-  ['r', '["public", "customers", "r", ["id", "email"], [["public", "customers_archive"]], [], false, [], []]'],
-  ['r', '["public", "customers_archive", "r", ["id", "email", "at"], [["public", "customers_old"]], [], false, [], []]'],
-  ['r', '["public", "customers_old", "r", ["id", "email", "at"], [], [], false, [], []]'],
-  ['r', '["public", "people", "p", ["id", "email"], [], [], false, [], [["public", "people_a"], ["public", "people_b"]]]'],
-  ['r', '["public", "people_a", "r", ["id", "email"], [], [], false, [], [["public", "people"]]]'],
-  ['r', '["public", "people_b", "r", ["id", "email"], [], [], false, [], [["public", "people"]]]'],
-  ['r', '["public", "contacts", "v", ["id", "contact"], [], [], false, [["public", "customers"]], []]'],
-  ['r', '["public", "contact_list", "m", ["contact"], [], [], false, [["public", "contacts"]], []]'],
-  ['r', '["public", "people_view", "v", ["email"], [], [], false, [["public", "people"]], []]'],
-  ['r', '["public", "orders", "r", ["id", "total"], [], [], false, [], []]'],
-  ['r', '["public", "order_totals", "v", ["id", "total"], [], [], false, [["public", "orders"]], []]'],
+  ['r', '["public", "customers", "r", ["id", "email"], [["public", "customers_archive"]], [], false, [], [], []]'],
+  ['r', '["public", "customers_archive", "r", ["id", "email", "at"], [["public", "customers_old"]], [], false, [], [], []]'],
+  ['r', '["public", "customers_old", "r", ["id", "email", "at"], [], [], false, [], [], []]'],
+  ['r', '["public", "people", "p", ["id", "email"], [], [], false, [], [["public", "people_a"], ["public", "people_b"]], []]'],
+  ['r', '["public", "people_a", "r", ["id", "email"], [], [], false, [], [["public", "people"]], []]'],
+  ['r', '["public", "people_b", "r", ["id", "email"], [], [], false, [], [["public", "people"]], []]'],
+  ['r', '["public", "contacts", "v", ["id", "contact"], [], [], false, [["public", "customers"]], [], []]'],
+  ['r', '["public", "contact_list", "m", ["contact"], [], [], false, [["public", "contacts"]], [], []]'],
+  ['r', '["public", "people_view", "v", ["email"], [], [], false, [["public", "people"]], [], []]'],
+  ['r', '["public", "orders", "r", ["id", "total"], [], [], false, [], [], []]'],
+  ['r', '["public", "snapshots", "r", ["id", "one", "many"], [], [], false, [], [], [["one", "public", "customers"], ["many", "public", "people_a"]]]'],
+  ['r', '["public", "order_totals", "v", ["id", "total"], [], [], false, [["public", "orders"]], [], []]'],
 ]);
 
 const policy = (masked_columns: PolicyRules['masked_columns']): PolicyRules => ({ read_only: true, allowed_tables: ['public.*'], masked_columns, allow_catalog: false, canaries: [] });
@@ -83,5 +84,17 @@ describe('a view or materialized view reaching a masked table', () => {
     expect(decide('SELECT contact FROM contacts', { ...rules, allowed_tables: ['public.contacts', 'public.customers'] })).toMatchObject({ action: 'allow', event: 'query' });
     expect(decide('SELECT contact FROM contact_list', { ...rules, allowed_tables: ['public.contacts', 'public.*'] })).toMatchObject({ action: 'refuse', rule: 'masked_columns.view' });
     expect(decide('SELECT contact FROM contacts', rules, false)).toMatchObject({ action: 'allow', event: 'query' });
+  });
+});
+
+describe('rowColumnMasks: a column typed as a masked relation’s rows', () => {
+  it('is masked as a whole with the strictest of that relation’s masks, unless the policy names it', () => {
+    const rules = policy({ 'public.customers.email': 'partial', 'public.customers.id': 'redact', 'public.people.email': 'null' });
+    expect(decide('SELECT id, one, many FROM snapshots', rules)).toMatchObject({
+      action: 'allow', event: 'masked', sql: "SELECT id, '[redacted]'::text AS one, CASE WHEN false THEN many END AS many FROM snapshots",
+    });
+    expect(decide('SELECT s FROM snapshots s', rules)).toMatchObject({ action: 'refuse', rule: 'masked_columns.whole_row' });
+    expect(decide('SELECT one FROM snapshots', { ...rules, masked_columns: { ...rules.masked_columns, 'public.snapshots.one': 'redact' } })).toMatchObject({ sql: "SELECT '[redacted]'::text AS one FROM snapshots" });
+    expect(decide('SELECT one FROM snapshots', policy({ 'public.orders.total': 'redact' }))).toMatchObject({ action: 'allow', event: 'query' });
   });
 });
