@@ -2,8 +2,8 @@ import type { MaskMode } from '../../src/events/policies.js';
 import type { StatementAnalysis } from './analysis.js';
 import { descendants } from './inheritance.js';
 import { qualified, type RelationName } from './names.js';
-import { readReach } from './reach.js';
-import { INSUFFICIENT_PRIVILEGE, type PolicyRules, type Refusal } from './rules.js';
+import { readReach, relationOf } from './reach.js';
+import { INSUFFICIENT_PRIVILEGE, listNames, type PolicyRules, type Refusal } from './rules.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
 
 type Masks = Readonly<Record<string, MaskMode>>;
@@ -13,9 +13,7 @@ const STRENGTH: readonly MaskMode[] = ['redact', 'null', 'hash', 'partial'];
 
 function tableAndColumn(key: string): { table: RelationName; column: string } {
   const last = key.lastIndexOf('.');
-  const table = key.slice(0, last);
-  const dot = table.indexOf('.');
-  return { table: { schema: table.slice(0, dot), name: table.slice(dot + 1) }, column: key.slice(last + 1) };
+  return { table: relationOf(key.slice(0, last)), column: key.slice(last + 1) };
 }
 
 /**
@@ -87,30 +85,39 @@ export function rowColumnMasks(masks: Masks, analysis: StatementAnalysis, catalo
 }
 
 /**
- * A view or materialized view whose definition reads, at any depth, a table with masked columns
- * would show them raw (the gateway cannot tell which of its columns is which): refused wherever the
- * statement names it, unless allowed_tables names it itself (the operator's choice of what it
- * shows, as a projection that leaves the masked columns out), not through `schema.*`.
+ * A view or materialized view whose definition reads, at any depth of views, a table the policy
+ * denies or masks columns of would show it (the gateway cannot tell which of its columns is
+ * which): refused wherever the statement names it, `table.denied` before `masked_columns.view`,
+ * unless allowed_tables names the view itself (the operator's choice of what it shows, as a
+ * projection that leaves those columns out), not through `schema.*`.
  */
-export function maskedViewCheck(analysis: StatementAnalysis, policy: Pick<PolicyRules, 'allowed_tables' | 'masked_columns'>, catalog: UpstreamCatalog | undefined): Refusal | null {
+export function viewCheck(analysis: StatementAnalysis, policy: Pick<PolicyRules, 'allowed_tables' | 'masked_columns' | 'denied_tables'>, catalog: UpstreamCatalog | undefined): Refusal | null {
   if (!catalog) return null;
   const maskedTables = new Set(Object.keys(policy.masked_columns).map((key) => qualified(tableAndColumn(key).table)));
-  if (maskedTables.size === 0) return null;
+  const denied = policy.denied_tables ?? [];
+  if (maskedTables.size === 0 && denied.length === 0) return null;
   for (const use of analysis.relations) {
     for (const candidate of use.candidates) {
       const kind = catalog.relation(candidate)?.kind;
       const name = qualified(candidate);
       if ((kind !== 'view' && kind !== 'matview') || policy.allowed_tables.includes(name)) continue;
-      const reached = readReach([name], catalog).find((table) => table !== name && maskedTables.has(table));
-      if (reached === undefined) continue;
-      const what = kind === 'view' ? 'view' : 'materialized view';
-      return {
-        rule: 'masked_columns.view',
-        reason: `${what} ${name} reads ${reached}, whose columns this credential's policy masks, and would show them unmasked (rule masked_columns.view); query ${reached} itself, or ask for ${name} to be named in allowed_tables if it leaves the masked columns out.`,
-        sqlstate: INSUFFICIENT_PRIVILEGE,
-        blocked: [name],
-      };
+      const reach = readReach([name], catalog).filter((table) => table !== name);
+      const what = `${kind === 'view' ? 'view' : 'materialized view'} ${name}`;
+      const refused = reach.find((table) => listNames(denied, relationOf(table)));
+      if (refused !== undefined) {
+        return refusal('table.denied', `${what} reads ${refused}, which is on this credential's denied tables (rule table.denied); query other tables.`, name);
+      }
+      const reached = reach.find((table) => maskedTables.has(table));
+      if (reached !== undefined) {
+        return refusal(
+          'masked_columns.view',
+          `${what} reads ${reached}, whose columns this credential's policy masks, and would show them unmasked (rule masked_columns.view); query ${reached} itself, or ask for ${name} to be named in allowed_tables if it leaves the masked columns out.`,
+          name,
+        );
+      }
     }
   }
   return null;
 }
+
+const refusal = (rule: string, reason: string, view: string): Refusal => ({ rule, reason, sqlstate: INSUFFICIENT_PRIVILEGE, blocked: [view] });

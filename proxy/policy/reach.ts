@@ -1,7 +1,8 @@
 import { qualified, type RelationName } from './names.js';
 import type { CatalogRelation, UpstreamCatalog } from './upstream-catalog.js';
 
-function relationOf(table: string): RelationName {
+/** `schema.table` as a relation name. */
+export function relationOf(table: string): RelationName {
   const dot = table.indexOf('.');
   return { schema: table.slice(0, dot), name: table.slice(dot + 1) };
 }

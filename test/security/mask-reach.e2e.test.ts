@@ -18,6 +18,7 @@ import { RAW_EMAIL } from '../support/proxy-agents.js';
 let gateway: TestGateway;
 let agent: AgentSecrets;
 let projection: AgentSecrets;
+let denier: AgentSecrets;
 let mcpUrl: string;
 
 const RAW_NOTE = /note-secret-\d/;
@@ -51,6 +52,7 @@ beforeAll(async () => {
       insert into customer_snapshots select 1, c, array[c] from customers c where id = 1;`),
   );
   agent = await registerAgentWith(gateway, POLICY);
+  denier = await registerAgentWith(gateway, { name: 'denier', read_only: true, allowed_tables: ['public.*'], denied_tables: ['public.customers'] });
   projection = await registerAgentWith(gateway, { ...POLICY, name: 'projection reader', allowed_tables: ['public.customers', 'public.customer_ids', 'public.customer_contacts'] });
   mcpUrl = `${await listenForAgents(gateway)}/mcp`;
 });
@@ -108,6 +110,21 @@ describe('a view or materialized view over a masked table is refused', () => {
       expect(await onWire('SELECT id FROM customer_ids WHERE id <= 2 ORDER BY id', mode, projection)).toEqual({ rows: [{ id: 1 }, { id: 2 }] });
       expect(await onWire('SELECT id FROM customer_ids WHERE id <= 2', mode)).toMatchObject({ code: '42501' });
     }
+  });
+});
+
+describe('a view over a denied table is refused as the table is', () => {
+  it('on the simple and extended protocol and MCP (it returned the denied table’s rows)', async () => {
+    for (const sql of ['SELECT contact FROM customer_contacts', 'SELECT email FROM customer_emails']) {
+      for (const mode of ['simple', 'extended'] as const) {
+        expect(await onWire(sql, mode, denier), `${mode}: ${sql}`).toEqual({ code: '42501', message: expect.stringContaining("reads public.customers, which is on this credential's denied tables (rule table.denied)") as unknown });
+      }
+      const mcp = await withAgentMcp(mcpUrl, denier, async (client) => callTool(client, 'query', { sql }));
+      expect(mcp.isError).toBe(true);
+      expect(JSON.stringify(mcp)).toContain('decision_rule table.denied, SQLSTATE 42501');
+      expect(JSON.stringify(mcp)).not.toMatch(RAW_EMAIL);
+    }
+    expect(await onWire('SELECT id FROM order_totals WHERE id = 1', 'simple', denier)).toEqual({ rows: [{ id: 1 }] });
   });
 });
 

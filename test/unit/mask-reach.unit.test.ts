@@ -98,3 +98,15 @@ describe('rowColumnMasks: a column typed as a masked relation’s rows', () => {
     expect(decide('SELECT one FROM snapshots', policy({ 'public.orders.total': 'redact' }))).toMatchObject({ action: 'allow', event: 'query' });
   });
 });
+
+describe('a view or materialized view reaching a denied table', () => {
+  it('is refused as the table is, before any mask, unless allowed_tables names the view itself', () => {
+    const rules = { ...policy({ 'public.customers.email': 'partial' }), denied_tables: ['public.customers'] };
+    expect(decide('SELECT contact FROM contact_list', rules)).toMatchObject({
+      action: 'refuse', rule: 'table.denied', tablesBlocked: ['public.contact_list'],
+      reason: "materialized view public.contact_list reads public.customers, which is on this credential's denied tables (rule table.denied); query other tables.",
+    });
+    expect(decide('SELECT id, total FROM order_totals', { ...rules, denied_tables: ['public.orders'] })).toMatchObject({ action: 'refuse', rule: 'table.denied' });
+    expect(decide('SELECT id, total FROM order_totals', { ...rules, denied_tables: ['public.orders'], allowed_tables: ['public.order_totals'] })).toMatchObject({ action: 'allow' });
+  });
+});
