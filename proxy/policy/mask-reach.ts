@@ -85,21 +85,28 @@ export function rowColumnMasks(masks: Masks, analysis: StatementAnalysis, catalo
 }
 
 /**
- * A view or materialized view whose definition reads, at any depth of views, a table the policy
- * denies or masks columns of would show it (the gateway cannot tell which of its columns is
- * which): refused wherever the statement names it, `table.denied` before `masked_columns.view`,
- * unless allowed_tables names the view itself (the operator's choice of what it shows, as a
- * projection that leaves those columns out), not through `schema.*`.
+ * Relations that would show a denied table, or a masked one's columns unmasked, under another
+ * name, refused wherever the statement names them: a partition, inheritance child or partitioned
+ * table of a denied table (`table.denied`); a view or materialized view whose definition reads, at
+ * any depth of views, a denied table (`table.denied`) or a table with masked columns
+ * (`masked_columns.view`: the gateway cannot tell which of its columns is which), unless
+ * allowed_tables names the view itself (the operator's choice of what it shows, as a projection
+ * that leaves those columns out), not through `schema.*`.
  */
 export function viewCheck(analysis: StatementAnalysis, policy: Pick<PolicyRules, 'allowed_tables' | 'masked_columns' | 'denied_tables'>, catalog: UpstreamCatalog | undefined): Refusal | null {
   if (!catalog) return null;
   const maskedTables = new Set(Object.keys(policy.masked_columns).map((key) => qualified(tableAndColumn(key).table)));
   const denied = policy.denied_tables ?? [];
   if (maskedTables.size === 0 && denied.length === 0) return null;
+  const deniedShown = deniedRows(denied, catalog);
   for (const use of analysis.relations) {
     for (const candidate of use.candidates) {
       const kind = catalog.relation(candidate)?.kind;
       const name = qualified(candidate);
+      const rowsOf = deniedShown.get(name);
+      if (rowsOf !== undefined) {
+        return refusal('table.denied', `${name} shows rows of ${rowsOf}, which is on this credential's denied tables, as its partition or inheritance child, or its partitioned table (rule table.denied); query other tables.`, name);
+      }
       if ((kind !== 'view' && kind !== 'matview') || policy.allowed_tables.includes(name)) continue;
       const reach = readReach([name], catalog).filter((table) => table !== name);
       const what = `${kind === 'view' ? 'view' : 'materialized view'} ${name}`;
@@ -118,6 +125,16 @@ export function viewCheck(analysis: StatementAnalysis, policy: Pick<PolicyRules,
     }
   }
   return null;
+}
+
+/** The relations that show a denied table's rows under another name (sameRows), each with the denied table. */
+function deniedRows(denied: readonly string[], catalog: UpstreamCatalog): ReadonlyMap<string, string> {
+  const shown = new Map<string, string>();
+  for (const entry of denied) {
+    if (entry.endsWith('.*')) continue;
+    for (const relation of sameRows(relationOf(entry), catalog)) if (!listNames(denied, relation)) shown.set(qualified(relation), entry);
+  }
+  return shown;
 }
 
 const refusal = (rule: string, reason: string, view: string): Refusal => ({ rule, reason, sqlstate: INSUFFICIENT_PRIVILEGE, blocked: [view] });

@@ -52,7 +52,7 @@ beforeAll(async () => {
       insert into customer_snapshots select 1, c, array[c] from customers c where id = 1;`),
   );
   agent = await registerAgentWith(gateway, POLICY);
-  denier = await registerAgentWith(gateway, { name: 'denier', read_only: true, allowed_tables: ['public.*'], denied_tables: ['public.customers'] });
+  denier = await registerAgentWith(gateway, { name: 'denier', read_only: true, allowed_tables: ['public.*'], denied_tables: ['public.customers', 'public.people'] });
   projection = await registerAgentWith(gateway, { ...POLICY, name: 'projection reader', allowed_tables: ['public.customers', 'public.customer_ids', 'public.customer_contacts'] });
   mcpUrl = `${await listenForAgents(gateway)}/mcp`;
 });
@@ -113,7 +113,7 @@ describe('a view or materialized view over a masked table is refused', () => {
   });
 });
 
-describe('a view over a denied table is refused as the table is', () => {
+describe('a view, partition or inheritance child of a denied table is refused as the table is', () => {
   it('on the simple and extended protocol and MCP (it returned the denied table’s rows)', async () => {
     for (const sql of ['SELECT contact FROM customer_contacts', 'SELECT email FROM customer_emails']) {
       for (const mode of ['simple', 'extended'] as const) {
@@ -125,6 +125,11 @@ describe('a view over a denied table is refused as the table is', () => {
       expect(JSON.stringify(mcp)).not.toMatch(RAW_EMAIL);
     }
     expect(await onWire('SELECT id FROM order_totals WHERE id = 1', 'simple', denier)).toEqual({ rows: [{ id: 1 }] });
+    for (const [sql, rowsOf] of [['SELECT email FROM people_b1', 'public.people'], ['SELECT email FROM customers_archive', 'public.customers']] as const) {
+      for (const mode of ['simple', 'extended'] as const) {
+        expect(await onWire(sql, mode, denier), `${mode}: ${sql}`).toEqual({ code: '42501', message: expect.stringContaining(`shows rows of ${rowsOf}, which is on this credential's denied tables`) as unknown });
+      }
+    }
   });
 });
 

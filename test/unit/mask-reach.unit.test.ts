@@ -110,3 +110,15 @@ describe('a view or materialized view reaching a denied table', () => {
     expect(decide('SELECT id, total FROM order_totals', { ...rules, denied_tables: ['public.orders'], allowed_tables: ['public.order_totals'] })).toMatchObject({ action: 'allow' });
   });
 });
+
+it('a partition, inheritance child or partitioned table of a denied table is refused as the table is', () => {
+  const rules = { ...policy({}), denied_tables: ['public.people', 'public.customers_archive'] };
+  expect(decide('SELECT id FROM people_a', rules)).toMatchObject({
+    action: 'refuse', rule: 'table.denied', tablesBlocked: ['public.people_a'],
+    reason: "public.people_a shows rows of public.people, which is on this credential's denied tables, as its partition or inheritance child, or its partitioned table (rule table.denied); query other tables.",
+  });
+  expect(decide('SELECT id FROM customers_old', rules)).toMatchObject({ action: 'refuse', rule: 'table.denied' });
+  expect(decide('SELECT id FROM customers', rules)).toMatchObject({ action: 'allow' });
+  expect(decide('SELECT id FROM people', { ...rules, denied_tables: ['public.people_b'] })).toMatchObject({ action: 'refuse', rule: 'table.denied' });
+  expect(decide('SELECT id FROM people_a', { ...rules, denied_tables: ['public.people_b'] })).toMatchObject({ action: 'allow' });
+});
