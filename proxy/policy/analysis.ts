@@ -50,6 +50,8 @@ export interface ColumnName {
 export interface ColumnUse {
   /** Base columns the reference may bind to; it binds to one of them or the statement fails upstream. */
   readonly candidates: readonly ColumnName[];
+  /** Candidates another FROM item may supply the name instead of (scope.ts Binding.shadowed); absent: none. */
+  readonly shadowed?: readonly ColumnName[];
   /** Slot of the ColumnRef node in the statement tree, for the masking rewrite. */
   readonly path: Path;
   /** False where an expression cannot stand in for the name (JOIN USING, DDL, COPY column lists). */

@@ -6,6 +6,7 @@ import { catalogRowFilters } from './catalog-rows.js';
 import { expandForMasks } from './expansion.js';
 import { SIZING_KEY } from './hash-key.js';
 import { applyMasks, maskExpression, type MaskEdit } from './mask.js';
+import { catalogMasks, rowColumnMasks, viewCheck } from './mask-reach.js';
 import { qualified } from './names.js';
 import { MAX_SQL_BYTES, MAX_TREE_NODES, measureTree, tooComplex, type ParseFailure } from './parser.js';
 import { migrationFindings } from './migration.js';
@@ -66,7 +67,9 @@ function tables(analysis: StatementAnalysis, written: boolean): string[] {
 }
 
 /** Applies one policy to one analyzed statement: the first rule that refuses decides, in the order of the checks below. */
-export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, session: AnalysisSession = {}): PolicyDecision {
+export function decidePolicy(analysis: StatementAnalysis, rules: PolicyRules, session: AnalysisSession = {}): PolicyDecision {
+  const masked = rowColumnMasks(catalogMasks(rules.masked_columns, session.catalog), analysis, session.catalog);
+  const policy = masked === rules.masked_columns ? rules : { ...rules, masked_columns: masked };
   const facts = {
     statementKind: analysis.kind,
     tablesRead: tables(analysis, false),
@@ -76,7 +79,7 @@ export function decidePolicy(analysis: StatementAnalysis, policy: PolicyRules, s
   };
   const trip = canaryCheck(analysis, policy);
   if (trip) return refused(facts, disguise(analysis, { ...policy, denied: trip.denied }, trip));
-  const refusal = checks(analysis, policy);
+  const refusal = checks(analysis, policy) ?? viewCheck(analysis, policy, session.catalog);
   if (refusal) return refused(facts, refusal);
   // Masks are computed on the statement with its stars and positional constructs over masked tables written out.
   const expanded = expandForMasks(analysis, policy, session);

@@ -42,7 +42,8 @@ function columnRef(ctx: Ctx, level: Level, reader: Reader, at: At): void {
   ctx.out.bind(lookupSteps(level));
   const binding = bindColumnRef(level, parts);
   if (binding.columns.length > 0) {
-    ctx.out.columns.push({ candidates: binding.columns, path: pathOf(at.slot), rewritable: ctx.rewritable, written: false, text });
+    const shadowed = binding.shadowed.length > 0 ? { shadowed: binding.shadowed } : {};
+    ctx.out.columns.push({ candidates: binding.columns, ...shadowed, path: pathOf(at.slot), rewritable: ctx.rewritable, written: false, text });
   }
   for (const { tables, form } of binding.wholeRows) ctx.out.wholeRows.push({ tables, form, text });
 }

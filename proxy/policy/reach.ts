@@ -1,7 +1,8 @@
 import { qualified, type RelationName } from './names.js';
 import type { CatalogRelation, UpstreamCatalog } from './upstream-catalog.js';
 
-function relationOf(table: string): RelationName {
+/** `schema.table` as a relation name. */
+export function relationOf(table: string): RelationName {
   const dot = table.indexOf('.');
   return { schema: table.slice(0, dot), name: table.slice(dot + 1) };
 }
@@ -48,4 +49,13 @@ export function writeReach(written: readonly string[], catalog: UpstreamCatalog 
 export function readReach(read: readonly string[], catalog: UpstreamCatalog | undefined): readonly string[] | undefined {
   if (!catalog || read.length === 0) return read;
   return closure(read, catalog, (relation) => (relation?.readsRunCode ? undefined : (relation?.viewReads ?? [])));
+}
+
+/**
+ * The relations whose rows a read of `read` may show through views and materialized views, at any
+ * depth (`viewReads`), for the policy's masks and denials; the relations functions called by a view
+ * read are not followed (docs/policy.md, known limits).
+ */
+export function viewedRelations(read: readonly string[], catalog: UpstreamCatalog): readonly string[] {
+  return closure(read, catalog, (relation) => relation?.viewReads ?? []) ?? read;
 }

@@ -309,6 +309,13 @@ export function maskCheck(analysis: StatementAnalysis, policy: PolicyRules): Ref
     if (hits.some((hit) => hit.mode !== first.mode)) {
       return refuse('masked_columns.ambiguous', `${use.text} may denote masked columns ${hits.map((hit) => hit.column).join(', ')} with different masks (rule masked_columns.ambiguous); qualify it with its table.`);
     }
+    const stand = first.mode === 'hash' ? use.shadowed?.find((candidate) => policy.masked_columns[`${qualified(candidate.table)}.${candidate.column}`] === 'hash') : undefined;
+    if (stand) {
+      return refuse(
+        'masked_columns.ambiguous',
+        `${use.text} may denote ${qualified(stand.table)}.${stand.column}, masked with hash, or a column of another FROM item as near to it, whose values the hash would then be computed on (rule masked_columns.ambiguous); qualify it with an alias no other FROM item of the statement uses.`,
+      );
+    }
     edits.push({ column: first.column, mode: first.mode, path: use.path, text: use.text });
   }
   return edits;

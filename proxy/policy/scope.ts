@@ -63,6 +63,12 @@ export class Level {
 
 export interface Binding {
   readonly columns: readonly ColumnName[];
+  /**
+   * The candidates another FROM item may supply the name instead of, from their own query level or
+   * a nearer one (PostgreSQL binds a name at the nearest level that has it): a mask on such a
+   * candidate would be computed on whatever the other item holds.
+   */
+  readonly shadowed: readonly ColumnName[];
   readonly wholeRows: readonly { readonly tables: readonly RelationName[]; readonly form: WholeRowForm }[];
 }
 
@@ -85,26 +91,52 @@ function addTables(tables: RelationName[], entry: RangeEntry): void {
   else if (entry.kind === 'join') for (const member of entry.members) addTables(tables, member);
 }
 
+/** A FROM item found by a lookup, with the number of query levels between it and the reference. */
+interface Found {
+  readonly entry: RangeEntry;
+  readonly depth: number;
+}
+
 /**
  * Entries a qualifier (`t`, `s.t`, `db.s.t`) may denote, at every level. Visibility is
  * over-approximated on purpose: a reference bound to more candidates is masked or refused more
  * often, never less.
  */
-function qualified(level: Level, qualifier: readonly string[]): RangeEntry[] {
+function qualifiedAt(level: Level, qualifier: readonly string[]): Found[] {
   const refname = qualifier[qualifier.length - 1];
   const schema = qualifier.length >= 2 ? qualifier[qualifier.length - 2] : undefined;
-  const found: RangeEntry[] = [];
-  for (let current: Level | null = level; current !== null; current = current.parent) {
+  const found: Found[] = [];
+  let depth = 0;
+  for (let current: Level | null = level; current !== null; current = current.parent, depth++) {
     for (const entry of current.entries) {
       if (entry.refname !== refname) continue;
-      if (schema === undefined) found.push(entry);
+      if (schema === undefined) found.push({ entry, depth });
       else if (entry.kind === 'table' && !entry.aliased) {
         const tables = entry.tables.filter((table) => table.schema === schema);
-        if (tables.length > 0) found.push({ kind: 'table', refname: entry.refname, aliased: entry.aliased, tables });
+        if (tables.length > 0) found.push({ entry: { kind: 'table', refname: entry.refname, aliased: entry.aliased, tables }, depth });
       }
     }
   }
   return found;
+}
+
+function qualified(level: Level, qualifier: readonly string[]): RangeEntry[] {
+  return qualifiedAt(level, qualifier).map((found) => found.entry);
+}
+
+/** Whether a FROM item may have a column of that name (it may, unless its columns are known and lack it). */
+function mayHave(entry: RangeEntry, column: string): boolean {
+  return entry.kind !== 'join' && (entry.columns === undefined || entry.columns.includes(column));
+}
+
+/** The candidates of `found`'s tables that one of `sources` other than their own, as near or nearer, may stand in for. */
+function shadowedOf(found: readonly Found[], sources: readonly Found[], column: string): ColumnName[] {
+  const shadowed: ColumnName[] = [];
+  for (const { entry, depth } of found) {
+    if (entry.kind !== 'table') continue;
+    if (sources.some((other) => other.entry !== entry && other.depth <= depth)) shadowed.push(...columnsOf(entry.tables, column));
+  }
+  return shadowed;
 }
 
 /** One candidate per distinct table: a self-join repeated a thousand times binds a name to one column, not a thousand. */
@@ -127,20 +159,27 @@ export function bindColumnRef(level: Level, parts: readonly RefPart[]): Binding 
   if (last === STAR) {
     const entries = qualifier.length === 0 ? level.entries.filter((entry) => entry.kind !== 'join') : qualified(level, qualifier);
     const tables = tablesOfAll(entries);
-    return { columns: [], wholeRows: tables.length > 0 ? [{ tables, form: 'star' }] : [] };
+    return { columns: [], shadowed: [], wholeRows: tables.length > 0 ? [{ tables, form: 'star' }] : [] };
   }
-  if (last === undefined) return { columns: [], wholeRows: [] };
+  if (last === undefined) return { columns: [], shadowed: [], wholeRows: [] };
   if (qualifier.length === 0) {
     const tables: RelationName[] = [];
-    for (let current: Level | null = level; current !== null; current = current.parent) {
-      for (const entry of current.entries) if (entry.kind === 'table') addTables(tables, entry);
+    const found: Found[] = [];
+    let depth = 0;
+    for (let current: Level | null = level; current !== null; current = current.parent, depth++) {
+      for (const entry of current.entries) {
+        if (entry.kind === 'table') addTables(tables, entry);
+        found.push({ entry, depth });
+      }
     }
+    const sources = found.filter((item) => mayHave(item.entry, last));
     const rowTables = tablesOfAll(qualified(level, [last]));
-    return { columns: columnsOf(tables, last), wholeRows: rowTables.length > 0 ? [{ tables: rowTables, form: 'row' }] : [] };
+    return { columns: columnsOf(tables, last), shadowed: shadowedOf(found, sources, last), wholeRows: rowTables.length > 0 ? [{ tables: rowTables, form: 'row' }] : [] };
   }
-  const tables = tablesOfAll(qualified(level, qualifier));
+  const found = qualifiedAt(level, qualifier);
+  const tables = tablesOfAll(found.map((item) => item.entry));
   const viaFunction = ROW_FUNCTION_NAMES.has(last) && tables.length > 0;
-  return { columns: columnsOf(tables, last), wholeRows: viaFunction ? [{ tables, form: 'function_notation' }] : [] };
+  return { columns: columnsOf(tables, last), shadowed: shadowedOf(found, found, last), wholeRows: viaFunction ? [{ tables, form: 'function_notation' }] : [] };
 }
 
 /** The work of a name lookup at `level`: the levels it climbs and the FROM items it scans, its own and every enclosing level's. */

@@ -21,7 +21,7 @@ export interface CatalogRelation {
   readonly writesReach: readonly RelationName[];
   /** A write to it runs code the gateway does not read: a trigger of its own (not a foreign key's) or a rule. */
   readonly writesRunCode: boolean;
-  /** A view: the relations its definition reads (what a cached read of it depends on). */
+  /** A view or materialized view: the relations its definition reads (what a cached read of it depends on, and what it may show). */
   readonly viewReads: readonly RelationName[];
   /**
    * A read of it runs code that may read relations the gateway does not follow, or whose result is
@@ -30,6 +30,10 @@ export interface CatalogRelation {
    * security policies (their expressions may read other tables).
    */
   readonly readsRunCode: boolean;
+  /** The other members of its partition tree whose rows its reads show or whose reads show its rows: its partition ancestors and its partitions at every level (not its siblings). */
+  readonly partitionTree: readonly RelationName[];
+  /** Its columns whose type is a relation's row type (directly, as an array, or through a domain): each holds whole rows of that relation. */
+  readonly rowColumns: readonly { readonly column: string; readonly of: RelationName }[];
 }
 
 export interface UpstreamCatalog {

@@ -9,12 +9,13 @@ import { cacheableBuiltin } from '../cache/cacheable.js';
  * outside pg_toast and temporary schemas, with its columns in order and its plain-inheritance
  * children (partitions are not listed: a partitioned table's partitions count as the table), the
  * tables a write to it may change too (its partition tree, foreign keys that cascade from it) and
- * whether a write to it runs a trigger or rule of the database's, a view's own relations, the
- * functions a view calls other than immutable built-ins and stable built-in operators (from its
+ * whether a write to it runs a trigger or rule of the database's, a view's or materialized view's own relations,
+ * the functions a view calls other than immutable built-ins and stable built-in operators (from its
  * stored query tree, which names every function, operator, aggregate, window function and sampling
- * method it runs: the catalog records no dependency on a built-in), and whether row-level security
- * policies apply to reads of it; and for each
- * function and operator name, the schemas other than pg_catalog that define one.
+ * method it runs: the catalog records no dependency on a built-in), whether row-level security
+ * policies apply to reads of it, the other members of its partition tree (ancestors and partitions)
+ * and its columns typed as a relation's rows; and for each function and operator name, the schemas
+ * other than pg_catalog that define one.
  * One row per item, each a JSON array: a row stays small whatever the size of the catalog, and
  * the rows' order is fixed, so the same catalog always reads as the same text.
  */
@@ -36,7 +37,7 @@ export const CATALOG_SQL = `select k, v from (
       or exists (select from pg_catalog.pg_rewrite w where w.ev_class = c.oid and w.rulename <> '_RETURN'),
     coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(vn.nspname, vc.relname) order by vn.nspname, vc.relname)
       from (select distinct d.refobjid from pg_catalog.pg_rewrite w join pg_catalog.pg_depend d on d.objid = w.oid
-        where c.relkind = 'v' and w.ev_class = c.oid and w.rulename = '_RETURN' and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
+        where c.relkind in ('v', 'm') and w.ev_class = c.oid and w.rulename = '_RETURN' and d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass
           and d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass and d.refobjid <> c.oid) used
       join pg_catalog.pg_class vc on vc.oid = used.refobjid join pg_catalog.pg_namespace vn on vn.oid = vc.relnamespace), '[]'),
     coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(fn.nspname, f.proname, f.provolatile) order by fn.nspname, f.proname, f.provolatile)
@@ -45,7 +46,17 @@ export const CATALOG_SQL = `select k, v from (
         where c.relkind = 'v' and w.ev_class = c.oid and w.rulename = '_RETURN') called
       join pg_catalog.pg_proc f on f.oid = called.fid join pg_catalog.pg_namespace fn on fn.oid = f.pronamespace
       where fn.nspname <> 'pg_catalog' or f.provolatile = 'v' or (not called.op and f.provolatile <> 'i')), '[]'),
-    c.relrowsecurity and exists (select from pg_catalog.pg_policy rp where rp.polrelid = c.oid))::text as v
+    c.relrowsecurity and exists (select from pg_catalog.pg_policy rp where rp.polrelid = c.oid),
+    coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(tn.nspname, tc.relname) order by tn.nspname, tc.relname)
+      from (select a.relid from pg_catalog.pg_partition_ancestors(c.oid) a union select t.relid from pg_catalog.pg_partition_tree(c.oid) t) tree
+      join pg_catalog.pg_class tc on tc.oid = tree.relid join pg_catalog.pg_namespace tn on tn.oid = tc.relnamespace
+      where tree.relid <> c.oid), '[]'),
+    coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(a.attname, en.nspname, ec.relname) order by a.attnum)
+      from pg_catalog.pg_attribute a join pg_catalog.pg_type t on t.oid = a.atttypid
+        join pg_catalog.pg_type b on b.oid = case when t.typtype = 'd' then t.typbasetype else t.oid end
+        join pg_catalog.pg_type e on e.oid = case when b.typcategory = 'A' then b.typelem else b.oid end
+        join pg_catalog.pg_class ec on ec.oid = e.typrelid join pg_catalog.pg_namespace en on en.oid = ec.relnamespace
+      where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped), '[]'))::text as v
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
   where c.relkind in ('r', 'p', 'v', 'm', 'f') and n.nspname <> 'pg_toast' and n.nspname !~ '^pg_(toast_)?temp_'
   union all
@@ -79,6 +90,15 @@ const key = (schema: string, name: string): string => `${schema}\u0000${name}`;
 function strings(value: unknown, what: string): string[] {
   if (!Array.isArray(value) || !value.every((item) => typeof item === 'string')) throw new CatalogShapeError(`${what} is not a list of names`);
   return value as string[];
+}
+
+/** `[schema, name]` pairs as relation names; `what` names one of them in the error. */
+function relationNames(pairs: readonly unknown[], what: string): RelationName[] {
+  return pairs.map((pair) => {
+    const [schema, name] = strings(pair, what);
+    if (schema === undefined || name === undefined) throw new CatalogShapeError(`${what} without its name`);
+    return { schema, name };
+  });
 }
 
 class Snapshot implements UpstreamCatalog {
@@ -123,31 +143,27 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
     }
     if (!Array.isArray(item)) throw new CatalogShapeError('a catalog row that is not a list');
     if (kind === 'r') {
-      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, viewCalls, rowSecurity] = item as unknown[];
+      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, viewCalls, rowSecurity, partitionTree, rowColumns] = item as unknown[];
       const relationKind = KINDS[String(relkind)];
       if (typeof schema !== 'string' || typeof name !== 'string' || !relationKind) throw new CatalogShapeError('a relation row without schema, name or kind');
       if (!Array.isArray(inheritors)) throw new CatalogShapeError(`the inheritors of ${schema}.${name} are not a list`);
       if (!Array.isArray(reach) || typeof runsCode !== 'boolean') throw new CatalogShapeError(`what a write to ${schema}.${name} reaches is not a list and a flag`);
       if (!Array.isArray(viewReads)) throw new CatalogShapeError(`the relations ${schema}.${name} reads are not a list`);
       if (!Array.isArray(viewCalls) || typeof rowSecurity !== 'boolean') throw new CatalogShapeError(`the functions ${schema}.${name} calls are not a list and a flag`);
+      if (!Array.isArray(partitionTree)) throw new CatalogShapeError(`the partition tree of ${schema}.${name} is not a list`);
+      if (!Array.isArray(rowColumns)) throw new CatalogShapeError(`the row-typed columns of ${schema}.${name} are not a list`);
       relations.set(key(schema, name), {
         kind: relationKind,
         columns: strings(columns, `the columns of ${schema}.${name}`),
-        inheritors: inheritors.map((pair) => {
-          const [childSchema, childName] = strings(pair, `an inheritor of ${schema}.${name}`);
-          if (childSchema === undefined || childName === undefined) throw new CatalogShapeError(`an inheritor of ${schema}.${name} without its name`);
-          return { schema: childSchema, name: childName };
-        }),
-        writesReach: reach.map((pair) => {
-          const [reachedSchema, reachedName] = strings(pair, `a table a write to ${schema}.${name} reaches`);
-          if (reachedSchema === undefined || reachedName === undefined) throw new CatalogShapeError(`a table a write to ${schema}.${name} reaches without its name`);
-          return { schema: reachedSchema, name: reachedName };
-        }),
+        inheritors: relationNames(inheritors, `an inheritor of ${schema}.${name}`),
+        writesReach: relationNames(reach, `a table a write to ${schema}.${name} reaches`),
         writesRunCode: runsCode,
-        viewReads: viewReads.map((pair) => {
-          const [readSchema, readName] = strings(pair, `a relation ${schema}.${name} reads`);
-          if (readSchema === undefined || readName === undefined) throw new CatalogShapeError(`a relation ${schema}.${name} reads without its name`);
-          return { schema: readSchema, name: readName };
+        viewReads: relationNames(viewReads, `a relation ${schema}.${name} reads`),
+        partitionTree: relationNames(partitionTree, `a member of the partition tree of ${schema}.${name}`),
+        rowColumns: rowColumns.map((triple) => {
+          const [column, ofSchema, ofName] = strings(triple, `a row-typed column of ${schema}.${name}`);
+          if (column === undefined || ofSchema === undefined || ofName === undefined) throw new CatalogShapeError(`a row-typed column of ${schema}.${name} without its type's relation`);
+          return { column, of: { schema: ofSchema, name: ofName } };
         }),
         readsRunCode: rowSecurity || viewCalls.some((call) => !cacheableCall(strings(call, `a function ${schema}.${name} calls`))),
       });

@@ -55,6 +55,9 @@ beforeAll(async () => {
       create trigger entries_touched after insert on entries for each row execute function entries_touched();
       create schema "odd.schema"; create table "odd.schema"."a.b" (x int);
       create view v as select id from parent;
+      create materialized view mv as select id from v;
+      create domain parent_row as parent;
+      create table snaps (id int, one parent, many parent[], via parent_row);
       create function public.md5(integer) returns text language sql as 'select ''x''';
       create function public.lower(integer) returns text language sql as 'select ''y''';
       create operator public.=== (leftarg = int, rightarg = int, function = int4eq);
@@ -87,17 +90,20 @@ describe('the catalog snapshot', () => {
       const lease = await snapshots.lease(handleAs(owner()));
       const catalog = lease.current();
       if (isUnavailable(catalog)) throw new Error(catalog.unavailable);
-      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false });
-      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false });
+      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
       // Partitions are not inheritors: they count as the partitioned table.
       // ... but a write to one reaches the other.
-      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [], readsRunCode: false });
-      expect(catalog.relation({ schema: 'public', name: 'events_2020' })?.writesReach).toEqual([{ schema: 'public', name: 'events' }]);
+      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [{ schema: 'public', name: 'events_2020' }], rowColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'events_2020' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'events' }], partitionTree: [{ schema: 'public', name: 'events' }] });
       // A foreign key that cascades from a table is reached by its writes; one with no action is not. A trigger runs code.
-      expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [], readsRunCode: false });
-      expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [], readsRunCode: false });
-      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false });
+      expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
+      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
       expect(catalog.relation({ schema: 'public', name: 'v' })).toMatchObject({ kind: 'view', viewReads: [{ schema: 'public', name: 'parent' }] });
+      expect(catalog.relation({ schema: 'public', name: 'mv' })).toMatchObject({ kind: 'matview', viewReads: [{ schema: 'public', name: 'v' }] });
+      const parent = { schema: 'public', name: 'parent' };
+      expect(catalog.relation({ schema: 'public', name: 'snaps' })?.rowColumns).toEqual([{ column: 'one', of: parent }, { column: 'many', of: parent }, { column: 'via', of: parent }]);
       // A view calling a function of the database's (SQL or plpgsql, directly or as an operator's) or a volatile one runs code on a read; immutable and vetted stable built-ins do not.
       for (const view of ['calls_sql', 'calls_plpgsql', 'calls_random', 'calls_operator']) expect(catalog.relation({ schema: 'public', name: view })?.readsRunCode, view).toBe(true);
       for (const view of ['v', 'calls_builtins', 'over_calls']) expect(catalog.relation({ schema: 'public', name: view })?.readsRunCode, view).toBe(false);

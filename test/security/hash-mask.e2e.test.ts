@@ -172,3 +172,40 @@ describe('the key is never shown', () => {
     for (const secret of secrets) expect(JSON.stringify(recorded())).not.toContain(secret);
   });
 });
+
+describe('no keyed-hash oracle', () => {
+  // Before: each name also bound to customers.email (an outer level, or an alias reused), so the gateway hashed the agent's own guess under the project's key.
+  const oracles = [
+    `SELECT (SELECT email FROM (VALUES ('${EMAIL_1}')) v(email)) AS h FROM customers WHERE id = 1`,
+    `WITH v(email) AS (VALUES ('${EMAIL_1}')) SELECT (SELECT email FROM v) AS h FROM customers WHERE id = 1`,
+    `SELECT id FROM customers WHERE email IN (SELECT email FROM (VALUES ('${EMAIL_1}')) v(email))`,
+    `SELECT (SELECT c.email FROM (VALUES ('${EMAIL_1}')) c(email)) AS h FROM customers c WHERE c.id = 1`,
+  ];
+
+  it('a hash is never computed on a value another FROM item supplies: refused on the wire (simple, extended) and MCP', async () => {
+    const digest = createHmac('sha256', await projectKey(gateway.projectId)).update(EMAIL_1).digest('hex');
+    for (const sql of oracles) {
+      for (const queryMode of ['simple', 'extended'] as const) {
+        const client = new pg.Client({ connectionString: agents.here.connection_string });
+        await client.connect();
+        const outcome = await client.query({ text: sql, queryMode } as pg.QueryConfig).then(
+          (result) => ({ rows: result.rows }),
+          (error: pg.DatabaseError) => ({ code: error.code, message: error.message }),
+        );
+        await client.end();
+        expect(outcome, `${queryMode}: ${sql}`).toEqual({ code: '42501', message: expect.stringContaining('masked with hash, or a column of another FROM item as near to it') as unknown });
+        expect((outcome as { message: string }).message).toContain('(rule masked_columns.ambiguous)');
+      }
+      const mcp = await withAgentMcp(`${base}/mcp`, agents.here, async (client) => callTool(client, 'query', { sql }));
+      expect(mcp.isError, sql).toBe(true);
+      expect(JSON.stringify(mcp)).toContain('decision_rule masked_columns.ambiguous, SQLSTATE 42501');
+      expect(JSON.stringify(mcp)).not.toContain(digest);
+    }
+  });
+
+  it('the column itself, qualified or alone in its scope, still reads hashed', async () => {
+    const digest = createHmac('sha256', await projectKey(gateway.projectId)).update(EMAIL_1).digest('hex');
+    expect((await wire(agents.here, 'SELECT c.email FROM customers c JOIN contacts k ON k.customer_id = c.id WHERE c.id = 1')).rows).toEqual([{ email: digest }]);
+    expect((await wire(agents.here, 'SELECT (SELECT c.email FROM contacts k WHERE k.customer_id = c.id) AS h FROM customers c WHERE c.id = 1')).rows).toEqual([{ h: digest }]);
+  });
+});

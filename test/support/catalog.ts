@@ -7,7 +7,7 @@ export function handCatalog(tables: Readonly<Record<string, readonly string[]>>,
     version,
     relation: (name: RelationName): CatalogRelation | undefined => {
       const columns = tables[qualified(name)];
-      return columns ? { kind: 'table', columns, inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false } : undefined;
+      return columns ? { kind: 'table', columns, inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] } : undefined;
     },
     functionSchemas: () => [],
     operatorSchemas: () => [],

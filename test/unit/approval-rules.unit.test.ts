@@ -164,17 +164,17 @@ describe('approval holds, properties', () => {
 
 describe('writes that reach a held table without naming it (heldThrough)', () => {
   const relations: Record<string, CatalogRelation> = {
-    'public.orders': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_child' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.orders_child': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.orders_grandchild': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.orders_view': { kind: 'view', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.events': { kind: 'partitioned', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.remote': { kind: 'foreign', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.notes': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.orders_2026': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.customers': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'carts' }], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.carts': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [], readsRunCode: false },
-    'public.logged': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: true, viewReads: [], readsRunCode: false },
+    'public.orders': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_child' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.orders_child': { kind: 'table', columns: ['id'], inheritors: [{ schema: 'public', name: 'orders_grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.orders_grandchild': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.orders_view': { kind: 'view', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.events': { kind: 'partitioned', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.remote': { kind: 'foreign', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.notes': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.orders_2026': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.customers': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'carts' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.carts': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [{ schema: 'public', name: 'orders' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
+    'public.logged': { kind: 'table', columns: ['id'], inheritors: [], writesReach: [], writesRunCode: true, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] },
   };
   const catalog: UpstreamCatalog = { version: '1', relation: (name) => relations[`${name.schema}.${name.name}`], functionSchemas: () => [], operatorSchemas: () => [] };
   const held = rule({ tables: ['public.orders'] });

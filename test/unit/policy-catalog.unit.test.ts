@@ -17,17 +17,17 @@ beforeAll(loadParser);
 const ROWS: [string, string][] = [
   ['f', '["md5", ["public"]]'],
   ['o', '["===", ["public"]]'],
-  ['r', '["public", "customers", "r", ["id", "email"], [], [], false, [], [], false]'],
-  ['r', '["public", "events", "p", ["id", "at"], [], [], false, [], [], false]'],
-  ['r', '["public", "ledger", "r", ["id"], [["public", "ledger_child"]], [], false, [], [], false]'],
-  ['r', '["public", "ledger_child", "r", ["id"], [], [], false, [], [], false]'],
-  ['r', '["public", "orders", "r", ["id", "total"], [["public", "orders_archive"]], [], false, [], [], false]'],
-  ['r', '["public", "orders_archive", "r", ["id", "total", "archived_at"], [["public", "orders_archive_old"]], [], false, [], [], false]'],
-  ['r', '["public", "orders_archive_old", "r", ["id", "total", "archived_at"], [], [], false, [], [], false]'],
-  ['r', '["pg_catalog", "pg_class", "r", ["oid", "relname", "relnamespace"], [], [], false, [], [], false]'],
-  ['r', '["pg_catalog", "pg_type", "r", ["oid", "typname"], [], [], false, [], [], false]'],
-  ['r', '["pg_catalog", "pg_attribute", "r", ["attrelid", "attname"], [], [], false, [], [], false]'],
-  ['r', '["pg_catalog", "pg_attrdef", "r", ["adrelid", "adbin"], [], [], false, [], [], false]'],
+  ['r', '["public", "customers", "r", ["id", "email"], [], [], false, [], [], false, [], []]'],
+  ['r', '["public", "events", "p", ["id", "at"], [], [], false, [], [], false, [], []]'],
+  ['r', '["public", "ledger", "r", ["id"], [["public", "ledger_child"]], [], false, [], [], false, [], []]'],
+  ['r', '["public", "ledger_child", "r", ["id"], [], [], false, [], [], false, [], []]'],
+  ['r', '["public", "orders", "r", ["id", "total"], [["public", "orders_archive"]], [], false, [], [], false, [], []]'],
+  ['r', '["public", "orders_archive", "r", ["id", "total", "archived_at"], [["public", "orders_archive_old"]], [], false, [], [], false, [], []]'],
+  ['r', '["public", "orders_archive_old", "r", ["id", "total", "archived_at"], [], [], false, [], [], false, [], []]'],
+  ['r', '["pg_catalog", "pg_class", "r", ["oid", "relname", "relnamespace"], [], [], false, [], [], false, [], []]'],
+  ['r', '["pg_catalog", "pg_type", "r", ["oid", "typname"], [], [], false, [], [], false, [], []]'],
+  ['r', '["pg_catalog", "pg_attribute", "r", ["attrelid", "attname"], [], [], false, [], [], false, [], []]'],
+  ['r', '["pg_catalog", "pg_attrdef", "r", ["adrelid", "adbin"], [], [], false, [], [], false, [], []]'],
 ];
 const catalog: UpstreamCatalog = catalogFromRows(ROWS);
 
@@ -44,7 +44,7 @@ function decide(sql: string, rules: PolicyRules = policy, on: UpstreamCatalog | 
 
 describe('catalogFromRows', () => {
   it('builds relations, inheritors, and function and operator schemas', () => {
-    expect(catalog.relation({ schema: 'public', name: 'orders' })).toEqual({ kind: 'table', columns: ['id', 'total'], inheritors: [{ schema: 'public', name: 'orders_archive' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false });
+    expect(catalog.relation({ schema: 'public', name: 'orders' })).toEqual({ kind: 'table', columns: ['id', 'total'], inheritors: [{ schema: 'public', name: 'orders_archive' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
     expect(catalog.relation({ schema: 'public', name: 'events' })?.kind).toBe('partitioned');
     expect(catalog.relation({ schema: 'public', name: 'missing' })).toBeUndefined();
     expect(catalog.functionSchemas('md5')).toEqual(['public']);
@@ -64,11 +64,14 @@ describe('catalogFromRows', () => {
 
   it('refuses rows of another shape rather than guess', () => {
     const shapes = [
-      ['r', 'not json'], ['r', '["public"]'], ['r', '["public", "t", "x", [], [], [], false, [], [], false]'], ['r', '["public", "t", "r", [1], [], [], false, []]'],
+      ['r', 'not json'], ['r', '["public"]'], ['r', '["public", "t", "x", [], [], [], false, [], [], false, [], false]'], ['r', '["public", "t", "r", [1], [], [], false, []]'],
       ['r', '["public", "t", "r", [], [], [], false]'], ['r', '["public", "t", "r", [], [], [["public"]], false, []]'], ['r', '["public", "t", "r", [], [], [], "no", []]'],
       ['r', '["public", "t", "r", [], [], [], false]'], ['r', '["public", "t", "r", [], [], [], false, [["public"]]]'],
-      ['r', '["public", "t", "r", [], [], [], false, []]'], ['r', '["public", "t", "v", [], [], [], false, [], "f", false]'],
-      ['r', '["public", "t", "v", [], [], [], false, [], [], "no"]'], ['r', '["public", "t", "v", [], [], [], false, [], [[1, 2, 3]], false]'],
+      ['r', '["public", "t", "r", [], [], [], false, []]'], ['r', '["public", "t", "v", [], [], [], false, [], [], false, "f", false]'],
+      ['r', '["public", "t", "v", [], [], [], false, [], [], false, [], "no"]'], ['r', '["public", "t", "v", [], [], [], false, [], [], false, [[1, 2, 3]], false]'],
+      ['r', 'not json'], ['r', '["public"]'], ['r', '["public", "t", "x", [], [], [], false, []]'], ['r', '["public", "t", "r", [1], [], [], false, [], []]'],
+      ['r', '["public", "t", "r", [], []]'], ['r', '["public", "t", "r", [], [], [["public"]], false, []]'], ['r', '["public", "t", "r", [], [], [], "no", [], []]'],
+      ['r', '["public", "t", "r", [], [], [], false]'], ['r', '["public", "t", "r", [], [], [], false, [["public"]]]'], ['r', '["public", "t", "r", [], [], [], false, [], [["public"]]]'], ['r', '["public", "t", "r", [], [], [], false, [], [], false, "x", []]'], ['r', '["public", "t", "r", [], [], [], false, [], [], false, [], [["c"]]]'], ['r', '["public", "t", "r", [], [], [], false, [], []]'],
       ['q', '[]'], ['f', '[null, []]'], [null, '[]'],
     ];
     for (const row of shapes) {

@@ -25,7 +25,7 @@ const writable: PolicyRules = { ...readOnly, read_only: false, allowed_tables: [
 /** A catalog where `public` defines operators `=`, `<`, `~~` and `===`, as a database may, and `orders` and `customers` have no inheritance children. */
 const shadowed: UpstreamCatalog = {
   version: 'v1',
-  relation: (name) => (name.schema === 'public' && ['orders', 'customers'].includes(name.name) ? { kind: 'table', columns: ['id', 'amount', 'note'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false } : undefined),
+  relation: (name) => (name.schema === 'public' && ['orders', 'customers'].includes(name.name) ? { kind: 'table', columns: ['id', 'amount', 'note'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] } : undefined),
   functionSchemas: (name) => (name === 'md5' || name === 'lower' ? ['public'] : []),
   operatorSchemas: (name) => (['=', '<', '~~', '==='].includes(name) ? ['public'] : name === '>' ? ['private'] : []),
 };

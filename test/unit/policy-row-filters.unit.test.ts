@@ -17,13 +17,13 @@ import { catalogFromRows } from '../../proxy/upstream/catalog-query.js';
 beforeAll(loadParser);
 
 const catalog = catalogFromRows([
-  ['r', '["public", "orders", "r", ["id", "tenant_id", "total"], [["public", "orders_child"]], [], false, [], [], false]'],
-  ['r', '["public", "orders_child", "r", ["id", "tenant_id", "total"], [], [], false, [], [], false]'],
-  ['r', '["public", "customers", "r", ["id", "tenant_id", "email"], [], [], false, [], [], false]'],
-  ['r', '["public", "Tenant Docs", "r", ["id", "Tenant"], [], [], false, [], [], false]'],
-  ['r', '["public", "orders_view", "v", ["id", "tenant_id", "total"], [], [], false, [], [], false]'],
-  ['r', '["app", "orders", "r", ["id", "tenant_id"], [], [], false, [], [], false]'],
-  ['r', '["public", "events", "p", ["id", "tenant_id"], [], [], false, [], [], false]'],
+  ['r', '["public", "orders", "r", ["id", "tenant_id", "total"], [["public", "orders_child"]], [], false, [], [], false, [], []]'],
+  ['r', '["public", "orders_child", "r", ["id", "tenant_id", "total"], [], [], false, [], [], false, [], []]'],
+  ['r', '["public", "customers", "r", ["id", "tenant_id", "email"], [], [], false, [], [], false, [], []]'],
+  ['r', '["public", "Tenant Docs", "r", ["id", "Tenant"], [], [], false, [], [], false, [], []]'],
+  ['r', '["public", "orders_view", "v", ["id", "tenant_id", "total"], [], [], false, [], [], false, [], []]'],
+  ['r', '["app", "orders", "r", ["id", "tenant_id"], [], [], false, [], [], false, [], []]'],
+  ['r', '["public", "events", "p", ["id", "tenant_id"], [], [], false, [], [], false, [], []]'],
 ]);
 
 const F = '(SELECT * FROM ONLY public.orders WHERE orders.tenant_id = 7)';

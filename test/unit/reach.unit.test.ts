@@ -10,6 +10,8 @@ const table = (reach: string[] = [], runsCode = false, kind: CatalogRelation['ki
   writesRunCode: runsCode,
   viewReads: reads.map((name) => ({ schema: 'public', name })),
   readsRunCode,
+  partitionTree: [],
+  rowColumns: [],
 });
 const relations: Record<string, CatalogRelation> = {
   'public.events': table(['events_a', 'events_b'], false, 'partitioned'),

@@ -5,6 +5,8 @@ import { toolError } from '../tool.js';
 import type { AgentContext } from './context.js';
 import { StatementFailed } from './statement.js';
 import { UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
+import { isUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
+import { catalogMasks } from '../../../proxy/policy/mask-reach.js';
 import { upstreamRefusal } from './gate.js';
 
 /** A relation the credential may read: tables, views, materialized views, foreign tables. */
@@ -83,7 +85,9 @@ export async function columnsOf(context: AgentContext, tables: readonly string[]
   if (tables.length === 0) return out;
   const names = tables.map(splitName);
   const { rows } = await catalog(context, COLUMNS_SQL, [textArray(names.map((n) => n.schema)), textArray(names.map((n) => n.name))]);
-  const masks = context.policy?.masked_columns ?? {};
+  // As statements are decided: a mask holds on the partitions and inheritance children of its table too.
+  const snapshot = await context.services.databases.catalog(context.credential, context.upstream);
+  const masks = catalogMasks(context.policy?.masked_columns ?? {}, isUnavailable(snapshot) ? undefined : snapshot);
   for (const [schema, table, name, type, nullable, primaryKey, comment] of rows) {
     const qualified = `${String(schema)}.${String(table)}`;
     out.get(qualified)?.push({
