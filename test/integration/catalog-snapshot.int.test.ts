@@ -74,7 +74,7 @@ beforeAll(async () => {
       create view over_calls as select n from calls_sql;
       create table secured (id int); alter table secured enable row level security; create policy everyone on secured using (true);
       create table unsecured (id int); alter table unsecured enable row level security;
-      create role ${role} login;`),
+      create role ${role} login password 'unused';`),
   );
 });
 afterAll(async () => {
