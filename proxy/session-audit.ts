@@ -65,6 +65,7 @@ export function statementOf(allowed: Allowed | undefined): Statement {
     lost: false,
     truncated: false,
     replicaId: undefined,
+    relayedTo: undefined,
   };
 }
 
@@ -140,7 +141,7 @@ export class SessionAudit {
         region: this.context.identity.region,
         ...(statement.approvalId === undefined ? {} : { approvalId: statement.approvalId }),
         ...(statement.cache === undefined ? {} : { cache: statement.cache }),
-        ...(statement.replicaId === undefined ? {} : { upstream: { replicaId: statement.replicaId } }),
+        ...(statement.replicaId === undefined && statement.relayedTo === undefined ? {} : { upstream: { replicaId: statement.replicaId, relayedTo: statement.relayedTo } }),
       }),
     );
   }
