@@ -76,7 +76,11 @@ async function secureLink(peer: LinkPeer, label: string, guard: Guard): Promise<
   );
   await first(secure, 'secureConnect', label);
   const why = untrusted(secure, peer);
-  if (why) throw new RelayError('peer_untrusted', peer.region, `${label}: ${why}`);
+  if (why) {
+    // Ended here, before the raw socket under it: nothing is sent, and nothing read after.
+    secure.destroy();
+    throw new RelayError('peer_untrusted', peer.region, `${label}: ${why}`);
+  }
   return secure;
 }
 
