@@ -60,7 +60,6 @@ let bMetrics: Registry;
 let dMetrics: Registry;
 let bPort: number;
 let dPort: number;
-const upstreamLog: string[] = [];
 
 /** A peer proxy of `region` over the gateway's state and bus, accepting links on `relayPort` with `secrets`. */
 function startPeer(region: string, relayPort: number, tls: SecureContext, secrets: Buffer[], metrics: Registry): Promise<RunningProxy> {
@@ -116,16 +115,21 @@ async function loginError(): Promise<(Error & { code?: string }) | undefined> {
   }
 }
 
-/** Backends of the test database by application_name, seen from the test's own connection. */
-async function backends(application: string): Promise<number[]> {
+/** Rows of the test database's pg_stat_activity, read on the test's own connection. */
+async function activity<T extends pg.QueryResultRow>(sql: string, values: unknown[]): Promise<T[]> {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   try {
-    const { rows } = await client.query<{ pid: number }>('select pid from pg_stat_activity where datname = current_database() and application_name = $1 order by pid', [application]);
-    return rows.map((row) => row.pid);
+    return (await client.query<T>(sql, values)).rows;
   } finally {
     await client.end();
   }
+}
+
+/** Backends of the test database by application_name. */
+async function backends(application: string): Promise<number[]> {
+  const rows = await activity<{ pid: number }>('select pid from pg_stat_activity where datname = current_database() and application_name = $1 order by pid', [application]);
+  return rows.map((row) => row.pid);
 }
 
 const metricValue = async (registry: Registry, name: string, labels: Record<string, string>): Promise<number> => {
@@ -233,14 +237,8 @@ describe('a database of another region', () => {
 
 /** Backends of `application` waiting on the test's lock of orders (the gateway runs the statement's text as its policy rewrote it). */
 async function waiting(application: string): Promise<number> {
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  try {
-    const { rows } = await client.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock' and query ilike '%from orders%'", [application]);
-    return rows[0]!.n;
-  } finally {
-    await client.end();
-  }
+  const rows = await activity<{ n: number }>("select count(*)::int as n from pg_stat_activity where application_name = $1 and wait_event_type = 'Lock' and query ilike '%from orders%'", [application]);
+  return rows[0]!.n;
 }
 
 describe('fail closed: no link, no statement', () => {
