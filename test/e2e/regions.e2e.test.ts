@@ -7,10 +7,8 @@
  * is refused, fail closed, and nothing runs on A's own connection.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes, X509Certificate } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
 import type { SecureContext } from 'node:tls';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -18,12 +16,12 @@ import postgres from 'postgres';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { certificateFingerprint, type LinkPeer } from '../../proxy/relay/link.js';
+import type { LinkPeer } from '../../proxy/relay/link.js';
 import { startProxy, type RunningProxy } from '../../proxy/server.js';
-import { GENERATED, loadTls } from '../../proxy/tls.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { freePort } from '../support/free-port.js';
+import { relayMaterial, type RelayMaterial } from '../support/relay-material.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { auditedRuns, decisionsOfCredential, recordsText } from '../support/recorded.js';
 import { missingTool } from '../support/tools.js';
@@ -33,26 +31,14 @@ const run = promisify(execFile);
 const secret = randomBytes(32);
 const otherSecret = randomBytes(32);
 
-interface Material {
-  readonly dir: string;
-  readonly tls: SecureContext;
-  readonly fingerprint: Buffer;
-}
 
-/** A proxy's own TLS material, generated as a proxy generates it, and its certificate's SHA-256. */
-async function material(): Promise<Material> {
-  const dir = await mkdtemp(join(tmpdir(), 'pgward-region-'));
-  const tls = await loadTls({ dataDir: dir, hosts: ['127.0.0.1'] });
-  const der = new X509Certificate(await readFile(join(dir, GENERATED.cert))).raw;
-  return { dir, tls, fingerprint: certificateFingerprint(der) };
-}
 
 let gateway: TestGateway;
 let ingest: RunningIngest;
 let agent: AgentSecrets;
 let databaseUrl: string;
 let base: string;
-let materials: Material[] = [];
+let materials: RelayMaterial[] = [];
 /** The peers: B of region b (the link secret), D of region d (another secret). */
 let b: RunningProxy | undefined;
 let d: RunningProxy | undefined;
@@ -139,7 +125,7 @@ const metricValue = async (registry: Registry, name: string, labels: Record<stri
 };
 
 beforeAll(async () => {
-  const [own, ofB, ofD, stranger] = (materials = await Promise.all([material(), material(), material(), material()]));
+  const [own, ofB, ofD, stranger] = (materials = await Promise.all([relayMaterial(), relayMaterial(), relayMaterial(), relayMaterial()]));
   bPort = await freePort();
   dPort = await freePort();
   const peer = (region: string, port: number, fingerprint: Buffer): [string, LinkPeer] => [region, { region, host: '127.0.0.1', port, trust: { fingerprint } }];

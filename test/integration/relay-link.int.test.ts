@@ -6,42 +6,27 @@
  * ends refused `unknown_database`.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rm } from 'node:fs/promises';
 import tls from 'node:tls';
-import { X509Certificate } from 'node:crypto';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProxyMetrics } from '../../proxy/metrics.js';
-import { certificateFingerprint, openRelayLink, type LinkPeer, type RelayOrigin } from '../../proxy/relay/link.js';
+import { openRelayLink, type LinkPeer, type RelayOrigin } from '../../proxy/relay/link.js';
 import { startRelayListener, type RunningRelayListener } from '../../proxy/relay/listener.js';
 import { RelayError } from '../../proxy/relay/relay-error.js';
-import { GENERATED, loadTls } from '../../proxy/tls.js';
 import { freePort } from '../support/free-port.js';
+import { relayMaterial, type RelayMaterial } from '../support/relay-material.js';
 
 const secret = randomBytes(32);
 const previous = randomBytes(32);
 const target = { project_id: 'prj_1', database_id: 'db_1', read_only: true, role: '', branch: '' };
 const endpoint = { host: 'db.internal', port: 5432, database: 'shop', user: 'app', sslMode: 'disable' as const, connectTimeoutMs: 2_000 };
 
-interface Material {
-  readonly dir: string;
-  readonly tls: tls.SecureContext;
-  readonly fingerprint: Buffer;
-  readonly ca: Buffer;
-}
 
-async function material(): Promise<Material> {
-  const dir = await mkdtemp(join(tmpdir(), 'pgward-relay-link-'));
-  const context = await loadTls({ dataDir: dir, hosts: ['127.0.0.1'] });
-  const der = new X509Certificate(await readFile(join(dir, GENERATED.cert))).raw;
-  return { dir, tls: context, fingerprint: certificateFingerprint(der), ca: await readFile(join(dir, GENERATED.caCert)) };
-}
 
-let peer: Material;
-let stranger: Material;
+let peer: RelayMaterial;
+let stranger: RelayMaterial;
 let listener: RunningRelayListener;
 let registry: Registry;
 
@@ -62,7 +47,7 @@ const refusedCount = async (reason: string): Promise<number> =>
   Number((await registry.getSingleMetric('pgward_relay_refused_total')!.get()).values.find((value) => value.labels.reason === reason)?.value ?? 0);
 
 beforeAll(async () => {
-  [peer, stranger] = await Promise.all([material(), material()]);
+  [peer, stranger] = await Promise.all([relayMaterial(), relayMaterial()]);
   registry = new Registry();
   listener = await startRelayListener({
     host: '127.0.0.1',
