@@ -20,6 +20,7 @@ import type { LinkPeer } from '../../proxy/relay/link.js';
 import { startProxy, type RunningProxy } from '../../proxy/server.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
+import { callTool, listenForAgents, textOf, withAgentMcp } from '../support/agent-mcp.js';
 import { freePort } from '../support/free-port.js';
 import { relayMaterial, type RelayMaterial } from '../support/relay-material.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
@@ -218,6 +219,16 @@ describe('a database of another region', () => {
       await locker.end();
       await sql.end();
     }
+  });
+});
+
+describe('the hosted MCP', () => {
+  it('relays nothing yet: it refuses a database of another region 58000 region.no_peer and opens no connection to it', async () => {
+    const result = await withAgentMcp(`${await listenForAgents(gateway)}/mcp`, agent, (mcp) => callTool(mcp, 'query', { sql: 'select count(*) from orders' }));
+    expect(result.isError).toBe(true);
+    // Refused at the catalog read, the first thing it needs of the database.
+    expect(textOf(result)).toContain('(decision_rule region.no_peer, SQLSTATE 58000): this credential’s database is kept in region b, and the gateway has no link configured to that region’s data plane.');
+    expect(await backends('pgward-mcp')).toEqual([]);
   });
 });
 
