@@ -44,6 +44,7 @@ import { DEFAULT_READ_YOUR_WRITES_MS } from './replica-routing.js';
 import type { LinkPeer } from './relay/link.js';
 import { startRelayListener, type RunningRelayListener } from './relay/listener.js';
 import { relayTargets } from './relay/targets.js';
+import { listenOn } from '../src/listen.js';
 
 export interface ProxyOptions {
   readonly store: ProxyStore;
@@ -276,15 +277,17 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const relayListen = options.relay?.listen;
   try {
     if (relayListen) {
-      relayListener = await startRelayListener({
-        ...relayListen,
-        region: options.region,
-        secrets: options.relay!.secrets,
-        handshakeTimeoutMs: connectTimeoutMs,
-        resolve: relayTargets(upstreams, { policyRoles, branches }),
-        metrics,
-        logger,
-      });
+      relayListener = await listenOn('PGWARD_RELAY_PORT', relayListen.host, relayListen.port, () =>
+        startRelayListener({
+          ...relayListen,
+          region: options.region,
+          secrets: options.relay!.secrets,
+          handshakeTimeoutMs: connectTimeoutMs,
+          resolve: relayTargets(upstreams, { policyRoles, branches }),
+          metrics,
+          logger,
+        }),
+      );
     }
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);

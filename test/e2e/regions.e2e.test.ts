@@ -222,6 +222,12 @@ describe('a database of another region', () => {
   });
 });
 
+describe('the relay listener', () => {
+  it('names PGWARD_RELAY_PORT when its port is taken, and the proxy does not start', async () => {
+    await expect(startPeer('x', bPort, materials[1]!.tls, [secret], new Registry())).rejects.toThrow(`cannot listen on 127.0.0.1:${bPort} (PGWARD_RELAY_PORT): address already in use`);
+  });
+});
+
 describe('the hosted MCP', () => {
   it('relays nothing yet: it refuses a database of another region 58000 region.no_peer and opens no connection to it', async () => {
     const result = await withAgentMcp(`${await listenForAgents(gateway)}/mcp`, agent, (mcp) => callTool(mcp, 'query', { sql: 'select count(*) from orders' }));
