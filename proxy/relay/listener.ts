@@ -117,7 +117,8 @@ export async function startRelayListener(options: RelayListenerOptions): Promise
       if (handle.relayedTo !== undefined) return refuse(socket, 'wrong_region', hello);
       let server: UpstreamConnection;
       try {
-        server = await handle.pool.acquire();
+        // Half the handshake's time at most, so that the origin hears no_upstream before either end gives up on the link.
+        server = await handle.pool.acquire({ signal: AbortSignal.timeout(options.handshakeTimeoutMs / 2) });
       } catch (error) {
         logger.warn({ err: error, database: hello.target!.database_id, origin_region: hello.origin_region }, 'no upstream connection for a relay link');
         return refuse(socket, 'no_upstream', hello);

@@ -7,14 +7,18 @@
  */
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
+import net, { type AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { pino } from 'pino';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createProxyMetrics } from '../../proxy/metrics.js';
 import { openRelayLink, type LinkPeer, type RelayOrigin } from '../../proxy/relay/link.js';
-import { startRelayListener, type RunningRelayListener } from '../../proxy/relay/listener.js';
+import { startRelayListener, type RelayListenerOptions, type RunningRelayListener } from '../../proxy/relay/listener.js';
 import { RelayError } from '../../proxy/relay/relay-error.js';
+import { UpstreamPool } from '../../proxy/upstream/pool.js';
+import type { UpstreamHandle } from '../../proxy/upstreams.js';
+import type { DatabaseRow } from '../../projections/databases.js';
 import { freePort } from '../support/free-port.js';
 import { relayMaterial, type RelayMaterial } from '../support/relay-material.js';
 
@@ -29,6 +33,15 @@ let peer: RelayMaterial;
 let stranger: RelayMaterial;
 let listener: RunningRelayListener;
 let registry: Registry;
+/** The listener's lookup of a link's target: none by default. */
+let resolving: RelayListenerOptions['resolve'] = () => Promise.resolve(undefined);
+
+/** A handle of the target whose real pool connects to `port` of this machine. */
+function handleAt(port: number): UpstreamHandle {
+  const pool = new UpstreamPool({ ...endpoint, host: '127.0.0.1', port, password: 'unused', connectTimeoutMs: 30_000 }, { mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 0 });
+  const handle: UpstreamHandle = { database: { database_id: 'db_1', project_id: 'prj_1' } as DatabaseRow, pool, cancel: () => Promise.resolve(), onReplica: () => handle };
+  return handle;
+}
 
 const origin = (peers: [string, LinkPeer][], signWith: Buffer = secret): RelayOrigin => ({ region: 'a', proxyId: 'proxy-a', peers: new Map(peers), secret: signWith });
 const at = (region: string, trust: LinkPeer['trust'], host = '127.0.0.1', port = listener.port): [string, LinkPeer] => [region, { region, host, port, trust }];
@@ -56,7 +69,7 @@ beforeAll(async () => {
     region: 'b',
     secrets: [secret, previous],
     handshakeTimeoutMs: 2_000,
-    resolve: () => Promise.resolve(undefined),
+    resolve: (wanted) => resolving(wanted),
     metrics: createProxyMetrics(registry),
     logger: pino({ level: 'silent' }),
   });
@@ -90,6 +103,24 @@ describe('the relay link', () => {
     expect(await failure(origin([at('b', { fingerprint: peer.fingerprint })], randomBytes(32)))).toEqual({ reason: 'peer_refused', message: expect.stringContaining('(bad_proof)') });
     expect(await refusedCount('bad_proof')).toBe(1);
     expect((await failure(origin([at('b', { fingerprint: peer.fingerprint })], previous))).message).toContain('(unknown_database)');
+  });
+
+  it('is peer_no_upstream when the peer has no upstream connection for it: refused, or not answering within half the handshake time', async () => {
+    const pinned = origin([at('b', { fingerprint: peer.fingerprint })]);
+    const refused = handleAt(await freePort());
+    resolving = () => Promise.resolve(refused);
+    expect(await failure(pinned)).toEqual({ reason: 'peer_no_upstream', message: expect.stringContaining('(no_upstream)') });
+    const silent = net.createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const hanging = handleAt((silent.address() as AddressInfo).port);
+    resolving = () => Promise.resolve(hanging);
+    try {
+      expect(await failure(pinned)).toEqual({ reason: 'peer_no_upstream', message: expect.stringContaining('(no_upstream)') });
+    } finally {
+      resolving = () => Promise.resolve(undefined);
+      await Promise.all([refused.pool.close(), hanging.pool.close()]);
+      silent.close();
+    }
   });
 
   it('is refused wrong_region by a peer of another region than the one asked for', async () => {
