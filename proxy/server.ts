@@ -166,6 +166,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     targetOf: (database, replica) => upstreams.replicaTarget(database, replica, true),
     metrics,
     logger,
+    region: options.region,
   });
   monitor.start();
   const registry = new SessionRegistry();
