@@ -99,6 +99,10 @@ export function createProxyMetrics(registry: Registry) {
     cacheLookupsOf: tallied({ name: 'pgward_proxy_cache_lookups_total', help: 'Result cache lookups by outcome (hit, stale, miss, bypass)', labelName: 'outcome', registry }),
     cacheEvictions: talliedTotal({ name: 'pgward_proxy_cache_evictions_total', help: 'Result cache entries evicted for room (max_entries or the byte bound)', registry }),
     cacheBytes: talliedGauge({ name: 'pgward_proxy_cache_bytes', help: 'Bytes the result cache holds', registry }),
+    relayLinks: new Gauge({ name: 'pgward_relay_links', help: 'Relay links this proxy serves as the peer, open now, by the origin’s region (docs/regions.md)', labelNames: ['peer_region'], registers: [registry] }),
+    /** The relayed bytes counter of one direction (to_upstream, to_origin). */
+    relayBytesOf: tallied({ name: 'pgward_relay_bytes_total', help: 'Bytes relayed between origins and this proxy’s upstream connections, by direction', labelName: 'direction', registry }),
+    relayRefused: new Counter({ name: 'pgward_relay_refused_total', help: 'Relay links refused, by reason (bad_proof, bad_hello, wrong_region, unknown_database, no_upstream)', labelNames: ['reason'], registers: [registry] }),
     routed: new Counter({ name: 'pgward_proxy_routed_statements_total', help: 'Statements of auto_read_routing databases by where they were sent (primary, replica)', labelNames: ['target'], registers: [registry] }),
   };
 }

@@ -33,6 +33,8 @@ export interface Statement {
   cache?: CacheOutcome | undefined;
   /** The read replica whose connection it was sent on; undefined on the primary (replica-routing.ts). */
   replicaId?: string | undefined;
+  /** The region whose data plane it was relayed to; undefined when it ran on this data plane's own connection (docs/regions.md). */
+  relayedTo?: string | undefined;
 }
 
 /** What a server error becomes for the client; returning `error` itself passes it on unchanged. */

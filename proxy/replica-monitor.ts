@@ -27,6 +27,8 @@ export interface ReplicaMonitorOptions {
   readonly targetOf: (database: DatabaseRow, replica: ReplicaRow) => UpstreamTarget;
   readonly metrics: Pick<ProxyMetrics, 'replicaHealthy' | 'replicaLag' | 'replicaProbes' | 'replicaTransitions'>;
   readonly logger: Pick<BaseLogger, 'info' | 'warn'>;
+  /** This data plane's region: a database kept in another region is relayed there (docs/regions.md), its replicas neither probed nor read from here. */
+  readonly region: string;
 }
 
 /** Connects to the replica afresh (a probe of its reachability too), runs HEALTH_SQL, and closes. */
@@ -70,10 +72,10 @@ export class ReplicaMonitor {
     clearInterval(this.timer);
   }
 
-  /** Whether the database routes reads now (auto_read_routing, as changed since any session began). */
+  /** Whether the database routes reads now (auto_read_routing, as changed since any session began), from this region. */
   routes(databaseId: string): boolean {
     const database = this.databases.get(databaseId);
-    return database?.status === 'active' && database.auto_read_routing;
+    return database?.status === 'active' && database.auto_read_routing && (database.pool_region === '' || database.pool_region === this.options.region);
   }
 
   /** The next healthy replica of a database for a read, in turn; undefined when none is healthy (the read goes to the primary). */

@@ -42,6 +42,10 @@ import { RecentWrites } from './recent-writes.js';
 import { ReplicaMonitor } from './replica-monitor.js';
 import { endSessionsOnClose, type Admission } from './admission.js';
 import { DEFAULT_READ_YOUR_WRITES_MS } from './replica-routing.js';
+import type { LinkPeer } from './relay/link.js';
+import { startRelayListener, type RunningRelayListener } from './relay/listener.js';
+import { relayTargets } from './relay/targets.js';
+import { listenOn } from '../src/listen.js';
 
 export interface ProxyOptions {
   readonly store: ProxyStore;
@@ -75,6 +79,19 @@ export interface ProxyOptions {
   readonly proxyProtocol?: ProxyProtocolOptions;
   /** Where result-cache invalidations are shared with the other processes' caches (the hosted MCP's, other proxies'): docs/cache.md. */
   readonly cacheFanout?: Fanout;
+  /** Relay links to and from the data planes of other regions (docs/regions.md); without it a database of another region is refused (region.no_peer). */
+  readonly relay?: RelayOptions;
+  /** The application_name of this proxy's upstream connections; `pgward` by default. */
+  readonly upstreamApplicationName?: string;
+}
+
+export interface RelayOptions {
+  /** PGWARD_REGION_PEERS, CA files read. */
+  readonly peers: ReadonlyMap<string, LinkPeer>;
+  /** PGWARD_RELAY_SECRET then PGWARD_RELAY_SECRET_PREVIOUS: the origin signs with the first, the peer accepts either. */
+  readonly secrets: readonly Buffer[];
+  /** PGWARD_RELAY_PORT and the relay certificate: this proxy accepts links as the peer of its region. */
+  readonly listen?: { readonly host: string; readonly port: number; readonly tls: SecureContext };
 }
 
 export interface ReplicaOptions {
@@ -87,6 +104,8 @@ export interface ReplicaOptions {
 
 export interface RunningProxy {
   readonly port: number;
+  /** The relay listener's port, when it listens. */
+  readonly relayPort?: number;
   stop(): Promise<void>;
 }
 
@@ -132,7 +151,13 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       logger.warn({ err: error, approval: lost.approvalId }, 'could not record a held statement lost to a restart'),
     );
   }
-  const upstreams = new Upstreams(databases, options.keyring, { connectTimeoutMs: options.upstreamConnectTimeoutMs ?? 5_000, applicationName: 'pgward', logger });
+  const connectTimeoutMs = options.upstreamConnectTimeoutMs ?? 5_000;
+  const upstreams = new Upstreams(databases, options.keyring, {
+    connectTimeoutMs,
+    applicationName: options.upstreamApplicationName ?? 'pgward',
+    logger,
+    relay: { region: options.region, proxyId: options.proxyId, peers: options.relay?.peers ?? new Map(), secret: options.relay?.secrets[0] },
+  });
   const replicaOptions = { checkIntervalMs: 2_000, thresholds: DEFAULT_HEALTH_THRESHOLDS, readYourWritesMs: DEFAULT_READ_YOUR_WRITES_MS, ...options.replicas };
   const monitor = new ReplicaMonitor(replicas, databases, {
     intervalMs: replicaOptions.checkIntervalMs,
@@ -142,6 +167,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     targetOf: (database, replica) => upstreams.replicaTarget(database, replica, true),
     metrics,
     logger,
+    region: options.region,
   });
   monitor.start();
   const registry = new SessionRegistry();
@@ -243,14 +269,30 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
       ? throughProxyProtocol(Inlet.accept(socket), { proxyProtocol, loginTimeoutMs: options.loginTimeoutMs, logger, metrics }, (inlet, clientAddress) => new Session(inlet, context, clientAddress))
       : new Session(Inlet.accept(socket), context),
   );
+  let relayListener: RunningRelayListener | undefined;
   const stopParts = async (): Promise<void> => {
+    await relayListener?.stop();
     monitor.stop();
     await decisions.close();
     catalogs.close();
     await upstreams.close();
     await Promise.all(views.map((view) => view.stop()));
   };
+  const relayListen = options.relay?.listen;
   try {
+    if (relayListen) {
+      relayListener = await listenOn('PGWARD_RELAY_PORT', relayListen.host, relayListen.port, () =>
+        startRelayListener({
+          ...relayListen,
+          region: options.region,
+          secrets: options.relay!.secrets,
+          handshakeTimeoutMs: connectTimeoutMs,
+          resolve: relayTargets(upstreams, { policyRoles, branches }),
+          metrics,
+          logger,
+        }),
+      );
+    }
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(options.port, options.host, () => resolve());
@@ -273,6 +315,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
 
   return {
     port: (server.address() as AddressInfo).port,
+    ...(relayListener ? { relayPort: relayListener.port } : {}),
     async stop() {
       clearInterval(statsTimer);
       const drainMs = options.drainTimeoutMs ?? 0;

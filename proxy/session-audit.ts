@@ -65,6 +65,7 @@ export function statementOf(allowed: Allowed | undefined): Statement {
     lost: false,
     truncated: false,
     replicaId: undefined,
+    relayedTo: undefined,
   };
 }
 
@@ -141,7 +142,7 @@ export class SessionAudit {
         // Every member present, so the outcome of every statement has one shape.
         approvalId: statement.approvalId,
         cache: statement.cache,
-        upstream: statement.replicaId === undefined ? undefined : { replicaId: statement.replicaId },
+        upstream: statement.replicaId === undefined && statement.relayedTo === undefined ? undefined : { replicaId: statement.replicaId, relayedTo: statement.relayedTo },
         tablesBlocked: undefined,
       }),
     );

@@ -412,7 +412,11 @@ export class Session implements SessionHost {
 
   send(raw: Buffer, expectation: ServerExpectation): void {
     if (expectation.prepares) preparedStatements(this.upstream.server!).add(expectation.prepares);
-    if (expectation.statement) expectation.statement.replicaId = this.upstream.handle!.replicaId;
+    if (expectation.statement) {
+      const handle = this.upstream.handle!;
+      expectation.statement.replicaId = handle.replicaId;
+      expectation.statement.relayedTo = handle.relayedTo;
+    }
     // Every field present, so each expectation has one shape.
     this.pipeline.expect({ kind: 'server', ends: expectation.ends, suppress: expectation.suppress ?? false, statement: expectation.statement, prepares: expectation.prepares, rewrite: expectation.rewrite, tap: expectation.tap });
     if (!this.deadline.running) this.deadline.start(statementTimeoutMs(this.context.policies.get(this.credential!.policy_profile_id), this.upstream.handle!.database.query_timeout_ms));

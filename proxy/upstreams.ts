@@ -4,7 +4,8 @@ import { DEFAULT_SEARCH_PATH } from './policy/names.js';
 import { openSecret, type Keyring } from '../src/crypto/seal.js';
 import { sendCancel } from './upstream/cancel.js';
 import type { UpstreamConnection, UpstreamTarget } from './upstream/connection.js';
-import { UpstreamPool } from './upstream/pool.js';
+import { UpstreamPool, type OpenConnection } from './upstream/pool.js';
+import { openRelayLink, sendRelayCancel, type RelayOrigin } from './relay/link.js';
 import { classifyUpstreamFailure, failureLogFields, type UpstreamFailure } from './upstream/failure.js';
 import { logEvent } from '../src/log-events.js';
 import type { BaseLogger } from 'pino';
@@ -24,6 +25,8 @@ export interface UpstreamHandle {
   readonly replicaId?: string;
   /** The sandbox branch this pool connects to (write_mode sandbox, docs/branches.md); undefined for the database itself. */
   readonly branchId?: string;
+  /** The region whose data plane this pool's connections are relayed to (docs/regions.md); undefined: direct. */
+  readonly relayedTo?: string;
   cancel(server: UpstreamConnection): Promise<void>;
   /** The pool of one of the database's read replicas, for the same kind of session (read-only or not, same role): made on first use. */
   onReplica(replica: ReplicaRow): UpstreamHandle;
@@ -57,8 +60,20 @@ export class Upstreams {
   constructor(
     private readonly databases: Pick<LiveView<DatabaseRow>, 'getOrRead'>,
     private readonly keyring: Keyring,
-    private readonly options: { connectTimeoutMs: number; applicationName: string; logger: Pick<BaseLogger, 'info' | 'warn'> },
+    private readonly options: {
+      connectTimeoutMs: number;
+      applicationName: string;
+      logger: Pick<BaseLogger, 'info' | 'warn'>;
+      /** This data plane's region and relay peers: a database whose pool_region is another region is reached through its peer only. */
+      relay: RelayOrigin;
+    },
   ) {}
+
+  /** The region a database's statements are relayed to; undefined when its pool_region is empty or this proxy's own. */
+  private relayedTo(database: DatabaseRow): string | undefined {
+    const region = database.pool_region;
+    return region === '' || region === this.options.relay.region ? undefined : region;
+  }
 
   private target(database: DatabaseRow, readOnly: boolean, role: PolicyRole | undefined): UpstreamTarget {
     const settings = {
@@ -106,22 +121,31 @@ export class Upstreams {
     if (known && known.revision === revision) return known.handle;
     const base = replica ? this.replicaTarget(database, replica, readOnly, role) : this.target(database, readOnly, role);
     const target = branch ? { ...base, database: branch.database_name } : base;
+    const relayedTo = this.relayedTo(database);
     const onConnectFailure = (error: unknown): void =>
       logEvent(
         this.options.logger,
         'upstream_connect_failed',
-        { database: databaseId, project: database.project_id, ...(replica ? { replica: replica.replica_id } : {}), ...failureLogFields(classifyUpstreamFailure(error)) },
-        'could not connect to the upstream database',
+        { database: databaseId, project: database.project_id, ...(replica ? { replica: replica.replica_id } : {}), ...(relayedTo ? { peer_region: relayedTo } : {}), ...failureLogFields(classifyUpstreamFailure(error)) },
+        relayedTo ? 'could not open a relay link to the database’s region' : 'could not connect to the upstream database',
       );
-    const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1], onConnectFailure);
+    const { relay } = this.options;
+    const { password: _password, ...endpoint } = target;
+    // The peer takes the same pool of its own: the database's login, read-only or not, or the policy's role, on the branch if any.
+    const relayTarget = { project_id: database.project_id, database_id: databaseId, read_only: readOnly, role: role?.role_name ?? '', branch: branch?.branch_id ?? '' };
+    const open: OpenConnection | undefined = relayedTo ? (signal) => openRelayLink(relay, relayedTo, relayTarget, endpoint, { timeoutMs: this.options.connectTimeoutMs, signal }) : undefined;
+    const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1], onConnectFailure, open);
     const handle: UpstreamHandle = {
       database,
       pool,
       ...(replica ? { replicaId: replica.replica_id } : {}),
       ...(branch ? { branchId: branch.branch_id } : {}),
-      cancel: (server) => sendCancel(target, server.backendKey).then(() => undefined),
-      // A branch has no replicas: its sessions read where they write.
-      onReplica: (other) => (branch ? handle : this.handle(database, readOnly, role, other)),
+      ...(relayedTo ? { relayedTo } : {}),
+      cancel: relayedTo
+        ? (server) => sendRelayCancel(relay, relayedTo, { process_id: server.backendKey.processId, secret_key: server.backendKey.secretKey.toString('base64') }, this.options.connectTimeoutMs).then(() => undefined)
+        : (server) => sendCancel(target, server.backendKey).then(() => undefined),
+      // A branch has no replicas: its sessions read where they write. A relayed database's reads are not routed in this version: the peer takes its primary.
+      onReplica: (other) => (branch || relayedTo ? handle : this.handle(database, readOnly, role, other)),
     };
     this.entries.set(key, { revision, handle });
     // Sessions in the middle of a transaction on the old pool finish it there; the rest move over.

@@ -9,6 +9,7 @@ import { parseDnsServers } from './domains/dns.js';
 import { parsePrices } from './payments/prices.js';
 import { parseSsoProviders } from './identity/sso.js';
 import { parseAllowedNetworks } from './webhooks/networks.js';
+import { parseRegionPeers, parseRelaySecret } from './net/relay-config.js';
 
 const port = z.coerce.number({ message: 'expected a port number' }).int('expected a port number').min(1, 'expected a port number from 1 to 65535').max(65535, 'expected a port number from 1 to 65535');
 const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, message: 'expected a postgresql:// URL' });
@@ -61,6 +62,12 @@ export const ConfigSchema = z.object({
   PGWARD_READ_YOUR_WRITES_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(0, 'expected at least 0').max(600_000, 'expected at most 600000').default(5_000),
   PGWARD_LOGIN_TIMEOUT_MS: z.coerce.number({ message: 'expected milliseconds' }).int('expected milliseconds').min(1_000, 'expected at least 1000').max(600_000, 'expected at most 600000').default(60_000),
   PGWARD_REGION: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'expected a region name such as local or eu-west-1').default('local'),
+  PGWARD_REGION_PEERS: parsedBy(parseRegionPeers, 'expected a JSON object of region → {"host", "port", "fingerprint": "sha256:<64 hex>"} or {"host", "port", "ca": "<PEM file>"}').optional(),
+  PGWARD_RELAY_PORT: port.optional(),
+  PGWARD_RELAY_CERT: z.string().min(1, 'expected the path of a PEM certificate').optional(),
+  PGWARD_RELAY_KEY: z.string().min(1, 'expected the path of a PEM private key').optional(),
+  PGWARD_RELAY_SECRET: parsedBy(parseRelaySecret, 'expected at least 32 random bytes as base64url').optional(),
+  PGWARD_RELAY_SECRET_PREVIOUS: parsedBy(parseRelaySecret, 'expected at least 32 random bytes as base64url').optional(),
   PGWARD_ENROLL_TOKEN: z.string().regex(/^pgw_enr_[A-Za-z0-9_-]{43}$/, 'expected a self-host enrollment token (pgw_enr_...)').optional(),
   PGWARD_CONTROL_PLANE_URL: z.url({ protocol: /^https?$/, message: 'expected the http(s) URL of the control plane’s API' }).optional(),
   PGWARD_PROXY_ID: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$/, 'expected a proxy id').optional(),
@@ -106,6 +113,17 @@ export async function readConfiguredFile(variable: string, path: string): Promis
   }
 }
 
+/** The relay's variables that only make sense together (docs/regions.md). */
+function relayChecks(config: Config): void {
+  const relays = config.PGWARD_REGION_PEERS !== undefined || config.PGWARD_RELAY_PORT !== undefined;
+  if (relays && !config.PGWARD_RELAY_SECRET) throw new ConfigError('PGWARD_RELAY_SECRET', 'must be set when PGWARD_REGION_PEERS or PGWARD_RELAY_PORT is');
+  if (Boolean(config.PGWARD_RELAY_CERT) !== Boolean(config.PGWARD_RELAY_KEY)) throw new ConfigError('PGWARD_RELAY_CERT', 'must be set together with PGWARD_RELAY_KEY');
+  if (config.PGWARD_RELAY_SECRET_PREVIOUS && !config.PGWARD_RELAY_SECRET) throw new ConfigError('PGWARD_RELAY_SECRET_PREVIOUS', 'is set only with PGWARD_RELAY_SECRET');
+  if (config.PGWARD_REGION_PEERS && parseRegionPeers(config.PGWARD_REGION_PEERS).has(config.PGWARD_REGION)) {
+    throw new ConfigError('PGWARD_REGION_PEERS', `names this proxy's own region ${config.PGWARD_REGION}: its databases are reached directly`);
+  }
+}
+
 /** Reads the configuration from `env`; empty strings count as unset. Throws ConfigError naming the first bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const keys = Object.keys(ConfigSchema.shape) as (keyof Config)[];
@@ -116,6 +134,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (jwt.some(Boolean) && !jwt.every(Boolean)) throw new ConfigError('PGWARD_JWKS_URL', 'must be set together with PGWARD_JWT_ISSUER and PGWARD_JWT_AUDIENCE');
     if (Boolean(parsed.data.PGWARD_TLS_CERT) !== Boolean(parsed.data.PGWARD_TLS_KEY)) throw new ConfigError('PGWARD_TLS_CERT', 'must be set together with PGWARD_TLS_KEY');
     if (parsed.data.PGWARD_TLS_CA && !parsed.data.PGWARD_TLS_CERT) throw new ConfigError('PGWARD_TLS_CA', 'is set only with PGWARD_TLS_CERT and PGWARD_TLS_KEY (a generated certificate’s CA is in the data directory)');
+    relayChecks(parsed.data);
     return parsed.data;
   }
   const issue = parsed.error.issues[0]!;

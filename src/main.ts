@@ -17,6 +17,7 @@ import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
 import { spentSince } from '../queries/budget-usage.js';
 import { loadTls } from '../proxy/tls.js';
+import { relayOptions } from '../proxy/relay/options.js';
 import { DomainCertificates } from './domains/certificates.js';
 import { controlPlane, loadKeyring } from './control-plane.js';
 import { buildApp, type PartState } from './http/app.js';
@@ -141,6 +142,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     const tls = roles.has('proxy')
       ? await loadTls({ ...tlsFiles(config), hosts: [config.PGWARD_PUBLIC_HOST, config.PGWARD_LISTEN_HOST], onGenerated: (what) => logger.info({ set: 'PGWARD_TLS_CERT and PGWARD_TLS_KEY to use your own' }, what) })
       : undefined;
+    const relay = tls ? await relayOptions(config, tls) : undefined;
 
     const auditKeys = auditKeysFrom(config);
     // Ingest hands the entries it prepares for its checkpoints to the audit projection, when both run here.
@@ -221,6 +223,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         tls,
         ...(config.PGWARD_DOMAIN_CERT_DIR ? { domainCertificates: new DomainCertificates(config.PGWARD_DOMAIN_CERT_DIR, (domain, error) => logger.warn({ err: error, domain }, 'a custom domain’s certificate is unusable')) } : {}),
         region: config.PGWARD_REGION,
+        ...(relay ? { relay } : {}),
         proxyId: instanceId(config),
         maxMessageBytes: config.PGWARD_MAX_MESSAGE_BYTES,
         loginTimeoutMs: config.PGWARD_LOGIN_TIMEOUT_MS,

@@ -91,7 +91,7 @@ export class UpstreamError extends Error {
   }
 }
 
-const KEEPALIVE_DELAY_MS = 30_000;
+export const KEEPALIVE_DELAY_MS = 30_000;
 const CLOSE_GRACE_MS = 1_000;
 /** No message of an exchange this module owns comes near this; a bigger length is a broken stream. */
 const MAX_MESSAGE_BYTES = 1 << 20;
@@ -119,6 +119,9 @@ const UNSUPPORTED_METHODS = new Map([
 ]);
 
 let lastId = 0;
+
+/** A new connection's id, unique in the process (direct and relayed connections alike). */
+export const nextConnectionId = (): number => ++lastId;
 
 function protocolError(label: string, message: string): UpstreamError {
   return new UpstreamError('PROTOCOL_ERROR', `${label}: ${message}`);
@@ -228,7 +231,7 @@ export class MessageReader implements Receiver {
 }
 
 /** Resolves with the arguments of the first `event`; rejects when the socket fails or closes first. */
-function first(socket: net.Socket, event: string, label: string): Promise<unknown[]> {
+export function first(socket: net.Socket, event: string, label: string): Promise<unknown[]> {
   return new Promise((resolve, reject) => {
     const onEvent = (...args: unknown[]): void => {
       done();
@@ -445,7 +448,8 @@ async function awaitReady(reader: MessageReader, label: string): Promise<{ param
   }
 }
 
-function closeGracefully(inlet: Inlet): void {
+/** Terminate, then the end of the stream; destroyed if the other end does not close promptly. */
+export function closeGracefully(inlet: Inlet): void {
   const { socket } = inlet;
   if (socket.destroyed || socket.writableEnded) return;
   socket.end(serialize.end());
@@ -470,6 +474,6 @@ export async function connectUpstream(target: UpstreamTarget, options: { signal?
     await authenticate(reader, socket, target, label);
     const ready = await awaitReady(reader, label);
     const { password: _password, ...endpoint } = target;
-    return { socket, inlet, ...ready, target: endpoint, id: ++lastId, createdAt: Date.now(), close: () => closeGracefully(inlet) };
+    return { socket, inlet, ...ready, target: endpoint, id: nextConnectionId(), createdAt: Date.now(), close: () => closeGracefully(inlet) };
   });
 }

@@ -5,6 +5,7 @@
  */
 import { UpstreamError } from './connection.js';
 import { PoolError } from './pool.js';
+import { RelayError, type RegionFailureReason } from '../relay/relay-error.js';
 
 export type UpstreamFailureReason =
   | 'dns_not_found'
@@ -24,7 +25,8 @@ export type UpstreamFailureReason =
   | 'owner_limit'
   | 'pool_closed'
   | 'not_registered'
-  | 'connection_lost';
+  | 'connection_lost'
+  | RegionFailureReason;
 
 export interface UpstreamFailure {
   readonly reason: UpstreamFailureReason;
@@ -59,7 +61,7 @@ export class UpstreamUnavailable extends Error {
 
   /** Whether it is a connection that could not be opened, which the pool logged already. */
   get connectFailed(): boolean {
-    return this.cause instanceof UpstreamError;
+    return this.cause instanceof UpstreamError || this.cause instanceof RelayError;
   }
 }
 
@@ -72,14 +74,16 @@ export async function acquireOrExplain<T>(acquire: Promise<T>): Promise<T> {
   }
 }
 
-/** The audit rule of a failure: `upstream.<reason>`. */
+/** The audit rule of a failure: `region.<reason>` when no relay link to the database's region could be had, else `upstream.<reason>`. */
 export function upstreamRule(failure: Pick<UpstreamFailure, 'reason'>): string {
-  return `upstream.${failure.reason}`;
+  return `${failure.reason in REGION_KINDS ? 'region' : 'upstream'}.${failure.reason}`;
 }
 
 /** SQLSTATE sqlserver_rejected_establishment_of_sqlconnection: the gateway will not connect until its operator changes something. */
 export const CONFIGURATION_SQLSTATE = '08004';
 const CONNECTION_FAILURE = '08006';
+/** SQLSTATE sqlclient_unable_to_establish_sqlconnection: no relay link to the database's region now. */
+const UNABLE_TO_CONNECT = '08001';
 
 const NOT_RETRYABLE = 'Retrying will not help: the gateway’s operator must correct the database’s settings.';
 const RETRY = 'Retry shortly.';
@@ -90,7 +94,17 @@ interface Kind {
   readonly says: string;
 }
 
+/** What the agent is told when no relay link could be had: the region and the cause, nothing of hosts, certificates or secrets. */
+const REGION_KINDS: Readonly<Record<RegionFailureReason, Kind>> = {
+  no_peer: { retryable: false, sqlstate: '58000', says: 'this credential’s database is kept in region REGION, and the gateway has no link configured to that region’s data plane.' },
+  peer_unreachable: { retryable: true, sqlstate: UNABLE_TO_CONNECT, says: 'this credential’s database is kept in region REGION, and the gateway cannot reach that region’s data plane just now.' },
+  peer_untrusted: { retryable: false, sqlstate: CONFIGURATION_SQLSTATE, says: 'this credential’s database is kept in region REGION, and that region’s data plane did not prove its identity as configured.' },
+  peer_refused: { retryable: false, sqlstate: CONFIGURATION_SQLSTATE, says: 'this credential’s database is kept in region REGION, and that region’s data plane refused the gateway’s link.' },
+  peer_no_upstream: { retryable: true, sqlstate: UNABLE_TO_CONNECT, says: 'this credential’s database is kept in region REGION, and that region’s data plane has no connection to it free just now.' },
+};
+
 const KINDS: Readonly<Record<UpstreamFailureReason, Kind>> = {
+  ...REGION_KINDS,
   dns_not_found: { retryable: false, sqlstate: CONFIGURATION_SQLSTATE, says: 'the gateway cannot reach this credential’s database: its configured host name does not resolve.' },
   dns_unavailable: { retryable: true, sqlstate: CONNECTION_FAILURE, says: 'the gateway cannot reach this credential’s database: its host name could not be resolved just now.' },
   refused: { retryable: true, sqlstate: CONNECTION_FAILURE, says: 'the gateway cannot reach this credential’s database: the connection was refused (the server may be down or restarting).' },
@@ -165,9 +179,9 @@ function reasonOf(error: UpstreamError): { reason: UpstreamFailureReason; causeC
 
 const POOL_REASONS: Readonly<Record<PoolError['code'], UpstreamFailureReason>> = { ACQUIRE_TIMEOUT: 'pool_timeout', OWNER_LIMIT: 'owner_limit', CLOSED: 'pool_closed' };
 
-/** A failure of `reason`, with what the operator should read about it. */
-export function upstreamFailure(reason: UpstreamFailureReason, cause: string, causeCode?: string): UpstreamFailure {
-  const kind = KINDS[reason];
+/** A failure of `reason`, with what the operator should read about it; `region` names the region a relay link was for. */
+export function upstreamFailure(reason: UpstreamFailureReason, cause: string, causeCode?: string, region?: string): UpstreamFailure {
+  const kind = region === undefined ? KINDS[reason] : { ...KINDS[reason], says: KINDS[reason].says.replace('REGION', region) };
   const upstreamState = causeCode && /^[0-9A-Z]{5}$/.test(causeCode) && causeCode !== kind.sqlstate ? ` (upstream SQLSTATE ${causeCode})` : '';
   const advice = reason === 'owner_limit' ? '' : ` ${kind.retryable ? RETRY : NOT_RETRYABLE}`;
   return {
@@ -186,6 +200,7 @@ export function classifyUpstreamFailure(error: unknown): UpstreamFailure {
     const { reason, causeCode } = reasonOf(error);
     return upstreamFailure(reason, error.message, causeCode);
   }
+  if (error instanceof RelayError) return upstreamFailure(error.reason, error.message, undefined, error.region);
   if (error instanceof PoolError) return upstreamFailure(POOL_REASONS[error.code], error.message);
   // An acquirer's own deadline (AbortSignal.timeout) passed while it waited.
   if (error instanceof DOMException && error.name === 'TimeoutError') return upstreamFailure('pool_timeout', error.message);

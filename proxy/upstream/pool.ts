@@ -42,6 +42,9 @@ export interface PoolStats {
   readonly waiting: number;
 }
 
+/** Opens a connection, up to ReadyForQuery; `signal` aborts when the pool closes. */
+export type OpenConnection = (signal: AbortSignal) => Promise<UpstreamConnection>;
+
 /** What DISCARD ALL may bring: its CommandComplete, ParameterStatus for settings it resets, notices, a late notification, an error, ReadyForQuery. */
 const RESET_MESSAGES = 'CSNAEZ';
 
@@ -136,12 +139,18 @@ export class UpstreamPool {
   readonly #held = new Map<string, number>();
   readonly #perOwner: number;
   readonly #onConnectFailure: (error: unknown) => void;
+  readonly #open: OpenConnection;
 
-  /** `onConnectFailure` hears of each attempt to open a connection that failed (not of those the pool's close cut short). */
-  constructor(target: UpstreamTarget, config: PoolConfig, onConnectFailure: (error: unknown) => void = () => undefined) {
+  /**
+   * `onConnectFailure` hears of each attempt to open a connection that failed (not of those the
+   * pool's close cut short); `open` opens one (a relay link for a database of another region,
+   * docs/regions.md), by default straight to `target`.
+   */
+  constructor(target: UpstreamTarget, config: PoolConfig, onConnectFailure: (error: unknown) => void = () => undefined, open?: OpenConnection) {
     this.#target = target;
     this.#config = config;
     this.#onConnectFailure = onConnectFailure;
+    this.#open = open ?? ((signal) => connectUpstream(target, { signal }));
     this.#label = `upstream pool ${target.host}:${target.port}/${target.database}`;
     this.#perOwner = perCredentialLimit(config);
     // Every connection being opened listens for the pool's close.
@@ -417,7 +426,7 @@ export class UpstreamPool {
       this.#openingFor.delete(waiter);
       if (waiter.owner !== undefined) this.#release(waiter.owner);
     };
-    connectUpstream(this.#target, { signal: this.#closing.signal }).then(
+    this.#open(this.#closing.signal).then(
       (connection) => {
         opened();
         if (this.#closed) {

@@ -171,7 +171,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     databaseRoutes(api, plane.deps);
     cacheRoutes(api, plane.deps);
     // The hosted agent MCP and the policy what-if decide on the same upstream pools and catalog snapshots.
-    const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log);
+    const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log, plane.deps.decisions.region);
     app.addHook('onClose', () => databases.close());
     policyRoutes(api, plane.deps);
     policyEvaluateRoutes(api, plane.deps, databases);

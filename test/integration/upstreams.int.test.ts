@@ -46,7 +46,12 @@ beforeAll(async () => {
   project = { id: body.project.id, databaseId: body.database.id };
   databases = new LiveView<DatabaseRow>(api.store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase });
   await databases.start();
-  upstreams = new Upstreams(databases, parseKeyring(api.masterKey), { connectTimeoutMs: 5_000, applicationName: 'pgward', logger: pino({ level: 'silent' }) });
+  upstreams = new Upstreams(databases, parseKeyring(api.masterKey), {
+    connectTimeoutMs: 5_000,
+    applicationName: 'pgward',
+    logger: pino({ level: 'silent' }),
+    relay: { region: 'local', proxyId: 'test', peers: new Map(), secret: undefined },
+  });
 });
 afterAll(async () => {
   await upstreams?.close();

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { parseRegionPeers, parseRelaySecret } from '../../src/net/relay-config.js';
 
 function refusal(env: NodeJS.ProcessEnv): ConfigError {
   try {
@@ -87,5 +88,40 @@ describe('configuration', () => {
     expect(config.PGWARD_STATE_URL).toBe('postgresql://u:p@db:5432/pgward');
     expect(config.EVENTSTORE_URL).toBe('esdb://es:2113?tls=false');
     expect(config.PGWARD_HTTP_PORT).toBe(8080);
+  });
+});
+
+describe('relay configuration (docs/regions.md)', () => {
+  const secret = Buffer.alloc(32, 5).toString('base64url');
+  const pin = `sha256:${'ab'.repeat(32)}`;
+
+  it('reads the peers by region, pinned or by CA', () => {
+    const peers = parseRegionPeers(JSON.stringify({ b: { host: 'relay.b.internal', port: 7432, fingerprint: pin }, 'eu-west-1': { host: '10.0.0.5', port: 7432, ca: '/etc/pgward/relay-ca.pem' } }));
+    expect(peers.get('b')).toEqual({ region: 'b', host: 'relay.b.internal', port: 7432, trust: { fingerprint: Buffer.from('ab'.repeat(32), 'hex') } });
+    expect(peers.get('eu-west-1')).toEqual({ region: 'eu-west-1', host: '10.0.0.5', port: 7432, trust: { caFile: '/etc/pgward/relay-ca.pem' } });
+    const config = loadConfig({ PGWARD_REGION: 'a', PGWARD_REGION_PEERS: JSON.stringify({ b: { host: '127.0.0.1', port: 7432, fingerprint: pin } }), PGWARD_RELAY_PORT: '7432', PGWARD_RELAY_SECRET: secret });
+    expect(config.PGWARD_RELAY_PORT).toBe(7432);
+    expect(parseRelaySecret(config.PGWARD_RELAY_SECRET!)).toEqual(Buffer.alloc(32, 5));
+  });
+
+  it('stops the start naming the variable: a bad region, fingerprint, both or neither of fingerprint and ca, a short secret, a missing secret', () => {
+    const peers = (value: unknown) => refusal({ PGWARD_REGION_PEERS: JSON.stringify(value), PGWARD_RELAY_SECRET: secret }).message;
+    const expected = 'invalid configuration: PGWARD_REGION_PEERS expected a JSON object of region → {"host", "port", "fingerprint": "sha256:<64 hex>"} or {"host", "port", "ca": "<PEM file>"}';
+    expect(peers({ B: { host: 'h', port: 1, fingerprint: pin } })).toBe(`${expected} ("B" is not a region name)`);
+    expect(peers({ b: { host: 'h', port: 1, fingerprint: 'sha256:abc' } })).toBe(`${expected} (region b: fingerprint expected sha256: and 64 hex digits)`);
+    expect(peers({ b: { host: 'h', port: 1, fingerprint: pin, ca: '/ca.pem' } })).toBe(`${expected} (region b: give either fingerprint or ca)`);
+    expect(peers({ b: { host: 'h', port: 1 } })).toBe(`${expected} (region b: give either fingerprint or ca)`);
+    expect(peers([])).toBe(`${expected} (not a JSON object of regions)`);
+    expect(refusal({ PGWARD_REGION_PEERS: '{', PGWARD_RELAY_SECRET: secret }).message).toBe(`${expected} (not JSON)`);
+    expect(refusal({ PGWARD_REGION: 'a', PGWARD_REGION_PEERS: JSON.stringify({ a: { host: 'h', port: 1, fingerprint: pin } }), PGWARD_RELAY_SECRET: secret }).message).toBe(
+      "invalid configuration: PGWARD_REGION_PEERS names this proxy's own region a: its databases are reached directly",
+    );
+    const short = Buffer.alloc(16, 1).toString('base64url');
+    const refused = refusal({ PGWARD_RELAY_SECRET: short }).message;
+    expect(refused).toBe('invalid configuration: PGWARD_RELAY_SECRET expected at least 32 random bytes as base64url (16 bytes, at least 32 are needed)');
+    expect(refused).not.toContain(short);
+    expect(refusal({ PGWARD_RELAY_PORT: '7432' }).message).toBe('invalid configuration: PGWARD_RELAY_SECRET must be set when PGWARD_REGION_PEERS or PGWARD_RELAY_PORT is');
+    expect(refusal({ PGWARD_RELAY_SECRET: secret, PGWARD_RELAY_CERT: '/relay.pem' }).variable).toBe('PGWARD_RELAY_CERT');
+    expect(refusal({ PGWARD_RELAY_SECRET_PREVIOUS: secret }).variable).toBe('PGWARD_RELAY_SECRET_PREVIOUS');
   });
 });

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { UpstreamError } from '../../proxy/upstream/connection.js';
-import { classifyUpstreamFailure, upstreamFailure, type UpstreamFailureReason } from '../../proxy/upstream/failure.js';
+import { placementOf } from '../../proxy/decision-record.js';
+import { RelayError } from '../../proxy/relay/relay-error.js';
+import { classifyUpstreamFailure, upstreamFailure, upstreamRule, type UpstreamFailureReason } from '../../proxy/upstream/failure.js';
 import { PoolError } from '../../proxy/upstream/pool.js';
 
 const LABEL = 'upstream app@db.internal:5432/shop';
@@ -45,5 +47,32 @@ describe('classifyUpstreamFailure', () => {
     );
     expect(upstreamFailure('too_many_connections', 'x', '53300').message).toBe('this credential’s database has no connection slots free. Retry shortly.');
     expect(upstreamFailure('refused', 'x', 'ECONNREFUSED').message).toBe('the gateway cannot reach this credential’s database: the connection was refused (the server may be down or restarting). Retry shortly.');
+  });
+});
+
+describe('no relay link to the database’s region (docs/regions.md#failing-closed)', () => {
+  const detail = 'relay to region eu-west-1 (relay.eu.internal:7432): the peer refused the link (bad_proof)';
+  it.each<[UpstreamFailureReason, string, boolean, string]>([
+    ['no_peer', '58000', false, 'this credential’s database is kept in region eu-west-1, and the gateway has no link configured to that region’s data plane.'],
+    ['peer_unreachable', '08001', true, 'this credential’s database is kept in region eu-west-1, and the gateway cannot reach that region’s data plane just now.'],
+    ['peer_untrusted', '08004', false, 'this credential’s database is kept in region eu-west-1, and that region’s data plane did not prove its identity as configured.'],
+    ['peer_refused', '08004', false, 'this credential’s database is kept in region eu-west-1, and that region’s data plane refused the gateway’s link.'],
+    ['peer_no_upstream', '08001', true, 'this credential’s database is kept in region eu-west-1, and that region’s data plane has no connection to it free just now.'],
+  ])('%s: %s under rule region.%s, naming the region and nothing of the link', (reason, sqlstate, retryable, says) => {
+    const failure = classifyUpstreamFailure(new RelayError(reason as RelayError['reason'], 'eu-west-1', detail));
+    expect({ reason: failure.reason, sqlstate: failure.sqlstate, retryable: failure.retryable, cause: failure.cause }).toEqual({ reason, sqlstate, retryable, cause: detail });
+    expect(failure.message.startsWith(says)).toBe(true);
+    expect(failure.message).not.toMatch(/relay\.eu|7432|bad_proof/);
+    expect(upstreamRule(failure)).toBe(`region.${reason}`);
+  });
+
+  it('leaves the rules of the database’s own failures as they were', () => {
+    expect(upstreamRule(classifyUpstreamFailure(network('ECONNREFUSED')))).toBe('upstream.refused');
+  });
+
+  it('places a relayed statement on the relay, in the peer’s region; a refused one nowhere', () => {
+    expect(placementOf(true, 'miss', 'a', { relayedTo: 'b' })).toEqual({ ran_on: 'relay', replica_id: null, upstream_region: 'b' });
+    expect(placementOf(true, 'hit', 'a', { relayedTo: 'b' })).toEqual({ ran_on: 'cache', replica_id: null, upstream_region: null });
+    expect(placementOf(false, undefined, 'a', { relayedTo: 'b' })).toEqual({ ran_on: null, replica_id: null, upstream_region: null });
   });
 });

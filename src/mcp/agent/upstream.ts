@@ -47,8 +47,14 @@ export class AgentDatabases {
   /** Type names by OID, per database: OIDs of user types differ between databases. */
   private readonly typeNames = new Map<string, Map<number, string>>();
 
-  constructor(pool: pg.Pool, keyring: Keyring, logger: Pick<BaseLogger, 'info' | 'warn'>) {
-    this.upstreams = new Upstreams({ getOrRead: (databaseId) => findDatabaseRow(pool, databaseId) }, keyring, { connectTimeoutMs: CONNECT_TIMEOUT_MS, applicationName: 'pgward-mcp', logger });
+  /** `region` is the API process's: a database kept in another region is refused (region.no_peer), as the hosted MCP relays nothing yet (docs/regions.md). */
+  constructor(pool: pg.Pool, keyring: Keyring, logger: Pick<BaseLogger, 'info' | 'warn'>, region: string) {
+    this.upstreams = new Upstreams({ getOrRead: (databaseId) => findDatabaseRow(pool, databaseId) }, keyring, {
+      connectTimeoutMs: CONNECT_TIMEOUT_MS,
+      applicationName: 'pgward-mcp',
+      logger,
+      relay: { region, proxyId: 'mcp', peers: new Map(), secret: undefined },
+    });
     this.catalogs = new CatalogSnapshots(CATALOG_TIMING);
   }
 
