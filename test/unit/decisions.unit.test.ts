@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { batchMessage, DecisionPublisher, type BusRecord, type Decision } from '../../proxy/decisions.js';
 import { createMemoryBus } from '../../src/bus/memory.js';
 import { loadParser } from '../../proxy/policy/parser.js';
@@ -100,26 +100,35 @@ describe('decision publisher', () => {
   });
 
   it('sends a strict decision, and the decisions queued before it, without waiting for the linger, also while the bus is taking a message', async () => {
+    // On the clock the publisher and the bus read, so a loaded machine's late timers cannot blur 60 ms into 80.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     const memory = createMemoryBus();
-    let publishes = 0;
-    // The bus takes 30 ms a message, so the strict decision arrives while the first message is under way.
-    const bus = { ...memory, publish: async (message: { id: string; data: Uint8Array }) => {
-      publishes++;
-      await new Promise((resolve) => setTimeout(resolve, 30));
-      await memory.publish(message);
-    } };
-    const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 10_000);
-    const first = publisher.publishStrict(decision('select 1'));
-    publisher.publish(decision('select 2'));
-    const strict = publisher.publishStrict(decision('select 3'));
-    const started = performance.now();
-    await first;
-    await strict;
-    // Two messages back to back (about 60 ms); a linger between them would add 50 ms.
-    expect(performance.now() - started).toBeLessThan(75);
-    expect(publishes).toBe(2);
-    expect(publisher.stats()).toMatchObject({ depth: 0, published: 3 });
-    await memory.close();
+    try {
+      let publishes = 0;
+      // The bus takes 30 ms a message, so the strict decision arrives while the first message is under way.
+      const bus = { ...memory, publish: async (message: { id: string; data: Uint8Array }) => {
+        publishes++;
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        await memory.publish(message);
+      } };
+      const publisher = new DecisionPublisher(bus, { proxyId: 'p1', bootEpoch: 7 }, 10_000);
+      const first = publisher.publishStrict(decision('select 1'));
+      publisher.publish(decision('select 2'));
+      const strict = publisher.publishStrict(decision('select 3'));
+      let settled = false;
+      const both = Promise.all([first, strict]).then(() => (settled = true));
+      // Two messages back to back take 60 ms; a linger between them would add 50 ms.
+      await vi.advanceTimersByTimeAsync(59);
+      expect(settled).toBe(false);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(settled).toBe(true);
+      await both;
+      expect(publishes).toBe(2);
+      expect(publisher.stats()).toMatchObject({ depth: 0, published: 3 });
+    } finally {
+      vi.useRealTimers();
+      await memory.close();
+    }
   });
 
   it('stamps proxy id, boot epoch and a dense sequence; abridges statement text to 4 KB around its digest', async () => {
