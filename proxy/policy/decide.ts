@@ -78,7 +78,7 @@ export function decidePolicy(analysis: StatementAnalysis, rules: PolicyRules, se
     progress: progressOf(analysis, policy),
     changesSession: analysis.sessionChanges.length > 0,
   };
-  const trip = canaryCheck(analysis, policy);
+  const trip = canaryCheck(analysis, policy, session.catalog);
   if (trip) return refused(facts, disguise(analysis, { ...policy, denied: trip.denied }, trip));
   const refusal = checks(analysis, policy) ?? knownRelationCheck(analysis, policy, session.catalog) ?? viewCheck(analysis, policy, session.catalog);
   if (refusal) return refused(facts, refusal);
