@@ -50,8 +50,15 @@ export class ExtendedProtocol {
     private readonly holds: SessionHolds,
   ) {}
 
-  parse({ name, sql, paramTypes, raw }: Parse): Promise<void> | void {
+  parse(message: Parse): Promise<void> | void {
+    const fresher = this.gate.fresher(message.sql, 'extended');
+    if (fresher) return fresher.then(() => this.decideParse(message));
+    return this.decideParse(message);
+  }
+
+  private decideParse({ name, sql, paramTypes, raw }: Parse): Promise<void> | void {
     const { host } = this;
+    if (host.closed) return;
     const { statements } = host;
     const known = name === '' ? undefined : statements.named.get(name);
     if (known && known.sql !== sql) {

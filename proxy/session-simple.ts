@@ -25,7 +25,14 @@ export class SimpleQuery {
   ) {}
 
   query(sql: string, raw: Buffer): Promise<void> | void {
+    const fresher = this.gate.fresher(sql, 'simple');
+    if (fresher) return fresher.then(() => this.decided(sql, raw));
+    return this.decided(sql, raw);
+  }
+
+  private decided(sql: string, raw: Buffer): Promise<void> | void {
     const { host } = this;
+    if (host.closed) return;
     const decision = this.gate.decide(sql, 'simple');
     if (!decision) return;
     const hold = holdFor(host.context.policies.get(host.credential!.policy_profile_id), decision, host.catalog?.current());

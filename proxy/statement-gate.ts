@@ -7,6 +7,7 @@ import type { SessionReads } from './replica-routing.js';
 import type { SessionResults } from './cache/session-results.js';
 import type { Allowed, StatementRefusal } from './session-audit.js';
 import type { Protocol, SessionHost } from './session-host.js';
+import { RELATION_UNKNOWN } from './policy/known-relations.js';
 import { decideWithCatalog } from './upstream/catalog-snapshot.js';
 
 /**
@@ -52,6 +53,20 @@ export class StatementGate {
     this.reads.decided(sql, decision);
     this.results.cache.decided(this.results.databaseId, decision, credential.credential_id);
     return decision;
+  }
+
+  /**
+   * What a message's decision must wait for, if anything: the catalog read a schema change the
+   * session ran started; then, when the statement names a relation the snapshot lacks (it is refused
+   * catalog.relation_unknown), a fresh read, so that it is decided on what the upstream has now.
+   */
+  fresher(sql: string, protocol: Protocol): Promise<void> | undefined {
+    const lease = this.host.catalog!;
+    const changing = lease.changing();
+    if (changing) return changing.then(() => this.fresher(sql, protocol));
+    const credential = this.host.credential!;
+    const decision = this.decideOn(sql, credential, this.host.context.policies.get(credential.policy_profile_id), protocol);
+    return decision.action === 'refuse' && decision.rule === RELATION_UNKNOWN ? lease.fresh() : undefined;
   }
 
   /**

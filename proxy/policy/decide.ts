@@ -6,6 +6,7 @@ import { catalogRowFilters } from './catalog-rows.js';
 import { expandForMasks } from './expansion.js';
 import { SIZING_KEY } from './hash-key.js';
 import { applyMasks, maskExpression, type MaskEdit } from './mask.js';
+import { knownRelationCheck } from './known-relations.js';
 import { catalogMasks, rowColumnMasks, viewCheck } from './mask-reach.js';
 import { qualified } from './names.js';
 import { MAX_SQL_BYTES, MAX_TREE_NODES, measureTree, tooComplex, type ParseFailure } from './parser.js';
@@ -77,9 +78,9 @@ export function decidePolicy(analysis: StatementAnalysis, rules: PolicyRules, se
     progress: progressOf(analysis, policy),
     changesSession: analysis.sessionChanges.length > 0,
   };
-  const trip = canaryCheck(analysis, policy);
+  const trip = canaryCheck(analysis, policy, session.catalog);
   if (trip) return refused(facts, disguise(analysis, { ...policy, denied: trip.denied }, trip));
-  const refusal = checks(analysis, policy) ?? viewCheck(analysis, policy, session.catalog);
+  const refusal = checks(analysis, policy) ?? knownRelationCheck(analysis, policy, session.catalog) ?? viewCheck(analysis, policy, session.catalog);
   if (refusal) return refused(facts, refusal);
   // Masks are computed on the statement with its stars and positional constructs over masked tables written out.
   const expanded = expandForMasks(analysis, policy, session);

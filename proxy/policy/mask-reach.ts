@@ -21,7 +21,7 @@ function tableAndColumn(key: string): { table: RelationName; column: string } {
  * snapshot: its plain-inheritance descendants (their rows are the table's when it is read without
  * ONLY) and the other members of its partition tree (a partition's rows are its ancestors').
  */
-function sameRows(table: RelationName, catalog: UpstreamCatalog): RelationName[] {
+export function sameRows(table: RelationName, catalog: UpstreamCatalog): RelationName[] {
   return [...(catalog.relation(table)?.partitionTree ?? []), ...descendants(catalog, [table])];
 }
 

@@ -3,6 +3,7 @@ import type { HashKey } from './hash-key.js';
 import type { HoneytokenKind } from '../../src/events/honeytokens.js';
 import { DEFAULT_MIGRATION_SAFETY, type MaskMode, type MigrationSafety, type PolicyStatementKind } from '../../src/events/policies.js';
 import type { Effect, StatementAnalysis, WholeRowForm } from './analysis.js';
+import { canaryReach } from './canary-reach.js';
 import { DRIVER_METADATA, isTempSchema, NEVER_READABLE } from './catalog.js';
 import type { MaskEdit } from './mask.js';
 import { isCatalog, qualified, type RelationName } from './names.js';
@@ -11,6 +12,7 @@ import { FUNCTION_ALTERNATIVES } from './functions.js';
 import { statementKinds, upserts } from './kinds.js';
 import { migrationFindings, type MigrationFinding } from './migration.js';
 import { SETTABLE } from './settings.js';
+import type { UpstreamCatalog } from './upstream-catalog.js';
 
 /** A planted honeytoken, resolved from the policy's honeytoken ids by the caller. */
 export interface Canary {
@@ -71,10 +73,11 @@ const FEATURE_NOT_SUPPORTED = '0A000';
 
 const refuse = (rule: string, reason: string, extra: Partial<Refusal> = {}): Refusal => ({ rule, reason, sqlstate: INSUFFICIENT_PRIVILEGE, ...extra });
 
-/** The first canary the statement touches, or null. */
-export function canaryCheck(analysis: StatementAnalysis, policy: PolicyRules): Trip | null {
+/** The first canary the statement touches, by name or, on the catalog snapshot, under another name (canary-reach.ts), or null. */
+export function canaryCheck(analysis: StatementAnalysis, policy: PolicyRules, catalog?: UpstreamCatalog): Trip | null {
   for (const canary of policy.canaries) {
-    const denied = canaryHit(analysis, canary);
+    const reached = canaryReach(analysis, canary, catalog);
+    const denied = canaryHit(analysis, canary) ?? (reached === null ? null : [reached]);
     if (denied === null) continue;
     const rule = `honeytoken.${canary.kind}`;
     return { honeytokenId: canary.honeytoken_id, rule, reason: `the statement touched honeytoken ${canary.honeytoken_id} (${canary.kind} ${canary.target}) (rule ${rule}); the agent was answered as for a table it may not read.`, denied };

@@ -26,6 +26,10 @@ export interface CatalogLease {
   current(): UpstreamCatalog | CatalogUnavailable;
   /** The session ran DDL that has now committed (or was never in a transaction): read the catalog again at once. */
   changed(): void;
+  /** While the read `changed` started runs: its end, which the next statement's decision waits for. */
+  changing(): Promise<void> | undefined;
+  /** Reads the catalog again unless it was read within FRESH_MS: a statement names a relation the snapshot does not have. */
+  fresh(): Promise<void>;
   /** The session moved to another pool of its database (the database or its role changed). */
   moved(handle: UpstreamHandle): void;
   release(): void;
@@ -44,6 +48,9 @@ export interface CatalogTiming {
 
 export const CATALOG_TIMING: CatalogTiming = { refreshMs: 30_000, maxAgeMs: 5 * 60_000, idleMs: 5 * 60_000, readTimeoutMs: 10_000 };
 
+/** A statement naming a relation the snapshot lacks has it read again, unless a read started this recently (it is then refused, catalog.relation_unknown). */
+export const FRESH_MS = 1_000;
+
 /** Far more rows than any catalog has: a catalog read that would pass it is refused as too large. */
 const MAX_CATALOG_ROWS = 2_000_000;
 
@@ -57,6 +64,8 @@ class Entry {
   leases = 0;
   private reading: Promise<void> | undefined;
   private again = false;
+  /** The read after a change the gateway ran, while it runs. */
+  changing: Promise<void> | undefined;
   readonly timer: NodeJS.Timeout;
 
   constructor(
@@ -83,6 +92,20 @@ class Entry {
 
   stale(): boolean {
     return performance.now() - this.readAt > this.timing.refreshMs;
+  }
+
+  /** A read that starts after this call (unless `always`, none when one started within FRESH_MS), and its end. */
+  async fresh(always = false): Promise<void> {
+    if (!always && performance.now() - this.readAt < FRESH_MS) return;
+    await this.reading;
+    await this.read();
+  }
+
+  /** DDL ran: a fresh read, which decisions wait for while it runs. */
+  changed(): void {
+    const changing = (this.changing = this.fresh(true).finally(() => {
+      if (this.changing === changing) this.changing = undefined;
+    }));
   }
 
   /** Reads the catalog; a read asked for while one runs runs once more after it (it may have started before a change committed). */
@@ -191,7 +214,9 @@ export class CatalogSnapshots {
     let held = true;
     return {
       current: () => entry.current(),
-      changed: () => void entry.read(true),
+      changed: () => entry.changed(),
+      changing: () => entry.changing,
+      fresh: () => entry.fresh(),
       moved: (next) => void this.entryFor(next),
       release: () => {
         if (held) entry.leases -= 1;
@@ -200,9 +225,14 @@ export class CatalogSnapshots {
     };
   }
 
-  /** The snapshot for one MCP call: read first when there is none or it is due. */
-  async current(handle: UpstreamHandle): Promise<UpstreamCatalog | CatalogUnavailable> {
+  /**
+   * The snapshot for one MCP call: read first when there is none or it is due, or `fresh` (its
+   * statement names a relation the snapshot lacks); after the end of a read DDL started.
+   */
+  async current(handle: UpstreamHandle, fresh = false): Promise<UpstreamCatalog | CatalogUnavailable> {
     const entry = this.entryFor(handle);
+    await entry.changing;
+    if (fresh) await entry.fresh();
     if (!entry.stale()) return entry.current();
     await entry.read();
     return entry.current(true);
@@ -210,7 +240,7 @@ export class CatalogSnapshots {
 
   /** DDL ran on the database: read its catalog again at once. */
   changed(handle: UpstreamHandle): void {
-    void this.entryFor(handle).read(true);
+    this.entryFor(handle).changed();
   }
 
   close(): void {

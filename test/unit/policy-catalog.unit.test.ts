@@ -107,9 +107,12 @@ describe('inheritance on a catalog snapshot', () => {
     for (const sql of ['INSERT INTO orders (id, total) VALUES (1, 2)', 'COPY ledger FROM STDIN']) expect(decide(sql, writer), sql).toMatchObject({ action: 'allow', sql });
   });
 
-  it('runs a relation the snapshot does not know ONLY; decides nothing about inheritance without a snapshot', () => {
-    const open: PolicyRules = { ...policy, allowed_tables: ['public.*'] };
+  it('runs a relation the snapshot does not know ONLY (refused under masks or denials); decides nothing about inheritance without a snapshot', () => {
+    const open: PolicyRules = { ...policy, allowed_tables: ['public.*'], masked_columns: {} };
     expect(decide('SELECT id FROM created_later', open)).toMatchObject({ action: 'allow', sql: 'SELECT id FROM ONLY created_later' });
+    expect(decide('SELECT id FROM created_later', { ...open, masked_columns: { 'public.customers.email': 'redact' } })).toMatchObject({ action: 'refuse', rule: 'catalog.relation_unknown', sqlstate: '42501', tablesBlocked: ['public.created_later'] });
+    expect(decide('SELECT id FROM created_later', { ...open, denied_tables: ['public.customers'] })).toMatchObject({ action: 'refuse', rule: 'catalog.relation_unknown' });
+    expect(decide('CREATE TABLE created_later (id int)', { ...open, read_only: false, masked_columns: { 'public.customers.email': 'redact' } })).toMatchObject({ action: 'allow' });
     expect(decide('SELECT id FROM orders', policy, 'none')).toMatchObject({ action: 'allow', sql: 'SELECT id FROM orders' });
   });
 

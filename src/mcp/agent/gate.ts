@@ -2,6 +2,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { holdFor, holdUnavailable, type Hold } from '../../../proxy/approval-hold.js';
 import { catalogVersionOf } from '../../../proxy/cache/cacheable.js';
 import { recordedRefusal } from '../../../proxy/decision-record.js';
+import { RELATION_UNKNOWN } from '../../../proxy/policy/known-relations.js';
 import { sessionValuesOf, statementKind, type StatementDecision } from '../../../proxy/policy/hook.js';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import { decideWithCatalog, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
@@ -41,7 +42,18 @@ export function upstreamRefusal(failure: UpstreamFailure): CallToolResult {
  * honeytokens need to disable it.
  */
 export async function decide(context: AgentContext, sql: string): Promise<StatementDecision> {
-  return decideOn(context, sql, await context.services.databases.catalog(context.credential, context.upstream));
+  return decideOn(context, sql, await catalogFor(context, sql));
+}
+
+/**
+ * The catalog snapshot to decide `sql` on: read again first when the statement names a relation the
+ * snapshot lacks (refused catalog.relation_unknown on it), so that it is decided on what the upstream has now.
+ */
+async function catalogFor(context: AgentContext, sql: string): Promise<UpstreamCatalog | CatalogUnavailable> {
+  const catalog = await context.services.databases.catalog(context.credential, context.upstream);
+  const decision = decideOn(context, sql, catalog);
+  if (decision.action !== 'refuse' || decision.rule !== RELATION_UNKNOWN) return catalog;
+  return context.services.databases.catalog(context.credential, context.upstream, true);
 }
 
 function decideOn(context: AgentContext, sql: string, catalog: UpstreamCatalog | CatalogUnavailable): StatementDecision {
@@ -57,7 +69,7 @@ export async function admit(context: AgentContext, sql: string): Promise<{ allow
 /** With `holds`, a statement the approval rules hold is returned as held, for the caller to hold it (approval.ts). */
 export async function admit(context: AgentContext, sql: string, options: { readonly holds: true }): Promise<{ allowed: Allowed; catalogVersion: string } | { refused: CallToolResult } | { held: Allowed; hold: Hold }>;
 export async function admit(context: AgentContext, sql: string, options: { readonly holds?: boolean } = {}): Promise<{ allowed: Allowed; catalogVersion: string } | { refused: CallToolResult } | { held: Allowed; hold: Hold }> {
-  const catalog = await context.services.databases.catalog(context.credential, context.upstream);
+  const catalog = await catalogFor(context, sql);
   // Synchronous from here: a batch's calls run concurrently, and no await may split the budget check from the count.
   if (context.policy?.audit_mode === 'strict' && !context.services.decisions.acceptingStrict()) {
     return { refused: toolError('The audit trail cannot take records right now, and this credential’s policy (audit_mode strict) refuses statements it cannot audit; retry shortly.') };

@@ -58,12 +58,12 @@ export class AgentDatabases {
     this.catalogs = new CatalogSnapshots(CATALOG_TIMING);
   }
 
-  /** The catalog snapshot of the credential's database to decide on, read first when none is fresh; why there is none otherwise. */
-  async catalog(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: AgentUpstream): Promise<UpstreamCatalog | CatalogUnavailable> {
+  /** The catalog snapshot of the credential's database to decide on, read first when none is fresh, or `fresh`; why there is none otherwise. */
+  async catalog(credential: Pick<TokenCredential, 'database_id' | 'project_id'>, pool: AgentUpstream, fresh = false): Promise<UpstreamCatalog | CatalogUnavailable> {
     try {
       const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role, pool.branch);
       if (!handle) return { unavailable: 'the credential’s database is no longer registered', upstream: notRegistered(credential.database_id) };
-      return await this.catalogs.current(handle);
+      return await this.catalogs.current(handle, fresh);
     } catch (error) {
       return { unavailable: `the credential’s database could not be looked up: ${(error as Error).message}` };
     }
