@@ -9,6 +9,7 @@
  * gateway is read before the next statement is decided; on node-postgres simple and extended and
  * the hosted MCP `query` tool.
  */
+import { wireOutcome, type WireOutcome } from '../support/wire-outcome.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,17 +36,9 @@ afterAll(async () => {
   await gateway?.stop();
 });
 
-type Outcome = { rows: unknown[] } | { code: string; message: string };
+type Outcome = WireOutcome;
 
-async function run(client: pg.Client, sql: string, mode: 'simple' | 'extended'): Promise<Outcome> {
-  try {
-    const result = await client.query(mode === 'extended' ? ({ text: sql, queryMode: 'extended' } as pg.QueryConfig) : sql);
-    return { rows: result.rows };
-  } catch (error) {
-    const { code, message } = error as pg.DatabaseError;
-    return { code: code!, message };
-  }
-}
+const run = wireOutcome;
 
 async function session<T>(as: AgentSecrets, body: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: as.connection_string });

@@ -8,6 +8,7 @@
  * column as the table does, and a row-typed column is masked as a whole; on node-postgres simple
  * and extended and the hosted MCP `query` tool. Views over unmasked tables still run.
  */
+import { wireOutcome, type WireOutcome } from '../support/wire-outcome.js';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callTool, listenForAgents, registerAgentWith, textOf, withAgentMcp } from '../support/agent-mcp.js';
@@ -60,17 +61,13 @@ afterAll(async () => {
   await gateway?.stop();
 });
 
-type Outcome = { rows: unknown[] } | { code: string; message: string };
+type Outcome = WireOutcome;
 
 async function onWire(sql: string, mode: 'simple' | 'extended', as: AgentSecrets = agent): Promise<Outcome> {
   const client = new pg.Client({ connectionString: as.connection_string });
   await client.connect();
   try {
-    const result = await client.query(mode === 'extended' ? ({ text: sql, queryMode: 'extended' } as pg.QueryConfig) : sql);
-    return { rows: result.rows };
-  } catch (error) {
-    const { code, message } = error as pg.DatabaseError;
-    return { code: code!, message };
+    return await wireOutcome(client, sql, mode);
   } finally {
     await client.end();
   }
