@@ -357,15 +357,27 @@ describe('fail closed: no link, no statement', () => {
     }
   });
 
-  it('refuses a statement 08001 region.peer_unreachable once B is stopped, and nothing runs on A’s own connection', async () => {
+  it('refuses a statement 08001 region.peer_unreachable once B is stopped, and nothing runs on A’s own connection; an MCP statement B was running when it stopped may have run, on the relay', async () => {
     await placeIn('b');
     await waitFor(async () => (await runsOn()) === 'pgward:b', 10_000, 'sessions through A running on B again');
     const client = new pg.Client({ connectionString: agent.connection_string });
     await client.connect();
+    const locker = new pg.Client({ connectionString: databaseUrl });
+    await locker.connect();
     try {
       expect((await client.query<{ app: string }>("select current_setting('application_name') as app")).rows).toEqual([{ app: 'pgward:b' }]);
+      const held = 'select count(*)::int as n from orders where id > 1';
+      await locker.query('begin; lock table orders in access exclusive mode');
+      const broken = withAgentMcp(mcpUrl, agent, (mcp) => callTool(mcp, 'query', { sql: held }));
+      await waitFor(async () => (await waiting('pgward:b')) === 1, 10_000, 'the MCP’s relayed statement waiting on B’s connection');
       await b!.stop();
       b = undefined;
+      const lost = await broken;
+      expect(lost.isError).toBe(true);
+      expect(textOf(lost)).toBe('The connection to this credential’s database was lost after the statement was sent: it may have run (a write may have been committed), but its result could not be read.');
+      const [mayHaveRun] = await auditedRuns(gateway, agent.credential.id, held, 1, 'mcp');
+      expect(mayHaveRun).toMatchObject({ event: 'query', ran_on: 'relay', upstream_region: 'b', region: 'a', reason: expect.stringMatching(/^the connection closed before the statement's end was seen; it may have run\./) });
+      await locker.query('commit');
       // Once A finds B gone (a fresh login is refused), the session's parked link is gone too.
       await waitFor(async () => (await loginError())?.code === '08001', 10_000, 'logins refused 08001 with B stopped');
       const sql = 'select count(*) from orders where id < 10';
@@ -380,6 +392,7 @@ describe('fail closed: no link, no statement', () => {
       expect(await backends('pgward:a')).toEqual([]);
       await mcpRefused('08001', 'region.peer_unreachable', /region b.*cannot reach that region’s data plane/);
     } finally {
+      await locker.end();
       await client.end().catch(() => undefined);
     }
   });
