@@ -44,6 +44,7 @@ import { endSessionsOnClose, type Admission } from './admission.js';
 import { DEFAULT_READ_YOUR_WRITES_MS } from './replica-routing.js';
 import type { LinkPeer } from './relay/link.js';
 import { startRelayListener, type RunningRelayListener } from './relay/listener.js';
+import { relayOrigin } from './relay/options.js';
 import { relayTargets } from './relay/targets.js';
 import { listenOn } from '../src/listen.js';
 
@@ -156,7 +157,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     connectTimeoutMs,
     applicationName: options.upstreamApplicationName ?? 'pgward',
     logger,
-    relay: { region: options.region, proxyId: options.proxyId, peers: options.relay?.peers ?? new Map(), secret: options.relay?.secrets[0] },
+    relay: relayOrigin(options.region, options.proxyId, options.relay),
   });
   const replicaOptions = { checkIntervalMs: 2_000, thresholds: DEFAULT_HEALTH_THRESHOLDS, readYourWritesMs: DEFAULT_READ_YOUR_WRITES_MS, ...options.replicas };
   const monitor = new ReplicaMonitor(replicas, databases, {

@@ -28,6 +28,7 @@ import type { Logger } from './logger.js';
 import type { StateDatabase } from './state.js';
 import type { EventStore } from './store/port.js';
 import { HashKeys } from '../proxy/hash-keys.js';
+import type { RelayLinks } from '../proxy/relay/options.js';
 
 /** How long a write waits for its read models before answering anyway. */
 const SETTLE_MS = 2_000;
@@ -107,6 +108,7 @@ export function controlPlane(
   bus: DecisionBus,
   budgets?: Budgets,
   cacheFanout?: Fanout,
+  relay?: RelayLinks,
 ): ControlPlane {
   const demo = demoSettings(config);
   const payments = paymentSettings(config);
@@ -134,6 +136,7 @@ export function controlPlane(
       decisions: { bus, publisherId: `${instanceId(config).slice(0, 60)}:mcp`, region: config.PGWARD_REGION },
       ...(budgets ? { budgets } : {}),
       ...(cacheFanout ? { cacheFanout } : {}),
+      ...(relay ? { relay } : {}),
       ...(demo ? { demo } : {}),
       ...(payments ? { payments } : {}),
       ...(proxyCaFile ? { proxyCaFile } : {}),

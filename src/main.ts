@@ -17,7 +17,7 @@ import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
 import { spentSince } from '../queries/budget-usage.js';
 import { loadTls } from '../proxy/tls.js';
-import { relayOptions } from '../proxy/relay/options.js';
+import { relayLinks, relayOptions } from '../proxy/relay/options.js';
 import { DomainCertificates } from './domains/certificates.js';
 import { controlPlane, loadKeyring } from './control-plane.js';
 import { buildApp, type PartState } from './http/app.js';
@@ -142,7 +142,9 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     const tls = roles.has('proxy')
       ? await loadTls({ ...tlsFiles(config), hosts: [config.PGWARD_PUBLIC_HOST, config.PGWARD_LISTEN_HOST], onGenerated: (what) => logger.info({ set: 'PGWARD_TLS_CERT and PGWARD_TLS_KEY to use your own' }, what) })
       : undefined;
-    const relay = tls ? await relayOptions(config, tls) : undefined;
+    // Both the proxy and the hosted MCP (api) open relay links to the databases of other regions.
+    const links = roles.has('proxy') || roles.has('api') ? await relayLinks(config) : undefined;
+    const relay = tls && links ? await relayOptions(config, links, tls) : undefined;
 
     const auditKeys = auditKeysFrom(config);
     // Ingest hands the entries it prepares for its checkpoints to the audit projection, when both run here.
@@ -280,7 +282,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
     if (http === false) return { httpUrl: undefined, proxyPort, metrics: metrics.registry, health, stop: stopAll };
 
     const app = await buildApp({
-      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, auditDeps(config, anchor!), bus, budgets, fanout) } : {}),
+      ...(roles.has('api') ? { controlPlane: controlPlane(config, keyring!, store, pool, logger, projections, auditDeps(config, anchor!), bus, budgets, fanout, links) } : {}),
       logger,
       metrics: http.metrics ? http.metrics(metrics.registry) : metrics.registry,
       observe: metrics.observe,

@@ -5,6 +5,7 @@
  */
 import { recordedRefusal } from '../decision-record.js';
 import type { StatementDecision } from './hook.js';
+import { isUpstreamRule } from '../upstream/failure.js';
 
 /** The audit events of statements a policy decided; a replay reads only these. */
 export const REPLAYED_EVENTS = ['query', 'masked', 'truncated', 'blocked', 'canary_tripped', 'budget_exhausted'] as const;
@@ -41,7 +42,7 @@ const ABRIDGED = /\/\* pgward: [^*]*; sha256 of the whole text: [0-9a-f]{64} \*\
 /** Whether a recorded statement can be re-decided, else why not. */
 export function skipReason(statement: Pick<RecordedStatement, 'event' | 'decision_rule' | 'sql'>): SkipReason | undefined {
   if (statement.event === 'budget_exhausted') return 'budget';
-  if (statement.decision_rule === 'catalog.unavailable' || statement.decision_rule.startsWith('upstream.')) return 'upstream';
+  if (statement.decision_rule === 'catalog.unavailable' || isUpstreamRule(statement.decision_rule)) return 'upstream';
   if (ABRIDGED.test(statement.sql)) return 'abridged';
   return undefined;
 }

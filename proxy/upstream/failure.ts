@@ -79,6 +79,11 @@ export function upstreamRule(failure: Pick<UpstreamFailure, 'reason'>): string {
   return `${failure.reason in REGION_KINDS ? 'region' : 'upstream'}.${failure.reason}`;
 }
 
+/** Whether an audit rule says no upstream connection (or relay link) could be had: the state of the moment, not the policy's decision. */
+export function isUpstreamRule(rule: string): boolean {
+  return rule.startsWith('upstream.') || rule.startsWith('region.');
+}
+
 /** SQLSTATE sqlserver_rejected_establishment_of_sqlconnection: the gateway will not connect until its operator changes something. */
 export const CONFIGURATION_SQLSTATE = '08004';
 const CONNECTION_FAILURE = '08006';

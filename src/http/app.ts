@@ -3,6 +3,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { Registry } from 'prom-client';
 import { loadParser } from '../../proxy/policy/parser.js';
+import { relayOrigin } from '../../proxy/relay/options.js';
 import { agentMcpRoutes } from '../mcp/agent/route.js';
 import { AgentDatabases } from '../mcp/agent/upstream.js';
 import { managementMcpRoutes } from '../mcp/management/route.js';
@@ -171,7 +172,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     databaseRoutes(api, plane.deps);
     cacheRoutes(api, plane.deps);
     // The hosted agent MCP and the policy what-if decide on the same upstream pools and catalog snapshots.
-    const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log, plane.deps.decisions.region);
+    const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log, relayOrigin(plane.deps.decisions.region, plane.deps.decisions.publisherId, plane.deps.relay));
     app.addHook('onClose', () => databases.close());
     policyRoutes(api, plane.deps);
     policyEvaluateRoutes(api, plane.deps, databases);

@@ -345,14 +345,20 @@ describe('pgward serve: configuration that is missing', () => {
 
   const tablesIn = (url: string) => admin(url, (client) => client.query<{ n: number }>(`select count(*)::int as n from pg_tables where schemaname not in ('pg_catalog', 'information_schema')`)).then((r) => r.rows[0]!.n);
 
-  it('PGWARD_STATE_URL without PGWARD_AUDIT_ANCHOR_KEY, or without PGWARD_MASTER_KEY, exits 2 naming the variable before writing anything', async () => {
+  it('PGWARD_STATE_URL without PGWARD_AUDIT_ANCHOR_KEY, or without PGWARD_MASTER_KEY, or a relay peer’s CA that cannot be read, exits 2 naming the variable before writing anything', async () => {
     const s = await setup({ PGWARD_STATE_URL: state.url, PGWARD_MASTER_KEY: Buffer.alloc(32, 7).toString('base64') });
+    const anchor = join(s.dataDir, '..', 'anchor.pem');
+    await writeFile(anchor, generateAnchorKey(), { mode: 0o600 });
+    const absentCa = join(s.dataDir, 'peer-ca.pem');
+    // The api role relays its hosted MCP's statements too: it reads the peers as the proxy does.
+    const relaying = { ...s.env, PGWARD_AUDIT_ANCHOR_KEY: anchor, PGWARD_RELAY_SECRET: Buffer.alloc(32, 9).toString('base64url'), PGWARD_REGION_PEERS: JSON.stringify({ b: { host: 'relay.b.internal', port: 7432, ca: absentCa } }) };
     const cases: [NodeJS.ProcessEnv, string[], string][] = [
       [s.env, ['serve'], 'pgward: invalid configuration: PGWARD_AUDIT_ANCHOR_KEY is required when PGWARD_STATE_URL is set (an Ed25519 private key, PKCS#8 PEM: openssl genpkey -algorithm ed25519 -out anchor.pem)'],
       [s.env, ['serve', '--role', 'ingest'], 'pgward: invalid configuration: PGWARD_AUDIT_ANCHOR_KEY is required when PGWARD_STATE_URL is set (an Ed25519 private key, PKCS#8 PEM: openssl genpkey -algorithm ed25519 -out anchor.pem)'],
       [{ ...s.env, PGWARD_AUDIT_ANCHOR_KEY: join(s.dataDir, 'absent.pem') }, ['serve', '--role', 'api'], `pgward: invalid configuration: PGWARD_AUDIT_ANCHOR_KEY names a file that cannot be read: ${join(s.dataDir, 'absent.pem')} (ENOENT)`],
       [{ ...s.env, PGWARD_MASTER_KEY: '' }, ['serve', '--role', 'proxy'], 'pgward: invalid configuration: PGWARD_MASTER_KEY is required when PGWARD_STATE_URL is set (a base64 32-byte key: openssl rand -base64 32)'],
       [{ ...s.env, PGWARD_TLS_CERT: join(s.dataDir, 'cert.pem'), PGWARD_TLS_KEY: join(s.dataDir, 'key.pem') }, ['serve', '--role', 'proxy'], `pgward: invalid configuration: PGWARD_TLS_CERT names a file that cannot be read: ${join(s.dataDir, 'cert.pem')} (ENOENT)`],
+      [relaying, ['serve', '--role', 'api'], `pgward: invalid configuration: PGWARD_REGION_PEERS names a file that cannot be read: ${absentCa} (ENOENT)`],
     ];
     for (const [env, args, line] of cases) {
       const run = serve(env, args);

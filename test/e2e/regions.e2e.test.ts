@@ -2,9 +2,11 @@
  * Regions (docs/regions.md): proxy A of region `a` relays the statements of a database whose
  * pool_region is `b` to proxy B of region `b` over a TLS 1.3 link (B's certificate pinned, the link
  * secret proven for the session), so they run on B's upstream connection; A decides and audits
- * them, once. Each proxy has its own generated TLS material; both share the state database, the
- * decision bus and the machine's PostgreSQL. When no link can be had the statement (or the login)
- * is refused, fail closed, and nothing runs on A's own connection.
+ * them, once. The hosted MCP of A's process (the api, configured by PGWARD_REGION,
+ * PGWARD_REGION_PEERS and PGWARD_RELAY_SECRET as a deployment's) relays the same way. Each proxy
+ * has its own generated TLS material; both share the state database, the decision bus and the
+ * machine's PostgreSQL. When no link can be had the statement (or the login) is refused, fail
+ * closed, on the wire and on MCP, and nothing runs on A's own connection.
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -20,7 +22,7 @@ import type { LinkPeer } from '../../proxy/relay/link.js';
 import { startProxy, type RunningProxy } from '../../proxy/server.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
-import { callTool, listenForAgents, textOf, withAgentMcp } from '../support/agent-mcp.js';
+import { callTool, listenForAgents, registerAgentWith, textOf, withAgentMcp } from '../support/agent-mcp.js';
 import { freePort } from '../support/free-port.js';
 import { relayMaterial, type RelayMaterial } from '../support/relay-material.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
@@ -39,6 +41,8 @@ let ingest: RunningIngest;
 let agent: AgentSecrets;
 let databaseUrl: string;
 let base: string;
+/** A's hosted MCP endpoint. */
+let mcpUrl: string;
 let materials: RelayMaterial[] = [];
 /** The peers: B of region b (the link secret), D of region d (another secret). */
 let b: RunningProxy | undefined;
@@ -129,16 +133,23 @@ beforeAll(async () => {
   const [own, ofB, ofD, stranger] = (materials = await Promise.all([relayMaterial(), relayMaterial(), relayMaterial(), relayMaterial()]));
   bPort = await freePort();
   dPort = await freePort();
-  const peer = (region: string, port: number, fingerprint: Buffer): [string, LinkPeer] => [region, { region, host: '127.0.0.1', port, trust: { fingerprint } }];
-  const peers = new Map([
-    peer('b', bPort, ofB!.fingerprint),
+  const pinned: [region: string, port: number, fingerprint: Buffer][] = [
+    ['b', bPort, ofB!.fingerprint],
     // B's listener, pinned to a certificate it does not have.
-    peer('c', bPort, stranger!.fingerprint),
-    peer('d', dPort, ofD!.fingerprint),
-  ]);
-  gateway = await startGateway('regions', undefined, 60_000, {}, undefined, {}, {
+    ['c', bPort, stranger!.fingerprint],
+    ['d', dPort, ofD!.fingerprint],
+  ];
+  const peers = new Map(pinned.map(([region, port, fingerprint]): [string, LinkPeer] => [region, { region, host: '127.0.0.1', port, trust: { fingerprint } }]));
+  // A's hosted MCP reads the same peers from its process's configuration, as a deployment's does.
+  const apiEnv = {
+    PGWARD_REGION: 'a',
+    PGWARD_RELAY_SECRET: secret.toString('base64url'),
+    PGWARD_REGION_PEERS: JSON.stringify(Object.fromEntries(pinned.map(([region, port, fingerprint]) => [region, { host: '127.0.0.1', port, fingerprint: `sha256:${fingerprint.toString('hex')}` }]))),
+  };
+  gateway = await startGateway('regions', undefined, 60_000, apiEnv, undefined, {}, {
     proxy: { tls: own!.tls, region: 'a', proxyId: 'proxy-a', upstreamApplicationName: 'pgward:a', upstreamConnectTimeoutMs: 2_000, relay: { peers, secrets: [secret] } },
   });
+  mcpUrl = `${await listenForAgents(gateway)}/mcp`;
   ingest = await startIngest({ store: gateway.api.store, bus: gateway.bus, logger: pino({ level: 'silent' }) });
   databaseUrl = gateway.upstream.url;
   bMetrics = new Registry();
@@ -229,12 +240,48 @@ describe('the relay listener', () => {
 });
 
 describe('the hosted MCP', () => {
-  it('relays nothing yet: it refuses a database of another region 58000 region.no_peer and opens no connection to it', async () => {
-    const result = await withAgentMcp(`${await listenForAgents(gateway)}/mcp`, agent, (mcp) => callTool(mcp, 'query', { sql: 'select count(*) from orders' }));
-    expect(result.isError).toBe(true);
-    // Refused at the catalog read, the first thing it needs of the database.
-    expect(textOf(result)).toContain('(decision_rule region.no_peer, SQLSTATE 58000): this credential’s database is kept in region b, and the gateway has no link configured to that region’s data plane.');
-    expect(await backends('pgward-mcp')).toEqual([]);
+  it('runs a query of A’s hosted MCP on B’s upstream connection, audited once by A as relayed to b', async () => {
+    const locker = new pg.Client({ connectionString: databaseUrl });
+    await locker.connect();
+    try {
+      const sql = "select current_setting('application_name') as app, count(*)::int as n from orders where id > 0";
+      await locker.query('begin; lock table orders in access exclusive mode');
+      const ran = withAgentMcp(mcpUrl, agent, (mcp) => callTool(mcp, 'query', { sql }));
+      await waitFor(async () => (await waiting('pgward:b')) === 1, 10_000, 'the MCP’s relayed statement waiting on B’s connection');
+      expect(await waiting('pgward:a')).toBe(0);
+      await locker.query('commit');
+      const result = await ran;
+      expect(result.isError, textOf(result)).toBeFalsy();
+      expect(result.structuredContent).toMatchObject({ rows: [['pgward:b', 1000]], event: 'query' });
+      // The MCP opened no connection of its own to the database, nor did proxy A.
+      expect(await backends('pgward-mcp')).toEqual([]);
+      expect(await backends('pgward:a')).toEqual([]);
+
+      const [entry] = await auditedRuns(gateway, agent.credential.id, sql, 1, 'mcp');
+      expect(entry).toMatchObject({ source: 'mcp', region: 'a', ran_on: 'relay', replica_id: null, upstream_region: 'b', event: 'query', cache_status: 'bypass' });
+      // Exactly one decision of it reached the bus: B publishes none.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(decisionsOfCredential(gateway, agent.credential.id).filter((decision) => recordsText(decision.sql, sql))).toHaveLength(1);
+      expect(await auditedRuns(gateway, agent.credential.id, sql, 1, 'mcp')).toHaveLength(1);
+    } finally {
+      await locker.end();
+    }
+  });
+
+  it('keeps a masked column masked through the relay, and answers the repeat from A’s cache', async () => {
+    const masked = await registerAgentWith(gateway, { name: 'emails redacted', read_only: true, allowed_tables: ['public.*'], masked_columns: { 'public.customers.email': 'redact' } });
+    const sql = 'select id, email from customers order by id limit 2';
+    const results = await withAgentMcp(mcpUrl, masked, async (mcp) => [await callTool(mcp, 'query', { sql }), await callTool(mcp, 'query', { sql })]);
+    for (const result of results) {
+      expect(result.isError, textOf(result)).toBeFalsy();
+      expect(result.structuredContent).toMatchObject({ rows: [[1, '[redacted]'], [2, '[redacted]']], event: 'masked', decision_rule: 'masked_columns.masked' });
+      expect(JSON.stringify(result)).not.toMatch(/user\d+@example\.com/);
+    }
+    const entries = await auditedRuns(gateway, masked.credential.id, sql, 2, 'mcp');
+    expect(entries.map((e) => [e.event, e.cache_status, e.ran_on, e.upstream_region, e.region])).toEqual([
+      ['masked', 'miss', 'relay', 'b', 'a'],
+      ['masked', 'hit', 'cache', null, 'a'],
+    ]);
   });
 });
 
@@ -255,32 +302,82 @@ describe('fail closed: no link, no statement', () => {
     expect(await backends('pgward:a')).toEqual([]);
   }
 
+  let mcpStatements = 0;
+  /** A query through A's hosted MCP, once its view has the database's new region, is refused with `code` under `rule` (readable, naming no host, pin or secret), audited blocked with ran_on null; the MCP opened no connection of its own. */
+  async function mcpRefused(code: string, rule: string, says: RegExp): Promise<void> {
+    let result: Awaited<ReturnType<typeof callTool>> | undefined;
+    let sql = '';
+    await waitFor(async () => {
+      sql = `select count(*) from orders where id < ${++mcpStatements}`;
+      result = await withAgentMcp(mcpUrl, agent, (mcp) => callTool(mcp, 'query', { sql }));
+      return textOf(result).includes(`(decision_rule ${rule}, SQLSTATE ${code})`);
+    }, 10_000, `an MCP query refused ${rule}`);
+    expect(result!.isError).toBe(true);
+    const lead = `The statement did not run (decision_rule ${rule}, SQLSTATE ${code}): `;
+    expect(textOf(result!).slice(0, lead.length)).toBe(lead);
+    expect(textOf(result!)).toMatch(says);
+    expect(textOf(result!)).not.toMatch(/127\.0\.0\.1|sha256|fingerprint|secret|proxy-|:mcp/);
+    expect(result!._meta).toMatchObject({ 'pgward/decision': { event: 'blocked', decision_rule: rule, sqlstate: code } });
+    const [entry] = await auditedRuns(gateway, agent.credential.id, sql, 1, 'mcp');
+    expect(entry).toMatchObject({ event: 'blocked', decision_rule: rule, ran_on: null, upstream_region: null, region: 'a' });
+    expect(await backends('pgward-mcp')).toEqual([]);
+  }
+
   it('refuses 08004 region.peer_untrusted when the peer’s certificate is not the pinned one', async () => {
     await placeIn('c');
     await loginRefused('08004', 'region.peer_untrusted', /region c.*did not prove its identity/);
+    await mcpRefused('08004', 'region.peer_untrusted', /region c.*did not prove its identity/);
   });
 
   it('refuses 08004 region.peer_refused when the peer does not accept the link secret (it counts bad_proof)', async () => {
     const before = await metricValue(dMetrics, 'pgward_relay_refused_total', { reason: 'bad_proof' });
     await placeIn('d');
     await loginRefused('08004', 'region.peer_refused', /region d.*refused the gateway’s link/);
+    await mcpRefused('08004', 'region.peer_refused', /region d.*refused the gateway’s link/);
     expect(await metricValue(dMetrics, 'pgward_relay_refused_total', { reason: 'bad_proof' })).toBeGreaterThan(before);
   });
 
   it('refuses 58000 region.no_peer for a region no peer is configured for', async () => {
     await placeIn('z');
     await loginRefused('58000', 'region.no_peer', /region z.*no link configured/);
+    await mcpRefused('58000', 'region.no_peer', /region z.*no link configured/);
   });
 
-  it('refuses a statement 08001 region.peer_unreachable once B is stopped, and nothing runs on A’s own connection', async () => {
+  it('refuses 08001 region.peer_no_upstream when B cannot connect to the database', async () => {
+    const { port, password } = new URL(databaseUrl);
+    // A new address needs the password in the same request (the trust-authenticated test server takes any).
+    const moveTo = (to: number) => gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: base, payload: { port: to, password: decodeURIComponent(password) || 'trust' } });
+    await placeIn('b');
+    expect((await moveTo(await freePort())).statusCode).toBe(200);
+    try {
+      await loginRefused('08001', 'region.peer_no_upstream', /region b.*no connection to it free/);
+      await mcpRefused('08001', 'region.peer_no_upstream', /region b.*no connection to it free/);
+    } finally {
+      expect((await moveTo(Number(port || 5432))).statusCode).toBe(200);
+    }
+  });
+
+  it('refuses a statement 08001 region.peer_unreachable once B is stopped, and nothing runs on A’s own connection; an MCP statement B was running when it stopped may have run, on the relay', async () => {
     await placeIn('b');
     await waitFor(async () => (await runsOn()) === 'pgward:b', 10_000, 'sessions through A running on B again');
     const client = new pg.Client({ connectionString: agent.connection_string });
     await client.connect();
+    const locker = new pg.Client({ connectionString: databaseUrl });
+    await locker.connect();
     try {
       expect((await client.query<{ app: string }>("select current_setting('application_name') as app")).rows).toEqual([{ app: 'pgward:b' }]);
+      const held = 'select count(*)::int as n from orders where id > 1';
+      await locker.query('begin; lock table orders in access exclusive mode');
+      const broken = withAgentMcp(mcpUrl, agent, (mcp) => callTool(mcp, 'query', { sql: held }));
+      await waitFor(async () => (await waiting('pgward:b')) === 1, 10_000, 'the MCP’s relayed statement waiting on B’s connection');
       await b!.stop();
       b = undefined;
+      const lost = await broken;
+      expect(lost.isError).toBe(true);
+      expect(textOf(lost)).toBe('The connection to this credential’s database was lost after the statement was sent: it may have run (a write may have been committed), but its result could not be read.');
+      const [mayHaveRun] = await auditedRuns(gateway, agent.credential.id, held, 1, 'mcp');
+      expect(mayHaveRun).toMatchObject({ event: 'query', ran_on: 'relay', upstream_region: 'b', region: 'a', reason: expect.stringMatching(/^the connection closed before the statement's end was seen; it may have run\./) });
+      await locker.query('commit');
       // Once A finds B gone (a fresh login is refused), the session's parked link is gone too.
       await waitFor(async () => (await loginError())?.code === '08001', 10_000, 'logins refused 08001 with B stopped');
       const sql = 'select count(*) from orders where id < 10';
@@ -293,7 +390,9 @@ describe('fail closed: no link, no statement', () => {
       const [entry] = await auditedRuns(gateway, agent.credential.id, sql, 1);
       expect(entry).toMatchObject({ event: 'blocked', decision_rule: 'region.peer_unreachable', ran_on: null, upstream_region: null, region: 'a' });
       expect(await backends('pgward:a')).toEqual([]);
+      await mcpRefused('08001', 'region.peer_unreachable', /region b.*cannot reach that region’s data plane/);
     } finally {
+      await locker.end();
       await client.end().catch(() => undefined);
     }
   });

@@ -16,6 +16,7 @@ import { createMemoryBus } from '../../src/bus/memory.js';
 import type { DecisionBus } from '../../src/bus/port.js';
 import { loadConfig } from '../../src/config.js';
 import { controlPlane } from '../../src/control-plane.js';
+import { relayLinks } from '../../proxy/relay/options.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import type { Plan } from '../../src/events/organizations.js';
@@ -104,7 +105,7 @@ async function startApiOn(database: TestDatabase, env: NodeJS.ProcessEnv = {}, o
     observe: metrics.observe,
     health: async () => ({}),
     ...(options.trustProxy ? { trustProxy: options.trustProxy } : {}),
-    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, logger, projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets, options.cacheFanout),
+    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, logger, projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets, options.cacheFanout, await relayLinks(config)),
   });
   return {
     app,

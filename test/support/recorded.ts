@@ -24,12 +24,12 @@ export async function recordedFor(gateway: TestGateway, credentialId: string, so
   return find()!;
 }
 
-/** The audit entries of `sql` by a credential through the REST API (the chained trail, `GET .../audit`), oldest first, once there are `count` (within 10 s). */
-export async function auditedRuns(gateway: TestGateway, credentialId: string, sql: string, count: number): Promise<Record<string, unknown>[]> {
+/** The audit entries of `sql` by a credential from `source` through the REST API (the chained trail, `GET .../audit`), oldest first, once there are `count` (within 10 s). */
+export async function auditedRuns(gateway: TestGateway, credentialId: string, sql: string, count: number, source: 'wire' | 'mcp' = 'wire'): Promise<Record<string, unknown>[]> {
   let found: Record<string, unknown>[] = [];
   await waitFor(async () => {
     const response = await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: `/v1/projects/${gateway.projectId}/audit?page_size=100&credential_id=${credentialId}` });
-    found = ((response.json() as { entries?: Record<string, unknown>[] }).entries ?? []).filter((e) => e.source === 'wire' && e.sql === sql).reverse();
+    found = ((response.json() as { entries?: Record<string, unknown>[] }).entries ?? []).filter((e) => e.source === source && e.sql === sql).reverse();
     return found.length >= count;
   }, 10_000, `${count} audit entries of ${sql}`);
   return found;

@@ -30,6 +30,7 @@ describe('skipReason', () => {
     expect(skipReason({ event: 'budget_exhausted', decision_rule: 'budget.queries_per_day', sql: 'SELECT 1' })).toBe('budget');
     expect(skipReason({ event: 'blocked', decision_rule: 'catalog.unavailable', sql: 'SELECT 1' })).toBe('upstream');
     expect(skipReason({ event: 'blocked', decision_rule: 'upstream.unreachable', sql: 'SELECT 1' })).toBe('upstream');
+    expect(skipReason({ event: 'blocked', decision_rule: 'region.peer_unreachable', sql: 'SELECT 1' })).toBe('upstream');
     expect(skipReason({ event: 'query', decision_rule: '', sql: `SELECT 1 /* pgward: written from its parse tree, without comments or layout; 5000 bytes as sent; sha256 of the whole text: ${'a'.repeat(64)} */` })).toBe('abridged');
     expect(skipReason({ event: 'query', decision_rule: '', sql: 'SELECT 1 /* pgward: a comment of the agent */' })).toBeUndefined();
   });

@@ -18,6 +18,7 @@ import { isAgentRole, type HumanRole } from '../../events/organizations.js';
 import { callerOf, type Caller } from '../plugins/auth.js';
 import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
 import type { HashKeys } from '../../../proxy/hash-keys.js';
+import type { RelayLinks } from '../../../proxy/relay/options.js';
 
 export type Api = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, ZodTypeProvider>;
 
@@ -40,6 +41,8 @@ export interface ApiDeps {
   readonly settle: (stream: string, position: bigint) => Promise<void>;
   /** Where the hosted agent MCP publishes its statement decisions: the proxy's bus, under its own publisher id, in this region. */
   readonly decisions: { readonly bus: DecisionBus; readonly publisherId: string; readonly region: string };
+  /** How the hosted MCP (and the policy what-if) reach the databases of other regions: PGWARD_REGION_PEERS and PGWARD_RELAY_SECRET; without it such a database is refused (region.no_peer). */
+  readonly relay?: RelayLinks;
   /** The CA certificate file GET /v1/proxy/ca.pem serves; none when the operator publishes none. */
   readonly proxyCaFile?: string;
   /** The process's budget tallies, shared with its proxy so that the wire and MCP count against one figure; else the MCP keeps its own. */

@@ -1,5 +1,5 @@
 import type { Decision } from '../../../proxy/decisions.js';
-import { decisionRecord } from '../../../proxy/decision-record.js';
+import { decisionRecord, type RanUpstream } from '../../../proxy/decision-record.js';
 import { logRecordedRefusal } from '../../../proxy/decision-log.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import type { AgentContext } from './context.js';
@@ -26,6 +26,8 @@ export interface Outcome {
   readonly approvalId?: string;
   /** What the result cache made of a statement that ran; bypass when unset. */
   readonly cache?: CacheOutcome;
+  /** Where a statement that went upstream ran, when not on this region's primary (relayed to another region's data plane). */
+  readonly upstream?: RanUpstream | undefined;
 }
 
 /** Where an MCP request's records come from: the request's credential, session, region and client. */

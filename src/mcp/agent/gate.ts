@@ -6,7 +6,7 @@ import { RELATION_UNKNOWN } from '../../../proxy/policy/known-relations.js';
 import { sessionValuesOf, statementKind, type StatementDecision } from '../../../proxy/policy/hook.js';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import { decideWithCatalog, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
-import { upstreamRule, type UpstreamFailure } from '../../../proxy/upstream/failure.js';
+import { isUpstreamRule, upstreamRule, type UpstreamFailure } from '../../../proxy/upstream/failure.js';
 import type { AuditEventKind } from '../../events/audit.js';
 import { asFailure, toolError } from '../tool.js';
 import { audit } from './audit.js';
@@ -20,10 +20,10 @@ export const DECISION_META = 'pgward/decision';
 
 /**
  * A refusal as the agent gets it: the reason verbatim, with the rule and SQLSTATE, so it can correct
- * itself (spec §4.7, §7 rule 5). One for want of an upstream connection (rule upstream.*) is not the policy's.
+ * itself (spec §4.7, §7 rule 5). One for want of an upstream connection (rule upstream.*, or region.* for a relay link) is not the policy's.
  */
 export function refusal(decision: Pick<Refused, 'rule' | 'reason' | 'sqlstate' | 'tablesBlocked'> & { readonly event: AuditEventKind }): CallToolResult {
-  const lead = decision.rule.startsWith('upstream.') ? 'The statement did not run' : 'Refused by the policy';
+  const lead = isUpstreamRule(decision.rule) ? 'The statement did not run' : 'Refused by the policy';
   return {
     ...toolError(`${lead} (decision_rule ${decision.rule}, SQLSTATE ${decision.sqlstate}): ${decision.reason}`),
     _meta: { [DECISION_META]: { event: decision.event, decision_rule: decision.rule, reason: decision.reason, sqlstate: decision.sqlstate, tables_blocked: decision.tablesBlocked } },

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { PolicyRow } from '../../../projections/policies.js';
 import type { AuditEventKind } from '../../events/audit.js';
-import { END_NOT_SEEN, FAILED_UPSTREAM } from '../../../proxy/decision-record.js';
+import { END_NOT_SEEN, FAILED_UPSTREAM, type RanUpstream } from '../../../proxy/decision-record.js';
 import { masksColumns } from '../../../proxy/policy/hook.js';
 import { toolError, toolFailure } from '../tool.js';
 import { audit } from './audit.js';
@@ -63,9 +63,12 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
   // As on the wire: what it may write is invalidated as it is decided, and again once its transaction ended.
   void context.services.cache.wrote(context.credential, decision);
   let kept = false;
+  // Where it ran (its region's data plane when relayed), known once a connection is held.
+  let upstream: RanUpstream | undefined;
   try {
-    const beforeRun = async (): Promise<void> => {
+    const beforeRun = async (at: RanUpstream): Promise<void> => {
       if (!(await stillUsable(context.services.pool, context.credential))) throw new CredentialWithdrawn('the credential may no longer be used');
+      upstream = at;
     };
     const guard = writeGuardOf(context.policy, decision.writes);
     const commitIf = guard && ((command: string) => keeps(guard, command));
@@ -78,7 +81,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     if (broken) {
       // Rolled back: the write touched more rows than the cap or its approval allows (or none could be counted).
       const exceeded = { event: 'blocked' as const, tablesBlocked: [], ...broken };
-      audit(context, { ...facts, event: 'blocked', rule: exceeded.rule, reason: exceeded.reason, ran: true, rows: affected ?? 0, bytes: result.bytes, latencyUs });
+      audit(context, { ...facts, upstream, event: 'blocked', rule: exceeded.rule, reason: exceeded.reason, ran: true, rows: affected ?? 0, bytes: result.bytes, latencyUs });
       return refusal(exceeded);
     }
     const cut = !result.truncated
@@ -96,7 +99,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     };
     // A rehearsed write is recorded with the rows it affected, as on the wire.
     const rows = result.rolledBack ? (affected ?? result.rows.length) : result.rows.length;
-    audit(context, { ...facts, event: ran.event, rule: ran.rule, reason: ran.reason, ran: true, rows, bytes: result.bytes, latencyUs });
+    audit(context, { ...facts, upstream, event: ran.event, rule: ran.rule, reason: ran.reason, ran: true, rows, bytes: result.bytes, latencyUs });
     if (cache.outcome === 'miss') {
       cache.keep(ran);
       kept = true;
@@ -105,7 +108,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
   } catch (error) {
     if (error instanceof StatementFailed) {
       const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
-      audit(context, { ...facts, event: decision.event, rule: decision.rule, reason: `${FAILED_UPSTREAM} ${decision.reason}`.trim(), ran: true, latencyUs });
+      audit(context, { ...facts, upstream, event: decision.event, rule: decision.rule, reason: `${FAILED_UPSTREAM} ${decision.reason}`.trim(), ran: true, latencyUs });
       // As on the wire: under masks, no DETAIL, which can print a failed write's whole row.
       const detail = masksColumns(context.policy) ? undefined : error.detail;
       const extra = [detail && `Detail: ${detail}`, error.hint && `Hint: ${error.hint}`].filter(Boolean).join(' ');
@@ -117,7 +120,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     if (error instanceof UpstreamUnavailable && error.mayHaveRun) {
       // As the wire audits a statement whose end it did not see: it reached PostgreSQL, and counts.
       const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);
-      audit(context, { ...facts, event: decision.event, rule: decision.rule, reason: `${END_NOT_SEEN} ${decision.reason}`.trim(), ran: true, latencyUs });
+      audit(context, { ...facts, upstream, event: decision.event, rule: decision.rule, reason: `${END_NOT_SEEN} ${decision.reason}`.trim(), ran: true, latencyUs });
       return toolFailure('The connection to this credential’s database was lost after the statement was sent: it may have run (a write may have been committed), but its result could not be read.');
     }
     if (error instanceof UpstreamUnavailable) {

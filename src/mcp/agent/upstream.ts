@@ -2,6 +2,8 @@ import type pg from 'pg';
 import type { UpstreamCatalog } from '../../../proxy/policy/upstream-catalog.js';
 import { CATALOG_TIMING, CatalogSnapshots, type CatalogUnavailable } from '../../../proxy/upstream/catalog-snapshot.js';
 import { Upstreams } from '../../../proxy/upstreams.js';
+import type { RanUpstream } from '../../../proxy/decision-record.js';
+import type { RelayOrigin } from '../../../proxy/relay/link.js';
 import { acquireOrExplain, upstreamFailure, UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
 import type { BaseLogger } from 'pino';
 import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
@@ -47,13 +49,13 @@ export class AgentDatabases {
   /** Type names by OID, per database: OIDs of user types differ between databases. */
   private readonly typeNames = new Map<string, Map<number, string>>();
 
-  /** `region` is the API process's: a database kept in another region is refused (region.no_peer), as the hosted MCP relays nothing yet (docs/regions.md). */
-  constructor(pool: pg.Pool, keyring: Keyring, logger: Pick<BaseLogger, 'info' | 'warn'>, region: string) {
+  /** `relay` is the API process's region and links: a database kept in another region runs on that region's data plane, as the proxy's do (docs/regions.md). */
+  constructor(pool: pg.Pool, keyring: Keyring, logger: Pick<BaseLogger, 'info' | 'warn'>, relay: RelayOrigin) {
     this.upstreams = new Upstreams({ getOrRead: (databaseId) => findDatabaseRow(pool, databaseId) }, keyring, {
       connectTimeoutMs: CONNECT_TIMEOUT_MS,
       applicationName: 'pgward-mcp',
       logger,
-      relay: { region, proxyId: 'mcp', peers: new Map(), secret: undefined },
+      relay,
     });
     this.catalogs = new CatalogSnapshots(CATALOG_TIMING);
   }
@@ -84,16 +86,16 @@ export class AgentDatabases {
   /**
    * Runs one statement on the credential's database; StatementFailed when PostgreSQL refuses it,
    * UpstreamUnavailable when it cannot be run (or its end could not be read). `beforeRun`, when
-   * given, is awaited once a connection is held, right before the statement is sent: what it throws
-   * is rethrown and nothing runs.
+   * given, is awaited once a connection is held, right before the statement is sent, with where it
+   * will run: what it throws is rethrown and nothing runs.
    */
-  async run(credential: Pick<TokenCredential, 'credential_id' | 'database_id' | 'project_id'>, pool: AgentUpstream, run: StatementRun, beforeRun?: () => Promise<void>): Promise<TypedResult> {
+  async run(credential: Pick<TokenCredential, 'credential_id' | 'database_id' | 'project_id'>, pool: AgentUpstream, run: StatementRun, beforeRun?: (upstream: RanUpstream) => Promise<void>): Promise<TypedResult> {
     const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role, pool.branch);
     if (!handle) throw new UpstreamUnavailable(notRegistered(credential.database_id));
     const connection = await acquireOrExplain(handle.pool.acquire({ owner: credential.credential_id }));
     if (beforeRun) {
       try {
-        await beforeRun();
+        await beforeRun({ relayedTo: handle.relayedTo });
       } catch (error) {
         void handle.pool.release(connection, { reset: false });
         throw error;
