@@ -1,7 +1,8 @@
 /**
  * The peer's end of relay links (docs/regions.md#where-it-hooks-into-the-proxy): a TLS 1.3
  * listener that checks each hello's proof, takes a connection of its own pool for the target and
- * splices bytes between the link and that connection until either closes. It decides nothing and
+ * splices bytes between the link and that connection until either closes; the connection goes back
+ * to the pool when the link ended with it idle, and is closed otherwise. It decides nothing and
  * audits nothing: it is the origin's remote upstream connection. A hello with `cancel` cancels what
  * the link of that (remapped) key runs.
  */
@@ -9,11 +10,13 @@ import { randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import net, { type AddressInfo } from 'node:net';
 import tls, { type SecureContext } from 'node:tls';
 import type { BaseLogger } from 'pino';
-import { Inlet } from '../inlet.js';
+import { DISCARD, Inlet } from '../inlet.js';
 import type { ProxyMetrics } from '../metrics.js';
+import { cancelAbandoned } from '../upstream/cancel.js';
 import type { UpstreamConnection } from '../upstream/connection.js';
 import type { UpstreamHandle } from '../upstreams.js';
 import { readFrame } from './frame-reader.js';
+import { SpliceState } from './splice-state.js';
 import { decodeHello, encodeFrame, exporterOf, FRAME, proofHolds, type RefusalReason, type RelayCancel, type RelayHello, type RelayTarget } from './handshake.js';
 
 export interface RelayListenerOptions {
@@ -42,7 +45,7 @@ interface Link {
   readonly handle: UpstreamHandle;
   readonly server: UpstreamConnection;
   readonly secretKey: Buffer;
-  end(): void;
+  end(handBack: boolean): void;
 }
 
 export async function startRelayListener(options: RelayListenerOptions): Promise<RunningRelayListener> {
@@ -65,36 +68,50 @@ export async function startRelayListener(options: RelayListenerOptions): Promise
     socket.end();
   };
 
-  /** Bytes both ways until either side closes; the upstream connection then closes with its link. */
+  /**
+   * Bytes both ways until either side closes or the origin sends Terminate. The upstream connection
+   * then goes back to the pool, reset, when the link ended with it idle (splice-state.ts), and is
+   * closed otherwise; an upstream that ended closes the link.
+   */
   const splice = (socket: tls.TLSSocket, inlet: Inlet, handle: UpstreamHandle, server: UpstreamConnection, originRegion: string): void => {
     let processId = randomInt(1, 2 ** 31);
     while (links.has(processId)) processId = randomInt(1, 2 ** 31);
+    const state = new SpliceState();
+    const upstreamDrained = (): void => inlet.resume();
     let ended = false;
-    const end = (): void => {
+    const end = (handBack: boolean): void => {
       if (ended) return;
       ended = true;
       links.delete(processId);
       metrics.relayLinks.dec({ peer_region: originRegion });
       server.inlet.receive(undefined);
-      handle.pool.destroy(server);
+      server.socket.off('drain', upstreamDrained);
+      inlet.receive(DISCARD);
       socket.destroy();
+      if (handBack && state.idle) return void handle.pool.release(server, { reset: true });
+      if (state.working) cancelAbandoned(() => handle.cancel(server));
+      handle.pool.destroy(server);
     };
     server.inlet.receive({
       bytes(chunk) {
+        state.fromUpstream(chunk);
         toOrigin.inc(chunk.length);
         if (!socket.write(chunk)) server.inlet.pause();
       },
-      ended: end,
+      ended: () => end(false),
     });
     inlet.receive({
       bytes(chunk) {
-        toUpstream.inc(chunk.length);
-        if (!server.socket.write(chunk)) inlet.pause();
+        const { forward, terminated } = state.fromOrigin(chunk);
+        const sent = forward === chunk.length ? chunk : chunk.subarray(0, forward);
+        toUpstream.inc(sent.length);
+        if (sent.length > 0 && !server.socket.write(sent)) inlet.pause();
+        if (terminated) end(true);
       },
-      ended: end,
+      ended: () => end(true),
     });
     socket.on('drain', () => server.inlet.resume());
-    server.socket.on('drain', () => inlet.resume());
+    server.socket.on('drain', upstreamDrained);
     const link: Link = { handle, server, secretKey: randomBytes(4), end };
     links.set(processId, link);
     metrics.relayLinks.inc({ peer_region: originRegion });
@@ -158,7 +175,7 @@ export async function startRelayListener(options: RelayListenerOptions): Promise
     port: (server.address() as AddressInfo).port,
     async stop() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const link of [...links.values()]) link.end();
+      for (const link of [...links.values()]) link.end(false);
       await closed;
     },
   };
