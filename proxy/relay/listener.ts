@@ -17,7 +17,7 @@ import type { UpstreamConnection } from '../upstream/connection.js';
 import type { UpstreamHandle } from '../upstreams.js';
 import { readFrame } from './frame-reader.js';
 import { SpliceState } from './splice-state.js';
-import { decodeHello, encodeFrame, exporterOf, FRAME, proofHolds, type RefusalReason, type RelayCancel, type RelayHello, type RelayTarget } from './handshake.js';
+import { decodeHello, encodeFrame, exporterOf, FRAME, proofHolds, type RefusalReason, type RelayCancel, type RelayHello, type RelayReady, type RelayTarget } from './handshake.js';
 
 export interface RelayListenerOptions {
   readonly host: string;
@@ -32,6 +32,8 @@ export interface RelayListenerOptions {
   readonly handshakeTimeoutMs: number;
   /** The pool of this proxy's own for a target; undefined when it names nothing this proxy serves. */
   resolve(target: RelayTarget): Promise<UpstreamHandle | undefined>;
+  /** For a read link (the hello's `reads`): the pool of a healthy replica of the database `primary` is of, when it routes reads and has one. */
+  readFrom?(primary: UpstreamHandle): UpstreamHandle | undefined;
   readonly metrics: Pick<ProxyMetrics, 'relayLinks' | 'relayBytesOf' | 'relayRefused'>;
   readonly logger: Pick<BaseLogger, 'info' | 'warn'>;
 }
@@ -115,7 +117,25 @@ export async function startRelayListener(options: RelayListenerOptions): Promise
     const link: Link = { handle, server, secretKey: randomBytes(4), end };
     links.set(processId, link);
     metrics.relayLinks.inc({ peer_region: originRegion });
-    socket.write(encodeFrame(FRAME.ready, { region: options.region, parameters: Object.fromEntries(server.parameters), process_id: processId, secret_key: link.secretKey.toString('base64') }));
+    const ready: RelayReady = { region: options.region, parameters: Object.fromEntries(server.parameters), process_id: processId, secret_key: link.secretKey.toString('base64'), ...(handle.replicaId === undefined ? {} : { replica_id: handle.replicaId }) };
+    socket.write(encodeFrame(FRAME.ready, ready));
+  };
+
+  /**
+   * The connection a link runs on: for a read link, a healthy replica's when the database routes
+   * reads and has one (the primary's when that replica gives none in time), else the primary's.
+   */
+  const takeConnection = async (primary: UpstreamHandle, reads: boolean, signal: AbortSignal): Promise<{ handle: UpstreamHandle; server: UpstreamConnection }> => {
+    const replica = reads ? options.readFrom?.(primary) : undefined;
+    if (replica) {
+      try {
+        return { handle: replica, server: await replica.pool.acquire({ signal }) };
+      } catch (error) {
+        if (signal.aborted) throw error;
+        logger.info({ err: error, database: primary.database.database_id, replica: replica.replicaId }, 'a read link falls back to the primary: its replica gave no connection');
+      }
+    }
+    return { handle: primary, server: await primary.pool.acquire({ signal }) };
   };
 
   /** The link after its TLS handshake: the hello, then the splice or a refusal; `timer` bounds the handshake. */
@@ -132,17 +152,16 @@ export async function startRelayListener(options: RelayListenerOptions): Promise
       if (!handle) return refuse(socket, 'unknown_database', hello);
       // A database kept in yet another region is not relayed on: links do not chain.
       if (handle.relayedTo !== undefined) return refuse(socket, 'wrong_region', hello);
-      let server: UpstreamConnection;
-      try {
-        // Half the handshake's time at most, so that the origin hears no_upstream before either end gives up on the link.
-        server = await handle.pool.acquire({ signal: AbortSignal.timeout(options.handshakeTimeoutMs / 2) });
-      } catch (error) {
+      // Half the handshake's time at most, so that the origin hears no_upstream before either end gives up on the link.
+      const signal = AbortSignal.timeout(options.handshakeTimeoutMs / 2);
+      const taken = await takeConnection(handle, hello.target!.reads === true && hello.target!.branch === '', signal).catch((error: unknown) => {
         logger.warn({ err: error, database: hello.target!.database_id, origin_region: hello.origin_region }, 'no upstream connection for a relay link');
-        return refuse(socket, 'no_upstream', hello);
-      }
-      if (socket.destroyed) return void handle.pool.release(server, { reset: false });
+        return undefined;
+      });
+      if (!taken) return refuse(socket, 'no_upstream', hello);
+      if (socket.destroyed) return void taken.handle.pool.release(taken.server, { reset: false });
       clearTimeout(timer);
-      splice(socket, inlet, handle, server, hello.origin_region);
+      splice(socket, inlet, taken.handle, taken.server, hello.origin_region);
     } catch (error) {
       logger.info({ err: error, address: socket.remoteAddress }, 'a relay link ended during its handshake');
       socket.destroy();
