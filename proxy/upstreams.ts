@@ -49,7 +49,7 @@ export function noConnection(failure: UpstreamFailure, severity: 'FATAL' | 'ERRO
 }
 
 /** After the peer ran a read link on its primary (no healthy replica), reads take primary links for this long before a read link is tried again. */
-export const READ_LINK_RETRY_MS = 1_000;
+const READ_LINK_RETRY_MS = 1_000;
 
 interface Entry {
   /** The database's revision, and the role's when the pool logs in as a provisioned role. */

@@ -125,6 +125,8 @@ describe.skipIf(unavailable !== undefined)(`a relayed database’s reads on the 
     await settlesOn(true, 10_000);
     const sql = "select pg_is_in_recovery() as r, current_setting('application_name') as app where 1 = 1";
     expect((await client.query(sql)).rows).toEqual([{ r: true, app: 'pgward:b' }]);
+    // The extended protocol goes the same way.
+    expect((await client.query('select pg_is_in_recovery() as r where $1::int = 1', [1])).rows).toEqual([{ r: true }]);
     const [entry] = await auditedRuns(gateway, agent.credential.id, sql, 1);
     expect(entry).toMatchObject({ event: 'query', region: 'a', ran_on: 'replica', replica_id: replicaId, upstream_region: 'b' });
     const probes = (await gateway.metrics.getSingleMetric('pgward_proxy_replica_probes_total')!.get()).values;
