@@ -41,7 +41,7 @@ export interface DecisionFacts {
   readonly upstream?: RanUpstream;
 }
 
-/** Where a statement that went upstream ran: this data plane's primary unless it names a replica, or the region whose data plane it was relayed to. */
+/** Where a statement that went upstream ran: this data plane's primary unless it names a replica, or the region whose data plane it was relayed to (and that one's replica, when it names one). */
 export interface RanUpstream {
   readonly replicaId?: string | undefined;
   readonly relayedTo?: string | undefined;
@@ -58,8 +58,9 @@ const FROM_CACHE: Placement = { ran_on: 'cache', replica_id: null, upstream_regi
 export function placementOf(ran: boolean, cache: CacheOutcome | undefined, region: string, upstream: RanUpstream | undefined): Placement {
   if (!ran) return NOT_RUN;
   if (cache === 'hit' || cache === 'stale') return FROM_CACHE;
+  // A relayed read the peer ran on one of its replicas is that replica's, in the peer's region.
+  if (upstream?.replicaId !== undefined) return { ran_on: 'replica', replica_id: upstream.replicaId, upstream_region: upstream.relayedTo ?? region };
   if (upstream?.relayedTo !== undefined) return { ran_on: 'relay', replica_id: null, upstream_region: upstream.relayedTo };
-  if (upstream?.replicaId !== undefined) return { ran_on: 'replica', replica_id: upstream.replicaId, upstream_region: region };
   return { ran_on: 'primary', replica_id: null, upstream_region: region };
 }
 

@@ -31,7 +31,7 @@ export interface Statement {
   tagged?: ((tag: string) => void) | undefined;
   /** What the result cache made of it (cache/session-cache.ts); `bypass` when unset. */
   cache?: CacheOutcome | undefined;
-  /** The read replica whose connection it was sent on; undefined on the primary (replica-routing.ts). */
+  /** The read replica whose connection it was sent on (this data plane's, or the peer's it was relayed to); undefined on the primary (replica-routing.ts). */
   replicaId?: string | undefined;
   /** The region whose data plane it was relayed to; undefined when it ran on this data plane's own connection (docs/regions.md). */
   relayedTo?: string | undefined;

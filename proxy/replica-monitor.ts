@@ -72,10 +72,19 @@ export class ReplicaMonitor {
     clearInterval(this.timer);
   }
 
-  /** Whether the database routes reads now (auto_read_routing, as changed since any session began), from this region. */
+  /**
+   * Whether the database routes reads now (auto_read_routing, as changed since any session began):
+   * to its replicas here, or, for a database kept in another region, to read links whose peer
+   * picks among its own (docs/regions.md#read-routing).
+   */
   routes(databaseId: string): boolean {
     const database = this.databases.get(databaseId);
-    return database?.status === 'active' && database.auto_read_routing && (database.pool_region === '' || database.pool_region === this.options.region);
+    return database?.status === 'active' && database.auto_read_routing;
+  }
+
+  /** Whether this data plane probes the database's replicas: it routes reads, and is kept in this region. */
+  private probes(database: DatabaseRow): boolean {
+    return this.routes(database.database_id) && (database.pool_region === '' || database.pool_region === this.options.region);
   }
 
   /** The next healthy replica of a database for a read, in turn; undefined when none is healthy (the read goes to the primary). */
@@ -91,7 +100,7 @@ export class ReplicaMonitor {
     const live = new Set<string>();
     for (const replica of this.replicas.values()) {
       const database = this.databases.get(replica.database_id);
-      if (!database || !this.routes(database.database_id)) continue;
+      if (!database || !this.probes(database)) continue;
       live.add(replica.replica_id);
       if (!this.probing.has(replica.replica_id)) void this.check(database, replica);
     }

@@ -15,7 +15,7 @@ type Allowed = Extract<StatementDecision, { action: 'allow' }>;
 
 /** What every session's read routing shares: the replicas' rotation, the credentials' read-your-writes windows, the metrics. */
 export interface ReadRouting {
-  /** Whether a database routes reads (auto_read_routing) now. */
+  /** Whether a database routes reads (auto_read_routing) now, here or, relayed, at its region's peer. */
   readonly routes: (databaseId: string) => boolean;
   /** The next healthy replica of a database, in turn; undefined when none is. */
   readonly next: (databaseId: string) => ReplicaRow | undefined;
@@ -99,7 +99,7 @@ export class SessionReads {
     this.pending = undefined;
     const wanted = this.choose(hold, pending);
     if (!wanted) return;
-    if (pending) this.routing!.metrics.routed.inc({ target: wanted.replicaId === undefined ? 'primary' : 'replica' });
+    if (pending) this.routing!.metrics.routed.inc({ target: wanted === this.primary ? 'primary' : 'replica' });
     if (wanted !== hold.handle) hold.moveTo(wanted);
   }
 
@@ -112,13 +112,16 @@ export class SessionReads {
   private choose(hold: UpstreamHold, statement: { readonly sql: string; readonly decision: Allowed } | undefined): UpstreamHandle | undefined {
     const current = hold.handle;
     if (!this.routing || !current) return undefined;
-    if (current.replicaId === undefined) this.primary = current;
+    if (current.replicaId === undefined && !current.readLink) this.primary = current;
     if (hold.server && !hold.parked) return undefined;
     const primary = this.primary!;
     if (!this.routing.routes(primary.database.database_id)) return undefined;
     const placement = statement ? placementOf(statement.sql, statement.decision, this.msSinceWrite(), this.routing.writes.windowMs) : 'not_a_read';
     // A closed primary pool (the database changed) is renewed by the session before a replica's is derived from it.
-    const replica = placement === 'replica' && !primary.pool.isClosed ? this.routing.next(primary.database.database_id) : undefined;
+    if (placement !== 'replica' || primary.pool.isClosed) return primary;
+    // A relayed database's replicas are probed and chosen by its region's peer, which takes one for a read link.
+    if (primary.relayedTo !== undefined) return primary.readLinks?.() ?? primary;
+    const replica = this.routing.next(primary.database.database_id);
     return replica ? primary.onReplica(replica) : primary;
   }
 }

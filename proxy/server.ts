@@ -289,6 +289,11 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
           secrets: options.relay!.secrets,
           handshakeTimeoutMs: connectTimeoutMs,
           resolve: relayTargets(upstreams, { policyRoles, branches }),
+          readFrom: (primary) => {
+            const databaseId = primary.database.database_id;
+            const replica = monitor.routes(databaseId) ? monitor.next(databaseId) : undefined;
+            return replica ? primary.onReplica(replica) : undefined;
+          },
           metrics,
           logger,
         }),

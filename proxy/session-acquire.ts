@@ -46,8 +46,8 @@ export class UpstreamAccess {
         host.useServer(server);
         work();
       },
-      // A replica that gave no connection: the message goes again, to the primary (its read was placed already).
-      (error: unknown) => (upstream.handle!.replicaId === undefined || host.closed ? this.refuseUnrun(classifyUpstreamFailure(error), protocol, audited) : this.withServer(work, protocol, audited)),
+      // A replica (or a read link) that gave no connection: the message goes again, to the primary (its read was placed already).
+      (error: unknown) => ((upstream.handle!.replicaId === undefined && !upstream.handle!.readLink) || host.closed ? this.refuseUnrun(classifyUpstreamFailure(error), protocol, audited) : this.withServer(work, protocol, audited)),
     );
   }
 

@@ -414,7 +414,7 @@ export class Session implements SessionHost {
     if (expectation.prepares) preparedStatements(this.upstream.server!).add(expectation.prepares);
     if (expectation.statement) {
       const handle = this.upstream.handle!;
-      expectation.statement.replicaId = handle.replicaId;
+      expectation.statement.replicaId = handle.replicaId ?? this.upstream.server!.peerReplicaId;
       expectation.statement.relayedTo = handle.relayedTo;
     }
     // Every field present, so each expectation has one shape.

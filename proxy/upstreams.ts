@@ -30,6 +30,13 @@ export interface UpstreamHandle {
   cancel(server: UpstreamConnection): Promise<void>;
   /** The pool of one of the database's read replicas, for the same kind of session (read-only or not, same role): made on first use. */
   onReplica(replica: ReplicaRow): UpstreamHandle;
+  /**
+   * Of a relayed database (not a branch): the pool of links for reads outside transactions, on
+   * which the peer takes a healthy replica's connection when it has one (docs/regions.md#read-routing).
+   */
+  readonly readLinks?: () => UpstreamHandle | undefined;
+  /** This pool is a relayed database's read links (readLinks), not its primary's. */
+  readonly readLink?: true;
 }
 
 /**
@@ -40,6 +47,9 @@ export function noConnection(failure: UpstreamFailure, severity: 'FATAL' | 'ERRO
   metrics.upstreamUnavailable.inc({ reason: failure.reason });
   return { severity, code: failure.sqlstate, message: failure.message };
 }
+
+/** After the peer ran a read link on its primary (no healthy replica), reads take primary links for this long before a read link is tried again. */
+const READ_LINK_RETRY_MS = 1_000;
 
 interface Entry {
   /** The database's revision, and the role's when the pool logs in as a provisioned role. */
@@ -56,6 +66,8 @@ interface Entry {
  */
 export class Upstreams {
   private readonly entries = new Map<string, Entry>();
+  /** When a read link of a relayed pool (by its primary's key) last came on the peer's primary. */
+  private readonly readLinksOnPrimaryAt = new Map<string, number>();
 
   constructor(
     private readonly databases: Pick<LiveView<DatabaseRow>, 'getOrRead'>,
@@ -112,9 +124,9 @@ export class Upstreams {
     return this.handle(database, readOnly, role, undefined, branch);
   }
 
-  private handle(database: DatabaseRow, readOnly: boolean, role: PolicyRole | undefined, replica: ReplicaRow | undefined, branch?: SandboxBranch): UpstreamHandle {
+  private handle(database: DatabaseRow, readOnly: boolean, role: PolicyRole | undefined, replica: ReplicaRow | undefined, branch?: SandboxBranch, reads = false): UpstreamHandle {
     const databaseId = database.database_id;
-    const key = `${databaseId}:${readOnly ? 'ro' : 'rw'}:${role?.role_name ?? ''}${replica ? `:${replica.replica_id}` : ''}${branch ? `:${branch.branch_id}` : ''}`;
+    const key = `${databaseId}:${readOnly ? 'ro' : 'rw'}:${role?.role_name ?? ''}${replica ? `:${replica.replica_id}` : ''}${branch ? `:${branch.branch_id}` : ''}${reads ? ':reads' : ''}`;
     // A replica's pool is made anew when its address or TLS mode changes too.
     const revision = `${database.revision}:${role?.revision ?? ''}${replica ? `:${replica.host}:${replica.port}:${replica.ssl_mode}` : ''}`;
     const known = this.entries.get(key);
@@ -132,9 +144,18 @@ export class Upstreams {
     const { relay } = this.options;
     const { password: _password, ...endpoint } = target;
     // The peer takes the same pool of its own: the database's login, read-only or not, or the policy's role, on the branch if any.
-    const relayTarget = { project_id: database.project_id, database_id: databaseId, read_only: readOnly, role: role?.role_name ?? '', branch: branch?.branch_id ?? '' };
-    const open: OpenConnection | undefined = relayedTo ? (signal) => openRelayLink(relay, relayedTo, relayTarget, endpoint, { timeoutMs: this.options.connectTimeoutMs, signal }) : undefined;
-    const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1], onConnectFailure, open);
+    const relayTarget = { project_id: database.project_id, database_id: databaseId, read_only: readOnly, role: role?.role_name ?? '', branch: branch?.branch_id ?? '', ...(reads ? { reads: true as const } : {}) };
+    const primaryKey = key.replace(/:reads$/, '');
+    const open: OpenConnection | undefined = relayedTo
+      ? async (signal) => {
+          const link = await openRelayLink(relay, relayedTo, relayTarget, endpoint, { timeoutMs: this.options.connectTimeoutMs, signal });
+          if (reads && link.peerReplicaId === undefined) this.readLinksOnPrimaryAt.set(primaryKey, Date.now());
+          return link;
+        }
+      : undefined;
+    // A read link the peer ran on its primary (no healthy replica) serves one transaction, so that reads return to a replica once there is one again.
+    const reusable = reads ? (connection: UpstreamConnection) => connection.peerReplicaId !== undefined : undefined;
+    const pool = new UpstreamPool(target, database.pool_config as ConstructorParameters<typeof UpstreamPool>[1], onConnectFailure, open, reusable);
     const handle: UpstreamHandle = {
       database,
       pool,
@@ -144,13 +165,21 @@ export class Upstreams {
       cancel: relayedTo
         ? (server) => sendRelayCancel(relay, relayedTo, { process_id: server.backendKey.processId, secret_key: server.backendKey.secretKey.toString('base64') }, this.options.connectTimeoutMs).then(() => undefined)
         : (server) => sendCancel(target, server.backendKey).then(() => undefined),
-      // A branch has no replicas: its sessions read where they write. A relayed database's reads are not routed in this version: the peer takes its primary.
+      // A branch has no replicas: its sessions read where they write. A relayed database's replicas are the peer's to choose (readLinks).
       onReplica: (other) => (branch || relayedTo ? handle : this.handle(database, readOnly, role, other)),
+      ...(relayedTo && !branch && !reads ? { readLinks: () => (this.peerHasReplica(key) ? this.handle(database, readOnly, role, undefined, undefined, true) : undefined) } : {}),
+      ...(reads ? { readLink: true as const } : {}),
     };
     this.entries.set(key, { revision, handle });
     // Sessions in the middle of a transaction on the old pool finish it there; the rest move over.
     if (known) void known.handle.pool.close({ graceful: true });
     return handle;
+  }
+
+  /** Whether reads of the relayed pool `key` try read links: not within READ_LINK_RETRY_MS of one the peer ran on its primary. */
+  private peerHasReplica(key: string): boolean {
+    const at = this.readLinksOnPrimaryAt.get(key);
+    return at === undefined || Date.now() - at >= READ_LINK_RETRY_MS;
   }
 
   stats(): { database: string; size: number; idle: number; inUse: number; waiting: number }[] {

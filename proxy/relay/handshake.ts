@@ -32,6 +32,8 @@ export interface RelayTarget {
   readonly role: string;
   /** The sandbox branch (write_mode sandbox) whose database it connects to; '' for the database itself. */
   readonly branch: string;
+  /** The link is for reads outside transactions only: the peer may take a healthy replica's connection for it (docs/regions.md#read-routing). */
+  readonly reads?: true | undefined;
 }
 
 /** A cancel of what the link whose (remapped) key this is runs. */
@@ -65,6 +67,8 @@ export interface RelayReady {
   /** The key the origin cancels with: the peer's own, standing for the upstream's. */
   readonly process_id: number;
   readonly secret_key: string;
+  /** The peer's read replica the link runs on; absent on the peer's primary. */
+  readonly replica_id?: string | undefined;
 }
 
 export const REFUSAL_REASONS = ['bad_proof', 'unknown_database', 'wrong_region', 'no_upstream', 'bad_hello'] as const;
@@ -82,7 +86,7 @@ const Hello = z.strictObject({
   origin_region: Region,
   origin_proxy_id: Name,
   region: Region,
-  target: z.strictObject({ project_id: Name, database_id: Name, read_only: z.boolean(), role: z.string().max(128), branch: z.string().max(128) }).optional(),
+  target: z.strictObject({ project_id: Name, database_id: Name, read_only: z.boolean(), role: z.string().max(128), branch: z.string().max(128), reads: z.literal(true).optional() }).optional(),
   cancel: z.strictObject({ process_id: z.int(), secret_key: Base64 }).optional(),
   nonce: Base64,
   proof: Base64,
@@ -93,6 +97,7 @@ const Ready = z.strictObject({
   parameters: z.record(z.string(), z.string()),
   process_id: z.int(),
   secret_key: Base64,
+  replica_id: Name.optional(),
 });
 
 const Refused = z.strictObject({ reason: z.enum(REFUSAL_REASONS) });
@@ -147,6 +152,8 @@ function signedBytes(fields: HelloFields, nonce: Buffer): Buffer {
     target?.branch ?? '',
     cancel ? `cancel:${cancel.process_id}` : '',
     cancel?.secret_key ?? '',
+    // Only when set, so that a hello without it signs what it did before the field existed.
+    ...(target?.reads ? ['reads'] : []),
   ];
   const encoded = parts.flatMap((part) => {
     const bytes = Buffer.from(part, 'utf8');

@@ -137,6 +137,7 @@ export async function openRelayLink(
         inlet,
         parameters: new Map(Object.entries(ready.parameters)),
         backendKey: { processId: ready.process_id, secretKey: Buffer.from(ready.secret_key, 'base64') },
+        ...(ready.replica_id === undefined ? {} : { peerReplicaId: ready.replica_id }),
         target: endpoint,
         id: nextConnectionId(),
         createdAt: Date.now(),

@@ -1,7 +1,8 @@
 /**
  * The peer's end of relay links (docs/regions.md#where-it-hooks-into-the-proxy): a TLS 1.3
  * listener that checks each hello's proof, takes a connection of its own pool for the target and
- * splices bytes between the link and that connection until either closes. It decides nothing and
+ * splices bytes between the link and that connection until either closes; the connection goes back
+ * to the pool when the link ended with it idle, and is closed otherwise. It decides nothing and
  * audits nothing: it is the origin's remote upstream connection. A hello with `cancel` cancels what
  * the link of that (remapped) key runs.
  */
@@ -9,12 +10,14 @@ import { randomBytes, randomInt, timingSafeEqual } from 'node:crypto';
 import net, { type AddressInfo } from 'node:net';
 import tls, { type SecureContext } from 'node:tls';
 import type { BaseLogger } from 'pino';
-import { Inlet } from '../inlet.js';
+import { DISCARD, Inlet } from '../inlet.js';
 import type { ProxyMetrics } from '../metrics.js';
+import { cancelAbandoned } from '../upstream/cancel.js';
 import type { UpstreamConnection } from '../upstream/connection.js';
 import type { UpstreamHandle } from '../upstreams.js';
 import { readFrame } from './frame-reader.js';
-import { decodeHello, encodeFrame, exporterOf, FRAME, proofHolds, type RefusalReason, type RelayCancel, type RelayHello, type RelayTarget } from './handshake.js';
+import { SpliceState } from './splice-state.js';
+import { decodeHello, encodeFrame, exporterOf, FRAME, proofHolds, type RefusalReason, type RelayCancel, type RelayHello, type RelayReady, type RelayTarget } from './handshake.js';
 
 export interface RelayListenerOptions {
   readonly host: string;
@@ -29,6 +32,8 @@ export interface RelayListenerOptions {
   readonly handshakeTimeoutMs: number;
   /** The pool of this proxy's own for a target; undefined when it names nothing this proxy serves. */
   resolve(target: RelayTarget): Promise<UpstreamHandle | undefined>;
+  /** For a read link (the hello's `reads`): the pool of a healthy replica of the database `primary` is of, when it routes reads and has one. */
+  readFrom?(primary: UpstreamHandle): UpstreamHandle | undefined;
   readonly metrics: Pick<ProxyMetrics, 'relayLinks' | 'relayBytesOf' | 'relayRefused'>;
   readonly logger: Pick<BaseLogger, 'info' | 'warn'>;
 }
@@ -42,7 +47,7 @@ interface Link {
   readonly handle: UpstreamHandle;
   readonly server: UpstreamConnection;
   readonly secretKey: Buffer;
-  end(): void;
+  end(handBack: boolean): void;
 }
 
 export async function startRelayListener(options: RelayListenerOptions): Promise<RunningRelayListener> {
@@ -65,40 +70,72 @@ export async function startRelayListener(options: RelayListenerOptions): Promise
     socket.end();
   };
 
-  /** Bytes both ways until either side closes; the upstream connection then closes with its link. */
+  /**
+   * Bytes both ways until either side closes or the origin sends Terminate. The upstream connection
+   * then goes back to the pool, reset, when the link ended with it idle (splice-state.ts), and is
+   * closed otherwise; an upstream that ended closes the link.
+   */
   const splice = (socket: tls.TLSSocket, inlet: Inlet, handle: UpstreamHandle, server: UpstreamConnection, originRegion: string): void => {
     let processId = randomInt(1, 2 ** 31);
     while (links.has(processId)) processId = randomInt(1, 2 ** 31);
+    const state = new SpliceState();
+    const upstreamDrained = (): void => inlet.resume();
     let ended = false;
-    const end = (): void => {
+    const end = (handBack: boolean): void => {
       if (ended) return;
       ended = true;
       links.delete(processId);
       metrics.relayLinks.dec({ peer_region: originRegion });
       server.inlet.receive(undefined);
-      handle.pool.destroy(server);
+      server.socket.off('drain', upstreamDrained);
+      inlet.receive(DISCARD);
       socket.destroy();
+      if (handBack && state.idle) return void handle.pool.release(server, { reset: true });
+      if (state.working) cancelAbandoned(() => handle.cancel(server));
+      handle.pool.destroy(server);
     };
     server.inlet.receive({
       bytes(chunk) {
+        state.fromUpstream(chunk);
         toOrigin.inc(chunk.length);
         if (!socket.write(chunk)) server.inlet.pause();
       },
-      ended: end,
+      ended: () => end(false),
     });
     inlet.receive({
       bytes(chunk) {
-        toUpstream.inc(chunk.length);
-        if (!server.socket.write(chunk)) inlet.pause();
+        const { forward, terminated } = state.fromOrigin(chunk);
+        const sent = forward === chunk.length ? chunk : chunk.subarray(0, forward);
+        toUpstream.inc(sent.length);
+        if (sent.length > 0 && !server.socket.write(sent)) inlet.pause();
+        if (terminated) end(true);
       },
-      ended: end,
+      ended: () => end(true),
     });
     socket.on('drain', () => server.inlet.resume());
-    server.socket.on('drain', () => inlet.resume());
+    server.socket.on('drain', upstreamDrained);
     const link: Link = { handle, server, secretKey: randomBytes(4), end };
     links.set(processId, link);
     metrics.relayLinks.inc({ peer_region: originRegion });
-    socket.write(encodeFrame(FRAME.ready, { region: options.region, parameters: Object.fromEntries(server.parameters), process_id: processId, secret_key: link.secretKey.toString('base64') }));
+    const ready: RelayReady = { region: options.region, parameters: Object.fromEntries(server.parameters), process_id: processId, secret_key: link.secretKey.toString('base64'), ...(handle.replicaId === undefined ? {} : { replica_id: handle.replicaId }) };
+    socket.write(encodeFrame(FRAME.ready, ready));
+  };
+
+  /**
+   * The connection a link runs on: for a read link, a healthy replica's when the database routes
+   * reads and has one (the primary's when that replica gives none in time), else the primary's.
+   */
+  const takeConnection = async (primary: UpstreamHandle, reads: boolean, signal: AbortSignal): Promise<{ handle: UpstreamHandle; server: UpstreamConnection }> => {
+    const replica = reads ? options.readFrom?.(primary) : undefined;
+    if (replica) {
+      try {
+        return { handle: replica, server: await replica.pool.acquire({ signal }) };
+      } catch (error) {
+        if (signal.aborted) throw error;
+        logger.info({ err: error, database: primary.database.database_id, replica: replica.replicaId }, 'a read link falls back to the primary: its replica gave no connection');
+      }
+    }
+    return { handle: primary, server: await primary.pool.acquire({ signal }) };
   };
 
   /** The link after its TLS handshake: the hello, then the splice or a refusal; `timer` bounds the handshake. */
@@ -115,17 +152,16 @@ export async function startRelayListener(options: RelayListenerOptions): Promise
       if (!handle) return refuse(socket, 'unknown_database', hello);
       // A database kept in yet another region is not relayed on: links do not chain.
       if (handle.relayedTo !== undefined) return refuse(socket, 'wrong_region', hello);
-      let server: UpstreamConnection;
-      try {
-        // Half the handshake's time at most, so that the origin hears no_upstream before either end gives up on the link.
-        server = await handle.pool.acquire({ signal: AbortSignal.timeout(options.handshakeTimeoutMs / 2) });
-      } catch (error) {
+      // Half the handshake's time at most, so that the origin hears no_upstream before either end gives up on the link.
+      const signal = AbortSignal.timeout(options.handshakeTimeoutMs / 2);
+      const taken = await takeConnection(handle, hello.target!.reads === true && hello.target!.branch === '', signal).catch((error: unknown) => {
         logger.warn({ err: error, database: hello.target!.database_id, origin_region: hello.origin_region }, 'no upstream connection for a relay link');
-        return refuse(socket, 'no_upstream', hello);
-      }
-      if (socket.destroyed) return void handle.pool.release(server, { reset: false });
+        return undefined;
+      });
+      if (!taken) return refuse(socket, 'no_upstream', hello);
+      if (socket.destroyed) return void taken.handle.pool.release(taken.server, { reset: false });
       clearTimeout(timer);
-      splice(socket, inlet, handle, server, hello.origin_region);
+      splice(socket, inlet, taken.handle, taken.server, hello.origin_region);
     } catch (error) {
       logger.info({ err: error, address: socket.remoteAddress }, 'a relay link ended during its handshake');
       socket.destroy();
@@ -158,7 +194,7 @@ export async function startRelayListener(options: RelayListenerOptions): Promise
     port: (server.address() as AddressInfo).port,
     async stop() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const link of [...links.values()]) link.end();
+      for (const link of [...links.values()]) link.end(false);
       await closed;
     },
   };

@@ -59,6 +59,8 @@ export interface UpstreamConnection {
   readonly target: UpstreamEndpoint;
   readonly id: number;
   readonly createdAt: number;
+  /** The peer's read replica a relay link runs on (its RelayReady said so, docs/regions.md); undefined on the peer's primary and for every direct connection. */
+  readonly peerReplicaId?: string | undefined;
   /** Sends Terminate and closes; the socket is destroyed if the server does not close it promptly. */
   close(): void;
 }

@@ -140,14 +140,17 @@ export class UpstreamPool {
   readonly #perOwner: number;
   readonly #onConnectFailure: (error: unknown) => void;
   readonly #open: OpenConnection;
+  readonly #reusable: (connection: UpstreamConnection) => boolean;
 
   /**
    * `onConnectFailure` hears of each attempt to open a connection that failed (not of those the
    * pool's close cut short); `open` opens one (a relay link for a database of another region,
-   * docs/regions.md), by default straight to `target`.
+   * docs/regions.md), by default straight to `target`; a connection `reusable` says no to is
+   * neither parked nor kept idle: it closes once its holder lets it go.
    */
-  constructor(target: UpstreamTarget, config: PoolConfig, onConnectFailure: (error: unknown) => void = () => undefined, open?: OpenConnection) {
+  constructor(target: UpstreamTarget, config: PoolConfig, onConnectFailure: (error: unknown) => void = () => undefined, open?: OpenConnection, reusable: (connection: UpstreamConnection) => boolean = () => true) {
     this.#target = target;
+    this.#reusable = reusable;
     this.#config = config;
     this.#onConnectFailure = onConnectFailure;
     this.#open = open ?? ((signal) => connectUpstream(target, { signal }));
@@ -213,7 +216,7 @@ export class UpstreamPool {
    * that the connection is at a ReadyForQuery with status I.
    */
   park(connection: UpstreamConnection, reclaim: () => void): boolean {
-    if (this.#closed || this.#waiters.length > 0 || !this.#inUse.has(connection)) return false;
+    if (this.#closed || this.#waiters.length > 0 || !this.#inUse.has(connection) || !this.#reusable(connection)) return false;
     this.#parked.set(connection, { reclaim, since: Date.now() });
     if (!this.#parkSweep && this.#config.idle_timeout_ms > 0) {
       const every = Math.max(250, Math.min(this.#config.idle_timeout_ms / 2, 30_000));
@@ -468,7 +471,7 @@ export class UpstreamPool {
   /** A free connection goes to the longest waiter whose owner is under its limit at once, else to the idle list. */
   #makeIdle(connection: UpstreamConnection): void {
     const { socket } = connection;
-    if (this.#closed || socket.destroyed) {
+    if (this.#closed || socket.destroyed || !this.#reusable(connection)) {
       connection.close();
       return this.#dispatch();
     }

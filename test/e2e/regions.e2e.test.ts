@@ -233,6 +233,42 @@ describe('a database of another region', () => {
   });
 });
 
+describe('the peer’s upstream connection after a link', () => {
+  /** Sets the database's pool_config, and waits for a session through A to run on B again (both proxies make their pools anew). */
+  async function setPool(pool: object): Promise<void> {
+    const changed = await gateway.api.call(gateway.owner.apiKey, { method: 'PATCH', url: base, payload: { pool_config: pool } });
+    expect(changed.statusCode).toBe(200);
+    await waitFor(async () => (await runsOn()) === 'pgward:b', 10_000, 'sessions through A running on B');
+  }
+
+  it('goes back to B’s pool, reset, when A closes its idle link: the next session through A runs on the same backend, without the last one’s settings', async () => {
+    const before = ((await gateway.api.call(gateway.owner.apiKey, { method: 'GET', url: base })).json() as { pool_config: object }).pool_config;
+    // One connection each side, closed by A after 1.5 s idle: B keeps it 1.5 s more for the next link.
+    await setPool({ mode: 'transaction', max_connections: 1, min_connections: 0, idle_timeout_ms: 1_500, acquire_timeout_ms: 5_000 });
+    try {
+      const first = new pg.Client({ connectionString: agent.connection_string });
+      await first.connect();
+      await first.query("set lock_timeout = '7s'");
+      expect((await first.query<{ lock_timeout: string }>("select current_setting('lock_timeout') as lock_timeout")).rows).toEqual([{ lock_timeout: '7s' }]);
+      const [pid] = await backends('pgward:b');
+      await first.end();
+      await waitFor(async () => (await metricValue(bMetrics, 'pgward_relay_links', { peer_region: 'a' })) === 0, 5_000, 'A closing its idle link');
+      // B's pool keeps the backend: its link ended idle.
+      expect(await backends('pgward:b')).toEqual([pid]);
+      const next = new pg.Client({ connectionString: agent.connection_string });
+      await next.connect();
+      try {
+        expect((await next.query<{ lock_timeout: string }>("select current_setting('lock_timeout') as lock_timeout")).rows).toEqual([{ lock_timeout: '0' }]);
+        expect(await backends('pgward:b')).toEqual([pid]);
+      } finally {
+        await next.end();
+      }
+    } finally {
+      await setPool(before);
+    }
+  });
+});
+
 describe('the relay listener', () => {
   it('names PGWARD_RELAY_PORT when its port is taken, and the proxy does not start', async () => {
     await expect(startPeer('x', bPort, materials[1]!.tls, [secret], new Registry())).rejects.toThrow(`cannot listen on 127.0.0.1:${bPort} (PGWARD_RELAY_PORT): address already in use`);

@@ -537,6 +537,32 @@ describe('UpstreamPool', () => {
     }
   });
 
+  it('neither parks nor keeps idle a connection its reusable predicate refuses: it closes once let go, and the next acquire opens another', async () => {
+    const application = appName();
+    const pool = new UpstreamPool(target({ applicationName: application }), poolConfig({ max_connections: 2 }), undefined, undefined, (connection) => connection.id % 2 === 0);
+    try {
+      const refused: UpstreamConnection[] = [];
+      const kept: UpstreamConnection[] = [];
+      // Ids are process-wide: acquire until one of each kind is held.
+      while (refused.length === 0 || kept.length === 0) {
+        const connection = await pool.acquire();
+        (connection.id % 2 === 0 ? kept : refused).push(connection);
+        if (refused.length > 1 || kept.length > 1) await pool.release((refused.length > 1 ? refused : kept).pop()!, { reset: false });
+      }
+      expect(pool.park(refused[0]!, () => undefined)).toBe(false);
+      expect(pool.park(kept[0]!, () => undefined)).toBe(true);
+      await pool.release(refused[0]!, { reset: false });
+      await until(() => refused[0]!.socket.destroyed, 'the refused connection closed');
+      expect(pool.stats()).toEqual({ size: 1, idle: 1, inUse: 0, waiting: 0 });
+      await until(async () => (await serverConnections(application)) === 1, 'one backend left');
+      const next = await pool.acquire();
+      expect(next.id).not.toBe(refused[0]!.id);
+      await pool.release(next, { reset: false });
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('times out an acquirer with ACQUIRE_TIMEOUT while its connection is still being opened, and keeps the slot until the open ends', async () => {
     const silent = await fakeServer();
     const pool = new UpstreamPool(target({ port: silent.port, connectTimeoutMs: 30_000 }), poolConfig({ max_connections: 1, acquire_timeout_ms: 200 }));

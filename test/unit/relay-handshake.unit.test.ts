@@ -16,6 +16,8 @@ const fields: HelloFields = {
   target: { project_id: 'prj_1', database_id: 'db_1', read_only: true, role: '', branch: '' },
 };
 
+const PROOF_BEFORE_READS = '6Tdxv0yE5tuHVew+Ezi4sB3dJkVL8BhgzPPctv/LfHU=';
+
 /** Both ends' exporter values of real TLS 1.3 sessions to one listener. */
 let dir: string;
 let server: net.Server;
@@ -79,6 +81,20 @@ describe('the relay hello', () => {
     expect(proofHolds({ ...hello, target: { ...fields.target!, database_id: 'db_2' } }, [secret], one!.server)).toBe(false);
     expect(proofHolds({ ...hello, nonce: Buffer.alloc(16, 1).toString('base64') }, [secret], one!.server)).toBe(false);
     expect(proofHolds({ ...hello, proof: '' }, [secret], one!.server)).toBe(false);
+    // A read link's `reads` is signed: a man in the middle can neither add nor strip it.
+    expect(proofHolds({ ...hello, target: { ...fields.target!, reads: true } }, [secret], one!.server)).toBe(false);
+    const reads = makeHello({ ...fields, target: { ...fields.target!, reads: true } }, secret, one!.client);
+    expect(proofHolds(reads, [secret], one!.server)).toBe(true);
+    expect(proofHolds({ ...reads, target: fields.target! }, [secret], one!.server)).toBe(false);
+  });
+
+  it('signs a hello without `reads` as before the field existed, and takes `reads` only as true', () => {
+    const nonce = Buffer.alloc(16, 3);
+    // The proof of this hello made by the code before `reads` (commit d8e273f).
+    expect(makeHello(fields, secret, Buffer.alloc(32, 5), nonce).proof).toBe(PROOF_BEFORE_READS);
+    const hello = makeHello(fields, secret, Buffer.alloc(32));
+    expect(decodeHello({ ...hello, target: { ...fields.target!, reads: true } })?.target?.reads).toBe(true);
+    expect(decodeHello({ ...hello, target: { ...fields.target!, reads: false } })).toBeUndefined();
   });
 
   it('is malformed with neither or both of target and cancel, or a short nonce', () => {
@@ -98,6 +114,8 @@ describe('handshake frames', () => {
     expect(taken.rest.toString()).toBe('Q');
     expect(decodeAnswer(taken.frame)).toEqual({ ready: { region: 'b', parameters: { server_version: '15.4' }, process_id: 42, secret_key: 'AQIDBA==' } });
     expect(decodeAnswer(takeFrame(encodeFrame(FRAME.refused, { reason: 'bad_proof' }))!.frame)).toEqual({ refused: { reason: 'bad_proof' } });
+    const onReplica = { region: 'b', parameters: {}, process_id: 42, secret_key: 'AQIDBA==', replica_id: 'rep_1' };
+    expect(decodeAnswer(takeFrame(encodeFrame(FRAME.ready, onReplica))!.frame)).toEqual({ ready: onReplica });
     expect(decodeAnswer(takeFrame(encodeFrame(FRAME.refused, { reason: 'whatever' }))!.frame)).toBeUndefined();
   });
 

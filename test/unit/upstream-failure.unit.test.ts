@@ -75,4 +75,9 @@ describe('no relay link to the database’s region (docs/regions.md#failing-clos
     expect(placementOf(true, 'hit', 'a', { relayedTo: 'b' })).toEqual({ ran_on: 'cache', replica_id: null, upstream_region: null });
     expect(placementOf(false, undefined, 'a', { relayedTo: 'b' })).toEqual({ ran_on: null, replica_id: null, upstream_region: null });
   });
+
+  it('places a relayed read the peer ran on one of its replicas on that replica, in the peer’s region', () => {
+    expect(placementOf(true, 'bypass', 'a', { relayedTo: 'b', replicaId: 'rep_1' })).toEqual({ ran_on: 'replica', replica_id: 'rep_1', upstream_region: 'b' });
+    expect(placementOf(true, 'bypass', 'a', { replicaId: 'rep_1' })).toEqual({ ran_on: 'replica', replica_id: 'rep_1', upstream_region: 'a' });
+  });
 });
