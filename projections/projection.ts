@@ -41,6 +41,12 @@ export interface ReadModelTable {
    * with an entry in every index, and the table grows by a version a row a batch until vacuumed.
    */
   readonly fillfactor?: number;
+  /**
+   * Columns no query filters, joins, groups or orders by: ANALYZE gathers no statistics on them
+   * (`set statistics 0`). On a wide table written at every decision (the audit entries), autovacuum's
+   * analyses otherwise spend most of their time sorting samples of hashes, SQL text and JSON.
+   */
+  readonly unanalyzedColumns?: readonly string[];
 }
 
 /** ReadModelTable.fillfactor of the rollups: room for one more version of every row of a page. */
@@ -77,7 +83,9 @@ export function tableDdl(schema: string, table: ReadModelTable): string {
   const added = (table.addedColumns ?? []).map((column) => `alter table ${name} add column if not exists ${column};`);
   // Set on a table made before too: pages filled from then on leave the room.
   const storage = table.fillfactor === undefined ? [] : [`alter table ${name} set (fillfactor = ${table.fillfactor});`];
-  return [`create table if not exists ${name} (${table.columns});`, ...storage, ...added, ...indexes, ...retired].join('\n');
+  // After the added columns, some of which may be among them.
+  const unanalyzed = table.unanalyzedColumns?.length ? [`alter table ${name} ${table.unanalyzedColumns.map((c) => `alter column ${pg.escapeIdentifier(c)} set statistics 0`).join(', ')};`] : [];
+  return [`create table if not exists ${name} (${table.columns});`, ...storage, ...added, ...unanalyzed, ...indexes, ...retired].join('\n');
 }
 
 export function projectionTx(client: pg.ClientBase, schema: string): ProjectionTx {

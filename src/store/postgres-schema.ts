@@ -23,6 +23,12 @@ create table if not exists pgward.events (
   unique (stream, revision)
 );
 
+-- No statement filters or orders by these (the functions below look event ids up through their unique
+-- index, whose uniqueness the planner knows without statistics): autovacuum's analyses, one every tenth
+-- of growth, would otherwise sort samples of every payload.
+alter table pgward.events alter column data set statistics 0, alter column metadata set statistics 0,
+  alter column event_id set statistics 0, alter column recorded_at set statistics 0;
+
 -- The events after p_after in position order, of the streams matching any of p_patterns (all when
 -- null). Only the primary key's order serves this read: without statistics (autovacuum off, or a
 -- table grown since it was analyzed) the planner prices position > p_after at a third of the

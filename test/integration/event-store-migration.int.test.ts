@@ -1,4 +1,7 @@
-/** The PostgreSQL event store's schema on a database an earlier version created: its append function is replaced, not kept beside the new one. */
+/**
+ * The PostgreSQL event store's schema on a database an earlier version created: its append function
+ * is replaced, not kept beside the new one; its payload columns lose their statistics.
+ */
 import { afterAll, describe, expect, it } from 'vitest';
 import { createPostgresEventStore } from '../../src/store/postgres.js';
 import { admin, freshDatabase, type TestDatabase } from '../support/pg.js';
@@ -49,5 +52,26 @@ describe('the event store schema', () => {
     } finally {
       await store.close();
     }
+  });
+
+  it('has ANALYZE gather statistics on stream, revision, position and type only, on a table an earlier version made', async () => {
+    const previous = database;
+    database = await freshDatabase('store_migration_statistics');
+    await previous?.drop();
+    // The table as versions before made it, with rows.
+    await admin(database.url, (client) =>
+      client.query(`create schema pgward;
+        create table pgward.events (position bigint primary key, stream text not null, revision integer not null, event_id uuid not null unique, type text not null,
+          data bytea not null, metadata bytea not null, recorded_at timestamptz not null default now(), unique (stream, revision));
+        insert into pgward.events (position, stream, revision, event_id, type, data, metadata)
+          select n, 'audit-prj_' || (n % 3), n / 3, gen_random_uuid(), 'StatementDecided.v2', convert_to(repeat('x', 200) || n, 'UTF8'), '\\x7b7d'::bytea from generate_series(0, 2999) n`),
+    );
+    const store = await createPostgresEventStore(database.url);
+    await store.close();
+    const analyzed = await admin(database.url, async (client) => {
+      await client.query('analyze pgward.events');
+      return (await client.query<{ attname: string }>(`select attname from pg_stats where schemaname = 'pgward' and tablename = 'events' order by attname`)).rows.map((row) => row.attname);
+    });
+    expect(analyzed).toEqual(['position', 'revision', 'stream', 'type']);
   });
 });

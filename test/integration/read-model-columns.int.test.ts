@@ -82,3 +82,34 @@ describe('the rollups every batch updates in place', () => {
     }
   });
 });
+
+describe('the audit entries', () => {
+  it('have ANALYZE gather statistics on the columns the audit queries filter, group or order by only, on a fresh read model and on a table an earlier version made', async () => {
+    database ??= await freshDatabase('read_model_columns');
+    pool ??= createPool(database.url);
+    const entries = auditProjection({ keys: new Map() }).tables.find((table) => table.name === 'audit_entries')!;
+    await pool.query(`create schema rm_stats_earlier; create schema rm_stats_fresh; ${tableDdl('rm_stats_earlier', { ...entries, unanalyzedColumns: undefined })}`);
+    const rows = (schema: string) =>
+      pool!.query(`insert into ${schema}.audit_entries (id, project_id, seq, event, ts, ts_at, credential_id, session_id, source, region, client_ip, sql, normalized_sql,
+          query_hash, statement_kind, decision_rule, reason, cache_status, rows_returned, bytes_out, latency_ms, latency_us, tables_read, tables_written, tables_blocked,
+          parsed, proxy_id, boot_epoch, proxy_seq, prev_hash, entry_hash, position)
+        select 'ent_' || n, 'prj_1', n, 'query', 'ts' || n, '2026-11-27T00:00:00Z'::timestamptz + n * interval '1 second', 'agt_' || (n % 5), 'ses_' || (n % 7), 'wire',
+               'local', '127.0.0.1', 'select ' || n, 'select $1', 'h' || n, 'select', '', '', 'bypass', 1, 90, 0.1, 100 + n, '[]', '[]', '[]', true, 'prx_1', 1, n,
+               md5(n::text), md5((n + 1)::text), n
+          from generate_series(1, 500) n`);
+    const analyzed = async (schema: string): Promise<string[]> => {
+      await pool!.query(`analyze ${schema}.audit_entries`);
+      return (await pool!.query<{ attname: string }>(`select attname from pg_stats where schemaname = $1 and tablename = 'audit_entries' order by attname`, [schema])).rows.map((row) => row.attname);
+    };
+    const unanalyzed = async (schema: string): Promise<string[]> =>
+      (await pool!.query<{ attname: string }>(`select attname from pg_attribute where attrelid = $1::regclass and attnum > 0 and attstattarget = 0 order by attname`, [`${schema}.audit_entries`])).rows.map((row) => row.attname);
+    expect(await unanalyzed('rm_stats_earlier')).toEqual([]);
+    await pool.query(tableDdl('rm_stats_earlier', entries));
+    await pool.query(tableDdl('rm_stats_fresh', entries));
+    await rows('rm_stats_fresh');
+    expect(await analyzed('rm_stats_fresh')).toEqual(['cache_status', 'credential_id', 'event', 'latency_us', 'project_id', 'seq', 'session_id', 'source', 'ts_at']);
+    // The earlier table keeps the statistics it had; ANALYZE no longer renews those of the same columns.
+    expect(await unanalyzed('rm_stats_earlier')).toEqual(await unanalyzed('rm_stats_fresh'));
+    expect((await unanalyzed('rm_stats_fresh')).length).toBe(30);
+  });
+});

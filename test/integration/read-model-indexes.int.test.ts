@@ -1,6 +1,7 @@
 /**
  * Read-model indexes as `ensureReadModel` leaves them, on a new database and on one an earlier
- * version created: the audit entries' index by event became a partial index of the gap markers.
+ * version created: the audit entries' index by event became a partial index of the gap markers,
+ * and their time and session indexes narrower ones.
  */
 import type pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,7 +14,9 @@ import { freshDatabase, type TestDatabase } from '../support/pg.js';
 const projection = auditProjection({ keys: new Map() });
 const entries = projection.tables.find((table) => table.name === 'audit_entries')!;
 /** The table as versions before the partial index created it. */
-const earlier = { ...entries, indexes: ['project_id, ts_at desc, seq desc', 'project_id, session_id, seq', 'project_id, credential_id, ts_at', 'project_id, event, ts_at, seq'], retiredIndexes: [] };
+const earliest = { ...entries, indexes: ['project_id, ts_at desc, seq desc', 'project_id, session_id, seq', 'project_id, credential_id, ts_at', 'project_id, event, ts_at, seq'], retiredIndexes: [] };
+/** The table as versions before the narrower time and session indexes created it. */
+const earlier = { ...entries, indexes: ['project_id, ts_at desc, seq desc', 'project_id, session_id, seq', ...entries.indexes!.slice(2)], retiredIndexes: ['audit_entries_i3'] };
 
 const databases: TestDatabase[] = [];
 const pools: pg.Pool[] = [];
@@ -33,8 +36,8 @@ async function indexes(pool: pg.Pool): Promise<Record<string, string>> {
 
 const expected = {
   audit_entries_pkey: '(project_id, seq)',
-  audit_entries_i0: '(project_id, ts_at DESC, seq DESC)',
-  audit_entries_i1: '(project_id, session_id, seq)',
+  audit_entries_ts: '(project_id, ts_at)',
+  audit_entries_session: '(session_id, seq)',
   audit_entries_i2: '(project_id, credential_id, ts_at)',
   audit_entries_gap_markers: "(project_id, ts_at, seq) WHERE (event = 'gap_marker'::text)",
 };
@@ -45,20 +48,43 @@ afterAll(async () => {
 });
 
 describe('the audit entries indexes', () => {
-  it('are the three by position and the partial gap-marker index on a new database', async () => {
+  it('are the time, session and credential indexes and the partial gap-marker index on a new database', async () => {
     const pool = await database('indexes_new');
     await ensureReadModel(pool, projection);
     expect(await indexes(pool)).toEqual(expected);
   });
 
-  it('replace the index by event of an earlier version, once and for good', async () => {
-    const pool = await database('indexes_upgraded');
-    await pool.query(`create schema rm; ${tableDdl('rm', earlier)}`);
-    expect(Object.keys(await indexes(pool))).toContain('audit_entries_i3');
+  for (const [label, made, retired] of [
+    ['the index by event', earliest, 'audit_entries_i3'],
+    ['the wider time and session indexes', earlier, 'audit_entries_i1'],
+  ] as const) {
+    it(`replace ${label} of an earlier version, once and for good`, async () => {
+      const pool = await database('indexes_upgraded');
+      await pool.query(`create schema rm; ${tableDdl('rm', made)}`);
+      expect(Object.keys(await indexes(pool))).toContain(retired);
+      await ensureReadModel(pool, projection);
+      expect(await indexes(pool)).toEqual(expected);
+      await ensureReadModel(pool, projection);
+      expect(await indexes(pool)).toEqual(expected);
+    });
+  }
+
+  it('serve the session summary by the session index, which leaves the project to the filter', async () => {
+    const pool = await database('indexes_session_plan');
     await ensureReadModel(pool, projection);
-    expect(await indexes(pool)).toEqual(expected);
-    await ensureReadModel(pool, projection);
-    expect(await indexes(pool)).toEqual(expected);
+    const client = await pool.connect();
+    try {
+      await client.query('set enable_seqscan = off');
+      const { rows } = await client.query<{ 'QUERY PLAN': string }>(
+        `explain select event from rm.audit_entries where project_id = $1 and session_id = $2 order by seq limit 10001`,
+        ['prj_indexes000000000000000000', 'prx_1.1700000000.7'],
+      );
+      const plan = rows.map((row) => row['QUERY PLAN']).join('\n');
+      expect(plan).toContain('Index Scan using audit_entries_session');
+      expect(plan).toContain("Filter: (project_id = 'prj_indexes000000000000000000'::text)");
+    } finally {
+      client.release();
+    }
   });
 
   it('serve the usage report gap-marker query', async () => {
