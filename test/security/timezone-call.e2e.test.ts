@@ -1,0 +1,61 @@
+/**
+ * Red team, round 6: `timezone(zone, ts)`, a vetted function, was refused (statement.rewrite_failed)
+ * wherever it was written as a call: the proxy qualifies vetted calls (`pg_catalog.timezone(...)`)
+ * and the deparser wrote that as `ts AT TIME ZONE zone`, which parses back as another tree. So was
+ * `ts AT TIME ZONE ('U' || 'TC')` in a statement rewritten for its masks: written back without the
+ * parentheses its zone needs. Both now
+ * run, and mask, on node-postgres simple and extended (with the zone as a parameter) and the hosted
+ * MCP `query` tool.
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { callTool, listenForAgents, registerAgentWith, withAgentMcp } from '../support/agent-mcp.js';
+import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
+import { withAgentClient } from '../support/proxy-agents.js';
+
+let gateway: TestGateway;
+let reader: AgentSecrets;
+let mcpUrl: string;
+
+beforeAll(async () => {
+  gateway = await startGateway('timezone_call');
+  reader = await registerAgentWith(gateway, { name: 'reader', read_only: true, allowed_tables: ['public.*'], masked_columns: { 'public.customers.email': 'partial' } });
+  mcpUrl = `${await listenForAgents(gateway)}/mcp`;
+});
+afterAll(async () => {
+  await gateway?.stop();
+});
+
+async function onWire(sql: string, values?: unknown[]): Promise<unknown> {
+  return withAgentClient(reader, (client) =>
+    client.query(values ? ({ text: sql, values } as pg.QueryConfig) : sql).then(
+      (result) => result.rows,
+      (error: pg.DatabaseError) => ({ code: error.code, message: error.message }),
+    ),
+  );
+}
+
+const statements = [
+  ["timezone('UTC', ts)", "SELECT timezone('UTC', timestamptz '2026-01-02 03:04:05+00')::text AS utc"],
+  ['ts AT TIME ZONE, its zone in parentheses, in a masked rewrite', "SELECT (timestamptz '2026-01-02 03:04:05+00' AT TIME ZONE ('U' || 'TC'))::text AS utc, email FROM customers WHERE id = 1"],
+  ['timezone() beside a masked column', "SELECT timezone('UTC', timestamptz '2026-01-02 03:04:05+00')::text AS utc, email FROM customers WHERE id = 1"],
+] as const;
+
+const ROW = { utc: '2026-01-02 03:04:05' };
+
+describe('timezone() as a call runs, as AT TIME ZONE does', () => {
+  for (const [what, sql] of statements) {
+    const expected = sql.includes('customers') ? [{ ...ROW, email: 'u***' }] : [ROW];
+    it(`${what}: simple, extended and MCP`, async () => {
+      expect(await onWire(sql)).toEqual(expected);
+      expect(await onWire(sql, [])).toEqual(expected);
+      const result = await withAgentMcp(mcpUrl, reader, (client) => callTool(client, 'query', { sql }));
+      expect(result.isError ?? false).toBe(false);
+      expect((result.structuredContent as { rows: unknown[] }).rows).toEqual(expected.map((row) => Object.values(row)));
+    });
+  }
+
+  it('the zone as a bound parameter: timezone($1, ts) on the extended protocol', async () => {
+    expect(await onWire("SELECT timezone($1, timestamptz '2026-01-02 03:04:05+00')::text AS utc", ['UTC'])).toEqual([ROW]);
+  });
+});
