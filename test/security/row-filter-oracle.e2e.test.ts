@@ -7,11 +7,11 @@
  * up nor pushes quals into: the agent's predicates see only the rows the filter allows. On
  * node-postgres simple and extended and the hosted MCP `query` tool.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callTool, listenForAgents, registerAgentWith, withAgentMcp } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { withAgentClient } from '../support/proxy-agents.js';
+import { wireOutcome, type WireOutcome } from '../support/wire-outcome.js';
 
 let gateway: TestGateway;
 let agent: AgentSecrets;
@@ -29,14 +29,7 @@ afterAll(async () => {
   await gateway?.stop();
 });
 
-async function onWire(sql: string, mode: 'simple' | 'extended'): Promise<unknown> {
-  return withAgentClient(agent, (client) =>
-    client.query(mode === 'extended' ? ({ text: sql, values: [] } as pg.QueryConfig) : sql).then(
-      (result) => result.rows,
-      (error: pg.DatabaseError) => ({ code: error.code, message: error.message }),
-    ),
-  );
-}
+const onWire = (sql: string, mode: 'simple' | 'extended'): Promise<WireOutcome> => withAgentClient(agent, (client) => wireOutcome(client, sql, mode));
 
 /** Each divides by zero on the hidden order 777 alone: run on the filtered rows, none fails. */
 const probes = [
@@ -48,7 +41,7 @@ const probes = [
 describe('an error the agent’s predicate raises tells nothing of the rows a row filter hides', () => {
   for (const [what, sql] of probes) {
     it(`${what}: the 800 allowed rows, never division by zero; simple, extended and MCP`, async () => {
-      for (const mode of ['simple', 'extended'] as const) expect(await onWire(sql, mode), mode).toEqual([{ n: 800 }]);
+      for (const mode of ['simple', 'extended'] as const) expect(await onWire(sql, mode), mode).toEqual({ rows: [{ n: 800 }] });
       const result = await withAgentMcp(mcpUrl, agent, (client) => callTool(client, 'query', { sql }));
       expect(result.isError ?? false).toBe(false);
       expect((result.structuredContent as { rows: unknown[] }).rows).toEqual([[800]]);

@@ -7,11 +7,11 @@
  * run, and mask, on node-postgres simple and extended (with the zone as a parameter) and the hosted
  * MCP `query` tool.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { callTool, listenForAgents, registerAgentWith, withAgentMcp } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { withAgentClient } from '../support/proxy-agents.js';
+import { wireOutcome, type WireOutcome } from '../support/wire-outcome.js';
 
 let gateway: TestGateway;
 let reader: AgentSecrets;
@@ -26,14 +26,7 @@ afterAll(async () => {
   await gateway?.stop();
 });
 
-async function onWire(sql: string, values?: unknown[]): Promise<unknown> {
-  return withAgentClient(reader, (client) =>
-    client.query(values ? ({ text: sql, values } as pg.QueryConfig) : sql).then(
-      (result) => result.rows,
-      (error: pg.DatabaseError) => ({ code: error.code, message: error.message }),
-    ),
-  );
-}
+const onWire = (sql: string, mode: 'simple' | 'extended'): Promise<WireOutcome> => withAgentClient(reader, (client) => wireOutcome(client, sql, mode));
 
 const statements = [
   ["timezone('UTC', ts)", "SELECT timezone('UTC', timestamptz '2026-01-02 03:04:05+00')::text AS utc"],
@@ -47,8 +40,7 @@ describe('timezone() as a call runs, as AT TIME ZONE does', () => {
   for (const [what, sql] of statements) {
     const expected = sql.includes('customers') ? [{ ...ROW, email: 'u***' }] : [ROW];
     it(`${what}: simple, extended and MCP`, async () => {
-      expect(await onWire(sql)).toEqual(expected);
-      expect(await onWire(sql, [])).toEqual(expected);
+      for (const mode of ['simple', 'extended'] as const) expect(await onWire(sql, mode), mode).toEqual({ rows: expected });
       const result = await withAgentMcp(mcpUrl, reader, (client) => callTool(client, 'query', { sql }));
       expect(result.isError ?? false).toBe(false);
       expect((result.structuredContent as { rows: unknown[] }).rows).toEqual(expected.map((row) => Object.values(row)));
@@ -56,6 +48,7 @@ describe('timezone() as a call runs, as AT TIME ZONE does', () => {
   }
 
   it('the zone as a bound parameter: timezone($1, ts) on the extended protocol', async () => {
-    expect(await onWire("SELECT timezone($1, timestamptz '2026-01-02 03:04:05+00')::text AS utc", ['UTC'])).toEqual([ROW]);
+    const rows = await withAgentClient(reader, async (client) => (await client.query("SELECT timezone($1, timestamptz '2026-01-02 03:04:05+00')::text AS utc", ['UTC'])).rows);
+    expect(rows).toEqual([ROW]);
   });
 });
