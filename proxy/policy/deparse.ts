@@ -2,6 +2,7 @@ import { Deparser, QuoteUtils } from 'pgsql-deparser';
 
 type CteFields = Parameters<Deparser['CommonTableExpr']>[0];
 type CallFields = Parameters<Deparser['FuncCall']>[0];
+type IndirectionFields = Parameters<Deparser['A_Indirection']>[0];
 type Context = Parameters<Deparser['CommonTableExpr']>[1];
 
 /**
@@ -27,6 +28,14 @@ const columnList = (items: unknown): string =>
  * made from, so an omission here refuses the statement rather than changing it.
  */
 class PolicyDeparser extends Deparser {
+  /** A subscript or field of any expression reads it in parentheses: the base deparser leaves them out for `(ARRAY[a, b])[1]`, which does not parse without. */
+  override A_Indirection(node: IndirectionFields, context: Context): string {
+    const written = super.A_Indirection(node, context);
+    if (!node.arg) return written;
+    const arg = this.visit(node.arg, context);
+    return written.startsWith(`(${arg})`) ? written : `(${arg})${written.slice(arg.length)}`;
+  }
+
   override FuncCall(node: CallFields, context: Context): string {
     const parts = (node.funcname ?? []).map((part) => (part as { String?: { sval?: string } }).String?.sval ?? '');
     const name = parts.join('.');
