@@ -40,6 +40,8 @@ class PolicyDeparser extends Deparser {
     const parts = (node.funcname ?? []).map((part) => (part as { String?: { sval?: string } }).String?.sval ?? '');
     const name = parts.join('.');
     const args = node.args ?? [];
+    // `ts AT LOCAL`, which the base deparser writes as the call pg_catalog.timezone(ts).
+    if (name === 'pg_catalog.timezone' && args.length === 1 && node.funcformat === 'COERCE_SQL_SYNTAX') return `((${this.visit(args[0]!, context)}) AT LOCAL)`;
     if (SYNTAX_ALWAYS.get(name) !== args.length) return super.FuncCall(node, context);
     if (node.funcformat === 'COERCE_SQL_SYNTAX') {
       // Each operand in parentheses: the base deparser leaves out those a zone like 'a' || 'b' needs.

@@ -112,6 +112,12 @@ describe('round-trip verification', () => {
     expect(decision).toMatchObject({ action: 'refuse', rule: 'masked_columns.rewrite_failed' });
   });
 
+  it('writes ts AT LOCAL (PostgreSQL 17) back as written, not as the call pg_catalog.timezone(ts) it parses to', () => {
+    const decision = decidePolicy(analyze('SELECT now() AT LOCAL AS here, email FROM customers'), policy);
+    expect(decision).toMatchObject({ action: 'allow', event: 'masked' });
+    expect(decision.action === 'allow' && decision.sql).toMatch(/^SELECT \(\(pg_catalog\.now\(\)\) AT LOCAL\) AS here, /);
+  });
+
   it('refuses to mask when pg_catalog is not searched first', () => {
     const analysis = analyze('SELECT email FROM customers');
     const decision = decidePolicy(analysis, policy, { searchPath: ['public', 'pg_catalog'] });
