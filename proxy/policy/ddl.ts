@@ -85,7 +85,9 @@ function alterCommand(ctx: Ctx, at: At, level: Level, tables: readonly RelationN
     const column = reader.string('name');
     if (column !== undefined && !CONSTRAINT_COMMANDS.has(subtype)) columnUse(ctx, tables, column, pathOf(at.slot));
     const def = reader.node('def');
-    if (def) tableElement(ctx, def, level, tables);
+    // SET DEFAULT holds the default expression itself; DROP DEFAULT none.
+    if (def && subtype === 'AT_ColumnDefault') expr(ctx, level, def);
+    else if (def) tableElement(ctx, def, level, tables);
     // DROP COLUMN/CONSTRAINT ... CASCADE also drops views and foreign keys of other tables that depend on it.
     if (reader.string('behavior') === 'DROP_CASCADE') ctx.out.unsupportedConstruct(`ALTER TABLE ${subtype.replace(/^AT_/, '')} ... CASCADE`);
     reader.skip('missing_ok', 'num', 'recurse');

@@ -247,7 +247,7 @@ function replaceableFromItem(path: readonly (string | number)[]): boolean {
   return typeof slot === 'number' || slot === 'larg' || slot === 'rarg';
 }
 
-/** The edit that makes a read of `table` read its filtered rows: `orders o` becomes `(SELECT * FROM ONLY public.orders WHERE ...) o`. */
+/** The edit that makes a read of `table` read its filtered rows: `orders o` becomes `(SELECT * FROM ONLY public.orders WHERE ... OFFSET 0) o`. */
 function standIn(use: { path: readonly (string | number)[] }, table: RelationName, filter: ParsedFilter, values: SessionValues): TreeEdit {
   const name = table.name;
   return {
@@ -256,7 +256,10 @@ function standIn(use: { path: readonly (string | number)[] }, table: RelationNam
     apply(node) {
       const rangeVar = node.RangeVar;
       if (!isObject(rangeVar) || rangeVar.relname !== name) return `${qualified(table)} is not where the analysis found it`;
-      const subquery = parseStatements(standInText(table, 'true'));
+      // OFFSET 0 keeps the subquery from being pulled up into the statement and its quals from
+      // being pushed down into it: otherwise the planner orders the statement's own WHERE before a
+      // costlier filter, and an error it raises on a filtered row (1/(id - 777)) tells of that row.
+      const subquery = parseStatements(`${standInText(table, 'true')} OFFSET 0`);
       if (!subquery.ok) return `the row filter of ${qualified(table)} does not parse`;
       const stmt = subquery.statements[0]!.stmt;
       (stmt.SelectStmt as Node).whereClause = qualify(filter.predicate, name, values);

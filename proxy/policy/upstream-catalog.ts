@@ -34,6 +34,12 @@ export interface CatalogRelation {
   readonly partitionTree: readonly RelationName[];
   /** Its columns whose type is a relation's row type (directly, as an array, or through a domain): each holds whole rows of that relation. */
   readonly rowColumns: readonly { readonly column: string; readonly of: RelationName }[];
+  /**
+   * A view's or materialized view's definition: the columns of the relations it reads that it
+   * names anywhere (its output, WHERE, joins), `*` for a relation it reads as a whole row or of
+   * which it names no column. Absent: every column of each of viewReads.
+   */
+  readonly viewColumns?: readonly { readonly table: RelationName; readonly column: string }[];
 }
 
 export interface UpstreamCatalog {

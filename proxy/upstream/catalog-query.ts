@@ -13,8 +13,10 @@ import { cacheableBuiltin } from '../cache/cacheable.js';
  * the functions a view calls other than immutable built-ins and stable built-in operators (from its
  * stored query tree, which names every function, operator, aggregate, window function and sampling
  * method it runs: the catalog records no dependency on a built-in), whether row-level security
- * policies apply to reads of it, the other members of its partition tree (ancestors and partitions)
- * and its columns typed as a relation's rows; and for each function and operator name, the schemas
+ * policies apply to reads of it, the other members of its partition tree (ancestors and partitions),
+ * its columns typed as a relation's rows, and the columns a view's definition names (`*` for a
+ * relation it reads whole: a whole-row Var, `:varattno 0` in its stored query tree, or no column
+ * named); and for each function and operator name, the schemas
  * other than pg_catalog that define one.
  * One row per item, each a JSON array: a row stays small whatever the size of the catalog, and
  * the rows' order is fixed, so the same catalog always reads as the same text.
@@ -56,7 +58,15 @@ export const CATALOG_SQL = `select k, v from (
         join pg_catalog.pg_type b on b.oid = case when t.typtype = 'd' then t.typbasetype else t.oid end
         join pg_catalog.pg_type e on e.oid = case when b.typcategory = 'A' then b.typelem else b.oid end
         join pg_catalog.pg_class ec on ec.oid = e.typrelid join pg_catalog.pg_namespace en on en.oid = ec.relnamespace
-      where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped), '[]'))::text as v
+      where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped), '[]'),
+    coalesce((select pg_catalog.json_agg(pg_catalog.json_build_array(un.nspname, uc.relname, used.col) order by un.nspname, uc.relname, used.col)
+      from (select distinct d.refobjid, case when d.refobjsubid = 0 or w.whole then '*' else ua.attname::pg_catalog.text end as col
+        from (select w.oid, w.ev_action::pg_catalog.text ~ ':varattno 0 ' as whole from pg_catalog.pg_rewrite w
+          where c.relkind in ('v', 'm') and w.ev_class = c.oid and w.rulename = '_RETURN') w
+        join pg_catalog.pg_depend d on d.objid = w.oid
+          left join pg_catalog.pg_attribute ua on ua.attrelid = d.refobjid and ua.attnum = d.refobjsubid
+        where d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass and d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass and d.refobjid <> c.oid) used
+      join pg_catalog.pg_class uc on uc.oid = used.refobjid join pg_catalog.pg_namespace un on un.oid = uc.relnamespace), '[]'))::text as v
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
   where c.relkind in ('r', 'p', 'v', 'm', 'f') and n.nspname <> 'pg_toast' and n.nspname !~ '^pg_(toast_)?temp_'
   union all
@@ -101,6 +111,13 @@ function relationNames(pairs: readonly unknown[], what: string): RelationName[] 
   });
 }
 
+/** `[schema, table, column]` as a table's column; `what` names one of them in the error. */
+function tableColumn(triple: unknown, what: string): { table: RelationName; column: string } {
+  const [schema, name, column] = strings(triple, what);
+  if (schema === undefined || name === undefined || column === undefined) throw new CatalogShapeError(`${what} without its table or name`);
+  return { table: { schema, name }, column };
+}
+
 class Snapshot implements UpstreamCatalog {
   constructor(
     readonly version: string,
@@ -143,7 +160,7 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
     }
     if (!Array.isArray(item)) throw new CatalogShapeError('a catalog row that is not a list');
     if (kind === 'r') {
-      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, viewCalls, rowSecurity, partitionTree, rowColumns] = item as unknown[];
+      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, viewCalls, rowSecurity, partitionTree, rowColumns, viewColumns] = item as unknown[];
       const relationKind = KINDS[String(relkind)];
       if (typeof schema !== 'string' || typeof name !== 'string' || !relationKind) throw new CatalogShapeError('a relation row without schema, name or kind');
       if (!Array.isArray(inheritors)) throw new CatalogShapeError(`the inheritors of ${schema}.${name} are not a list`);
@@ -152,6 +169,7 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
       if (!Array.isArray(viewCalls) || typeof rowSecurity !== 'boolean') throw new CatalogShapeError(`the functions ${schema}.${name} calls are not a list and a flag`);
       if (!Array.isArray(partitionTree)) throw new CatalogShapeError(`the partition tree of ${schema}.${name} is not a list`);
       if (!Array.isArray(rowColumns)) throw new CatalogShapeError(`the row-typed columns of ${schema}.${name} are not a list`);
+      if (viewColumns !== undefined && !Array.isArray(viewColumns)) throw new CatalogShapeError(`the columns ${schema}.${name} reads are not a list`);
       relations.set(key(schema, name), {
         kind: relationKind,
         columns: strings(columns, `the columns of ${schema}.${name}`),
@@ -166,6 +184,7 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
           return { column, of: { schema: ofSchema, name: ofName } };
         }),
         readsRunCode: rowSecurity || viewCalls.some((call) => !cacheableCall(strings(call, `a function ${schema}.${name} calls`))),
+        ...(viewColumns === undefined ? {} : { viewColumns: viewColumns.map((triple) => tableColumn(triple, `a column ${schema}.${name} reads`)) }),
       });
     } else if (kind === 'f' || kind === 'o') {
       const [name, schemas] = item as unknown[];

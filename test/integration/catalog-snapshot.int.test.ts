@@ -72,6 +72,8 @@ beforeAll(async () => {
       create view calls_operator as select id from parent where "Mixed Case" =?= id;
       create view calls_builtins as select parent.id + 1 as n, now() as ts, "Mixed Case" =~= 'x' as same, count(*) over () as c, events.at > now() - interval '1 day' as recent from parent, events;
       create view over_calls as select n from calls_sql;
+      create view whole_parent as select id, p from parent p;
+      create view counts_parent as select count(*) from parent;
       create table secured (id int); alter table secured enable row level security; create policy everyone on secured using (true);
       create table unsecured (id int); alter table unsecured enable row level security;
       create role ${role} login password 'unused';`),
@@ -90,19 +92,23 @@ describe('the catalog snapshot', () => {
       const lease = await snapshots.lease(handleAs(owner()));
       const catalog = lease.current();
       if (isUnavailable(catalog)) throw new Error(catalog.unavailable);
-      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
-      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
       // Partitions are not inheritors: they count as the partitioned table.
       // ... but a write to one reaches the other.
-      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [{ schema: 'public', name: 'events_2020' }], rowColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [{ schema: 'public', name: 'events_2020' }], rowColumns: [], viewColumns: [] });
       expect(catalog.relation({ schema: 'public', name: 'events_2020' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'events' }], partitionTree: [{ schema: 'public', name: 'events' }] });
       // A foreign key that cascades from a table is reached by its writes; one with no action is not. A trigger runs code.
-      expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
-      expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
-      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
+      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
+      const parent = { schema: 'public', name: 'parent' };
       expect(catalog.relation({ schema: 'public', name: 'v' })).toMatchObject({ kind: 'view', viewReads: [{ schema: 'public', name: 'parent' }] });
       expect(catalog.relation({ schema: 'public', name: 'mv' })).toMatchObject({ kind: 'matview', viewReads: [{ schema: 'public', name: 'v' }] });
-      const parent = { schema: 'public', name: 'parent' };
+      // The columns a view's definition names; `*` for a relation it reads whole or names no column of.
+      expect(catalog.relation({ schema: 'public', name: 'calls_plpgsql' })?.viewColumns).toEqual([{ table: parent, column: 'Mixed Case' }, { table: parent, column: 'id' }]);
+      expect(catalog.relation({ schema: 'public', name: 'whole_parent' })?.viewColumns).toEqual([{ table: parent, column: '*' }]);
+      expect(catalog.relation({ schema: 'public', name: 'counts_parent' })?.viewColumns).toEqual([{ table: parent, column: '*' }]);
       expect(catalog.relation({ schema: 'public', name: 'snaps' })?.rowColumns).toEqual([{ column: 'one', of: parent }, { column: 'many', of: parent }, { column: 'via', of: parent }]);
       // A view calling a function of the database's (SQL or plpgsql, directly or as an operator's) or a volatile one runs code on a read; immutable and vetted stable built-ins do not.
       for (const view of ['calls_sql', 'calls_plpgsql', 'calls_random', 'calls_operator']) expect(catalog.relation({ schema: 'public', name: view })?.readsRunCode, view).toBe(true);

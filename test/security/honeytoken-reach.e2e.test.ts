@@ -5,6 +5,9 @@
  * without tripping. Now each trips as reading the decoy itself does (canary_tripped in the audit
  * trail, the agent answered as for a table it may not read), on node-postgres simple and extended
  * and the hosted MCP `query` tool. A view over other tables still runs.
+ * Round 6: a canary column read through a view (under another name, through an expression, a whole
+ * row, a view over that view) or through a column typed as its table's rows ran without tripping.
+ * Now each trips; a view whose definition does not name the column still runs.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -38,7 +41,14 @@ beforeAll(async () => {
       create table staff (id int, pin text);
       create table staff_archive () inherits (staff);
       insert into staff_archive values (1, '0000');
-      create view order_ids as select id from orders;`),
+      create view order_ids as select id from orders;
+      create view people_ssn as select id, ssn from people;
+      create view people_codes as select id, upper(ssn) as code from people;
+      create materialized view people_codes_2 as select code from people_codes;
+      create view people_rows as select id, p from people p;
+      create view people_ids as select id from people;
+      create table people_snapshots (id int, snap people);
+      insert into people_snapshots select 1, p from people p;`),
   );
   honeytokens.push(await plant('table', 'public.api_keys'), await plant('column', 'public.people.ssn'), await plant('column', 'public.staff.pin'));
   mcpUrl = `${await listenForAgents(gateway)}/mcp`;
@@ -78,6 +88,13 @@ const reads = [
   ['the canary column of a partition of its table', 'SELECT ssn FROM people_a', 'honeytoken.column', 'public.people_a'],
   ['the canary column of an inheritance child of its table', 'SELECT pin FROM staff_archive', 'honeytoken.column', 'public.staff_archive'],
   ['a partition of the canary column’s table, as *', 'SELECT * FROM people_a', 'honeytoken.column', 'public.people_a'],
+  ['a view showing the canary column', 'SELECT ssn FROM people_ssn', 'honeytoken.column', 'public.people_ssn'],
+  ['a view showing the canary column under another name, through an expression', 'SELECT code FROM people_codes', 'honeytoken.column', 'public.people_codes'],
+  ['a materialized view over that view', 'SELECT code FROM people_codes_2', 'honeytoken.column', 'public.people_codes_2'],
+  ['a view holding the canary table’s whole rows', 'SELECT p FROM people_rows', 'honeytoken.column', 'public.people_rows'],
+  ['a column typed as the canary table’s rows', 'SELECT snap FROM people_snapshots', 'honeytoken.column', 'public.people_snapshots'],
+  ['the canary field of a column typed as its table’s rows', 'SELECT (snap).ssn FROM people_snapshots', 'honeytoken.column', 'public.people_snapshots'],
+  ['a table with a column typed as the canary table’s rows, as *', 'SELECT * FROM people_snapshots', 'honeytoken.column', 'public.people_snapshots'],
 ] as const;
 
 describe('a honeytoken trips through views, partitions and inheritance children', () => {
@@ -96,11 +113,13 @@ describe('a honeytoken trips through views, partitions and inheritance children'
     });
   }
 
-  it('a view over other tables, and the sibling columns of the canary’s table’s partition, still run', async () => {
+  it('a view over other tables or other columns of the canary’s table, and the other columns of its partition and of a table of its rows, still run', async () => {
     const agent = await trapped();
     for (const mode of ['simple', 'extended'] as const) {
       expect(await onWire(agent, 'SELECT id FROM order_ids WHERE id = 1', mode)).toEqual({ rows: [{ id: 1 }] });
       expect(await onWire(agent, 'SELECT id FROM people_a', mode)).toEqual({ rows: [{ id: 1 }] });
+      expect(await onWire(agent, 'SELECT id FROM people_ids', mode)).toEqual({ rows: [{ id: 1 }] });
+      expect(await onWire(agent, 'SELECT id FROM people_snapshots', mode)).toEqual({ rows: [{ id: 1 }] });
     }
   });
 });

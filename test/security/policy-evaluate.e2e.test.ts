@@ -101,7 +101,7 @@ describe('an inline policy', () => {
   it('says a row filter applies, and shows the operator the text that would run with it', async () => {
     const filtered = await evaluate({ policy: { name: 'big orders', read_only: true, allowed_tables: ['public.*'], row_filters: { 'public.orders': 'total > 10' } }, sql: 'SELECT id FROM orders' });
     expect(filtered.body).toMatchObject({ verdict: 'row_filter', event: 'query', decision_rule: 'row_filters.filtered', row_filtered: true, masked_columns: [] });
-    expect(filtered.body.runs_as).toBe('SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.total > 10 ) AS orders');
+    expect(filtered.body.runs_as).toBe('SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.total > 10 OFFSET 0 ) AS orders');
     const unfiltered = await evaluate({ policy: { name: 'big orders', read_only: true, allowed_tables: ['public.*'], row_filters: { 'public.orders': 'total > 10' } }, sql: 'SELECT id FROM customers' });
     expect(unfiltered.body).toMatchObject({ verdict: 'allow', row_filtered: false, runs_as: 'SELECT id FROM customers' });
   });
@@ -111,12 +111,12 @@ describe('an inline policy', () => {
     const credentialId = credentials.get('readonly_orders')!.id;
     const decided = await evaluate({ policy: OWN, sql: 'SELECT id FROM orders', credential_id: credentialId });
     expect(decided).toMatchObject({ statusCode: 200, body: { verdict: 'row_filter', decision_rule: 'row_filters.filtered', row_filtered: true } });
-    expect(decided.body.runs_as).toBe(`SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.note = '${credentialId}' ) AS orders`);
+    expect(decided.body.runs_as).toBe(`SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.note = '${credentialId}' OFFSET 0 ) AS orders`);
     const missing = await evaluate({ policy: OWN, sql: 'SELECT id FROM orders' });
     expect(missing).toMatchObject({ statusCode: 400, body: { code: 'INVALID_INPUT', errors: [{ field: 'credential_id', message: 'required when the policy’s row filters name pgward.credential_id()' }] } });
     // A policy without a session value in its filters needs none; pgward.project_id() is the project's own.
     const project = await evaluate({ policy: { ...OWN, row_filters: { 'public.orders': 'note = pgward.project_id()' } }, sql: 'SELECT id FROM orders' });
-    expect(project.body.runs_as).toBe(`SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.note = '${gateway.projectId}' ) AS orders`);
+    expect(project.body.runs_as).toBe(`SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.note = '${gateway.projectId}' OFFSET 0 ) AS orders`);
   });
 
   it('is validated as a create validates it: 400 with the field, and exactly one of policy and policy_id', async () => {

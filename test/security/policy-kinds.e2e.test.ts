@@ -192,6 +192,23 @@ describe('migration_safety', () => {
     }
   });
 
+  it('ALTER COLUMN SET DEFAULT runs on the simple and extended protocol (refused as an unsupported constant before round 6); its expression is vetted', async () => {
+    const defaultOf = () => upstream("select pg_get_expr(adbin, adrelid) as def from pg_attrdef where adrelid = 'scratch'::regclass");
+    try {
+      await withClient(agents.block, async (client) => {
+        await client.query("alter table scratch alter column note set default 'none'");
+        expect(await defaultOf()).toEqual([{ def: "'none'::text" }]);
+        await client.query({ text: "alter table scratch alter column note set default 'other'", queryMode: 'extended' } as pg.QueryConfig);
+        expect(await defaultOf()).toEqual([{ def: "'other'::text" }]);
+        const refused = await client.query("alter table scratch alter column note set default pg_read_file('/etc/hostname')").catch((error: pg.DatabaseError) => error);
+        expect(refused).toMatchObject({ code: '42501', message: expect.stringContaining('(rule function.not_allowed)') as unknown });
+      });
+      expect(await defaultOf()).toEqual([{ def: "'other'::text" }]);
+    } finally {
+      await admin(gateway.upstream.url, (client) => client.query('alter table scratch alter column note drop default'));
+    }
+  });
+
   it('warn (the default): the statement runs, after a migration_flagged row with the rule and the safe alternative', async () => {
     const sql = 'create index scratch_id on scratch (id)';
     await withClient(agents.warn, (client) => client.query(sql));

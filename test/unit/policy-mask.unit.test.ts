@@ -107,8 +107,15 @@ describe('round-trip verification', () => {
   });
 
   it('refuses when the deparsed text does not parse back to the edited tree', () => {
-    const decision = decidePolicy(analyze('SELECT (c.birth_date).x FROM customers c'), policy);
+    // The deparser writes FETCH FIRST ... WITH TIES as a plain LIMIT.
+    const decision = decidePolicy(analyze('SELECT email FROM customers c ORDER BY email FETCH FIRST 1 ROWS WITH TIES'), policy);
     expect(decision).toMatchObject({ action: 'refuse', rule: 'masked_columns.rewrite_failed' });
+  });
+
+  it('writes ts AT LOCAL (PostgreSQL 17) back as written, not as the call pg_catalog.timezone(ts) it parses to', () => {
+    const decision = decidePolicy(analyze('SELECT now() AT LOCAL AS here, email FROM customers'), policy);
+    expect(decision).toMatchObject({ action: 'allow', event: 'masked' });
+    expect(decision.action === 'allow' && decision.sql).toMatch(/^SELECT \(\(pg_catalog\.now\(\)\) AT LOCAL\) AS here, /);
   });
 
   it('refuses to mask when pg_catalog is not searched first', () => {

@@ -26,7 +26,7 @@ const catalog = catalogFromRows([
   ['r', '["public", "events", "p", ["id", "tenant_id"], [], [], false, [], [], false, [], []]'],
 ]);
 
-const F = '(SELECT * FROM ONLY public.orders WHERE orders.tenant_id = 7)';
+const F = '(SELECT * FROM ONLY public.orders WHERE orders.tenant_id = 7 OFFSET 0)';
 const policy: PolicyRules = {
   read_only: false,
   allowed_tables: ['public.*', 'app.*'],
@@ -78,7 +78,7 @@ describe('the rewrite, at every depth', () => {
     ['DELETE FROM orders WHERE id = 1 RETURNING *', 'DELETE FROM ONLY orders WHERE orders.tenant_id = 7 AND id = 1 RETURNING *'],
     ['DELETE FROM customers c USING orders o WHERE o.id = c.id', `DELETE FROM customers AS c USING ${F} AS o WHERE o.id = c.id`],
     ['WITH d AS (DELETE FROM orders RETURNING id) SELECT * FROM d', 'WITH d AS (DELETE FROM ONLY orders WHERE orders.tenant_id = 7 RETURNING id) SELECT * FROM d'],
-    ['SELECT * FROM "Tenant Docs"', 'SELECT * FROM (SELECT * FROM ONLY public."Tenant Docs" WHERE "Tenant Docs"."Tenant" = 7 OR "Tenant Docs"."Tenant" IS NULL) AS "Tenant Docs"'],
+    ['SELECT * FROM "Tenant Docs"', 'SELECT * FROM (SELECT * FROM ONLY public."Tenant Docs" WHERE "Tenant Docs"."Tenant" = 7 OR "Tenant Docs"."Tenant" IS NULL OFFSET 0) AS "Tenant Docs"'],
     ['COPY (SELECT * FROM orders) TO STDOUT', `COPY (SELECT * FROM ${F} AS orders) TO STDIN`],
   ];
   for (const [sql, expected] of CASES) it(sql, () => expect(runsAs(sql)).toBe(expected));
@@ -184,7 +184,7 @@ describe('session values: pgward.credential_id() and pgward.project_id()', () =>
     const decision = decide('SELECT id FROM orders', rules({ credential_id: "cred_a'; drop table orders; --", project_id: 'prj_1' }));
     expect(decision).toMatchObject({ action: 'allow', rule: 'row_filters.filtered' });
     expect(decision.action === 'allow' && decision.sql).toBe(
-      "SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.tenant_id::text = 'cred_a''; drop table orders; --' OR 'prj_1' = 'prj_x' ) AS orders",
+      "SELECT id FROM ( SELECT * FROM ONLY public.orders WHERE orders.tenant_id::text = 'cred_a''; drop table orders; --' OR 'prj_1' = 'prj_x' OFFSET 0 ) AS orders",
     );
     const update = decide('UPDATE orders SET total = 0 WHERE id = 1', rules({ credential_id: 'cred_b', project_id: 'prj_1' }));
     expect(update.action === 'allow' && update.sql).toBe("UPDATE ONLY orders SET total = 0 WHERE (orders.tenant_id::text = 'cred_b' OR 'prj_1' = 'prj_x') AND id = 1");
