@@ -25,7 +25,7 @@ import pg from 'pg';
 import { auditEntryCount, verifyAudit, type Login } from '../support/pgward-process.js';
 import { benchSettings, describeOutcome, eachRun, loadAverage, median, PGBOUNCER, prepareWorkspace, runBench, number, ratio, Results, subset, table, verdict, type Pick } from './bench-kit.js';
 import { CpuMeter } from './e2e-cpu.js';
-import { DEPLOYMENTS, startServe, startSplit, type Credential, type Deployment, type DeploymentName } from './e2e-deployments.js';
+import { backendsOf, DEPLOYMENTS, startServe, startSplit, type Credential, type Deployment, type DeploymentName } from './e2e-deployments.js';
 import { writeFile } from 'node:fs/promises';
 import { cacheScript, initialize, isCacheMode, runArgs, select, type Endpoint, type Mode, type Outcome } from './proxy-pgbench.js';
 import { startPgBouncer, Teardown, type Cluster } from './proxy-servers.js';
@@ -108,7 +108,7 @@ function printReport(deployment: DeploymentName, results: Results<Target>, cpu: 
 
   const cpuRows = MODES.flatMap((mode) =>
     CLIENTS.flatMap((clients) =>
-      ([...PGWARD_TARGETS, 'PgBouncer'] as const).flatMap((target) => {
+      ([...PGWARD_TARGETS, 'PgBouncer', 'direct'] as const).flatMap((target) => {
         const cells = [...groups, 'PgBouncer'].map((group) => cpu.median(mode, clients, target, group));
         // A target that cannot serve the mode (PgBouncer before 1.21 and prepared statements) has no row.
         if (cells.every((v) => Number.isNaN(v))) return [];
@@ -117,7 +117,7 @@ function printReport(deployment: DeploymentName, results: Results<Target>, cpu: 
       }),
     ),
   );
-  console.log(`\nCPU per transaction (µs, /proc/<pid>/stat; medians over the rounds; upstream PG = the backends of the bench database)\n`);
+  console.log(`\nCPU per transaction (µs, /proc/<pid>/stat; medians over the rounds; upstream PG = the backends of the bench database, for PgBouncer's and direct's rows too)\n`);
   console.log(table(['run', 'c', ...groups, 'PgBouncer', 'total'], cpuRows));
 
   const failures = results.failures(MODES, CLIENTS, TARGETS);
@@ -245,14 +245,15 @@ async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoin
   await eachRun({ rounds: ROUNDS, modes: MODES, clients: CLIENTS, targets: TARGETS, serves }, results, signal, async ({ mode, clients, target, round, progress }) => {
     const logPrefix = clients === 1 ? join(logs, `${deployment.name}-${target}-${mode}-${round}`) : undefined;
     const through = target === 'open' || target === 'realistic';
-    const meter = through ? new CpuMeter(deployment.processes) : target === 'PgBouncer' ? new CpuMeter({ PgBouncer: async () => [bouncer.pid] }) : undefined;
+    const upstreamBackends = { 'upstream PG': backendsOf(admin, direct.database) };
+    const meter = new CpuMeter(through ? deployment.processes : target === 'PgBouncer' ? { PgBouncer: async () => [bouncer.pid], ...upstreamBackends } : upstreamBackends);
     await headroom(admin, clients);
-    await meter?.begin();
-    const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...scriptOf(mode), ...(logPrefix ? { logPrefix } : {}) }, signal).finally(() => meter?.stop());
-    const used = await meter?.end();
+    await meter.begin();
+    const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...scriptOf(mode), ...(logPrefix ? { logPrefix } : {}) }, signal).finally(() => meter.stop());
+    const used = await meter.end();
     count(target, mode, outcome);
     let cpuLine = '';
-    if (used && outcome.ok && outcome.transactions > 0) {
+    if (outcome.ok && outcome.transactions > 0) {
       const perTransaction = Object.fromEntries(Object.entries(used).map(([group, us]) => [group, us / outcome.transactions]));
       cpu.add(mode, clients, target, perTransaction);
       cpuLine = `; CPU µs/txn ${Object.entries(perTransaction).map(([group, us]) => `${group} ${number.format(us)}`).join(', ')}`;
