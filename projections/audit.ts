@@ -1,6 +1,6 @@
 import { setImmediate } from 'node:timers/promises';
-import { linkEntry, prepareEntry, type ChainedEntry, type ChainTip, type HmacKeyring, type PreparedEntry } from '../src/audit/chain.js';
-import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntryContent } from '../src/audit/entry.js';
+import { linkEntry, prepareEntry, type ChainTip, type HmacKeyring, type PreparedEntry } from '../src/audit/chain.js';
+import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntry, type AuditEntryContent } from '../src/audit/entry.js';
 import type { PreparedEntries } from '../src/audit/prepared-entries.js';
 import { storedDecision } from '../src/audit/stored-decision.js';
 import { AuditGapRecorded, isDecisionType, type DecisionRecord } from '../src/events/audit.js';
@@ -65,7 +65,8 @@ interface Prepared extends PreparedEntry {
   readonly event: RecordedEvent;
 }
 
-interface Chained extends ChainedEntry {
+interface Chained {
+  readonly entry: AuditEntry;
   readonly event: RecordedEvent;
 }
 
@@ -108,9 +109,9 @@ async function tips(tx: ProjectionTx, projectIds: string[]): Promise<Map<string,
 
 function linkPrepared(prepared: readonly Prepared[], tips: Map<string, ChainTip>): Chained[] {
   return prepared.map((item) => {
-    const { entry, canonical } = linkEntry(tips.get(item.entry.project_id), item, item.entry.project_id);
+    const entry = linkEntry(tips.get(item.entry.project_id), item, item.entry.project_id);
     tips.set(entry.project_id, { entry_hash: entry.entry_hash, key_id: entry.key_id });
-    return { entry, canonical, event: item.event };
+    return { entry, event: item.event };
   });
 }
 
@@ -121,8 +122,8 @@ export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, 
 
 /**
  * The entries of consecutive events of one stream from `firstRevision` on, prepared for chaining
- * (undefined for events that are not entries). Their canonical bytes are the Merkle leaves, which
- * do not depend on the chain's hashes.
+ * (undefined for events that are not entries). Their canonical texts' bytes are the Merkle leaves,
+ * which do not depend on the chain's hashes.
  */
 export function prepareStreamEvents(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): (PreparedEntry | undefined)[] {
   return events.map((event, i) => {
@@ -133,7 +134,7 @@ export function prepareStreamEvents(events: readonly AuditEventPayload[], firstR
 
 /** The Merkle leaves of the audit events among `events`, consecutive events of one stream from `firstRevision` on. */
 export function leavesOf(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): Buffer[] {
-  return prepareStreamEvents(events, firstRevision, keyring).flatMap((prepared) => (prepared ? [prepared.canonical] : []));
+  return prepareStreamEvents(events, firstRevision, keyring).flatMap((prepared) => (prepared ? [Buffer.from(prepared.text, 'utf8')] : []));
 }
 
 /** An entry as a row of COPY's text format, in COPIED_COLUMNS order; its arrays and gap travel as JSON text for their jsonb columns. */

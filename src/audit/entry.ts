@@ -8,7 +8,6 @@ import { sha256 } from '../crypto/sha256.js';
 import { z } from 'zod';
 import { AuditEventKind, type AuditGapRecorded, type DecisionRecord, StatementDecided } from '../events/audit.js';
 import { AuditEntryId, KeyId, ProjectId, Region, Sha256Hex, text, Timestamp } from '../events/fields.js';
-import { canonicalEntryText, type CanonicalEntryInput } from './canonical-entry.js';
 
 const decision = StatementDecided.schema.shape;
 
@@ -209,9 +208,4 @@ export function entryFromGap(g: AuditGapRecorded, seq: number): AuditEntryConten
     approval_id: null,
     gap: gapOf(g),
   };
-}
-
-/** RFC 8785 canonical JSON of the entry without prev_hash and entry_hash: what its hash covers. */
-export function canonicalEntryBytes(entry: CanonicalEntryInput): Buffer {
-  return Buffer.from(canonicalEntryText(entry), 'utf8');
 }
