@@ -7,7 +7,7 @@ import type { Consumer, DecisionBus, Delivery } from '../bus/port.js';
 import { AuditGapRecorded } from '../events/audit.js';
 import { connectionStream } from '../../projections/connections.js';
 import { SessionsRecord, WireSessionClosed, WireSessionOpened } from '../events/connections.js';
-import { encodeEvent, type EventDefinition, type EventMetadata } from '../events/envelope.js';
+import { encodeEvent, parseJson, type EventDefinition, type EventMetadata } from '../events/envelope.js';
 import { parseStatementDecided } from '../events/statement-decided-check.js';
 import type { EventStore, NewEvent } from '../store/port.js';
 import type { HmacKeyring } from '../audit/chain.js';
@@ -179,7 +179,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     await setImmediate();
     let record: BusRecord;
     try {
-      record = JSON.parse(Buffer.from(delivery.data).toString('utf8')) as BusRecord;
+      record = parseJson(delivery.data) as BusRecord;
     } catch {
       logger.error({ id: delivery.id }, 'a bus record is not JSON; dropped');
       return 'dropped';
