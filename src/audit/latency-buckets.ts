@@ -11,9 +11,9 @@ const SUB = 1 << (BITS - 1);
 
 const LOW_WORD = 2 ** 32;
 
-/** The digits of a non-negative safe integer in base 2 (those of toString(2), at least 1), without writing them. */
+/** The significant bits of a non-negative safe integer (0 for 0), without writing it in base 2. */
 function bitLength(n: number): number {
-  if (n < LOW_WORD) return Math.max(1, 32 - Math.clz32(n));
+  if (n < LOW_WORD) return 32 - Math.clz32(n);
   return 64 - Math.clz32(Math.floor(n / LOW_WORD));
 }
 
