@@ -61,11 +61,17 @@ const ownerKey = (projectId: string, credential: string): string => `${JSON.stri
 function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; latencies: LatencyRow[] } {
   const hours = new Map<string, HourRow>();
   const latencies = new Map<string, LatencyRow>();
+  // Entries in a row often share their timestamp: each parsed once.
+  let ts: string | undefined;
+  let at = NaN;
   for (const entry of entries) {
     const credential = entry.credential_id ?? '';
     const owner = ownerKey(entry.project_id, credential);
     const timed = entry.latency_us !== null;
-    const at = Date.parse(entry.ts);
+    if (entry.ts !== ts) {
+      ts = entry.ts;
+      at = Date.parse(ts);
+    }
     const hour = startOf(at, HOUR_MS);
     const key = `${entry.event} ${entry.cache_status} ${timed} ${hour} ${owner}`;
     const row = hours.get(key);

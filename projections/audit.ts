@@ -1,6 +1,6 @@
 import { setImmediate } from 'node:timers/promises';
-import { linkEntry, prepareEntry, type ChainedEntry, type ChainTip, type HmacKeyring, type PreparedEntry } from '../src/audit/chain.js';
-import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntryContent } from '../src/audit/entry.js';
+import { linkEntry, prepareEntry, type ChainTip, type HmacKeyring, type PreparedEntry } from '../src/audit/chain.js';
+import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntry, type AuditEntryContent } from '../src/audit/entry.js';
 import type { PreparedEntries } from '../src/audit/prepared-entries.js';
 import { storedDecision } from '../src/audit/stored-decision.js';
 import { AuditGapRecorded, isDecisionType, type DecisionRecord } from '../src/events/audit.js';
@@ -68,7 +68,8 @@ interface Prepared extends PreparedEntry {
   readonly event: RecordedEvent;
 }
 
-interface Chained extends ChainedEntry {
+interface Chained {
+  readonly entry: AuditEntry;
   readonly event: RecordedEvent;
 }
 
@@ -111,9 +112,9 @@ async function tips(tx: ProjectionTx, projectIds: string[]): Promise<Map<string,
 
 function linkPrepared(prepared: readonly Prepared[], tips: Map<string, ChainTip>): Chained[] {
   return prepared.map((item) => {
-    const { entry, canonical } = linkEntry(tips.get(item.entry.project_id), item, item.entry.project_id);
+    const entry = linkEntry(tips.get(item.entry.project_id), item, item.entry.project_id);
     tips.set(entry.project_id, { entry_hash: entry.entry_hash, key_id: entry.key_id });
-    return { entry, canonical, event: item.event };
+    return { entry, event: item.event };
   });
 }
 
@@ -124,8 +125,8 @@ export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, 
 
 /**
  * The entries of consecutive events of one stream from `firstRevision` on, prepared for chaining
- * (undefined for events that are not entries). Their canonical bytes are the Merkle leaves, which
- * do not depend on the chain's hashes.
+ * (undefined for events that are not entries). Their canonical texts' bytes are the Merkle leaves,
+ * which do not depend on the chain's hashes.
  */
 export function prepareStreamEvents(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): (PreparedEntry | undefined)[] {
   return events.map((event, i) => {
@@ -136,18 +137,28 @@ export function prepareStreamEvents(events: readonly AuditEventPayload[], firstR
 
 /** The Merkle leaves of the audit events among `events`, consecutive events of one stream from `firstRevision` on. */
 export function leavesOf(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): Buffer[] {
-  return prepareStreamEvents(events, firstRevision, keyring).flatMap((prepared) => (prepared ? [prepared.canonical] : []));
+  return prepareStreamEvents(events, firstRevision, keyring).flatMap((prepared) => (prepared ? [Buffer.from(prepared.text, 'utf8')] : []));
 }
 
-/** An entry as a row of COPY's text format, in COPIED_COLUMNS order; its arrays and gap travel as JSON text for their jsonb columns. */
-function entryRow({ entry, event }: Chained): string {
-  let row = '';
-  for (const column of ENTRY_COLUMNS) {
-    const value = entry[column];
-    row += `${copyField(typeof value === 'object' && value !== null ? JSON.stringify(value) : value)}\t`;
-  }
-  row += entry.ran_on === undefined ? UNPLACED : `${copyField(entry.ran_on)}\t${copyField(entry.replica_id ?? null)}\t${copyField(entry.upstream_region ?? null)}\tt\t`;
-  return `${row}${copyField(entry.ts)}\t${event.position}\n`;
+/** A jsonb column's field: its value's JSON text, or null. */
+const jsonField = (value: object | null): string => copyField(value === null ? null : JSON.stringify(value));
+
+/**
+ * An entry as a row of COPY's text format, in COPIED_COLUMNS order; its arrays and gap travel as
+ * JSON text for their jsonb columns. Written out: a loop over the column names costs a keyed load each.
+ */
+function entryRow({ entry: e, event }: Chained): string {
+  const placement = e.ran_on === undefined ? UNPLACED : `${copyField(e.ran_on)}\t${copyField(e.replica_id ?? null)}\t${copyField(e.upstream_region ?? null)}\tt\t`;
+  // prettier-ignore
+  return (
+    `${copyField(e.id)}\t${copyField(e.project_id)}\t${copyField(e.seq)}\t${copyField(e.event)}\t${copyField(e.ts)}\t${copyField(e.credential_id)}\t` +
+    `${copyField(e.session_id)}\t${copyField(e.source)}\t${copyField(e.region)}\t${copyField(e.client_ip)}\t${copyField(e.sql)}\t${copyField(e.normalized_sql)}\t` +
+    `${copyField(e.query_hash)}\t${copyField(e.statement_kind)}\t${copyField(e.decision_rule)}\t${copyField(e.reason)}\t${copyField(e.cache_status)}\t` +
+    `${copyField(e.rows_returned)}\t${copyField(e.bytes_out)}\t${copyField(e.latency_ms)}\t${copyField(e.latency_us)}\t${jsonField(e.tables_read)}\t` +
+    `${jsonField(e.tables_written)}\t${jsonField(e.tables_blocked)}\t${copyField(e.parsed)}\t${copyField(e.proxy_id)}\t${copyField(e.boot_epoch)}\t` +
+    `${copyField(e.proxy_seq)}\t${copyField(e.approval_id)}\t${jsonField(e.gap)}\t${copyField(e.key_id)}\t${copyField(e.prev_hash)}\t${copyField(e.entry_hash)}\t` +
+    `${placement}${copyField(e.ts)}\t${event.position}\n`
+  );
 }
 
 async function insertEntries(tx: ProjectionTx, chained: readonly Chained[]): Promise<void> {

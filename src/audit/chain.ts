@@ -3,9 +3,10 @@
  * entry_hash = SHA-256(prev_hash bytes ‖ canonical entry bytes), or HMAC-SHA-256 under the key
  * key_id names. Once a project's chain is keyed, every later entry is keyed.
  */
-import { createHash, createHmac } from 'node:crypto';
 import { parseKeyring } from '../crypto/seal.js';
-import { canonicalEntryBytes, genesisHash, type AuditEntry, type AuditEntryContent } from './entry.js';
+import { canonicalEntryText } from './canonical-entry.js';
+import { EntryDigests } from './entry-digests.js';
+import { genesisHash, type AuditEntry, type AuditEntryContent } from './entry.js';
 
 /** HMAC keys for audit entries (PGWARD_AUDIT_HMAC_KEYS); without `current`, new entries are unkeyed. */
 export interface HmacKeyring {
@@ -34,12 +35,6 @@ export function parseHmacKeyring(spec: string): HmacKeyring {
   return parseKeyring(spec);
 }
 
-/** Hex entry_hash over `prevHash` (hex) and an entry's canonical bytes, keyed when `key` is given. */
-export function entryHash(prevHash: string, canonicalEntry: Uint8Array, key: Buffer | undefined): string {
-  const digest = key ? createHmac('sha256', key) : createHash('sha256');
-  return digest.update(Buffer.from(prevHash, 'hex')).update(canonicalEntry).digest('hex');
-}
-
 /** The part of the project's last entry that the next one depends on. */
 export interface ChainTip {
   /** '' when the last entry is a legacy entry: the next one then starts the chain at genesis. */
@@ -47,18 +42,24 @@ export interface ChainTip {
   readonly key_id: string | null;
 }
 
-/** A chained entry with the canonical bytes its hash covers, which are also its Merkle leaf. */
-export interface ChainedEntry {
+/**
+ * An entry keyed for chaining but not linked yet, with its canonical JSON text: the bytes its hash
+ * covers, and its Merkle leaf. They depend on the keyring, not on the entries before it, so they
+ * can be written ahead of the chain's tip.
+ */
+export interface PreparedEntry {
   readonly entry: AuditEntry;
-  readonly canonical: Buffer;
+  readonly text: string;
+  readonly key: Buffer | undefined;
 }
 
-/**
- * An entry keyed for chaining but not linked yet: its canonical bytes (its Merkle leaf) depend on
- * the keyring, not on the entries before it, so they can be computed ahead of the chain's tip.
- */
-export interface PreparedEntry extends ChainedEntry {
-  readonly key: Buffer | undefined;
+/** The digests of the entries this thread prepares and links, over one buffer (hashing is synchronous): no buffer of bytes per entry. */
+const digests = new EntryDigests();
+
+/** The RFC 6962 leaf hash of a prepared entry's canonical bytes, as MerkleBuilder.appendLeafDigest takes it. */
+export function leafDigestOf(prepared: PreparedEntry): string {
+  digests.loadText(prepared.text);
+  return digests.leafDigest();
 }
 
 /** Keys `entry` with the keyring's current key (none without one) and writes its canonical bytes. Throws AuditChainError 'UNKNOWN_KEY'. */
@@ -74,7 +75,7 @@ export function prepareEntry(entry: AuditEntryContent, keyring: HmacKeyring): Pr
   prepared.key_id = keyId;
   prepared.prev_hash = '';
   prepared.entry_hash = '';
-  return { entry: prepared, canonical: canonicalEntryBytes(prepared), key };
+  return { entry: prepared, text: canonicalEntryText(prepared), key };
 }
 
 /**
@@ -82,19 +83,20 @@ export function prepareEntry(entry: AuditEntryContent, keyring: HmacKeyring): Pr
  * fills in its hashes. Throws AuditChainError 'PROJECT_MISMATCH', or 'KEY_DOWNGRADE' rather than
  * write an unkeyed entry after a keyed one.
  */
-export function linkEntry(previous: ChainTip | undefined, prepared: PreparedEntry, projectId: string): ChainedEntry {
-  const { entry, canonical, key } = prepared;
+export function linkEntry(previous: ChainTip | undefined, prepared: PreparedEntry, projectId: string): AuditEntry {
+  const { entry, text, key } = prepared;
   if (entry.project_id !== projectId) throw new AuditChainError('PROJECT_MISMATCH', `the entry belongs to ${entry.project_id}, not ${projectId}`);
   if (entry.key_id === null && previous !== undefined && previous.key_id !== null) {
     throw new AuditChainError('KEY_DOWNGRADE', `the chain of ${projectId} is keyed; configure PGWARD_AUDIT_HMAC_KEYS with a current key`);
   }
   const prevHash = previous?.entry_hash || genesisHash(projectId);
   entry.prev_hash = prevHash;
-  entry.entry_hash = entryHash(prevHash, canonical, key);
-  return { entry, canonical };
+  digests.loadText(text);
+  entry.entry_hash = digests.entryHash(prevHash, key);
+  return entry;
 }
 
 /** Chains `entry` after `previous`: prepareEntry, then linkEntry. */
 export function chainEntry(previous: ChainTip | undefined, entry: AuditEntryContent, keyring: HmacKeyring, projectId: string): AuditEntry {
-  return linkEntry(previous, prepareEntry(entry, keyring), projectId).entry;
+  return linkEntry(previous, prepareEntry(entry, keyring), projectId);
 }

@@ -3,7 +3,7 @@ import { MerkleBuilder } from '../crypto/merkle.js';
 import { AuditCheckpointSigned } from '../events/audit.js';
 import { encodeEvent } from '../events/envelope.js';
 import type { EventStore, NewEvent } from '../store/port.js';
-import type { HmacKeyring, PreparedEntry } from './chain.js';
+import { leafDigestOf, type HmacKeyring, type PreparedEntry } from './chain.js';
 import { signAuditCheckpoint, type AnchorSigner } from './checkpoints.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
 import type { PreparedEntries } from './prepared-entries.js';
@@ -57,7 +57,7 @@ export function createCheckpointer(store: EventStore, keys: HmacKeyring, anchor:
   function grow(chain: ChainProgress, events: readonly AuditEventPayload[]): (PreparedEntry | undefined)[] {
     // Decoded in full before the tree grows, so a failure leaves the tree and the revision as they were.
     const prepared = prepareStreamEvents(events, chain.revision, keys);
-    for (const entry of prepared) if (entry) chain.tree.append(entry.canonical);
+    for (const entry of prepared) if (entry) chain.tree.appendLeafDigest(leafDigestOf(entry));
     chain.revision += events.length;
     return prepared;
   }

@@ -1,8 +1,9 @@
 /**
- * The two digests verification takes of each entry, over one reusable buffer laid out as
- * prev_hash bytes (32) ‖ canonical entry bytes: the entry hash covers all of it, and the Merkle
- * leaf hash (0x00 ‖ canonical bytes) the slice from byte 31 once that byte is zeroed. No buffer
- * or Hash object per entry; the digests are those of entryHash and leafHash.
+ * The two digests of each entry, over one reusable buffer laid out as prev_hash bytes (32) ‖
+ * canonical entry bytes: the entry hash covers all of it, and the Merkle leaf hash (0x00 ‖
+ * canonical bytes) the slice from byte 31 once that byte is zeroed. No buffer or Hash object per
+ * entry; the digests are those of entryHash and leafHash. Verification, the checkpointer and
+ * the audit projection take them so.
  */
 import { createHmac, hash } from 'node:crypto';
 import { sha256Latin1 } from '../crypto/sha256.js';
@@ -28,7 +29,11 @@ export class EntryDigests implements DigestSource {
 
   /** Writes the entry's canonical bytes: what the next entryHash and leafHash cover. */
   load(entry: CanonicalEntryInput): void {
-    const text = canonicalEntryText(entry);
+    this.loadText(canonicalEntryText(entry));
+  }
+
+  /** load for an entry whose canonical text (canonicalEntryText) is written already. */
+  loadText(text: string): void {
     if (this.#buffer.length < PREV + text.length * MAX_UTF8_PER_UNIT) this.#buffer = Buffer.alloc(PREV + text.length * MAX_UTF8_PER_UNIT);
     this.#end = PREV + this.#buffer.write(text, PREV, 'utf8');
   }

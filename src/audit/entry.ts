@@ -4,11 +4,10 @@
  * by the entry's hash, so the entry is exactly what an export shows.
  */
 import { createHash } from 'node:crypto';
-import { sha256 } from '../crypto/sha256.js';
+import { sha256Latin1 } from '../crypto/sha256.js';
 import { z } from 'zod';
 import { AuditEventKind, type AuditGapRecorded, type DecisionRecord, StatementDecided } from '../events/audit.js';
 import { AuditEntryId, KeyId, ProjectId, Region, Sha256Hex, text, Timestamp } from '../events/fields.js';
-import { canonicalEntryText, type CanonicalEntryInput } from './canonical-entry.js';
 
 const decision = StatementDecided.schema.shape;
 
@@ -97,9 +96,10 @@ function checkSeq(seq: number): void {
 /** The entry id: `aud_` and 26 base32 characters (130 bits) of SHA-256 over project id and seq. */
 export function auditEntryId(projectId: string, seq: number): string {
   checkSeq(seq);
-  const digest = sha256(`pgward-audit-id\0${projectId}\0${seq}`);
+  // The digest as a latin1 string: its bytes without a Buffer.
+  const digest = sha256Latin1(`pgward-audit-id\0${projectId}\0${seq}`);
   let id = 'aud_';
-  for (let i = 0; i < 26; i += 1) id += ID_ALPHABET[digest[i]! & 31];
+  for (let i = 0; i < 26; i += 1) id += ID_ALPHABET[digest.charCodeAt(i) & 31];
   return id;
 }
 
@@ -209,9 +209,4 @@ export function entryFromGap(g: AuditGapRecorded, seq: number): AuditEntryConten
     approval_id: null,
     gap: gapOf(g),
   };
-}
-
-/** RFC 8785 canonical JSON of the entry without prev_hash and entry_hash: what its hash covers. */
-export function canonicalEntryBytes(entry: CanonicalEntryInput): Buffer {
-  return Buffer.from(canonicalEntryText(entry), 'utf8');
 }

@@ -9,9 +9,17 @@ import type { LatencyPercentiles } from './usage.js';
 const BITS = 7;
 const SUB = 1 << (BITS - 1);
 
+const LOW_WORD = 2 ** 32;
+
+/** The significant bits of a non-negative safe integer (0 for 0), without writing it in base 2. */
+function bitLength(n: number): number {
+  if (n < LOW_WORD) return 32 - Math.clz32(n);
+  return 64 - Math.clz32(Math.floor(n / LOW_WORD));
+}
+
 /** The bucket of a latency (a non-negative safe integer of microseconds); buckets order as their latencies. */
 export function latencyBucket(us: number): number {
-  const shift = Math.max(0, us.toString(2).length - BITS);
+  const shift = Math.max(0, bitLength(us) - BITS);
   return shift * SUB + Math.floor(us / 2 ** shift);
 }
 

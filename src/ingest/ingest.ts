@@ -4,11 +4,10 @@ import { z } from 'zod';
 import { auditStream, type AuditEventPayload } from '../../projections/audit.js';
 import type { BusRecord } from '../../proxy/decisions.js';
 import type { Consumer, DecisionBus, Delivery } from '../bus/port.js';
-import { derivedUuid } from '../crypto/derived-uuid.js';
-import { AuditGapRecorded, decisionDefinition } from '../events/audit.js';
+import { AuditGapRecorded } from '../events/audit.js';
 import { connectionStream } from '../../projections/connections.js';
 import { SessionsRecord, WireSessionClosed, WireSessionOpened } from '../events/connections.js';
-import { encodeEvent, encodeParsed, type EventDefinition, type EventMetadata } from '../events/envelope.js';
+import { encodeEvent, parseJson, type EventDefinition, type EventMetadata } from '../events/envelope.js';
 import { parseStatementDecided } from '../events/statement-decided-check.js';
 import type { EventStore, NewEvent } from '../store/port.js';
 import type { HmacKeyring } from '../audit/chain.js';
@@ -17,14 +16,10 @@ import { createCheckpointer } from '../audit/checkpointer.js';
 import type { PreparedEntries } from '../audit/prepared-entries.js';
 import type { CommittedWriter } from '../store/committed-feed.js';
 import { AppendBatcher } from './batcher.js';
+import { decisionEvent, decisionKey, eventIdFor, ingestMetadata } from './decision-event.js';
 import { HoleTracker, missingRuns, type Hole } from './holes.js';
 
-export function eventIdFor(key: string): string {
-  return derivedUuid(`pgward-ingest\0${key}`);
-}
-
-/** The dedup key of a decision, from its proxy's identity and sequence: its event id derives from it (a decision without them has the key of nulls it always had). */
-const decisionKey = (proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string => `decision:${proxyId}:${bootEpoch}:${seq}`;
+export { eventIdFor } from './decision-event.js';
 
 /** Holes up to this many records are checked against the store before they are recorded; the ids are looked up this many at a time. */
 const HOLE_CHECK_MAX = 100_000n;
@@ -146,7 +141,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     feed,
   );
 
-  const metadataFor = (key: string, at = now().toISOString()): EventMetadata => ({ event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
+  const metadataFor = (key: string): EventMetadata => ingestMetadata(key, now().toISOString());
   const append = <S extends z.ZodType>(definition: EventDefinition<string, S>, data: z.input<S>, projectId: string, key: string): Promise<void> =>
     batcher.append(auditStream(projectId), encodeEvent(definition, data, metadataFor(key)));
 
@@ -184,7 +179,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     await setImmediate();
     let record: BusRecord;
     try {
-      record = JSON.parse(Buffer.from(delivery.data).toString('utf8')) as BusRecord;
+      record = parseJson(delivery.data) as BusRecord;
     } catch {
       logger.error({ id: delivery.id }, 'a bus record is not JSON; dropped');
       return 'dropped';
@@ -210,9 +205,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     await Promise.all(
       decisions.map((decision) => {
         if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
-        const key = decisionKey(decision.proxy_id, decision.boot_epoch, decision.seq);
-        // A record of an earlier proxy release (no placement) is stored as the v1 it is.
-        return batcher.append(auditStream(decision.project_id), { ...encodeParsed(decisionDefinition(decision), decision, metadataFor(key, at)), decision });
+        return batcher.append(auditStream(decision.project_id), decisionEvent(decision, at));
       }),
     );
     return 'appended';

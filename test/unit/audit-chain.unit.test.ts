@@ -1,13 +1,12 @@
 import { createHash, createHmac, generateKeyPairSync } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { AuditChainError, chainEntry, entryHash, parseHmacKeyring, type AuditChainErrorCode, type HmacKeyring } from '../../src/audit/chain.js';
+import { AuditChainError, chainEntry, parseHmacKeyring, type AuditChainErrorCode, type HmacKeyring } from '../../src/audit/chain.js';
 import { recordCheckpoint, signAuditCheckpoint } from '../../src/audit/checkpoints.js';
 import {
   auditEntryId,
   AuditEntryError,
   AuditLogEntry,
-  canonicalEntryBytes,
   entryFromDecision,
   entryFromGap,
   genesisHash,
@@ -22,6 +21,7 @@ import { KeyringError } from '../../src/crypto/seal.js';
 import { AuditEventKind, AuditGapRecorded, decodeDecision, StatementDecided, StatementDecidedV1, type AuditCheckpointSigned, type DecisionRecord, type Placement } from '../../src/events/audit.js';
 import { encodeEvent } from '../../src/events/envelope.js';
 import { chainEvents } from '../../projections/audit.js';
+import { canonicalEntryBytes, entryHash } from '../support/audit-hashes.js';
 
 const projectId = 'prj_01jq3v5m8k2r7t9w4x6y0z1a2b';
 const otherProjectId = 'prj_01jq3v5m8k2r7t9w4x6y0z9z9z';

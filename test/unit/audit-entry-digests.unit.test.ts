@@ -1,10 +1,10 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { entryHash } from '../../src/audit/chain.js';
 import { EntryDigests } from '../../src/audit/entry-digests.js';
-import { canonicalEntryBytes, entryFromDecision } from '../../src/audit/entry.js';
+import { entryFromDecision } from '../../src/audit/entry.js';
 import { leafHash } from '../../src/crypto/merkle.js';
 import { StatementDecided, StatementDecidedV1 } from '../../src/events/audit.js';
+import { canonicalEntryBytes, entryHash } from '../support/audit-hashes.js';
 
 const decided = StatementDecidedV1.schema.parse({
     event: 'query', project_id: 'prj_01jq3v5m8k2r7t9w4x6y0z1a2b', credential_id: null, session_id: 's1', source: 'wire', region: 'eu-west-1', client_ip: '',

@@ -85,7 +85,7 @@ describe('entries handed from ingest to the audit projection', () => {
     }
     const memo = new PreparedEntries();
     handOver(memo, handed, 3, keyrings[0]!);
-    expect(memo.take(event!, keyrings[0]!)?.canonical).toEqual(prepareStreamEvents(recorded, 3, keyrings[0]!)[0]!.canonical);
+    expect(memo.take(event!, keyrings[0]!)?.text).toEqual(prepareStreamEvents(recorded, 3, keyrings[0]!)[0]!.text);
     expect(memo.take(event!, keyrings[0]!)).toBeUndefined();
   });
 
