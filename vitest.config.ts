@@ -1,6 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
 const UNIT = 'test/unit/**/*.test.ts';
+const E2E = 'test/e2e/**/*.test.ts';
 /** Files that need no fresh module graph: they share one per worker (importing pgward's modules costs more than many files' tests). */
 const SHARED = ['test/security/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/contract/**/*.test.ts'];
 const OWN_PROCESS = [
@@ -21,8 +22,11 @@ export default defineConfig({
       // one module graph per worker instead of a fresh process each.
       { test: { ...shared, name: 'unit', include: [UNIT], exclude: OWN_PROCESS, isolate: false } },
       { test: { ...shared, name: 'shared', include: SHARED, exclude: OWN_PROCESS, isolate: false } },
-      { test: { ...shared, name: 'isolated', include: ['test/**/*.test.ts'], exclude: [UNIT, ...SHARED, 'test/bench/**', 'node_modules/**'] } },
+      // A worker of their own: the end-to-end files' browsers, processes and pools do not grow the other files' heap.
+      { test: { ...shared, name: 'e2e', include: [E2E], exclude: OWN_PROCESS, isolate: false } },
       { test: { ...shared, name: 'own-process', include: OWN_PROCESS } },
+      // Any other test file gets a fresh process, as every file used to.
+      { test: { ...shared, name: 'isolated', include: ['test/**/*.test.ts'], exclude: [UNIT, E2E, ...SHARED, 'test/bench/**', 'node_modules/**'] } },
     ],
   },
 });
