@@ -1,8 +1,15 @@
 import { defineConfig } from 'vitest/config';
 
 const UNIT = 'test/unit/**/*.test.ts';
-// It watches for a deprecation warning, which fastify emits once a process: another file could have taken it.
-const UNIT_OWN_PROCESS = ['test/unit/logger.unit.test.ts'];
+const E2E = 'test/e2e/**/*.test.ts';
+/** Files that need no fresh module graph: they share one per worker (importing pgward's modules costs more than many files' tests). */
+const SHARED = ['test/security/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/contract/**/*.test.ts'];
+const OWN_PROCESS = [
+  // It watches for a deprecation warning, which fastify emits once a process: another file could have taken it.
+  'test/unit/logger.unit.test.ts',
+  // It bounds the wall time of refusals: no heap or timers left by earlier files.
+  'test/security/analyzer-limits.e2e.test.ts',
+];
 const shared = { testTimeout: 30_000, hookTimeout: 60_000 };
 
 export default defineConfig({
@@ -11,11 +18,15 @@ export default defineConfig({
     globalSetup: ['test/support/global-setup.ts'],
     reporters: ['verbose', './test/support/summary-reporter.ts'],
     projects: [
-      // Each unit file restores what it changes (timers, env), so they share one module graph per worker
-      // instead of a fresh process each: importing pgward's modules costs more than most unit files' tests.
-      { test: { ...shared, name: 'unit', include: [UNIT], exclude: UNIT_OWN_PROCESS, isolate: false } },
-      { test: { ...shared, name: 'isolated', include: ['test/**/*.test.ts'], exclude: [UNIT, 'test/bench/**', 'node_modules/**'] } },
-      { test: { ...shared, name: 'unit-isolated', include: UNIT_OWN_PROCESS } },
+      // Each of these files restores what it changes (timers, env) and closes what it opens, so they share
+      // one module graph per worker instead of a fresh process each.
+      { test: { ...shared, name: 'unit', include: [UNIT], exclude: OWN_PROCESS, isolate: false } },
+      { test: { ...shared, name: 'shared', include: SHARED, exclude: OWN_PROCESS, isolate: false } },
+      // A worker of their own: the end-to-end files' browsers, processes and pools do not grow the other files' heap.
+      { test: { ...shared, name: 'e2e', include: [E2E], exclude: OWN_PROCESS, isolate: false } },
+      { test: { ...shared, name: 'own-process', include: OWN_PROCESS } },
+      // Any other test file gets a fresh process, as every file used to.
+      { test: { ...shared, name: 'isolated', include: ['test/**/*.test.ts'], exclude: [UNIT, E2E, ...SHARED, 'test/bench/**', 'node_modules/**'] } },
     ],
   },
 });

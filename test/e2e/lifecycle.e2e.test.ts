@@ -305,32 +305,54 @@ describe('pgward serve: stopping', () => {
   }, 600_000);
 });
 
+/** What a start with one port taken left: its exit, what it said, and which of its processes outlived it. */
+interface FailedStart {
+  readonly port: number;
+  readonly code: number | null;
+  readonly output: string;
+  readonly stderr: string;
+  readonly left: readonly number[];
+  readonly postmaster: number | undefined;
+}
+
+async function startWithPortTaken(port: (s: Setup) => number): Promise<FailedStart> {
+  const s = await setup();
+  const taken = await portTaken(port(s));
+  try {
+    const run = serve(s.env);
+    const pids = new Set<number>();
+    const watch = setInterval(() => run.pids().forEach((pid) => pids.add(pid)), 100);
+    const code = await run.exited;
+    clearInterval(watch);
+    return { port: port(s), code, output: run.output(), stderr: run.stderr(), left: alive([...pids]), postmaster: postmasterOf(s.dataDir) };
+  } finally {
+    taken.close();
+  }
+}
+
 describe('pgward serve: a start that fails', () => {
-  for (const [variable, port] of [
+  const variables = [
     ['PGWARD_PROXY_PORT', (s: Setup) => s.proxyPort],
     ['PGWARD_HTTP_PORT', (s: Setup) => s.httpPort],
     ['PGWARD_EMBEDDED_PG_PORT', (s: Setup) => s.pgPort],
-  ] as const) {
-    it(`with ${variable} in use exits 1 with one line naming it and leaves nothing running`, async () => {
-      const s = await setup();
-      const taken = await portTaken(port(s));
-      try {
-        const run = serve(s.env);
-        const pids = new Set<number>();
-        const watch = setInterval(() => run.pids().forEach((pid) => pids.add(pid)), 100);
-        const code = await run.exited;
-        clearInterval(watch);
-        // What the processes said, with every failed expectation: this test has failed in loaded CI runs only.
-        expect(code, run.output()).toBe(1);
-        expect(errorLines(run.stderr()), run.output()).toEqual([`pgward: cannot listen on 127.0.0.1:${port(s)} (${variable}): address already in use`]);
-        expect(run.output()).not.toMatch(/"level":50/);
-        const left = alive([...pids]);
-        expect(left, JSON.stringify(processes().filter((p) => left.includes(p.pid)))).toEqual([]);
-        expect(postmasterOf(s.dataDir)).toBeUndefined();
-      } finally {
-        taken.close();
-      }
-    }, 300_000);
+  ] as const;
+  // The three starts are independent (their own data directories and ports): they run side by side, each test reads its own.
+  const outcomes = new Map<string, FailedStart>();
+  beforeAll(async () => {
+    const settled = await Promise.all(variables.map(([, port]) => startWithPortTaken(port)));
+    variables.forEach(([variable], i) => outcomes.set(variable, settled[i]!));
+  }, 300_000);
+
+  for (const [variable] of variables) {
+    it(`with ${variable} in use exits 1 with one line naming it and leaves nothing running`, () => {
+      const outcome = outcomes.get(variable)!;
+      // What the processes said, with every failed expectation: this test has failed in loaded CI runs only.
+      expect(outcome.code, outcome.output).toBe(1);
+      expect(errorLines(outcome.stderr), outcome.output).toEqual([`pgward: cannot listen on 127.0.0.1:${outcome.port} (${variable}): address already in use`]);
+      expect(outcome.output).not.toMatch(/"level":50/);
+      expect(outcome.left, JSON.stringify(processes().filter((p) => outcome.left.includes(p.pid)))).toEqual([]);
+      expect(outcome.postmaster).toBeUndefined();
+    });
   }
 });
 
@@ -360,11 +382,13 @@ describe('pgward serve: configuration that is missing', () => {
       [{ ...s.env, PGWARD_TLS_CERT: join(s.dataDir, 'cert.pem'), PGWARD_TLS_KEY: join(s.dataDir, 'key.pem') }, ['serve', '--role', 'proxy'], `pgward: invalid configuration: PGWARD_TLS_CERT names a file that cannot be read: ${join(s.dataDir, 'cert.pem')} (ENOENT)`],
       [relaying, ['serve', '--role', 'api'], `pgward: invalid configuration: PGWARD_REGION_PEERS names a file that cannot be read: ${absentCa} (ENOENT)`],
     ];
-    for (const [env, args, line] of cases) {
-      const run = serve(env, args);
-      expect({ args, code: await run.exited }).toEqual({ args, code: 2 });
-      expect(errorLines(run.stderr())).toEqual([line]);
-    }
+    // Each start is its own process and writes nothing: they run side by side.
+    const runs = cases.map(([env, args]) => serve(env, args));
+    const codes = await Promise.all(runs.map((run) => run.exited));
+    cases.forEach(([, args, line], i) => {
+      expect({ args, code: codes[i] }).toEqual({ args, code: 2 });
+      expect(errorLines(runs[i]!.stderr())).toEqual([line]);
+    });
     expect(await tablesIn(state.url)).toBe(0);
   }, 300_000);
 
