@@ -174,15 +174,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     cacheRoutes(api, plane.deps);
     // The hosted agent MCP and the policy what-if decide on the same upstream pools and catalog snapshots.
     // The MCP routes reads as the proxy does, over views and a replica monitor of its own (docs/replicas.md#the-hosted-mcp).
-    const routingViews = plane.deps.replicas && { databases: databasesView(plane.deps.store), replicas: replicasView(plane.deps.store) };
+    const { replicas } = plane.deps;
+    const routingViews = replicas && { databases: databasesView(plane.deps.store), replicas: replicasView(plane.deps.store) };
     if (routingViews) await Promise.all([routingViews.databases.start(), routingViews.replicas.start()]);
-    const databases = new AgentDatabases(
-      plane.deps.pool,
-      plane.deps.keyring,
-      app.log,
-      relayOrigin(plane.deps.decisions.region, plane.deps.decisions.publisherId, plane.deps.relay),
-      routingViews && plane.deps.replicas && { views: routingViews, options: plane.deps.replicas },
-    );
+    const relay = relayOrigin(plane.deps.decisions.region, plane.deps.decisions.publisherId, plane.deps.relay);
+    const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log, relay, replicas && routingViews && { views: routingViews, options: replicas });
     app.addHook('onClose', async () => {
       await databases.close();
       if (routingViews) await Promise.all([routingViews.databases.stop(), routingViews.replicas.stop()]);
