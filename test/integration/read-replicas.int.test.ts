@@ -259,6 +259,19 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
       expect(routed).toMatchObject({ event: 'query', ran_on: 'replica', replica_id: replicaId, upstream_region: 'local' });
     });
 
+    it('caches nothing of a database that routes reads: a repeated read runs on the replica again, cache_status bypass', async () => {
+      const read = 'select count(*) as n from orders where id < 7';
+      for (let i = 0; i < 2; i += 1) {
+        const result = await mcp.callTool({ name: 'query', arguments: { sql: read } });
+        expect((result.structuredContent as { rows: unknown[][] }).rows).toEqual([['6']]);
+      }
+      const entries = await auditedRuns(gateway, agent.credential.id, read, 2, 'mcp');
+      expect(entries.map((entry) => [entry.ran_on, entry.replica_id, entry.cache_status])).toEqual([
+        ['replica', replicaId, 'bypass'],
+        ['replica', replicaId, 'bypass'],
+      ]);
+    });
+
     it('a write runs on the primary, audited so, and the credential’s next MCP read reads it from the primary within the window', async () => {
       await sleep(READ_YOUR_WRITES_MS + 200);
       expect(await mcpOnReplica()).toBe(true);
