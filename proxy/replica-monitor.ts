@@ -25,7 +25,8 @@ export interface ReplicaMonitorOptions {
   readonly connectTimeoutMs: number;
   /** Where a replica is reached, with the database's credentials. */
   readonly targetOf: (database: DatabaseRow, replica: ReplicaRow) => UpstreamTarget;
-  readonly metrics: Pick<ProxyMetrics, 'replicaHealthy' | 'replicaLag' | 'replicaProbes' | 'replicaTransitions'>;
+  /** The proxy's; the hosted MCP's monitor is not measured (its changes are logged). */
+  readonly metrics?: Pick<ProxyMetrics, 'replicaHealthy' | 'replicaLag' | 'replicaProbes' | 'replicaTransitions'>;
   readonly logger: Pick<BaseLogger, 'info' | 'warn'>;
   /** This data plane's region: a database kept in another region is relayed there (docs/regions.md), its replicas neither probed nor read from here. */
   readonly region: string;
@@ -117,11 +118,11 @@ export class ReplicaMonitor {
     this.health.set(id, after);
     const labels = { database: database.database_id, replica: id };
     const { metrics } = this.options;
-    metrics.replicaProbes.inc({ outcome: !seen.ok ? 'unreachable' : after.failures > 0 ? 'stale' : 'ok' });
-    metrics.replicaHealthy.set(labels, after.healthy ? 1 : 0);
-    if (after.lagMs !== null) metrics.replicaLag.set(labels, after.lagMs / 1000);
+    metrics?.replicaProbes.inc({ outcome: !seen.ok ? 'unreachable' : after.failures > 0 ? 'stale' : 'ok' });
+    metrics?.replicaHealthy.set(labels, after.healthy ? 1 : 0);
+    if (after.lagMs !== null) metrics?.replicaLag.set(labels, after.lagMs / 1000);
     if (after.healthy !== before.healthy) {
-      metrics.replicaTransitions.inc({ to: after.healthy ? 'in' : 'out' });
+      metrics?.replicaTransitions.inc({ to: after.healthy ? 'in' : 'out' });
       logEvent(
         this.options.logger,
         'replica_health_changed',

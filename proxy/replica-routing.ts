@@ -31,7 +31,7 @@ export type Placement = 'replica' | 'not_a_read' | 'hint' | 'read_your_writes';
  * primary hint, and its credential wrote nothing within the read-your-writes window. (Whether a
  * replica is healthy, and whether the session is outside a transaction, is the caller's.)
  */
-export function placementOf(sql: string, decision: Allowed, msSinceWrite: number, readYourWritesMs: number): Placement {
+export function placementOf(sql: string, decision: Pick<Allowed, 'readsOnly'>, msSinceWrite: number, readYourWritesMs: number): Placement {
   if (!decision.readsOnly) return 'not_a_read';
   if (PRIMARY_HINT.test(sql)) return 'hint';
   if (msSinceWrite < readYourWritesMs) return 'read_your_writes';
@@ -117,11 +117,20 @@ export class SessionReads {
     const primary = this.primary!;
     if (!this.routing.routes(primary.database.database_id)) return undefined;
     const placement = statement ? placementOf(statement.sql, statement.decision, this.msSinceWrite(), this.routing.writes.windowMs) : 'not_a_read';
-    // A closed primary pool (the database changed) is renewed by the session before a replica's is derived from it.
-    if (placement !== 'replica' || primary.pool.isClosed) return primary;
-    // A relayed database's replicas are probed and chosen by its region's peer, which takes one for a read link.
-    if (primary.relayedTo !== undefined) return primary.readLinks?.() ?? primary;
-    const replica = this.routing.next(primary.database.database_id);
-    return replica ? primary.onReplica(replica) : primary;
+    return poolOf(this.routing, primary, placement);
   }
+}
+
+/**
+ * The pool a statement of a routing database takes its connection from, as placed: the next
+ * healthy replica's for a read, the primary's for everything else and while no replica is healthy.
+ * The wire's sessions and the hosted MCP both choose with it.
+ */
+export function poolOf(routing: Pick<ReadRouting, 'next'>, primary: UpstreamHandle, placement: Placement): UpstreamHandle {
+  // A closed primary pool (the database changed) is renewed by its user before a replica's is derived from it.
+  if (placement !== 'replica' || primary.pool.isClosed) return primary;
+  // A relayed database's replicas are probed and chosen by its region's peer, which takes one for a read link.
+  if (primary.relayedTo !== undefined) return primary.readLinks?.() ?? primary;
+  const replica = routing.next(primary.database.database_id);
+  return replica ? primary.onReplica(replica) : primary;
 }

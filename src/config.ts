@@ -10,6 +10,7 @@ import { parsePrices } from './payments/prices.js';
 import { parseSsoProviders } from './identity/sso.js';
 import { parseAllowedNetworks } from './webhooks/networks.js';
 import { parseRegionPeers, parseRelaySecret } from './net/relay-config.js';
+import type { ReplicaOptions } from '../proxy/server.js';
 
 const port = z.coerce.number({ message: 'expected a port number' }).int('expected a port number').min(1, 'expected a port number from 1 to 65535').max(65535, 'expected a port number from 1 to 65535');
 const postgresUrl = z.url({ protocol: /^postgres(ql)?$/, message: 'expected a postgresql:// URL' });
@@ -153,6 +154,15 @@ export function publicUrl(config: Config): string {
 }
 
 /** This process's name on the decision bus and in audit entries: PGWARD_PROXY_ID, else the host name and process id. */
+/** How replicas are probed and how long reads stay on the primary after a write (docs/replicas.md): the proxy's and the hosted MCP's. */
+export function replicaSettings(config: Config): ReplicaOptions {
+  return {
+    checkIntervalMs: config.PGWARD_REPLICA_CHECK_MS,
+    thresholds: { failuresToEject: config.PGWARD_REPLICA_FAILURES, successesToRestore: config.PGWARD_REPLICA_SUCCESSES, maxLagMs: config.PGWARD_REPLICA_MAX_LAG_MS },
+    readYourWritesMs: config.PGWARD_READ_YOUR_WRITES_MS,
+  };
+}
+
 export function instanceId(config: Config): string {
   return config.PGWARD_PROXY_ID ?? `${hostname()}-${process.pid}`.replace(/[^A-Za-z0-9_.:-]/g, '-').slice(0, 64);
 }

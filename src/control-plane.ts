@@ -14,7 +14,7 @@ import type { DecisionBus } from './bus/port.js';
 import { demoSettings } from './demo/settings.js';
 import { creditLedgerVerifier } from './payments/credit-ledger.js';
 import { paymentSettings } from './payments/prices.js';
-import { ConfigError, instanceId, tlsFiles, type Config } from './config.js';
+import { ConfigError, instanceId, replicaSettings, tlsFiles, type Config } from './config.js';
 import { publishedCaFile } from '../proxy/tls.js';
 import { DomainCertificates } from './domains/certificates.js';
 import { parseDnsServers } from './domains/dns.js';
@@ -137,6 +137,7 @@ export function controlPlane(
       ...(budgets ? { budgets } : {}),
       ...(cacheFanout ? { cacheFanout } : {}),
       ...(relay ? { relay } : {}),
+      replicas: replicaSettings(config),
       ...(demo ? { demo } : {}),
       ...(payments ? { payments } : {}),
       ...(proxyCaFile ? { proxyCaFile } : {}),

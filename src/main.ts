@@ -11,7 +11,7 @@ import { ensureReadModels, runProjection, type RunningProjection } from '../proj
 import { createMemoryBus } from './bus/memory.js';
 import { createMemoryFanout, type Fanout } from './bus/fanout.js';
 import type { DecisionBus } from './bus/port.js';
-import { instanceId, tlsFiles, type Config } from './config.js';
+import { instanceId, replicaSettings, tlsFiles, type Config } from './config.js';
 import { listenOn } from './listen.js';
 import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
@@ -231,11 +231,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
         loginTimeoutMs: config.PGWARD_LOGIN_TIMEOUT_MS,
         drainTimeoutMs: config.PGWARD_DRAIN_TIMEOUT_MS,
         ...(config.PGWARD_PROXY_PROTOCOL_TRUSTED ? { proxyProtocol: { trusted: parseCidrList(config.PGWARD_PROXY_PROTOCOL_TRUSTED) } } : {}),
-        replicas: {
-          checkIntervalMs: config.PGWARD_REPLICA_CHECK_MS,
-          thresholds: { failuresToEject: config.PGWARD_REPLICA_FAILURES, successesToRestore: config.PGWARD_REPLICA_SUCCESSES, maxLagMs: config.PGWARD_REPLICA_MAX_LAG_MS },
-          readYourWritesMs: config.PGWARD_READ_YOUR_WRITES_MS,
-        },
+        replicas: replicaSettings(config),
       }));
       let stopped: Promise<void> | undefined;
       stopProxy = () => (stopped ??= proxy.stop());

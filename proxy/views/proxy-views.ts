@@ -21,6 +21,10 @@ export const openOnWire = (row: ApprovalRow): boolean => row.source === 'wire' &
 export const cacheControlsView = (store: Omit<ProxyStore, 'append'>) =>
   new LiveView<CacheControlsRow>(store, { streamPrefix: 'cache-', keyOf: cacheControlsDatabaseOf, evolve: evolveCacheControls });
 
+/** The databases and their read replicas, as read routing needs them: the proxy's, and the hosted agent MCP's in the API process. */
+export const databasesView = (store: Omit<ProxyStore, 'append'>) => new LiveView<DatabaseRow>(store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase });
+export const replicasView = (store: Omit<ProxyStore, 'append'>) => new LiveView<ReplicaRow>(store, { streamPrefix: 'project-', keyOf: replicaIdOf, evolve: evolveReplica });
+
 /**
  * The proxy's in-memory views. Each follows only its own control-plane category (`credential-`,
  * `project-`, `policy-`, `honeytoken-`, `org-`, `approval-`, `iprules-`, `branch-`, `cache-`), so audit appends never wake one.
@@ -28,8 +32,8 @@ export const cacheControlsView = (store: Omit<ProxyStore, 'append'>) =>
 export function proxyViews(store: Omit<ProxyStore, 'append'>) {
   const views = {
     credentials: new LiveView<CredentialRow>(store, { streamPrefix: 'credential-', keyOf: afterPrefix('credential-'), evolve: evolveCredential }),
-    databases: new LiveView<DatabaseRow>(store, { streamPrefix: 'project-', keyOf: databaseIdOf, evolve: evolveDatabase }),
-    replicas: new LiveView<ReplicaRow>(store, { streamPrefix: 'project-', keyOf: replicaIdOf, evolve: evolveReplica }),
+    databases: databasesView(store),
+    replicas: replicasView(store),
     policies: new LiveView<PolicyRow>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicy }),
     honeytokens: new LiveView<HoneytokenRow>(store, { streamPrefix: 'honeytoken-', keyOf: honeytokenIdOf, evolve: evolveHoneytoken }),
     policyRoles: new LiveView<PolicyRoles>(store, { streamPrefix: 'policy-', keyOf: afterPrefix('policy-'), evolve: evolvePolicyRoles }),

@@ -4,6 +4,7 @@ import { jsonSchemaTransform, jsonSchemaTransformObject, serializerCompiler, val
 import type { Registry } from 'prom-client';
 import { loadParser } from '../../proxy/policy/parser.js';
 import { relayOrigin } from '../../proxy/relay/options.js';
+import { databasesView, replicasView } from '../../proxy/views/proxy-views.js';
 import { agentMcpRoutes } from '../mcp/agent/route.js';
 import { AgentDatabases } from '../mcp/agent/upstream.js';
 import { managementMcpRoutes } from '../mcp/management/route.js';
@@ -172,8 +173,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     databaseRoutes(api, plane.deps);
     cacheRoutes(api, plane.deps);
     // The hosted agent MCP and the policy what-if decide on the same upstream pools and catalog snapshots.
-    const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log, relayOrigin(plane.deps.decisions.region, plane.deps.decisions.publisherId, plane.deps.relay));
-    app.addHook('onClose', () => databases.close());
+    // The MCP routes reads as the proxy does, over views and a replica monitor of its own (docs/replicas.md#the-hosted-mcp).
+    const { replicas } = plane.deps;
+    const routingViews = replicas && { databases: databasesView(plane.deps.store), replicas: replicasView(plane.deps.store) };
+    if (routingViews) await Promise.all([routingViews.databases.start(), routingViews.replicas.start()]);
+    const relay = relayOrigin(plane.deps.decisions.region, plane.deps.decisions.publisherId, plane.deps.relay);
+    const databases = new AgentDatabases(plane.deps.pool, plane.deps.keyring, app.log, relay, replicas && routingViews && { views: routingViews, options: replicas });
+    app.addHook('onClose', async () => {
+      await databases.close();
+      if (routingViews) await Promise.all([routingViews.databases.stop(), routingViews.replicas.stop()]);
+    });
     policyRoutes(api, plane.deps);
     policyEvaluateRoutes(api, plane.deps, databases);
     policyReplayRoutes(api, plane.deps, databases);

@@ -38,6 +38,13 @@ async function onReplica(sql = 'select pg_is_in_recovery() as r', values: unknow
   return rows[0]!.r;
 }
 
+/** Where a read through the hosted MCP ran: true on the replica. */
+async function mcpOnReplica(sql = 'select pg_is_in_recovery() as r'): Promise<boolean> {
+  const result = await mcp.callTool({ name: 'query', arguments: { sql } });
+  expect(result.isError ?? false).toBe(false);
+  return (result.structuredContent as { rows: unknown[][] }).rows[0]![0] as boolean;
+}
+
 /** Reads answered by the replica within `ms` (the health window), tolerating the errors of reads sent to it while it went away. */
 async function settlesOn(expected: boolean, ms: number): Promise<void> {
   await waitFor(() => onReplica().then((r) => r === expected, () => false), ms, `reads on ${expected ? 'the replica' : 'the primary'}`);
@@ -51,7 +58,8 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
       'replicas',
       serverUrl,
       60_000,
-      {},
+      // The API's hosted MCP probes and routes with the proxy's settings.
+      { PGWARD_REPLICA_CHECK_MS: String(CHECK_MS), PGWARD_REPLICA_FAILURES: '10', PGWARD_REPLICA_SUCCESSES: '2', PGWARD_REPLICA_MAX_LAG_MS: '30000', PGWARD_READ_YOUR_WRITES_MS: String(READ_YOUR_WRITES_MS) },
       undefined,
       {
         checkIntervalMs: CHECK_MS,
@@ -89,6 +97,7 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
     // The replica is registered and up: only auto_read_routing sends reads to it.
     await new Promise((resolve) => setTimeout(resolve, CHECK_MS * 4));
     expect(await onReplica()).toBe(false);
+    expect(await mcpOnReplica()).toBe(false);
   });
 
   it('with auto_read_routing, a SELECT outside a transaction runs on the replica, on both protocols', async () => {
@@ -239,16 +248,83 @@ describe.skipIf(unavailable !== undefined)(`read replicas: auto_read_routing aga
     });
   }
 
+  describe('the hosted MCP routes its reads as the wire does', () => {
+    it('a read runs on the replica, in turn, and is audited ran_on replica with its replica_id', async () => {
+      await sleep(READ_YOUR_WRITES_MS + 200);
+      await waitFor(() => mcpOnReplica().then((r) => r, () => false), 10_000, 'MCP reads on the replica');
+      const read = 'select pg_is_in_recovery() as r, count(*) as n from orders where id < 50';
+      const result = await mcp.callTool({ name: 'query', arguments: { sql: read } });
+      expect((result.structuredContent as { rows: unknown[][] }).rows).toEqual([[true, '49']]);
+      const [routed] = await auditedRuns(gateway, agent.credential.id, read, 1, 'mcp');
+      expect(routed).toMatchObject({ event: 'query', ran_on: 'replica', replica_id: replicaId, upstream_region: 'local' });
+    });
+
+    it('caches nothing of a database that routes reads: a repeated read runs on the replica again, cache_status bypass', async () => {
+      const read = 'select count(*) as n from orders where id < 7';
+      for (let i = 0; i < 2; i += 1) {
+        const result = await mcp.callTool({ name: 'query', arguments: { sql: read } });
+        expect((result.structuredContent as { rows: unknown[][] }).rows).toEqual([['6']]);
+      }
+      const entries = await auditedRuns(gateway, agent.credential.id, read, 2, 'mcp');
+      expect(entries.map((entry) => [entry.ran_on, entry.replica_id, entry.cache_status])).toEqual([
+        ['replica', replicaId, 'bypass'],
+        ['replica', replicaId, 'bypass'],
+      ]);
+    });
+
+    it('a write runs on the primary, audited so, and the credential’s next MCP read reads it from the primary within the window', async () => {
+      await sleep(READ_YOUR_WRITES_MS + 200);
+      expect(await mcpOnReplica()).toBe(true);
+      const write = "update orders set customer = 'mcp ryw' where id = 5001";
+      await replayPaused(async () => {
+        const update = await mcp.callTool({ name: 'query', arguments: { sql: write } });
+        expect((update.structuredContent as { command: string }).command).toBe('UPDATE 1');
+        const read = await mcp.callTool({ name: 'query', arguments: { sql: 'select customer, pg_is_in_recovery() as r from orders where id = 5001' } });
+        expect((read.structuredContent as { rows: unknown[][] }).rows).toEqual([['mcp ryw', false]]);
+        // Another credential's wire reads stay on the replica.
+        const other = new pg.Client({ connectionString: otherAgent.connection_string });
+        await other.connect();
+        expect((await other.query<{ r: boolean }>('select pg_is_in_recovery() as r')).rows[0]!.r).toBe(true);
+        await other.end();
+      });
+      const [written] = await auditedRuns(gateway, agent.credential.id, write, 1, 'mcp');
+      expect(written).toMatchObject({ ran_on: 'primary', replica_id: null });
+      await sleep(READ_YOUR_WRITES_MS + 200);
+      expect(await mcpOnReplica()).toBe(true);
+    });
+
+    it('a wire write of the credential holds its MCP reads on the primary (split: the note crosses NATS)', async () => {
+      await sleep(READ_YOUR_WRITES_MS + 200);
+      expect(await mcpOnReplica()).toBe(true);
+      await replayPaused(async () => {
+        await client.query("update orders set customer = 'wire ryw' where id = 5001");
+        const read = await mcp.callTool({ name: 'query', arguments: { sql: 'select customer, pg_is_in_recovery() as r from orders where id = 5001' } });
+        expect((read.structuredContent as { rows: unknown[][] }).rows).toEqual([['wire ryw', false]]);
+      });
+      await sleep(READ_YOUR_WRITES_MS + 200);
+      expect(await mcpOnReplica()).toBe(true);
+    });
+
+    it('the primary hint runs an MCP read on the primary', async () => {
+      expect(await mcpOnReplica('/* pgward:primary */ select pg_is_in_recovery() as r')).toBe(false);
+      expect(await mcpOnReplica('select pg_is_in_recovery() as r /* PGWARD:Primary */')).toBe(false);
+      expect(await mcpOnReplica()).toBe(true);
+    });
+  });
+
   it('the replica stopped: reads fall back to the primary within the health window; restarted: they return', async () => {
     await new Promise((resolve) => setTimeout(resolve, READ_YOUR_WRITES_MS + 100));
     expect(await onReplica()).toBe(true);
     await replica.stop();
     // Still in rotation for a moment: a read that gets no connection from the replica runs on the primary.
     for (let i = 0; i < 5; i += 1) expect(await onReplica()).toBe(false);
+    for (let i = 0; i < 3; i += 1) expect(await mcpOnReplica()).toBe(false);
     await waitFor(async () => (await gateway.metrics.getSingleMetric('pgward_proxy_replica_healthy')!.get()).values[0]?.value === 0, 5_000, 'the replica out of rotation');
     for (let i = 0; i < 5; i += 1) expect(await onReplica()).toBe(false);
+    expect(await mcpOnReplica()).toBe(false);
     await replica.start();
     await settlesOn(true, 10_000);
+    await waitFor(() => mcpOnReplica().then((r) => r, () => false), 10_000, 'MCP reads back on the replica');
     const metrics = await gateway.metrics.getMetricsAsJSON();
     const routed = metrics.find((metric) => metric.name === 'pgward_proxy_routed_statements_total')!.values;
     expect(routed.find((value) => value.labels.target === 'replica')!.value).toBeGreaterThan(0);

@@ -16,6 +16,7 @@ import { startProxy, type RunningProxy } from '../../proxy/server.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { freePort } from '../support/free-port.js';
+import { connectAgent, listenForAgents } from '../support/agent-mcp.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { auditedRuns } from '../support/recorded.js';
 import { relayMaterial, type RelayMaterial } from '../support/relay-material.js';
@@ -54,7 +55,15 @@ describe.skipIf(unavailable !== undefined)(`a relayed database’s reads on the 
   beforeAll(async () => {
     const [own, ofB] = (materials = await Promise.all([relayMaterial(), relayMaterial()]));
     const bPort = await freePort();
-    gateway = await startGateway('relayreads', serverUrl, 60_000, {}, undefined, replicaOptions, {
+    // The API's hosted MCP is in region a too, and reaches b over its own relay links.
+    const apiEnv = {
+      PGWARD_REGION: 'a',
+      PGWARD_REGION_PEERS: JSON.stringify({ b: { host: '127.0.0.1', port: bPort, fingerprint: `sha256:${ofB!.fingerprint.toString('hex')}` } }),
+      PGWARD_RELAY_SECRET: secret.toString('base64url'),
+      PGWARD_REPLICA_CHECK_MS: String(CHECK_MS),
+      PGWARD_READ_YOUR_WRITES_MS: String(READ_YOUR_WRITES_MS),
+    };
+    gateway = await startGateway('relayreads', serverUrl, 60_000, apiEnv, undefined, replicaOptions, {
       proxy: {
         tls: own!.tls,
         region: 'a',
@@ -155,6 +164,26 @@ describe.skipIf(unavailable !== undefined)(`a relayed database’s reads on the 
     }
     await sleep(READ_YOUR_WRITES_MS + 100);
     expect(await inRecovery()).toBe(true);
+  });
+
+  it('the hosted MCP reads a relayed database on B’s replica over a read link, audited as that replica’s in region b; its writes on B’s primary', async () => {
+    const mcp = await connectAgent(`${await listenForAgents(gateway)}/mcp`, agent.mcp_token, 'pgward-relayed-replicas-test');
+    try {
+      await sleep(READ_YOUR_WRITES_MS + 100);
+      const read = "select pg_is_in_recovery() as r, current_setting('application_name') as app where 2 = 2";
+      const result = await mcp.callTool({ name: 'query', arguments: { sql: read } });
+      expect((result.structuredContent as { rows: unknown[][] }).rows).toEqual([[true, 'pgward:b']]);
+      const [entry] = await auditedRuns(gateway, agent.credential.id, read, 1, 'mcp');
+      expect(entry).toMatchObject({ event: 'query', region: 'a', ran_on: 'replica', replica_id: replicaId, upstream_region: 'b' });
+      const write = 'update orders set customer = customer where id = 2';
+      await mcp.callTool({ name: 'query', arguments: { sql: write } });
+      const after = await mcp.callTool({ name: 'query', arguments: { sql: 'select pg_is_in_recovery() as r' } });
+      expect((after.structuredContent as { rows: unknown[][] }).rows).toEqual([[false]]);
+      const [written] = await auditedRuns(gateway, agent.credential.id, write, 1, 'mcp');
+      expect(written).toMatchObject({ region: 'a', ran_on: 'relay', replica_id: null, upstream_region: 'b' });
+    } finally {
+      await mcp.close();
+    }
   });
 
   it('falls back to B’s primary once B’s replica is stopped, and returns to it once it is back', async () => {

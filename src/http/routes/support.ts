@@ -19,6 +19,7 @@ import { callerOf, type Caller } from '../plugins/auth.js';
 import { Problem, ProblemBody, problemCatalog, type ProblemCode } from '../problem.js';
 import type { HashKeys } from '../../../proxy/hash-keys.js';
 import type { RelayLinks } from '../../../proxy/relay/options.js';
+import type { ReplicaOptions } from '../../../proxy/server.js';
 
 export type Api = FastifyInstance<RawServerDefault, RawRequestDefaultExpression, RawReplyDefaultExpression, FastifyBaseLogger, ZodTypeProvider>;
 
@@ -43,6 +44,8 @@ export interface ApiDeps {
   readonly decisions: { readonly bus: DecisionBus; readonly publisherId: string; readonly region: string };
   /** How the hosted MCP (and the policy what-if) reach the databases of other regions: PGWARD_REGION_PEERS and PGWARD_RELAY_SECRET; without it such a database is refused (region.no_peer). */
   readonly relay?: RelayLinks;
+  /** How the hosted MCP routes reads to replicas (PGWARD_REPLICA_*, PGWARD_READ_YOUR_WRITES_MS); without it its statements all run on the primary. */
+  readonly replicas?: ReplicaOptions;
   /** The CA certificate file GET /v1/proxy/ca.pem serves; none when the operator publishes none. */
   readonly proxyCaFile?: string;
   /** The process's budget tallies, shared with its proxy so that the wire and MCP count against one figure; else the MCP keeps its own. */

@@ -70,6 +70,8 @@ export class AgentCache {
     // Without the view no purge or override could be seen: the statement bypasses the cache.
     if (!(await this.following())) return BYPASS;
     this.configs.set(databaseId, database?.cache_config);
+    // As on the wire: a replica's result may lag a write the cache saw, so a database that routes reads caches nothing.
+    if (database?.auto_read_routing) return BYPASS;
     const store = database && this.caches.storeOf(databaseId);
     const rule = shapeRuleOf(this.controls.get(databaseId), sql);
     if (!store || rule?.bypass === true) return BYPASS;

@@ -56,7 +56,8 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
   );
   let docs: Promise<DocsLibrary> | undefined;
   const cache = new AgentCache(cacheControlsView(deps.store));
-  const unshare = deps.cacheFanout && cache.caches.share(deps.cacheFanout);
+  // The fan-out's notes of writes made elsewhere (the proxies, other API processes) open their credentials' windows here too.
+  const unshare = deps.cacheFanout && cache.caches.share(deps.cacheFanout, (credentialId) => databases.reads?.writes.wrote(credentialId));
   app.addHook('onClose', async () => {
     unshare?.();
     await cache.stop();

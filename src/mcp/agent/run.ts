@@ -72,7 +72,7 @@ export async function runAllowed(context: AgentContext, sql: string, decision: A
     };
     const guard = writeGuardOf(context.policy, decision.writes);
     const commitIf = guard && ((command: string) => keeps(guard, command));
-    const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: mcpStatementTimeoutMs(context.policy), ...(commitIf ? { commitIf } : {}) }, beforeRun);
+    const result = await context.services.databases.run(context.credential, context.upstream, { sql: decision.sql, params, readOnly, maxRows: cap.rows, timeoutMs: mcpStatementTimeoutMs(context.policy), ...(commitIf ? { commitIf } : {}) }, beforeRun, { sql, readsOnly: decision.readsOnly });
     // Each call commits on its own: DDL it ran is in the catalog now, read again at once.
     if (decision.progress.length > 0) void context.services.databases.schemaChanged(context.credential, context.upstream);
     const latencyUs = Number((process.hrtime.bigint() - started) / 1000n);

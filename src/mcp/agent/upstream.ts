@@ -7,12 +7,14 @@ import type { RelayOrigin } from '../../../proxy/relay/link.js';
 import { acquireOrExplain, upstreamFailure, UpstreamUnavailable } from '../../../proxy/upstream/failure.js';
 import type { BaseLogger } from 'pino';
 import type { UpstreamChoice } from '../../../proxy/views/policy-roles.js';
-import type { SandboxBranch } from '../../../proxy/upstreams.js';
+import type { SandboxBranch, UpstreamHandle } from '../../../proxy/upstreams.js';
 import type { UpstreamConnection } from '../../../proxy/upstream/connection.js';
 import type { TokenCredential } from '../../../queries/credentials.js';
 import { findDatabaseRow } from '../../../queries/databases.js';
 import type { DatabaseRow } from '../../../projections/databases.js';
 import type { Keyring } from '../../crypto/seal.js';
+import { AgentReads, type RoutedStatement } from './reads.js';
+import type { ReplicaOptions } from '../../../proxy/server.js';
 import { runStatement, StatementFailed, type StatementResult, type StatementRun } from './statement.js';
 import { decodeValue, type JsonValue } from './values.js';
 
@@ -48,9 +50,15 @@ export class AgentDatabases {
   private readonly catalogs: CatalogSnapshots;
   /** Type names by OID, per database: OIDs of user types differ between databases. */
   private readonly typeNames = new Map<string, Map<number, string>>();
+  /** Where reads of databases with auto_read_routing go; undefined: every statement on the primary. */
+  readonly reads: AgentReads | undefined;
 
-  /** `relay` is the API process's region and links: a database kept in another region runs on that region's data plane, as the proxy's do (docs/regions.md). */
-  constructor(pool: pg.Pool, keyring: Keyring, logger: Pick<BaseLogger, 'info' | 'warn'>, relay: RelayOrigin) {
+  /**
+   * `relay` is the API process's region and links: a database kept in another region runs on that
+   * region's data plane, as the proxy's do (docs/regions.md). `routing`, when given, routes reads
+   * to replicas as the proxy does (docs/replicas.md).
+   */
+  constructor(pool: pg.Pool, keyring: Keyring, logger: Pick<BaseLogger, 'info' | 'warn'>, relay: RelayOrigin, routing?: { readonly views: ConstructorParameters<typeof AgentReads>[0]; readonly options: ReplicaOptions }) {
     this.upstreams = new Upstreams({ getOrRead: (databaseId) => findDatabaseRow(pool, databaseId) }, keyring, {
       connectTimeoutMs: CONNECT_TIMEOUT_MS,
       applicationName: 'pgward-mcp',
@@ -58,6 +66,8 @@ export class AgentDatabases {
       relay,
     });
     this.catalogs = new CatalogSnapshots(CATALOG_TIMING);
+    this.reads = routing && new AgentReads(routing.views, this.upstreams, { ...routing.options, connectTimeoutMs: CONNECT_TIMEOUT_MS }, logger, relay.region);
+    this.reads?.start();
   }
 
   /** The catalog snapshot of the credential's database to decide on, read first when none is fresh, or `fresh`; why there is none otherwise. */
@@ -89,13 +99,47 @@ export class AgentDatabases {
    * given, is awaited once a connection is held, right before the statement is sent, with where it
    * will run: what it throws is rethrown and nothing runs.
    */
-  async run(credential: Pick<TokenCredential, 'credential_id' | 'database_id' | 'project_id'>, pool: AgentUpstream, run: StatementRun, beforeRun?: (upstream: RanUpstream) => Promise<void>): Promise<TypedResult> {
-    const handle = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role, pool.branch);
-    if (!handle) throw new UpstreamUnavailable(notRegistered(credential.database_id));
-    const connection = await acquireOrExplain(handle.pool.acquire({ owner: credential.credential_id }));
+  async run(
+    credential: Pick<TokenCredential, 'credential_id' | 'database_id' | 'project_id'>,
+    pool: AgentUpstream,
+    run: StatementRun,
+    beforeRun?: (upstream: RanUpstream) => Promise<void>,
+    statement?: RoutedStatement,
+  ): Promise<TypedResult> {
+    const primary = await this.upstreams.for(credential.database_id, credential.project_id, pool.readOnly, pool.role, pool.branch);
+    if (!primary) throw new UpstreamUnavailable(notRegistered(credential.database_id));
+    // As on the wire: a statement that may write holds the credential's reads on the primary from when it is sent, and again from its end.
+    const writes = statement !== undefined && !statement.readsOnly ? this.reads?.writes : undefined;
+    writes?.wrote(credential.credential_id);
+    try {
+      return await this.runOn(primary, credential, run, beforeRun, statement);
+    } finally {
+      writes?.wrote(credential.credential_id);
+    }
+  }
+
+  /** A connection for the statement: from the pool read routing chooses for it, or the primary's when that one gives none (as a wire read's). */
+  private async connect(primary: UpstreamHandle, owner: string, statement: RoutedStatement | undefined): Promise<{ handle: UpstreamHandle; connection: UpstreamConnection }> {
+    const chosen = statement && this.reads ? this.reads.poolFor(primary, owner, statement) : primary;
+    if (chosen !== primary) {
+      const connection = await chosen.pool.acquire({ owner }).catch(() => undefined);
+      if (connection) return { handle: chosen, connection };
+    }
+    return { handle: primary, connection: await acquireOrExplain(primary.pool.acquire({ owner })) };
+  }
+
+  private async runOn(
+    primary: UpstreamHandle,
+    credential: Pick<TokenCredential, 'credential_id'>,
+    run: StatementRun,
+    beforeRun: ((upstream: RanUpstream) => Promise<void>) | undefined,
+    statement: RoutedStatement | undefined,
+  ): Promise<TypedResult> {
+    const { handle, connection } = await this.connect(primary, credential.credential_id, statement);
     if (beforeRun) {
       try {
-        await beforeRun({ relayedTo: handle.relayedTo });
+        // A relayed read the peer put on one of its replicas names it.
+        await beforeRun({ relayedTo: handle.relayedTo, replicaId: handle.replicaId ?? connection.peerReplicaId });
       } catch (error) {
         void handle.pool.release(connection, { reset: false });
         throw error;
@@ -134,6 +178,7 @@ export class AgentDatabases {
   }
 
   close(): Promise<void> {
+    this.reads?.stop();
     this.catalogs.close();
     return this.upstreams.close();
   }
