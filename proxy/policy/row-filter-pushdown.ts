@@ -5,7 +5,7 @@ import { cloneTree, getAt, isObject, type Node, type Path } from './ast.js';
  * the filter has hidden anything: as PostgreSQL does for security_barrier views and row-level
  * security, only those that cannot tell of the rows they see (leakproof). A conjunct qualifies when
  * it reads columns of the one filtered relation only, through constants, column references, AND,
- * OR, NOT, IS [NOT] NULL and operators whose function the upstream marks leakproof for exactly the
+ * OR, NOT, IS [NOT] NULL, [NOT] IN lists of constants and operators whose function the upstream marks leakproof for exactly the
  * operand types PostgreSQL resolves (an exact match, so no cast runs on a column). Anything else
  * (a function call, a cast, a subquery, a masked column, a parameter, whose declared type the
  * decision does not know) keeps the conjunct outside the subquery only.
@@ -73,14 +73,26 @@ function leakproofExpression(node: unknown, target: PushdownTarget): boolean {
   if (isObject(test)) return isColumn(test.arg) && operandType(test.arg, target) !== undefined;
   if (isColumn(node)) return operandType(node, target) === BOOL;
   const expr = node.A_Expr;
-  if (!isObject(expr) || expr.kind !== 'AEXPR_OP' || !Array.isArray(expr.name) || expr.name.length !== 1) return false;
-  const operator = isObject((expr.name[0] as Node).String) ? (expr.name[0] as { String: Node }).String.sval : undefined;
-  if (typeof operator !== 'string' || !(isColumn(expr.lexpr) || isColumn(expr.rexpr))) return false;
+  const operator = isObject(expr) && Array.isArray(expr.name) && expr.name.length === 1 && isObject((expr.name[0] as Node).String) ? (expr.name[0] as { String: Node }).String.sval : undefined;
+  if (!isObject(expr) || typeof operator !== 'string') return false;
+  if (expr.kind === 'AEXPR_IN') return leakproofIn(operator, expr, target);
+  if (expr.kind !== 'AEXPR_OP' || !(isColumn(expr.lexpr) || isColumn(expr.rexpr))) return false;
   const left = operandType(expr.lexpr, target);
   const right = operandType(expr.rexpr, target);
   if (left === undefined || right === undefined || (left === UNKNOWN && right === UNKNOWN)) return false;
   // PostgreSQL takes an untyped literal to be of the other operand's type when that finds an exact match.
   return target.leakproof(operator, left === UNKNOWN ? right : left, right === UNKNOWN ? left : right);
+}
+
+/**
+ * `column [NOT] IN (constants)`: when every constant is untyped or of the column's type, their
+ * common type is the column's and each comparison its exact `operator(type, type)`.
+ */
+function leakproofIn(operator: string, expr: Node, target: PushdownTarget): boolean {
+  const type = isColumn(expr.lexpr) ? operandType(expr.lexpr, target) : undefined;
+  const list = isObject(expr.rexpr) && isObject(expr.rexpr.List) && Array.isArray(expr.rexpr.List.items) ? (expr.rexpr.List.items as unknown[]) : [];
+  if (type === undefined || list.length === 0) return false;
+  return list.every((item) => !isColumn(item) && [UNKNOWN, type].includes(operandType(item, target) ?? -1)) && target.leakproof(operator, type, type);
 }
 
 /** A copy of the conjunct with each column reference qualified by the stand-in's table name. */

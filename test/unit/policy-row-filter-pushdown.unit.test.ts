@@ -28,6 +28,7 @@ const rows: [string, string][] = [
   leakproof('=', INT4, INT8),
   leakproof('<', INT4, INT4),
   leakproof('=', TEXT, TEXT),
+  leakproof('<>', TEXT, TEXT),
 ];
 const catalog = catalogFromRows(rows);
 const shadowed = catalogFromRows([...rows, ['o', JSON.stringify(['=', ['app']])]]);
@@ -63,6 +64,8 @@ describe('conjuncts copied in before the filter', () => {
     ['NOT of a leakproof comparison', 'SELECT id FROM orders WHERE NOT id = 4', `SELECT id FROM ${fenced('NOT (orders.id = 4)')} AS orders WHERE NOT (id = 4)`],
     ['an inner join’s ON and the WHERE, by qualified names only', 'SELECT c.id FROM customers c JOIN orders o ON o.id = 5 AND c.id = o.id WHERE o.note = \'x\' AND name = \'y\'',
       `SELECT c.id FROM customers AS c JOIN ${fenced("orders.id = 5 AND orders.note = 'x'")} AS o ON o.id = 5 AND c.id = o.id WHERE o.note = 'x' AND name = 'y'`],
+    ['IN and NOT IN lists of constants of the column’s type or untyped', "SELECT id FROM orders WHERE id IN (1, 2) AND note NOT IN ('a', NULL)",
+      `SELECT id FROM ${fenced("orders.id IN (1, 2) AND orders.note NOT IN ('a', NULL)")} AS orders WHERE id IN (1, 2) AND note NOT IN ('a', NULL)`],
     ['a column of the same relation on both sides', 'SELECT id FROM orders WHERE id = tenant_id', `SELECT id FROM ${fenced('orders.id = orders.tenant_id')} AS orders WHERE id = tenant_id`],
   ];
   for (const [what, sql, expected] of CASES) it(what, () => expect(runsAs(sql)).toBe(expected));
@@ -76,6 +79,9 @@ describe('conjuncts that stay outside the fence only', () => {
     ['a division', 'SELECT id FROM orders WHERE 100 / (id - 777) > 0'],
     ['a function call', "SELECT id FROM orders WHERE lower(note) = 'x'"],
     ['a cast', 'SELECT id FROM orders WHERE id = 5::int4'],
+    ['an IN list with a constant of another type (the column would be cast to the common type)', "SELECT id FROM orders WHERE note IN ('a', 1)"],
+    ['an IN list naming another column', 'SELECT id FROM orders WHERE id IN (1, tenant_id)'],
+    ['an IN list whose operator is not leakproof for the type', 'SELECT id FROM orders WHERE total IN (1, 2)'],
     ['a parameter, whose declared type the decision does not know', 'SELECT id FROM orders WHERE id = $1'],
     ['a subquery', 'SELECT id FROM orders WHERE id = (SELECT 1)'],
     ['IN over a subquery', 'SELECT id FROM orders WHERE id IN (SELECT id FROM customers)'],
