@@ -150,7 +150,9 @@ export function scopeConjuncts(stmt: Node, path: Path): ScopeConjuncts {
       at = at.slice(0, -2);
       continue;
     }
-    if (typeof slot !== 'number' || at[at.length - 2] !== 'fromClause' || at[at.length - 3] !== 'SelectStmt') return { conjuncts, soleItem: false };
+    // A SELECT's FROM list, the SELECT standing alone or as an arm of a set operation (a join's larg holds a FROM item, never a FROM list).
+    const owner = at[at.length - 3];
+    if (typeof slot !== 'number' || at[at.length - 2] !== 'fromClause' || (owner !== 'SelectStmt' && owner !== 'larg' && owner !== 'rarg')) return { conjuncts, soleItem: false };
     const select = getAt(stmt, at.slice(0, -2));
     if (!isObject(select)) return { conjuncts, soleItem: false };
     const from = Array.isArray(select.fromClause) ? select.fromClause : [];

@@ -66,6 +66,8 @@ describe('conjuncts copied in before the filter', () => {
       `SELECT c.id FROM customers AS c JOIN ${fenced("orders.id = 5 AND orders.note = 'x'")} AS o ON o.id = 5 AND c.id = o.id WHERE o.note = 'x' AND name = 'y'`],
     ['IN and NOT IN lists of constants of the column’s type or untyped', "SELECT id FROM orders WHERE id IN (1, 2) AND note NOT IN ('a', NULL)",
       `SELECT id FROM ${fenced("orders.id IN (1, 2) AND orders.note NOT IN ('a', NULL)")} AS orders WHERE id IN (1, 2) AND note NOT IN ('a', NULL)`],
+    ['each arm of a set operation, its own WHERE', 'SELECT id FROM orders WHERE id = 5 UNION SELECT id FROM orders WHERE id = 6',
+      `SELECT id FROM ${fenced('orders.id = 5')} AS orders WHERE id = 5 UNION SELECT id FROM ${fenced('orders.id = 6')} AS orders WHERE id = 6`],
     ['a column of the same relation on both sides', 'SELECT id FROM orders WHERE id = tenant_id', `SELECT id FROM ${fenced('orders.id = orders.tenant_id')} AS orders WHERE id = tenant_id`],
   ];
   for (const [what, sql, expected] of CASES) it(what, () => expect(runsAs(sql)).toBe(expected));
@@ -91,6 +93,8 @@ describe('conjuncts that stay outside the fence only', () => {
     ['the preserved side of a LEFT JOIN: its ON', 'SELECT o.id FROM orders o LEFT JOIN customers c ON o.id = 5'],
     ['inside a FULL JOIN', 'SELECT o.id FROM orders o FULL JOIN customers c ON c.id = o.id WHERE o.id = 5'],
     ['the table by its name while it has an alias', 'SELECT id FROM orders o, customers c WHERE orders.id = 5'],
+    ['a comparison with an outer query’s column (EXISTS)', 'SELECT 1 FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.id = c.id)'],
+    ['a correlated reference in a LATERAL subquery', 'SELECT * FROM customers c, LATERAL (SELECT * FROM orders WHERE id = c.id) s'],
     ['a system column', 'SELECT id FROM orders WHERE ctid = \'(0,1)\''],
     ['a column alias list (names the catalog does not know)', 'SELECT * FROM orders AS x(a, b) WHERE x.a = 5'],
   ];
