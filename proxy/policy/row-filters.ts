@@ -5,6 +5,7 @@ import { descendants } from './inheritance.js';
 import { sameTree } from './mask.js';
 import { qualified, type RelationName } from './names.js';
 import { parseStatements } from './parser.js';
+import { pushableConjuncts, scopeConjuncts } from './row-filter-pushdown.js';
 import { functionCheck, INSUFFICIENT_PRIVILEGE, type PolicyRules, type Refusal } from './rules.js';
 import type { UpstreamCatalog } from './upstream-catalog.js';
 
@@ -247,8 +248,32 @@ function replaceableFromItem(path: readonly (string | number)[]): boolean {
   return typeof slot === 'number' || slot === 'larg' || slot === 'rarg';
 }
 
-/** The edit that makes a read of `table` read its filtered rows: `orders o` becomes `(SELECT * FROM ONLY public.orders WHERE ... OFFSET 0) o`. */
-function standIn(use: { path: readonly (string | number)[] }, table: RelationName, filter: ParsedFilter, values: SessionValues): TreeEdit {
+/** The leakproof conjuncts of the statement's own that bound the FROM item at `path`, copied for its stand-in (row-filter-pushdown.ts). */
+function pushedDown(stmt: Node, path: readonly (string | number)[], table: RelationName, policy: PolicyRules, catalog: UpstreamCatalog | undefined): Node[] {
+  const rangeVar = getAt(stmt, path);
+  const relation = catalog?.relation(table);
+  if (!isObject(rangeVar) || !relation || catalog?.leakproofOperator === undefined) return [];
+  const alias = isObject(rangeVar.alias) ? rangeVar.alias : undefined;
+  // Column aliases rename the table's columns: what the statement's names bind to is not what the catalog says.
+  if (alias !== undefined && Array.isArray(alias.colnames)) return [];
+  const scope = scopeConjuncts(stmt, path);
+  return pushableConjuncts(scope.conjuncts, {
+    rangeName: typeof alias?.aliasname === 'string' ? alias.aliasname : table.name,
+    innerName: table.name,
+    columns: relation.columns,
+    masked: new Set(relation.columns.filter((column) => policy.masked_columns[`${qualified(table)}.${column}`] !== undefined)),
+    types: relation.columnTypes,
+    soleItem: scope.soleItem,
+    leakproof: (name, left, right) => catalog.leakproofOperator!(name, left, right),
+  });
+}
+
+/**
+ * The edit that makes a read of `table` read its filtered rows: `orders o` becomes
+ * `(SELECT * FROM ONLY public.orders WHERE <filter> AND <pushed> OFFSET 0) o`, `pushed` the
+ * statement's leakproof conjuncts on it (each stays in the statement too).
+ */
+function standIn(use: { path: readonly (string | number)[] }, table: RelationName, filter: ParsedFilter, values: SessionValues, pushed: readonly Node[]): TreeEdit {
   const name = table.name;
   return {
     path: use.path.slice(0, -1),
@@ -259,10 +284,12 @@ function standIn(use: { path: readonly (string | number)[] }, table: RelationNam
       // OFFSET 0 keeps the subquery from being pulled up into the statement and its quals from
       // being pushed down into it: otherwise the planner orders the statement's own WHERE before a
       // costlier filter, and an error it raises on a filtered row (1/(id - 777)) tells of that row.
+      // Only leakproof conjuncts are copied in, after the filter, so that indexes still serve them.
       const subquery = parseStatements(`${standInText(table, 'true')} OFFSET 0`);
       if (!subquery.ok) return `the row filter of ${qualified(table)} does not parse`;
       const stmt = subquery.statements[0]!.stmt;
-      (stmt.SelectStmt as Node).whereClause = qualify(filter.predicate, name, values);
+      const predicate = qualify(filter.predicate, name, values);
+      (stmt.SelectStmt as Node).whereClause = pushed.length === 0 ? predicate : { BoolExpr: { boolop: 'AND_EXPR', args: [...andArgs(predicate), ...pushed] } };
       const alias = isObject(rangeVar.alias) ? rangeVar.alias : { aliasname: name };
       delete node.RangeVar;
       node.RangeSubselect = { subquery: stmt, alias };
@@ -362,7 +389,7 @@ export function rowFilterEdits(analysis: StatementAnalysis, policy: PolicyRules,
     if (!path || path[path.length - 1] !== 'RangeVar' || !replaceableFromItem(path)) {
       return refuse('row_filters.unsupported', `${name} has a row filter and is read here where the gateway cannot filter it (rule row_filters.unsupported); read it in a FROM clause.`, [name]);
     }
-    edits.push(standIn({ path }, table, filter, values));
+    edits.push(standIn({ path }, table, filter, values, pushedDown(analysis.stmt, path, table, policy, catalog)));
   }
   // EXPLAIN would print the predicate the agent may not see.
   if (tables.size > 0 && analysis.kind === 'explain') {

@@ -40,6 +40,8 @@ export interface CatalogRelation {
    * which it names no column. Absent: every column of each of viewReads.
    */
   readonly viewColumns?: readonly { readonly table: RelationName; readonly column: string }[];
+  /** Each column's type oid, in the order of columns; absent when the catalog did not say. */
+  readonly columnTypes?: readonly number[];
 }
 
 export interface UpstreamCatalog {
@@ -50,4 +52,9 @@ export interface UpstreamCatalog {
   functionSchemas(name: string): readonly string[];
   /** Schemas other than pg_catalog that define an operator named `name`. */
   operatorSchemas(name: string): readonly string[];
+  /**
+   * Whether pg_catalog has an operator `name` taking exactly these type oids whose function is
+   * leakproof (pg_proc.proleakproof); absent or unknown: not leakproof.
+   */
+  leakproofOperator?(name: string, left: number, right: number): boolean;
 }

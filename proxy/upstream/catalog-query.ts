@@ -14,10 +14,11 @@ import { cacheableBuiltin } from '../cache/cacheable.js';
  * stored query tree, which names every function, operator, aggregate, window function and sampling
  * method it runs: the catalog records no dependency on a built-in), whether row-level security
  * policies apply to reads of it, the other members of its partition tree (ancestors and partitions),
- * its columns typed as a relation's rows, and the columns a view's definition names (`*` for a
+ * its columns typed as a relation's rows, the columns a view's definition names (`*` for a
  * relation it reads whole: a whole-row Var, `:varattno 0` in its stored query tree, or no column
- * named); and for each function and operator name, the schemas
- * other than pg_catalog that define one.
+ * named) and its columns' type oids; for each function and operator name, the schemas
+ * other than pg_catalog that define one; and the pg_catalog operators whose function is leakproof,
+ * by name and operand type oids.
  * One row per item, each a JSON array: a row stays small whatever the size of the catalog, and
  * the rows' order is fixed, so the same catalog always reads as the same text.
  */
@@ -66,7 +67,9 @@ export const CATALOG_SQL = `select k, v from (
         join pg_catalog.pg_depend d on d.objid = w.oid
           left join pg_catalog.pg_attribute ua on ua.attrelid = d.refobjid and ua.attnum = d.refobjsubid
         where d.classid = 'pg_catalog.pg_rewrite'::pg_catalog.regclass and d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass and d.refobjid <> c.oid) used
-      join pg_catalog.pg_class uc on uc.oid = used.refobjid join pg_catalog.pg_namespace un on un.oid = uc.relnamespace), '[]'))::text as v
+      join pg_catalog.pg_class uc on uc.oid = used.refobjid join pg_catalog.pg_namespace un on un.oid = uc.relnamespace), '[]'),
+    coalesce((select pg_catalog.json_agg(a.atttypid::pg_catalog.int8 order by a.attnum) from pg_catalog.pg_attribute a
+      where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped), '[]'))::text as v
   from pg_catalog.pg_class c join pg_catalog.pg_namespace n on n.oid = c.relnamespace
   where c.relkind in ('r', 'p', 'v', 'm', 'f') and n.nspname <> 'pg_toast' and n.nspname !~ '^pg_(toast_)?temp_'
   union all
@@ -77,6 +80,10 @@ export const CATALOG_SQL = `select k, v from (
   select 'o', pg_catalog.json_build_array(o.oprname, pg_catalog.json_agg(distinct n.nspname order by n.nspname))::text
   from pg_catalog.pg_operator o join pg_catalog.pg_namespace n on n.oid = o.oprnamespace
   where n.nspname <> 'pg_catalog' group by o.oprname
+  union all
+  select 'l', pg_catalog.json_build_array(o.oprname, o.oprleft::pg_catalog.int8, o.oprright::pg_catalog.int8)::text
+  from pg_catalog.pg_operator o join pg_catalog.pg_proc p on p.oid = o.oprcode
+  where o.oprnamespace = 'pg_catalog'::pg_catalog.regnamespace and p.proleakproof
 ) items order by k collate "C", v collate "C"`;
 
 /**
@@ -96,6 +103,7 @@ export class CatalogShapeError extends Error {
 }
 
 const key = (schema: string, name: string): string => `${schema}\u0000${name}`;
+const operatorKey = (name: string, left: number, right: number): string => `${name}\u0000${left}\u0000${right}`;
 
 function strings(value: unknown, what: string): string[] {
   if (!Array.isArray(value) || !value.every((item) => typeof item === 'string')) throw new CatalogShapeError(`${what} is not a list of names`);
@@ -124,6 +132,7 @@ class Snapshot implements UpstreamCatalog {
     private readonly relations: ReadonlyMap<string, CatalogRelation>,
     private readonly functions: ReadonlyMap<string, readonly string[]>,
     private readonly operators: ReadonlyMap<string, readonly string[]>,
+    private readonly leakproof: ReadonlySet<string>,
   ) {}
 
   relation(name: RelationName): CatalogRelation | undefined {
@@ -137,6 +146,11 @@ class Snapshot implements UpstreamCatalog {
   operatorSchemas(name: string): readonly string[] {
     return this.operators.get(name) ?? [];
   }
+
+  leakproofOperator(name: string, left: number, right: number): boolean {
+    // An operator of the same name elsewhere on the search path could be the one PostgreSQL picks.
+    return this.operatorSchemas(name).length === 0 && this.leakproof.has(operatorKey(name, left, right));
+  }
 }
 
 /**
@@ -149,6 +163,7 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
   const relations = new Map<string, CatalogRelation>();
   const functions = new Map<string, readonly string[]>();
   const operators = new Map<string, readonly string[]>();
+  const leakproof = new Set<string>();
   for (const [kind, text] of rows) {
     if (typeof kind !== 'string' || typeof text !== 'string') throw new CatalogShapeError('a catalog row without its kind or value');
     hash.update(kind).update('\u0000').update(text).update('\n');
@@ -160,7 +175,7 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
     }
     if (!Array.isArray(item)) throw new CatalogShapeError('a catalog row that is not a list');
     if (kind === 'r') {
-      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, viewCalls, rowSecurity, partitionTree, rowColumns, viewColumns] = item as unknown[];
+      const [schema, name, relkind, columns, inheritors, reach, runsCode, viewReads, viewCalls, rowSecurity, partitionTree, rowColumns, viewColumns, columnTypes] = item as unknown[];
       const relationKind = KINDS[String(relkind)];
       if (typeof schema !== 'string' || typeof name !== 'string' || !relationKind) throw new CatalogShapeError('a relation row without schema, name or kind');
       if (!Array.isArray(inheritors)) throw new CatalogShapeError(`the inheritors of ${schema}.${name} are not a list`);
@@ -170,6 +185,7 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
       if (!Array.isArray(partitionTree)) throw new CatalogShapeError(`the partition tree of ${schema}.${name} is not a list`);
       if (!Array.isArray(rowColumns)) throw new CatalogShapeError(`the row-typed columns of ${schema}.${name} are not a list`);
       if (viewColumns !== undefined && !Array.isArray(viewColumns)) throw new CatalogShapeError(`the columns ${schema}.${name} reads are not a list`);
+      if (columnTypes !== undefined && !(Array.isArray(columnTypes) && columnTypes.every(Number.isInteger))) throw new CatalogShapeError(`the column types of ${schema}.${name} are not a list of oids`);
       relations.set(key(schema, name), {
         kind: relationKind,
         columns: strings(columns, `the columns of ${schema}.${name}`),
@@ -185,12 +201,17 @@ export function catalogFromRows(rows: readonly (readonly (string | null)[])[]): 
         }),
         readsRunCode: rowSecurity || viewCalls.some((call) => !cacheableCall(strings(call, `a function ${schema}.${name} calls`))),
         ...(viewColumns === undefined ? {} : { viewColumns: viewColumns.map((triple) => tableColumn(triple, `a column ${schema}.${name} reads`)) }),
+        ...(columnTypes === undefined ? {} : { columnTypes: columnTypes as number[] }),
       });
     } else if (kind === 'f' || kind === 'o') {
       const [name, schemas] = item as unknown[];
       if (typeof name !== 'string') throw new CatalogShapeError('a function or operator row without its name');
       (kind === 'f' ? functions : operators).set(name, strings(schemas, `the schemas of ${name}`).sort());
+    } else if (kind === 'l') {
+      const [name, left, right] = item as unknown[];
+      if (typeof name !== 'string' || !Number.isInteger(left) || !Number.isInteger(right)) throw new CatalogShapeError('a leakproof operator row without its name and operand types');
+      leakproof.add(operatorKey(name, left as number, right as number));
     } else throw new CatalogShapeError(`a catalog row of unknown kind ${JSON.stringify(kind)}`);
   }
-  return new Snapshot(hash.digest('hex').slice(0, 32), relations, functions, operators);
+  return new Snapshot(hash.digest('hex').slice(0, 32), relations, functions, operators, leakproof);
 }

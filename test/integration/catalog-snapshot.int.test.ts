@@ -92,16 +92,16 @@ describe('the catalog snapshot', () => {
       const lease = await snapshots.lease(handleAs(owner()));
       const catalog = lease.current();
       if (isUnavailable(catalog)) throw new Error(catalog.unavailable);
-      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
-      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'parent' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case'], inheritors: [{ schema: 'public', name: 'child' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [], columnTypes: [23, 25] });
+      expect(catalog.relation({ schema: 'public', name: 'child' })).toEqual({ kind: 'table', columns: ['id', 'Mixed Case', 'extra'], inheritors: [{ schema: 'public', name: 'grandchild' }], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [], columnTypes: [23, 25, 23] });
       // Partitions are not inheritors: they count as the partitioned table.
       // ... but a write to one reaches the other.
-      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [{ schema: 'public', name: 'events_2020' }], rowColumns: [], viewColumns: [] });
+      expect(catalog.relation({ schema: 'public', name: 'events' })).toEqual({ kind: 'partitioned', columns: ['id', 'at'], inheritors: [], writesReach: [{ schema: 'public', name: 'events_2020' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [{ schema: 'public', name: 'events_2020' }], rowColumns: [], viewColumns: [], columnTypes: [23, 1082] });
       expect(catalog.relation({ schema: 'public', name: 'events_2020' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'events' }], partitionTree: [{ schema: 'public', name: 'events' }] });
       // A foreign key that cascades from a table is reached by its writes; one with no action is not. A trigger runs code.
       expect(catalog.relation({ schema: 'public', name: 'accounts' })).toMatchObject({ writesReach: [{ schema: 'public', name: 'entries' }], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
       expect(catalog.relation({ schema: 'public', name: 'entries' })).toMatchObject({ writesReach: [], writesRunCode: true, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
-      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [] });
+      expect(catalog.relation({ schema: 'odd.schema', name: 'a.b' })).toEqual({ kind: 'table', columns: ['x'], inheritors: [], writesReach: [], writesRunCode: false, viewReads: [], readsRunCode: false, partitionTree: [], rowColumns: [], viewColumns: [], columnTypes: [23] });
       const parent = { schema: 'public', name: 'parent' };
       expect(catalog.relation({ schema: 'public', name: 'v' })).toMatchObject({ kind: 'view', viewReads: [{ schema: 'public', name: 'parent' }] });
       expect(catalog.relation({ schema: 'public', name: 'mv' })).toMatchObject({ kind: 'matview', viewReads: [{ schema: 'public', name: 'v' }] });
@@ -123,6 +123,9 @@ describe('the catalog snapshot', () => {
       expect(catalog.functionSchemas('upper')).toEqual([]);
       expect(catalog.operatorSchemas('===')).toEqual(['public']);
       expect(catalog.operatorSchemas('=')).toEqual([]);
+      // pg_proc.proleakproof through pg_operator.oprcode, by exact operand types: int4eq and texteq are, numeric_eq is not; an operator name defined outside pg_catalog never is.
+      expect([catalog.leakproofOperator?.('=', 23, 23), catalog.leakproofOperator?.('=', 25, 25), catalog.leakproofOperator?.('=', 1700, 1700), catalog.leakproofOperator?.('=', 23, 1700)]).toEqual([true, true, false, false]);
+      expect(catalog.leakproofOperator?.('===', 23, 23)).toBe(false);
       lease.release();
     } finally {
       snapshots.close();
