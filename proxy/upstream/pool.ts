@@ -79,9 +79,9 @@ interface Parked {
 }
 
 /**
- * Past this many entries per parked connection (and a few more), the stack of parkings keeps only
- * the last entry of each connection still parked: each park adds one, and a connection unparked or
- * reclaimed (not through takeUp) leaves its entry behind.
+ * Past this many entries per parked connection (and a few more), the stack of parkings is rid of
+ * those no longer parked: each park adds one, and a connection taken up by its own holder or
+ * reclaimed leaves its entry behind.
  */
 const PARKINGS_PER_PARKED = 4;
 const PARKINGS_SLACK = 16;
@@ -243,7 +243,7 @@ export class UpstreamPool {
     if (this.#closed || this.#waiters.length > 0 || !this.#inUse.has(connection) || !this.#reusable(connection)) return false;
     this.#parked.set(connection, { reclaim: holder.reclaim, adopt: holder.adopt, since: Date.now() });
     this.#parkings.push(connection);
-    if (this.#parkings.length > PARKINGS_PER_PARKED * this.#parked.size + PARKINGS_SLACK) this.#compactParkings();
+    if (this.#parkings.length > PARKINGS_PER_PARKED * this.#parked.size + PARKINGS_SLACK) this.#parkings = this.#parkings.filter((parked) => this.#parked.has(parked));
     if (!this.#parkSweep && this.#config.idle_timeout_ms > 0) {
       const every = Math.max(250, Math.min(this.#config.idle_timeout_ms / 2, 30_000));
       this.#parkSweep = setInterval(() => this.#sweepParked(), every).unref();
@@ -270,7 +270,6 @@ export class UpstreamPool {
     const theirs = last === undefined || last === mine ? undefined : this.#parked.get(last);
     const adopt = theirs?.adopt;
     if (!theirs || !adopt || last === undefined) {
-      if (last === mine) this.#parkings.pop();
       this.#parked.delete(mine);
       return mine;
     }
@@ -284,19 +283,6 @@ export class UpstreamPool {
     theirs.reclaim();
     adopt(mine);
     return last;
-  }
-
-  /** Keeps, in order, the last entry of each connection still parked. */
-  #compactParkings(): void {
-    const seen = new Set<UpstreamConnection>();
-    const kept: UpstreamConnection[] = [];
-    for (let at = this.#parkings.length - 1; at >= 0; at--) {
-      const connection = this.#parkings[at]!;
-      if (seen.has(connection) || !this.#parked.has(connection)) continue;
-      seen.add(connection);
-      kept.push(connection);
-    }
-    this.#parkings = kept.reverse();
   }
 
   /** The connection on top of the parkings that is still parked; the entries above it are dropped. */
