@@ -29,7 +29,7 @@ export class UpstreamAccess {
     const { upstream } = host;
     this.reads.place(upstream, audited !== undefined);
     if (upstream.server) {
-      upstream.takeUp();
+      upstream.unpark();
       return work();
     }
     // A change to the database (password, host, pool settings) closed the pool this session started on.

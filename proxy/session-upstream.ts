@@ -4,14 +4,12 @@ import { BackendScanner } from './protocol/backend.js';
 import type { SessionStatements } from './session-statements.js';
 import { cancelAbandoned } from './upstream/cancel.js';
 import type { UpstreamConnection } from './upstream/connection.js';
-import type { ParkHolder } from './upstream/pool.js';
 import type { UpstreamHandle } from './upstreams.js';
 
 /**
  * The upstream a session holds: the database's pool it draws from, the connection it has (if any)
  * with the scanner of what that connection sends, and whether that connection is parked (lent to
- * the pool between transactions). When and for what a connection is taken up is the session's;
- * which parked connection it takes up is the pool's (UpstreamPool.takeUp).
+ * the pool between transactions). When and for what a connection is taken up is the session's.
  */
 export class UpstreamHold {
   handle: UpstreamHandle | undefined;
@@ -25,16 +23,12 @@ export class UpstreamHold {
     private readonly receiver: Receiver,
     /** The unnamed statement is known prepared only on a connection held since its Parse. */
     private readonly statements: SessionStatements,
-    /** Hears of each connection taken up (the session's flow control may have to hold it). */
-    private readonly tookUp: (server: UpstreamConnection) => void,
   ) {}
 
   use(server: UpstreamConnection): void {
     this.server = server;
     this.scanner = new BackendScanner();
-    this.statements.unnamedOn = undefined;
     server.inlet.receive(this.receiver);
-    this.tookUp(server);
   }
 
   detach(): UpstreamConnection | undefined {
@@ -54,7 +48,7 @@ export class UpstreamHold {
   handBack(): void {
     const handle = this.handle;
     if (!this.server || handle?.database.pool_config.mode !== 'transaction') return;
-    if (handle.pool.park(this.server, this.holder)) {
+    if (handle.pool.park(this.server, this.reclaim)) {
       this.parked = true;
       return;
     }
@@ -62,16 +56,10 @@ export class UpstreamHold {
     if (server) void handle.pool.release(server, { reset: false });
   }
 
-  /** The pool takes the parked upstream back for another session, or gives it another parked one in exchange. */
-  private readonly holder: ParkHolder = {
-    reclaim: () => {
-      this.parked = false;
-      this.detach();
-    },
-    adopt: (server) => {
-      this.use(server);
-      this.parked = true;
-    },
+  /** The pool takes the parked upstream back for another session. */
+  private readonly reclaim = (): void => {
+    this.parked = false;
+    this.detach();
   };
 
   /** Draws from another pool from now on; a parked upstream goes back to its own pool first. Only while no upstream is held but a parked one. */
@@ -82,15 +70,6 @@ export class UpstreamHold {
       if (server) void this.handle!.pool.release(server, { reset: false });
     }
     this.handle = handle;
-  }
-
-  /** Takes a parked upstream up to run a statement: the pool's choice of the parked ones (UpstreamPool.takeUp). */
-  takeUp(): void {
-    if (!this.parked) return;
-    this.parked = false;
-    const server = this.handle!.pool.takeUp(this.server!);
-    // Adopted by the holder it was traded with: the connection now receives for that session.
-    if (server && server !== this.server) this.use(server);
   }
 
   /** Takes the parked upstream up again before using it. */

@@ -121,7 +121,7 @@ export class Session implements SessionHost {
     this.id = `${context.identity.proxyId}.${context.identity.bootEpoch}.${++sessionCounter}`;
     this.client = client;
     this.socket = client.socket;
-    this.upstream = new UpstreamHold(this.serverReceiver, this.statements, (server) => this.flow.tookUp(server));
+    this.upstream = new UpstreamHold(this.serverReceiver, this.statements);
     this.clientAddress = normalAddress(peer ?? client.socket.remoteAddress ?? '');
     this.audit = new SessionAudit(context, this.id, this.clientAddress);
     this.framer = new FrontendFramer({ maxMessageBytes: context.maxMessageBytes });
@@ -313,6 +313,7 @@ export class Session implements SessionHost {
 
   useServer(server: UpstreamConnection): void {
     this.upstream.use(server);
+    this.flow.tookUp(server);
   }
 
   private readonly serverReceiver: Receiver = {

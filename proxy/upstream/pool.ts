@@ -4,9 +4,7 @@
  * session with DISCARD ALL, and idle connections beyond min_connections close after
  * idle_timeout_ms. A holder between transactions may park its connection instead of releasing it:
  * it keeps using it at no cost while nobody else needs it, and the pool reclaims it the moment
- * an acquirer would otherwise wait. A holder taking its parked connection up again gets the one
- * parked last instead, its holder taking the other in exchange: the work goes to as few upstream
- * backends as it needs, each run often. An acquirer may name an owner (a credential): one owner holds
+ * an acquirer would otherwise wait. An acquirer may name an owner (a credential): one owner holds
  * at most perCredentialLimit connections (parked ones included), and its acquirers beyond that wait
  * for its own connections while other owners' acquirers are served.
  */
@@ -61,30 +59,11 @@ interface Waiter {
   cleanup(): void;
 }
 
-/** Who holds a parked connection, and what the pool may do with it. */
-export interface ParkHolder {
+interface Parked {
   /** Detaches the holder from the connection, synchronously; the connection is the pool's again. */
   readonly reclaim: () => void;
-  /**
-   * Gives the holder another parked connection in place of the one taken from it (reclaim ran
-   * first), synchronously; absent when the holder cannot take another (see takeUp).
-   */
-  readonly adopt?: (connection: UpstreamConnection) => void;
-}
-
-interface Parked {
-  readonly reclaim: () => void;
-  readonly adopt: ((connection: UpstreamConnection) => void) | undefined;
   readonly since: number;
 }
-
-/**
- * Past this many entries per parked connection (and a few more), the stack of parkings is rid of
- * those no longer parked: each park adds one, and a connection taken up by its own holder or
- * reclaimed leaves its entry behind.
- */
-const PARKINGS_PER_PARKED = 4;
-const PARKINGS_SLACK = 16;
 
 interface Idle {
   readonly connection: UpstreamConnection;
@@ -146,8 +125,6 @@ export class UpstreamPool {
   readonly #inUse = new Set<UpstreamConnection>();
   /** In use but reclaimable, oldest first (a Map keeps insertion order). */
   readonly #parked = new Map<UpstreamConnection, Parked>();
-  /** The connections in the order they were parked, last on top; entries of ones no longer parked are skipped when met. */
-  #parkings: UpstreamConnection[] = [];
   #parkSweep: NodeJS.Timeout | undefined;
   readonly #waiters: Waiter[] = [];
   /** Waiters a connection is being opened for: their deadline still holds. */
@@ -234,16 +211,13 @@ export class UpstreamPool {
 
   /**
    * Lends a connection that is in use back to the pool without detaching it: the holder may take
-   * it up again with `unpark`, or `takeUp` the one parked last, while the pool has not reclaimed
-   * it; a holder that can `adopt` may be handed another in exchange meanwhile. Refused (false) while acquirers
+   * it up again with `unpark` while the pool has not reclaimed it. Refused (false) while acquirers
    * wait, so that they are served by a plain release instead. The holder vouches, as for release,
    * that the connection is at a ReadyForQuery with status I.
    */
-  park(connection: UpstreamConnection, holder: ParkHolder): boolean {
+  park(connection: UpstreamConnection, reclaim: () => void): boolean {
     if (this.#closed || this.#waiters.length > 0 || !this.#inUse.has(connection) || !this.#reusable(connection)) return false;
-    this.#parked.set(connection, { reclaim: holder.reclaim, adopt: holder.adopt, since: Date.now() });
-    this.#parkings.push(connection);
-    if (this.#parkings.length > PARKINGS_PER_PARKED * this.#parked.size + PARKINGS_SLACK) this.#parkings = this.#parkings.filter((parked) => this.#parked.has(parked));
+    this.#parked.set(connection, { reclaim, since: Date.now() });
     if (!this.#parkSweep && this.#config.idle_timeout_ms > 0) {
       const every = Math.max(250, Math.min(this.#config.idle_timeout_ms / 2, 30_000));
       this.#parkSweep = setInterval(() => this.#sweepParked(), every).unref();
@@ -254,44 +228,6 @@ export class UpstreamPool {
   /** Takes a parked connection up again; false when the pool reclaimed it meanwhile (the reclaim callback ran). */
   unpark(connection: UpstreamConnection): boolean {
     return this.#parked.delete(connection);
-  }
-
-  /**
-   * Takes up a connection for the holder of the parked `mine`: the connection parked last, whose
-   * holder adopts `mine` in exchange (parked as it was, its owner's), or `mine` itself when it was
-   * parked last, or no other holder can adopt. The upstream backend that ran last is the likeliest
-   * still in the CPU's caches; sessions each keeping their own spread the work over every backend,
-   * each idle between statements. Undefined when `mine` is no longer parked.
-   */
-  takeUp(mine: UpstreamConnection): UpstreamConnection | undefined {
-    const own = this.#parked.get(mine);
-    if (!own) return undefined;
-    const last = this.#lastParked();
-    const theirs = last === undefined || last === mine ? undefined : this.#parked.get(last);
-    const adopt = theirs?.adopt;
-    if (!theirs || !adopt || last === undefined) {
-      this.#parked.delete(mine);
-      return mine;
-    }
-    this.#parkings.pop();
-    this.#parked.delete(last);
-    // Set on a key it holds, the Map keeps `mine` where it was in the oldest-first order.
-    this.#parked.set(mine, { reclaim: theirs.reclaim, adopt, since: own.since });
-    const ownerOfMine = this.#ownerOf.get(mine);
-    this.#setOwner(mine, this.#ownerOf.get(last));
-    this.#setOwner(last, ownerOfMine);
-    theirs.reclaim();
-    adopt(mine);
-    return last;
-  }
-
-  /** The connection on top of the parkings that is still parked; the entries above it are dropped. */
-  #lastParked(): UpstreamConnection | undefined {
-    for (let top = this.#parkings.at(-1); top !== undefined; top = this.#parkings.at(-1)) {
-      if (this.#parked.has(top)) return top;
-      this.#parkings.pop();
-    }
-    return undefined;
   }
 
   /**
@@ -354,7 +290,6 @@ export class UpstreamPool {
       sockets.push(connection.socket);
     }
     this.#parked.clear();
-    this.#parkings = [];
     for (const idle of this.#idle.splice(0)) {
       this.#unidle(idle);
       idle.connection.close();
@@ -430,12 +365,6 @@ export class UpstreamPool {
     if (owner === undefined) return;
     this.#held.set(owner, (this.#held.get(owner) ?? 0) + 1);
     if (connection) this.#ownerOf.set(connection, owner);
-  }
-
-  /** Records whose a connection is now, counts unchanged: the one it was traded for went the other way. */
-  #setOwner(connection: UpstreamConnection, owner: string | undefined): void {
-    if (owner === undefined) this.#ownerOf.delete(connection);
-    else this.#ownerOf.set(connection, owner);
   }
 
   #disown(connection: UpstreamConnection): void {

@@ -94,7 +94,7 @@ describe('UpstreamPool owners', () => {
     const held = await pool.acquire({ owner: 'a' });
     await pool.release(idle, { reset: false });
     const reclaimed: string[] = [];
-    expect(pool.park(held, { reclaim: () => reclaimed.push('a') })).toBe(true);
+    expect(pool.park(held, () => reclaimed.push('a'))).toBe(true);
     expect(pool.heldBy('a')).toBe(1);
     const again = pool.tryAcquire('a');
     expect(again).toBe(held);
@@ -104,56 +104,10 @@ describe('UpstreamPool owners', () => {
     await pool.release(again!, { reset: false });
   });
 
-  it('takes up the connection parked last, its holder adopting the one traded for it, each owner keeping its count', async () => {
-    const pool = poolOf({});
-    const mine = await pool.acquire({ owner: 'a' });
-    const theirs = await pool.acquire({ owner: 'b' });
-    const heard: string[] = [];
-    let adopted: UpstreamConnection | undefined;
-    pool.park(mine, { reclaim: () => heard.push('a reclaimed'), adopt: () => heard.push('a adopted') });
-    pool.park(theirs, {
-      reclaim: () => heard.push('b reclaimed'),
-      adopt: (connection) => {
-        heard.push(`b adopted ${connection === mine ? 'mine' : 'another'}`);
-        adopted = connection;
-      },
-    });
-    expect(pool.takeUp(mine)).toBe(theirs);
-    expect(heard).toEqual(['b reclaimed', 'b adopted mine']);
-    expect(adopted).toBe(mine);
-    expect(pool.stats()).toMatchObject({ idle: 1, inUse: 1 });
-    // The traded connection is parked as b's now: b takes it up, nothing is traded (it is the only one parked).
-    expect(pool.unpark(theirs)).toBe(false);
-    expect(pool.takeUp(mine)).toBe(mine);
-    expect(heard).toHaveLength(2);
-    // Each owner still holds one, and gives back the one it holds now.
-    expect([pool.heldBy('a'), pool.heldBy('b')]).toEqual([1, 1]);
-    await pool.release(theirs, { reset: false });
-    expect([pool.heldBy('a'), pool.heldBy('b')]).toEqual([0, 1]);
-    await pool.release(mine, { reset: false });
-    expect(pool.heldBy('b')).toBe(0);
-  });
-
-  it('takes up its own parked connection when it was parked last, or when the one parked last cannot be traded', async () => {
-    const pool = poolOf({});
-    const [first, second, third] = [await pool.acquire(), await pool.acquire(), await pool.acquire()];
-    const reclaimed: string[] = [];
-    pool.park(first!, { reclaim: () => reclaimed.push('first'), adopt: () => reclaimed.push('first adopted') });
-    pool.park(second!, { reclaim: () => reclaimed.push('second'), adopt: () => reclaimed.push('second adopted') });
-    expect(pool.takeUp(second!)).toBe(second);
-    // A holder without adopt keeps its connection until the pool reclaims it.
-    pool.park(third!, { reclaim: () => reclaimed.push('third') });
-    expect(pool.takeUp(first!)).toBe(first);
-    // Taken up, it is no longer parked: taking it up again gives nothing.
-    expect(pool.takeUp(first!)).toBeUndefined();
-    expect(reclaimed).toEqual([]);
-    for (const connection of [first!, second!, third!]) await pool.release(connection, { reset: false });
-  });
-
   it("moves a parked connection taken by another owner to that owner's count", async () => {
     const pool = poolOf({ max_connections: 1 });
     const held: UpstreamConnection = await pool.acquire({ owner: 'a' });
-    pool.park(held, { reclaim: () => undefined });
+    pool.park(held, () => undefined);
     const taken = pool.tryAcquire('b');
     expect(taken).toBe(held);
     expect([pool.heldBy('a'), pool.heldBy('b')]).toEqual([0, 1]);

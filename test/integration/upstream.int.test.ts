@@ -510,11 +510,11 @@ describe('UpstreamPool', () => {
     try {
       const [a, b] = await Promise.all([pool.acquire(), pool.acquire()]);
       const reclaimed: string[] = [];
-      expect(pool.park(a!, { reclaim: () => reclaimed.push('a') })).toBe(true);
-      expect(pool.park(b!, { reclaim: () => reclaimed.push('b') })).toBe(true);
+      expect(pool.park(a!, () => reclaimed.push('a'))).toBe(true);
+      expect(pool.park(b!, () => reclaimed.push('b'))).toBe(true);
       expect(pool.stats()).toEqual({ size: 2, idle: 2, inUse: 0, waiting: 0 });
       expect(pool.unpark(b!)).toBe(true);
-      expect(pool.park(b!, { reclaim: () => reclaimed.push('b') })).toBe(true);
+      expect(pool.park(b!, () => reclaimed.push('b'))).toBe(true);
 
       const taken = pool.tryAcquire();
       expect(taken?.id).toBe(a!.id);
@@ -528,7 +528,7 @@ describe('UpstreamPool', () => {
       expect(pool.stats()).toEqual({ size: 2, idle: 0, inUse: 2, waiting: 0 });
 
       const third = pool.acquire();
-      expect(pool.park(taken!, { reclaim: () => reclaimed.push('never') })).toBe(false);
+      expect(pool.park(taken!, () => reclaimed.push('never'))).toBe(false);
       await pool.release(taken!, { reset: false });
       expect((await third).id).toBe(a!.id);
       expect(reclaimed).toEqual(['a', 'b']);
@@ -549,8 +549,8 @@ describe('UpstreamPool', () => {
         (connection.id % 2 === 0 ? kept : refused).push(connection);
         if (refused.length > 1 || kept.length > 1) await pool.release((refused.length > 1 ? refused : kept).pop()!, { reset: false });
       }
-      expect(pool.park(refused[0]!, { reclaim: () => undefined })).toBe(false);
-      expect(pool.park(kept[0]!, { reclaim: () => undefined })).toBe(true);
+      expect(pool.park(refused[0]!, () => undefined)).toBe(false);
+      expect(pool.park(kept[0]!, () => undefined)).toBe(true);
       await pool.release(refused[0]!, { reset: false });
       await until(() => refused[0]!.socket.destroyed, 'the refused connection closed');
       expect(pool.stats()).toEqual({ size: 1, idle: 1, inUse: 0, waiting: 0 });
@@ -586,14 +586,14 @@ describe('UpstreamPool', () => {
     const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig({ max_connections: 2, min_connections: 1, idle_timeout_ms: 300 }));
     const connection = await pool.acquire();
     let reclaims = 0;
-    pool.park(connection, { reclaim: () => reclaims++ });
+    pool.park(connection, () => reclaims++);
     await until(() => reclaims === 1, 'the parked connection to be reclaimed');
     expect(pool.unpark(connection)).toBe(false);
     expect(pool.stats()).toEqual({ size: 1, idle: 1, inUse: 0, waiting: 0 });
 
     const again = await pool.acquire();
     expect(again.id).toBe(connection.id);
-    pool.park(again, { reclaim: () => reclaims++ });
+    pool.park(again, () => reclaims++);
     await pool.close();
     expect(reclaims).toBe(2);
     expect(again.socket.destroyed).toBe(true);
