@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { auditProjection, auditStream, type AuditEventPayload } from '../../projections/audit.js';
-import type { ProjectionTx } from '../../projections/projection.js';
+import { recordingTx } from '../support/recording-tx.js';
 import type { HmacKeyring } from '../../src/audit/chain.js';
 import { createCheckpointer } from '../../src/audit/checkpointer.js';
 import { PreparedEntries } from '../../src/audit/prepared-entries.js';
@@ -80,18 +80,7 @@ async function pipelineBytes(keyring: HmacKeyring): Promise<unknown[]> {
     out.push(record?.size, record?.root);
   }
   for (const handed of [memo, undefined]) {
-    const sent: unknown[] = [];
-    const tx: ProjectionTx = {
-      query: async (sql, values) => {
-        sent.push(sql, values);
-        return { rows: [], rowCount: 0, command: '', oid: 0, fields: [] };
-      },
-      table: (name) => `rm.${name}`,
-      copyIn: async (name, columns, rows) => {
-        sent.push(name, columns, rows.toString('utf8'));
-        return 0;
-      },
-    };
+    const { tx, sent } = recordingTx();
     await (await auditProjection(keyring, handed).prepare!(all))(tx);
     out.push(sent);
   }

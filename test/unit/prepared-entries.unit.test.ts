@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { auditProjection, auditStream, prepareStreamEvents } from '../../projections/audit.js';
-import type { ProjectionTx } from '../../projections/projection.js';
+import { recordingTx } from '../support/recording-tx.js';
 import type { HmacKeyring } from '../../src/audit/chain.js';
 import { PreparedEntries } from '../../src/audit/prepared-entries.js';
 import { StatementDecided } from '../../src/events/audit.js';
@@ -30,18 +30,7 @@ function handOver(memo: PreparedEntries, handed: ReturnType<typeof appended>['ha
 
 /** Every statement, parameter and copied row the audit projection sends for `events`, as text (-0 and 0 are both written 0). */
 async function writes(events: readonly RecordedEvent[], keyring: HmacKeyring, memo?: PreparedEntries): Promise<string> {
-  const sent: unknown[] = [];
-  const tx: ProjectionTx = {
-    query: async (sql, values) => {
-      sent.push(sql, values);
-      return { rows: [], rowCount: 0, command: '', oid: 0, fields: [] };
-    },
-    table: (name) => `rm.${name}`,
-    copyIn: async (name, columns, rows) => {
-      sent.push(name, columns, rows.toString('utf8'));
-      return 0;
-    },
-  };
+  const { tx, sent } = recordingTx();
   await (await auditProjection(keyring, memo).prepare!(events))(tx);
   return JSON.stringify(sent);
 }
