@@ -11,6 +11,7 @@
  * Each is provisioned through its CLI and HTTP API, and names its processes for the CPU figures.
  */
 import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +21,7 @@ import pg from 'pg';
 import { generateAnchorKey } from '../../src/crypto/checkpoint.js';
 import { freePort } from '../support/free-port.js';
 import { PIPELINE_NODE_OPTIONS } from '../../src/workers/worker-process.js';
-import { processes, provision, startPgward, stateUrlOf, workerPid, type Login, type PgwardProcess, type Provisioned, type Upstream } from '../support/pgward-process.js';
+import { processes, provision, startPgward, stateUrlOf, type Login, type ProcessInfo, type PgwardProcess, type Provisioned, type Upstream } from '../support/pgward-process.js';
 import { REALISTIC_POLICY } from './proxy-gateway.js';
 import type { Teardown } from './proxy-servers.js';
 
@@ -29,7 +30,11 @@ export type DeploymentName = (typeof DEPLOYMENTS)[number];
 
 /** The open credential's policy, and the realistic one: read-only, an allowlist, two masked columns, a row cap. */
 /** PGWARD_BENCH_CACHE=off registers the database with its result cache off (the default cache_config has it on). */
-const BENCH_DATABASE_SETTINGS = process.env.PGWARD_BENCH_CACHE === 'off' ? { cache_config: { enabled: false, ttl_seconds: 60, max_entries: 10_000, swr_seconds: 30 } } : {};
+/** PGWARD_BENCH_DATABASE_SETTINGS: more of the database's registration, as JSON (e.g. `{"pool_config": {...}}`). */
+const BENCH_DATABASE_SETTINGS = {
+  ...(process.env.PGWARD_BENCH_CACHE === 'off' ? { cache_config: { enabled: false, ttl_seconds: 60, max_entries: 10_000, swr_seconds: 30 } } : {}),
+  ...(JSON.parse(process.env.PGWARD_BENCH_DATABASE_SETTINGS ?? '{}') as Record<string, unknown>),
+};
 
 export const POLICIES = {
   open: { allowed_tables: ['public.*'] },
@@ -65,10 +70,37 @@ export function backendsOf(admin: pg.Client, database: string): () => Promise<nu
   return async () => (await admin.query<{ pid: number }>('select pid from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [database])).rows.map((row) => row.pid);
 }
 
+/**
+ * The processes `pid` forked, from /proc/<pid>/task/<tid>/children: the meter reads its groups every
+ * 250 ms, and serve's groups found their pids in four scans of all of /proc, 23 ms of the bench's CPU
+ * a sample (~9 % of a core, taken from pgward's runs only); reading the children takes 0.8 ms.
+ */
+function childPids(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((task) => readFileSync(`/proc/${pid}/task/${task}/children`, 'utf8').split(' ').filter((word) => word !== '').map(Number));
+  } catch {
+    return [];
+  }
+}
+
+/** The processes `pid` forked, with their command lines. */
+function childrenOf(pid: number): ProcessInfo[] {
+  return childPids(pid).flatMap((child) => {
+    try {
+      return [{ pid: child, ppid: pid, cmdline: readFileSync(`/proc/${child}/cmdline`, 'utf8').replaceAll('\0', ' ').trim() }];
+    } catch {
+      return [];
+    }
+  });
+}
+
 /** A postmaster and every process it forked. */
 function clusterOf(postmaster: number): number[] {
-  return [postmaster, ...processes().filter((p) => p.ppid === postmaster).map((p) => p.pid)];
+  return [postmaster, ...childPids(postmaster)];
 }
+
+/** PGWARD_BENCH_NODE_OPTIONS: node options for every pgward process (serve's workers inherit them), e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`. */
+const EXTRA_NODE_OPTIONS = (process.env.PGWARD_BENCH_NODE_OPTIONS ?? '').split(/\s+/).filter((option) => option !== '');
 
 function baseEnv(): NodeJS.ProcessEnv {
   const { PGWARD_STATE_URL: _s, EVENTSTORE_URL: _e, NATS_URL: _n, PGWARD_MASTER_KEY: _k, ...rest } = process.env;
@@ -101,12 +133,12 @@ export async function startServe(upstream: Upstream, admin: pg.Client, teardown:
   const dir = await scratchDir(teardown);
   const [httpPort, proxyPort, pgPort] = [await freePort(), await freePort(), await freePort()];
   const env = { ...baseEnv(), PGWARD_DATA_DIR: join(dir, '.pgward'), PGWARD_HTTP_PORT: String(httpPort), PGWARD_PROXY_PORT: String(proxyPort), PGWARD_EMBEDDED_PG_PORT: String(pgPort) };
-  const running = await startPgward(['serve'], env, httpPort);
+  const running = await startPgward(['serve'], env, httpPort, EXTRA_NODE_OPTIONS);
   stopOnTeardown(teardown, running, 'pgward serve');
   const serverPid = running.child.pid!;
   const { provisioned: p, logins } = await provisioned(running, env, upstream);
-  const postmaster = (): number | undefined => processes().find((q) => q.ppid === serverPid && / -D \S+\/\.pgward\/pg /.test(q.cmdline))?.pid;
-  const worker = (name: string) => async () => [workerPid(serverPid, name)].filter((pid): pid is number => pid !== undefined);
+  const postmaster = (): number | undefined => childrenOf(serverPid).find((q) => / -D \S+\/\.pgward\/pg /.test(q.cmdline))?.pid;
+  const worker = (name: string) => async () => childrenOf(serverPid).filter((q) => q.cmdline.includes(`pgward.js worker ${name} `)).map((q) => q.pid);
   return {
     name: 'serve',
     proxyPort,
@@ -163,14 +195,15 @@ export async function startSplit(upstream: Upstream, admin: pg.Client, natsUrl: 
   // The pipeline process started as docs/operations.md says, with the options of `pgward serve`'s pipeline worker.
   for (const [group, nodeOptions] of [[['ingest', 'projector'], PIPELINE_NODE_OPTIONS], [['api'], []], [['proxy'], []]] as const) {
     const httpPort = await freePort();
-    const running = await startPgward(['serve', ...group.flatMap((role) => ['--role', role])], { ...env, PGWARD_HTTP_PORT: String(httpPort) }, httpPort, nodeOptions);
+    const running = await startPgward(['serve', ...group.flatMap((role) => ['--role', role])], { ...env, PGWARD_HTTP_PORT: String(httpPort) }, httpPort, [...nodeOptions, ...EXTRA_NODE_OPTIONS]);
     stopOnTeardown(teardown, running, `pgward serve --role ${group.join(' --role ')}`);
     roles[group.join('+')] = running;
   }
   const { provisioned: p, logins } = await provisioned(roles.api!, env, upstream);
   const pidOf = (role: string) => async () => [roles[role]!.child.pid!];
   // The bus's server, when it runs on this machine (shared with whatever else uses it meanwhile).
-  const natsServer = async () => processes().filter((q) => /(^|\/)nats-server( |$)/.test(q.cmdline)).map((q) => q.pid);
+  const natsPids = processes().filter((q) => /(^|\/)nats-server( |$)/.test(q.cmdline)).map((q) => q.pid);
+  const natsServer = async () => natsPids;
   return {
     name: 'split',
     proxyPort,

@@ -17,7 +17,8 @@
  *
  * Settings (for quick runs): PGWARD_BENCH_SECONDS (per run, 5), PGWARD_BENCH_WARMUP_SECONDS (3),
  * PGWARD_BENCH_ROUNDS (3), PGWARD_BENCH_MODES (simple,extended,prepared,cache-hits,cache-mixed), PGWARD_BENCH_CLIENTS
- * (1,10,50), PGWARD_BENCH_DEPLOYMENTS (serve,split), NATS_URL (nats://127.0.0.1:4222).
+ * (1,10,50), PGWARD_BENCH_DEPLOYMENTS (serve,split), NATS_URL (nats://127.0.0.1:4222), PGWARD_BENCH_NODE_OPTIONS
+ * (node options of every pgward process, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` for a profile of each).
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
