@@ -38,11 +38,16 @@ type ContextParts = Pick<KeyParts, 'databaseId' | 'upstream' | 'policyId' | 'pol
  * itself, not a digest of it: a Map hashes a string faster than SHA-256 runs, and equal keys
  * cannot collide.
  */
-export function cacheKey(parts: KeyParts): string {
-  return `${contextId(parts)}${statementKey(parts)}${wireKey(parts)}`;
+export function cacheKey(context: ContextParts, statement: StatementParts, wire: WireParts = NO_WIRE): string {
+  return `${contextId(context)}${statementKey(statement)}${wireKey(wire)}`;
 }
 
+/** What the statement's decision fixes of a key (an allowed decision holds these parts). */
 type StatementParts = Pick<KeyParts, 'sql' | 'maskedColumns' | 'rowFiltered'>;
+/** What the wire (a Bind, or the MCP call) fixes of a key. */
+type WireParts = Pick<KeyParts, 'paramTypes' | 'paramFormats' | 'params' | 'resultFormats' | 'maxRows'>;
+
+const NO_WIRE: WireParts = {};
 
 /** The statement parts of the last key, and their encoding: a session runs one statement again and again. */
 let lastStatement: (StatementParts & { readonly encoded: string }) | undefined;
@@ -57,7 +62,7 @@ function statementKey(parts: StatementParts): string {
 }
 
 /** The encoding of what the wire (or the MCP call) carries beside the statement: parameters, their formats and types, result formats, a row cut. */
-function wireKey(parts: KeyParts): string {
+function wireKey(parts: WireParts): string {
   let key = `${numbers(parts.paramTypes)}${numbers(parts.paramFormats)}${numbers(parts.resultFormats)}`;
   const params = parts.params ?? [];
   key += `${params.length}:`;
