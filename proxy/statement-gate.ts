@@ -9,6 +9,7 @@ import type { Allowed, StatementRefusal } from './session-audit.js';
 import type { Protocol, SessionHost } from './session-host.js';
 import { RELATION_UNKNOWN } from './policy/known-relations.js';
 import { decideWithCatalog } from './upstream/catalog-snapshot.js';
+import { LastAllowed } from './last-decision.js';
 
 /**
  * A session's policy gate: every statement's decision on its database's catalog snapshot, the
@@ -17,6 +18,11 @@ import { decideWithCatalog } from './upstream/catalog-snapshot.js';
  * catalog, a read may go to a replica) is noted here as it is decided.
  */
 export class StatementGate {
+  private readonly lastAllowed = new LastAllowed();
+  private readonly hashKeyFailed = (error: unknown): void => {
+    this.host.context.logger.warn({ err: error, session: this.host.id }, 'could not read the project’s hash key; statements a hash mask applies to are refused until it is at hand');
+  };
+
   constructor(
     private readonly host: SessionHost,
     private readonly reads: SessionReads,
@@ -81,7 +87,9 @@ export class StatementGate {
   /** The policy's decision on `sql` for this session, on its database's catalog snapshot. */
   decideOn(sql: string, credential: CredentialRow, policy: PolicyRow | undefined, protocol: Protocol): StatementDecision {
     const { host } = this;
-    return decideWithCatalog(sql, { credential, policy, protocol, honeytokens: host.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: host.sessionValues, sandboxed: host.upstream.handle?.branchId !== undefined }, host.catalog!.current());
+    const inputs = { credential, policy, protocol, honeytokens: host.context.honeytokens, hashKey: this.hashKeyOf(policy), sessionValues: host.sessionValues, sandboxed: host.upstream.handle?.branchId !== undefined };
+    const catalog = host.catalog!.current();
+    return this.lastAllowed.of(sql, inputs, catalog) ?? this.lastAllowed.keep(sql, inputs, catalog, decideWithCatalog(sql, inputs, catalog));
   }
 
   /**
@@ -115,7 +123,6 @@ export class StatementGate {
 
   /** The project's hash key for a decision under `policy`, when the policy needs it and it is at hand. */
   private hashKeyOf(policy: PolicyRow | undefined): HashKey | undefined {
-    const { context } = this.host;
-    return context.hashKeys.forPolicy(policy, (error) => context.logger.warn({ err: error, session: this.host.id }, 'could not read the project’s hash key; statements a hash mask applies to are refused until it is at hand'));
+    return this.host.context.hashKeys.forPolicy(policy, this.hashKeyFailed);
   }
 }

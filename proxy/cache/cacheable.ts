@@ -40,7 +40,8 @@ export interface CacheSituation {
  */
 export function uncacheable(sql: string, decision: Allowed, situation: CacheSituation): Uncacheable | undefined {
   if (!decision.readsOnly || decision.statementCount !== 1) return 'not_a_read';
-  if (NO_CACHE_HINT.test(sql)) return 'hint';
+  // Only a text with a block comment can hold the hint: most have none, and are not scanned by the expression.
+  if (sql.includes('/*') && NO_CACHE_HINT.test(sql)) return 'hint';
   if (situation.inTransaction) return 'in_transaction';
   if (situation.pinned || decision.changesSession) return 'session_state';
   // A view among what it reads calls code whose reads are not followed, or whose result varies (reach.ts).

@@ -38,17 +38,31 @@ type ContextParts = Pick<KeyParts, 'databaseId' | 'upstream' | 'policyId' | 'pol
  * itself, not a digest of it: a Map hashes a string faster than SHA-256 runs, and equal keys
  * cannot collide.
  */
-export function cacheKey(parts: KeyParts): string {
-  return `${contextId(parts)}${statementKey(parts)}${wireKey(parts)}`;
+export function cacheKey(context: ContextParts, statement: StatementParts, wire: WireParts = NO_WIRE): string {
+  return `${contextId(context)}${statementKey(statement)}${wireKey(wire)}`;
 }
 
+/** What the statement's decision fixes of a key (an allowed decision holds these parts). */
+type StatementParts = Pick<KeyParts, 'sql' | 'maskedColumns' | 'rowFiltered'>;
+/** What the wire (a Bind, or the MCP call) fixes of a key. */
+type WireParts = Pick<KeyParts, 'paramTypes' | 'paramFormats' | 'params' | 'resultFormats' | 'maxRows'>;
+
+const NO_WIRE: WireParts = {};
+
+/** The statement parts of the last key, and their encoding: a session runs one statement again and again. */
+let lastStatement: (StatementParts & { readonly encoded: string }) | undefined;
+
 /** The encoding of what the statement's decision fixes: the text the gateway runs and what the policy shows of it. */
-function statementKey(parts: Pick<KeyParts, 'sql' | 'maskedColumns' | 'rowFiltered'>): string {
-  return `${text(parts.sql)}${texts(parts.maskedColumns)}${texts(parts.rowFiltered)}`;
+function statementKey(parts: StatementParts): string {
+  const last = lastStatement;
+  if (last?.sql === parts.sql && last.maskedColumns === parts.maskedColumns && last.rowFiltered === parts.rowFiltered) return last.encoded;
+  const encoded = `${text(parts.sql)}${texts(parts.maskedColumns)}${texts(parts.rowFiltered)}`;
+  lastStatement = { sql: parts.sql, maskedColumns: parts.maskedColumns, rowFiltered: parts.rowFiltered, encoded };
+  return encoded;
 }
 
 /** The encoding of what the wire (or the MCP call) carries beside the statement: parameters, their formats and types, result formats, a row cut. */
-function wireKey(parts: KeyParts): string {
+function wireKey(parts: WireParts): string {
   let key = `${numbers(parts.paramTypes)}${numbers(parts.paramFormats)}${numbers(parts.resultFormats)}`;
   const params = parts.params ?? [];
   key += `${params.length}:`;
@@ -121,4 +135,8 @@ function texts(values: readonly string[]): string {
   return encoded;
 }
 
-const numbers = (values: readonly number[] | undefined): string => `${values?.join(',') ?? ''};`;
+/** A list of numbers joined by commas, then `;`; none or one (what a Bind mostly carries) without a join. */
+function numbers(values: readonly number[] | undefined): string {
+  if (values === undefined || values.length === 0) return ';';
+  return values.length === 1 ? `${values[0]};` : `${values.join(',')};`;
+}

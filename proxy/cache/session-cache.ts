@@ -216,24 +216,15 @@ function namesSession(filters: Readonly<Record<string, string>> | undefined): bo
 
 /** The cache key of a lookup (key.ts): the session values count only when the policy's row filters name them. */
 export function lookupKey(lookup: Omit<CacheLookup, keyof CacheSituation | 'sql' | 'rule'>): string {
-  const { decision, policy, wire } = lookup;
-  return cacheKey(
-    {
-      databaseId: lookup.databaseId,
-      upstream: lookup.upstream,
-      policyId: policy.policy_id,
-      policyRevision: policy.revision,
-      catalogVersion: lookup.catalogVersion,
-      protocol: lookup.protocol,
-      sql: decision.sql,
-      maskedColumns: decision.maskedColumns,
-      rowFiltered: decision.rowFiltered,
-      sessionValues: namesSession(policy.row_filters) ? lookup.sessionValues : undefined,
-      paramTypes: wire?.paramTypes,
-      paramFormats: wire?.paramFormats,
-      params: wire?.params,
-      resultFormats: wire?.resultFormats,
-      maxRows: wire?.maxRows,
-    },
-  );
+  const { policy } = lookup;
+  const context = {
+    databaseId: lookup.databaseId,
+    upstream: lookup.upstream,
+    policyId: policy.policy_id,
+    policyRevision: policy.revision,
+    catalogVersion: lookup.catalogVersion,
+    protocol: lookup.protocol,
+    sessionValues: namesSession(policy.row_filters) ? lookup.sessionValues : undefined,
+  };
+  return cacheKey(context, lookup.decision, lookup.wire);
 }
