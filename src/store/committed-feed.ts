@@ -47,7 +47,7 @@ export type CarriedEvent = NewEvent & { readonly decision?: unknown };
 /**
  * The events of an append as the store recorded them, or undefined when a reader could not place
  * them (see CommittedWriter.committed). Each written out member by member: a spread with members
- * added costs V8 some microseconds an object (docs/benchmarks.md, session 16).
+ * added costs V8 some microseconds an object (docs/benchmarks.md, branch `pipecpu3`).
  */
 export function recordedBatch(streamPrefix: string, stream: string, firstRevision: number, events: readonly CarriedEvent[], result: AppendResult): RecordedEvent[] | undefined {
   if (result.categoryBefore === undefined || result.duplicate || events.length === 0 || !stream.startsWith(streamPrefix)) return undefined;
