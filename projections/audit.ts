@@ -1,6 +1,6 @@
 import { setImmediate } from 'node:timers/promises';
-import { linkEntry, prepareEntry, type ChainTip, type HmacKeyring, type PreparedEntry } from '../src/audit/chain.js';
-import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntry, type AuditEntryContent } from '../src/audit/entry.js';
+import { linkEntry, prepareOwnEntry, type ChainTip, type HmacKeyring, type PreparedEntry } from '../src/audit/chain.js';
+import { entryFromDecision, entryFromGap, GAP_MARKER, type AuditEntry, type UnchainedEntry } from '../src/audit/entry.js';
 import type { PreparedEntries } from '../src/audit/prepared-entries.js';
 import { storedDecision } from '../src/audit/stored-decision.js';
 import { AuditGapRecorded, isDecisionType, type DecisionRecord } from '../src/events/audit.js';
@@ -57,7 +57,7 @@ export interface AuditEventPayload extends Pick<RecordedEvent, 'type' | 'data'> 
 }
 
 /** The entry of an audit event at `revision` of its stream; undefined for other events. */
-export function entryOf(event: AuditEventPayload, revision: number): AuditEntryContent | undefined {
+export function entryOf(event: AuditEventPayload, revision: number): UnchainedEntry | undefined {
   const seq = revision + 1;
   if (isDecisionType(event.type)) return entryFromDecision(event.decision ?? storedDecision(event.type, event.data), seq);
   if (event.type === AuditGapRecorded.type) return entryFromGap(decodeData(AuditGapRecorded, event), seq);
@@ -80,13 +80,10 @@ const PREPARE_SLICE = 100;
 function prepareEvents(events: readonly RecordedEvent[], keyring: HmacKeyring, handed?: PreparedEntries): Prepared[] {
   const out: Prepared[] = [];
   for (const event of events) {
-    const prepared = handed?.take(event, keyring);
-    if (prepared) {
-      out.push({ ...prepared, event });
-      continue;
-    }
-    const content = entryOf(event, event.revision);
-    if (content) out.push({ ...prepareEntry(content, keyring), event });
+    const handedOn = handed?.take(event, keyring);
+    const content = handedOn ? undefined : entryOf(event, event.revision);
+    const prepared = handedOn ?? (content && prepareOwnEntry(content, keyring));
+    if (prepared) out.push({ entry: prepared.entry, text: prepared.text, key: prepared.key, event });
   }
   return out;
 }
@@ -110,16 +107,14 @@ async function tips(tx: ProjectionTx, projectIds: string[]): Promise<Map<string,
   return new Map(rows.map((row) => [row.project_id, { entry_hash: row.entry_hash, key_id: row.key_id }]));
 }
 
-function linkPrepared(prepared: readonly Prepared[], tips: Map<string, ChainTip>): Chained[] {
-  return prepared.map((item) => {
-    const entry = linkEntry(tips.get(item.entry.project_id), item, item.entry.project_id);
-    tips.set(entry.project_id, { entry_hash: entry.entry_hash, key_id: entry.key_id });
-    return { entry, event: item.event };
-  });
+/** Links the prepared entries in place; each project's tip becomes its last entry. */
+function linkPrepared(prepared: readonly Prepared[], tips: Map<string, ChainTip>): readonly Chained[] {
+  for (const item of prepared) tips.set(item.entry.project_id, linkEntry(tips.get(item.entry.project_id), item, item.entry.project_id));
+  return prepared;
 }
 
 /** Chains audit events in order onto each project's tip (updated in place): the one rule both the projection and `audit verify --from-events` use. */
-export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, ChainTip>, keyring: HmacKeyring): Chained[] {
+export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, ChainTip>, keyring: HmacKeyring): readonly Chained[] {
   return linkPrepared(prepareEvents(events, keyring), tips);
 }
 
@@ -131,7 +126,7 @@ export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, 
 export function prepareStreamEvents(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): (PreparedEntry | undefined)[] {
   return events.map((event, i) => {
     const content = entryOf(event, firstRevision + i);
-    return content && prepareEntry(content, keyring);
+    return content && prepareOwnEntry(content, keyring);
   });
 }
 

@@ -6,7 +6,7 @@
 import { parseKeyring } from '../crypto/seal.js';
 import { canonicalEntryText } from './canonical-entry.js';
 import { EntryDigests } from './entry-digests.js';
-import { genesisHash, type AuditEntry, type AuditEntryContent } from './entry.js';
+import { genesisHash, type AuditEntry, type AuditEntryContent, type UnchainedEntry } from './entry.js';
 
 /** HMAC keys for audit entries (PGWARD_AUDIT_HMAC_KEYS); without `current`, new entries are unkeyed. */
 export interface HmacKeyring {
@@ -64,17 +64,23 @@ export function leafDigestOf(prepared: PreparedEntry): string {
 
 /** Keys `entry` with the keyring's current key (none without one) and writes its canonical bytes. Throws AuditChainError 'UNKNOWN_KEY'. */
 export function prepareEntry(entry: AuditEntryContent, keyring: HmacKeyring): PreparedEntry {
-  const keyId = keyring.current ?? null;
-  const key = keyId === null ? undefined : keyring.keys.get(keyId);
-  if (keyId !== null && !key) throw new AuditChainError('UNKNOWN_KEY', `the keyring has no key ${keyId}`);
   // One object per entry: the canonical bytes leave prev_hash and entry_hash out, so linkEntry fills them in after.
   // The chain fields come first: added after a spread of 30 fields, they would turn the object into a
   // slow dictionary (about 6 µs an entry, and slower reads in canonical JSON and the insert after).
-  const prepared: AuditEntry = { key_id: keyId, prev_hash: '', entry_hash: '', ...entry };
+  const prepared: AuditEntry = { key_id: null, prev_hash: '', entry_hash: '', ...entry };
   // Again after the spread, for content that is an AuditEntry and carries its own.
-  prepared.key_id = keyId;
   prepared.prev_hash = '';
   prepared.entry_hash = '';
+  return prepareOwnEntry(prepared as UnchainedEntry, keyring);
+}
+
+/** prepareEntry of an entry as entryFromDecision and entryFromGap build it, which the caller hands over: keyed in place, not copied. */
+export function prepareOwnEntry(entry: UnchainedEntry, keyring: HmacKeyring): PreparedEntry {
+  const keyId = keyring.current ?? null;
+  const key = keyId === null ? undefined : keyring.keys.get(keyId);
+  if (keyId !== null && !key) throw new AuditChainError('UNKNOWN_KEY', `the keyring has no key ${keyId}`);
+  const prepared: AuditEntry = entry;
+  prepared.key_id = keyId;
   return { entry: prepared, text: canonicalEntryText(prepared), key };
 }
 

@@ -76,8 +76,15 @@ export const AuditLogEntry = z.strictObject({
 });
 export type AuditEntry = z.infer<typeof AuditLogEntry>;
 
-/** An entry before chaining: what entryFromDecision and entryFromGap build. */
+/** An entry before chaining. */
 export type AuditEntryContent = Omit<AuditEntry, 'key_id' | 'prev_hash' | 'entry_hash'>;
+
+/**
+ * What entryFromDecision and entryFromGap build: an entry not keyed or linked yet, its chain fields
+ * first, so that prepareOwnEntry keys it in place (chain fields added after 30 others would make it
+ * a slow dictionary).
+ */
+export type UnchainedEntry = AuditEntry & { key_id: null; prev_hash: ''; entry_hash: '' };
 
 /** The entry as its hash covers it: everything but prev_hash and entry_hash. */
 export type HashedEntryContent = Omit<AuditEntry, 'prev_hash' | 'entry_hash'>;
@@ -121,9 +128,12 @@ const isExactCount = (value: string | null): boolean => value === null || Number
  * the checkpointer at that event for good. The event keeps the decision's values exactly, and a
  * rebuild or `audit verify --from-events` makes the same marker.
  */
-export function entryFromDecision(d: DecisionRecord, seq: number): AuditEntryContent {
+export function entryFromDecision(d: DecisionRecord, seq: number): UnchainedEntry {
   if (!isExactCount(d.rows_returned) || !isExactCount(d.bytes_out) || !isExactCount(d.seq)) return markerOfDecision(d, seq);
-  const entry: AuditEntryContent = {
+  const entry: UnchainedEntry = {
+    key_id: null,
+    prev_hash: '',
+    entry_hash: '',
     id: auditEntryId(d.project_id, seq),
     project_id: d.project_id,
     seq,
@@ -163,7 +173,7 @@ export function entryFromDecision(d: DecisionRecord, seq: number): AuditEntryCon
   return entry;
 }
 
-function markerOfDecision(d: DecisionRecord, seq: number): AuditEntryContent {
+function markerOfDecision(d: DecisionRecord, seq: number): UnchainedEntry {
   const marker = entryFromGap({ project_id: d.project_id, proxy_id: d.proxy_id, boot_epoch: d.boot_epoch, from_seq: '0', to_seq: '0', count: '1', reason: COUNTER_OUT_OF_RANGE, ts: d.ts }, seq);
   const proxySeq = d.seq !== null && isExactCount(d.seq) ? Number(d.seq) : null;
   return { ...marker, gap: proxySeq === null ? null : { from_seq: proxySeq, to_seq: proxySeq, count: 1 } };
@@ -176,8 +186,11 @@ function gapOf(g: Pick<AuditGapRecorded, 'from_seq' | 'to_seq' | 'count'>): Audi
 }
 
 /** A gap marker: no credential, no statement, zero latency, written by the control plane. */
-export function entryFromGap(g: AuditGapRecorded, seq: number): AuditEntryContent {
+export function entryFromGap(g: AuditGapRecorded, seq: number): UnchainedEntry {
   return {
+    key_id: null,
+    prev_hash: '',
+    entry_hash: '',
     id: auditEntryId(g.project_id, seq),
     project_id: g.project_id,
     seq,

@@ -58,9 +58,18 @@ export function encodeEvent<S extends z.ZodType>(definition: EventDefinition<str
 
 /** encodeEvent for a payload that the definition's schema has just parsed (its output), so that it is not parsed twice. */
 export function encodeParsed<S extends z.ZodType>(definition: EventDefinition<string, S>, payload: z.output<S>, metadata: EventMetadata): NewEvent {
-  const meta = isEventMetadata(metadata) ? metadata : EventMetadata.parse(metadata);
-  const data = definition.canonical ? Buffer.from(definition.canonical(payload), 'utf8') : canonicalBytes(payload);
-  return { id: meta.event_id, type: definition.type, data, metadata: Buffer.from(canonicalMetadataText(meta), 'utf8') };
+  const meta = checkedMetadata(metadata);
+  return { id: meta.event_id, type: definition.type, data: encodePayload(definition, payload), metadata: Buffer.from(canonicalMetadataText(meta), 'utf8') };
+}
+
+/** The canonical bytes of a payload that the definition's schema has just parsed. */
+export function encodePayload<S extends z.ZodType>(definition: EventDefinition<string, S>, payload: z.output<S>): Uint8Array {
+  return definition.canonical ? Buffer.from(definition.canonical(payload), 'utf8') : canonicalBytes(payload);
+}
+
+/** `metadata` when EventMetadata accepts it; the schema's ZodError otherwise. */
+export function checkedMetadata(metadata: EventMetadata): EventMetadata {
+  return isEventMetadata(metadata) ? metadata : EventMetadata.parse(metadata);
 }
 
 export interface DecodedEvent<T extends string = string, D = unknown> {

@@ -9,10 +9,30 @@ export interface Landed<E extends NewEvent> {
   readonly result: AppendResult;
 }
 
+/** Callers' events waiting for their stream's append: those of one call settle together. */
 interface Waiter<E extends NewEvent> {
-  readonly event: E;
+  readonly events: readonly E[];
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
+}
+
+interface Pending<E extends NewEvent> {
+  readonly waiters: Waiter<E>[];
+  /** The events of the waiters. */
+  events: number;
+}
+
+/** The first `count` events of `waiter` and the rest, each a waiter of its own: the caller's promise settles once both did. */
+function split<E extends NewEvent>(waiter: Waiter<E>, count: number): [Waiter<E>, Waiter<E>] {
+  let left = 2;
+  const resolve = (): void => {
+    left -= 1;
+    if (left === 0) waiter.resolve();
+  };
+  return [
+    { events: waiter.events.slice(0, count), resolve, reject: waiter.reject },
+    { events: waiter.events.slice(count), resolve, reject: waiter.reject },
+  ];
 }
 
 /**
@@ -25,7 +45,7 @@ interface Waiter<E extends NewEvent> {
  * The events may carry more than the store keeps (E), which `committed` gets back.
  */
 export class AppendBatcher<E extends NewEvent = NewEvent> {
-  private readonly pending = new Map<string, Waiter<E>[]>();
+  private readonly pending = new Map<string, Pending<E>>();
   private readonly appending = new Set<string>();
   /** When each stream's last append started (performance.now()), and the timers of streams waiting out their linger. */
   private readonly started = new Map<string, number>();
@@ -52,10 +72,17 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
   ) {}
 
   append(stream: string, event: E): Promise<void> {
+    return this.appendAll(stream, [event]);
+  }
+
+  /** append of each of `events`, in order, settling once all of them committed: one promise for a bus message's decisions of a stream. */
+  appendAll(stream: string, events: readonly E[]): Promise<void> {
+    if (events.length === 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const waiters = this.pending.get(stream) ?? [];
-      waiters.push({ event, resolve, reject });
-      this.pending.set(stream, waiters);
+      let pending = this.pending.get(stream);
+      if (!pending) this.pending.set(stream, (pending = { waiters: [], events: 0 }));
+      pending.waiters.push({ events, resolve, reject });
+      pending.events += events.length;
       if (!this.scheduled) {
         this.scheduled = true;
         setImmediate(() => this.flush());
@@ -74,10 +101,10 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
    * (and is acknowledged, and handed on) append by append rather than all at once at its end.
    */
   private start(stream: string): void {
-    const waiters = this.pending.get(stream);
-    if (!waiters) return;
+    const pending = this.pending.get(stream);
+    if (!pending) return;
     const wait = (this.started.get(stream) ?? -Infinity) + this.lingerMs - performance.now();
-    if (wait > 0 && waiters.length < MAX_EVENTS_PER_APPEND) {
+    if (wait > 0 && pending.events < MAX_EVENTS_PER_APPEND) {
       if (!this.lingering.has(stream)) {
         const timer = setTimeout(() => {
           this.lingering.delete(stream);
@@ -90,8 +117,7 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
     clearTimeout(this.lingering.get(stream));
     this.lingering.delete(stream);
     this.started.set(stream, performance.now());
-    const taken = waiters.length > MAX_EVENTS_PER_APPEND ? waiters.splice(0, MAX_EVENTS_PER_APPEND) : waiters;
-    if (taken === waiters) this.pending.delete(stream);
+    const taken = this.take(stream, pending);
     this.appending.add(stream);
     void this.flushStream(stream, taken).finally(() => {
       this.appending.delete(stream);
@@ -99,9 +125,31 @@ export class AppendBatcher<E extends NewEvent = NewEvent> {
     });
   }
 
+  /** The stream's oldest waiters holding at most MAX_EVENTS_PER_APPEND events, the last one split when it holds more than fit. */
+  private take(stream: string, pending: Pending<E>): Waiter<E>[] {
+    if (pending.events <= MAX_EVENTS_PER_APPEND) {
+      this.pending.delete(stream);
+      return pending.waiters;
+    }
+    const { waiters } = pending;
+    let count = 0;
+    let n = 0;
+    while (count + waiters[n]!.events.length <= MAX_EVENTS_PER_APPEND) count += waiters[n++]!.events.length;
+    if (count < MAX_EVENTS_PER_APPEND) {
+      const [head, tail] = split(waiters[n]!, MAX_EVENTS_PER_APPEND - count);
+      waiters[n] = tail;
+      waiters.splice(n, 0, head);
+      n += 1;
+    }
+    pending.events -= MAX_EVENTS_PER_APPEND;
+    return waiters.splice(0, n);
+  }
+
   private async flushStream(stream: string, waiters: Waiter<E>[]): Promise<void> {
-    // A record delivered twice into one batch is one event.
-    const events = [...new Map(waiters.map((w) => [w.event.id, w.event])).values()];
+    // A record delivered twice into one batch is one event: in the place of its first delivery, as its last.
+    const byId = new Map<string, E>();
+    for (const waiter of waiters) for (const event of waiter.events) byId.set(event.id, event);
+    const events = [...byId.values()];
     this.underWay?.started();
     try {
       await this.appendChunk(stream, events);

@@ -5,7 +5,7 @@
 import type { AuditEventPayload } from '../../projections/audit.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
 import { decisionDefinition, type DecisionRecord } from '../events/audit.js';
-import { encodeParsed, type EventMetadata } from '../events/envelope.js';
+import { canonicalMetadataText, checkedMetadata, encodePayload, type EventMetadata } from '../events/envelope.js';
 import type { NewEvent } from '../store/port.js';
 
 export function eventIdFor(key: string): string {
@@ -19,11 +19,28 @@ export const decisionKey = (proxyId: string | null, bootEpoch: number | null, se
 export const ingestMetadata = (key: string, at: string): EventMetadata => ({ event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
 
 /**
- * The event of a decision the schema accepted, received at `at`, with the decision itself (for the
- * checkpointer and the projections of this process). A record of an earlier proxy release (no
- * placement) is stored as the v1 it is.
+ * The events of decisions the schema accepted, received together at `at`, each with the decision
+ * itself (for the checkpointer and the projections of this process). A record of an earlier proxy
+ * release (no placement) is stored as the v1 it is. Their metadata differ in the event id alone,
+ * always of the schema's format (derivedUuid writes it): checked once, for the first, and the
+ * others' canonical text is the first's with their own id in its place (last, in key order).
  */
-export function decisionEvent(decision: DecisionRecord, at: string): NewEvent & AuditEventPayload {
-  const metadata = ingestMetadata(decisionKey(decision.proxy_id, decision.boot_epoch, decision.seq), at);
-  return { ...encodeParsed(decisionDefinition(decision), decision, metadata), decision };
+export function decisionEvents(decisions: readonly DecisionRecord[], at: string): (NewEvent & AuditEventPayload)[] {
+  if (decisions.length === 0) return [];
+  const first = checkedMetadata(ingestMetadata(decisionKeyOf(decisions[0]!), at));
+  const text = canonicalMetadataText(first);
+  const head = text.slice(0, text.lastIndexOf(first.event_id));
+  const tail = text.slice(head.length + first.event_id.length);
+  return decisions.map((decision, i) => {
+    const id = i === 0 ? first.event_id : eventIdFor(decisionKeyOf(decision));
+    const definition = decisionDefinition(decision);
+    return { id, type: definition.type, data: encodePayload(definition, decision), metadata: Buffer.from(`${head}${id}${tail}`, 'utf8'), decision };
+  });
 }
+
+/** decisionEvents of one decision. */
+export function decisionEvent(decision: DecisionRecord, at: string): NewEvent & AuditEventPayload {
+  return decisionEvents([decision], at)[0]!;
+}
+
+const decisionKeyOf = (decision: DecisionRecord): string => decisionKey(decision.proxy_id, decision.boot_epoch, decision.seq);

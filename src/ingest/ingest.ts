@@ -16,7 +16,7 @@ import { createCheckpointer } from '../audit/checkpointer.js';
 import type { PreparedEntries } from '../audit/prepared-entries.js';
 import type { CommittedWriter } from '../store/committed-feed.js';
 import { AppendBatcher } from './batcher.js';
-import { decisionEvent, decisionKey, eventIdFor, ingestMetadata } from './decision-event.js';
+import { decisionEvents, decisionKey, eventIdFor, ingestMetadata } from './decision-event.js';
 import { HoleTracker, missingRuns, type Hole } from './holes.js';
 
 export { eventIdFor } from './decision-event.js';
@@ -201,13 +201,18 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       return 'appended';
     }
     const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map(parseStatementDecided);
-    const at = now().toISOString();
-    await Promise.all(
-      decisions.map((decision) => {
-        if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
-        return batcher.append(auditStream(decision.project_id), decisionEvent(decision, at));
-      }),
-    );
+    const events = decisionEvents(decisions, now().toISOString());
+    // One append call a stream: a message's decisions are mostly of one project.
+    const byStream = new Map<string, (NewEvent & AuditEventPayload)[]>();
+    for (let i = 0; i < decisions.length; i++) {
+      const decision = decisions[i]!;
+      if (decision.proxy_id !== null && decision.boot_epoch !== null && decision.seq !== null) holes.saw(decision.proxy_id, decision.boot_epoch, BigInt(decision.seq), decision.project_id);
+      const stream = auditStream(decision.project_id);
+      const streamEvents = byStream.get(stream);
+      if (streamEvents) streamEvents.push(events[i]!);
+      else byStream.set(stream, [events[i]!]);
+    }
+    await Promise.all(Array.from(byStream, ([stream, streamEvents]) => batcher.appendAll(stream, streamEvents)));
     return 'appended';
   };
 

@@ -11,8 +11,8 @@
  * pgward.category_heads), instead of reading the batch's events back. When the other categories
  * moved, the store is read, as without a feed.
  */
-import { CommittedFeed, recordedBatch, type CommittedWriter } from './committed-feed.js';
-import type { AppendResult, EventStore, NewEvent, RecordedEvent, SubscriptionFeed } from './port.js';
+import { CommittedFeed, recordedBatch, type CarriedEvent, type CommittedWriter } from './committed-feed.js';
+import type { AppendResult, EventStore, RecordedEvent, SubscriptionFeed } from './port.js';
 
 export class CategoryFeeds implements CommittedWriter {
   private readonly feeds: CommittedFeed[] = [];
@@ -50,7 +50,7 @@ export class CategoryFeeds implements CommittedWriter {
     for (const feed of this.feeds) feed.settled();
   }
 
-  committed<E extends NewEvent>(stream: string, firstRevision: number, events: readonly E[], result: AppendResult): void {
+  committed(stream: string, firstRevision: number, events: readonly CarriedEvent[], result: AppendResult): void {
     if (this.feeds.length === 0) return;
     const batch: readonly RecordedEvent[] | undefined = recordedBatch(this.streamPrefix, stream, firstRevision, events, result);
     if (batch) for (const feed of this.feeds) feed.hold(result.categoryBefore!, batch);

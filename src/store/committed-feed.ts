@@ -34,14 +34,36 @@ export interface CommittedWriter {
    * revision `firstRevision`. Positions must be dense (the PostgreSQL store's); a result without
    * categoryBefore hands nothing on.
    */
-  committed<E extends NewEvent>(stream: string, firstRevision: number, events: readonly E[], result: AppendResult): void;
+  committed(stream: string, firstRevision: number, events: readonly CarriedEvent[], result: AppendResult): void;
 }
 
-/** The events of an append as the store recorded them, or undefined when a reader could not place them (see CommittedWriter.committed). */
-export function recordedBatch<E extends NewEvent>(streamPrefix: string, stream: string, firstRevision: number, events: readonly E[], result: AppendResult): RecordedEvent[] | undefined {
+/**
+ * A writer's event, with what it may carry for the readers of its process beyond what the store
+ * keeps: the decision ingest encoded it from (projections/audit.ts, AuditEventPayload). A recorded
+ * event keeps `decision`; nothing else the store does not keep.
+ */
+export type CarriedEvent = NewEvent & { readonly decision?: unknown };
+
+/**
+ * The events of an append as the store recorded them, or undefined when a reader could not place
+ * them (see CommittedWriter.committed). Each written out member by member: a spread with members
+ * added costs V8 some microseconds an object (docs/benchmarks.md, branch `pipecpu3`).
+ */
+export function recordedBatch(streamPrefix: string, stream: string, firstRevision: number, events: readonly CarriedEvent[], result: AppendResult): RecordedEvent[] | undefined {
   if (result.categoryBefore === undefined || result.duplicate || events.length === 0 || !stream.startsWith(streamPrefix)) return undefined;
   const first = result.position - BigInt(events.length - 1);
-  return events.map((event, i): RecordedEvent => ({ ...event, stream, revision: firstRevision + i, position: first + BigInt(i) }));
+  return events.map(
+    (event, i): RecordedEvent & CarriedEvent => ({
+      id: event.id,
+      type: event.type,
+      data: event.data,
+      metadata: event.metadata,
+      decision: event.decision,
+      stream,
+      revision: firstRevision + i,
+      position: first + BigInt(i),
+    }),
+  );
 }
 
 export class CommittedFeed implements SubscriptionFeed, CommittedWriter {
@@ -72,7 +94,7 @@ export class CommittedFeed implements SubscriptionFeed, CommittedWriter {
     this.release();
   }
 
-  committed<E extends NewEvent>(stream: string, firstRevision: number, events: readonly E[], result: AppendResult): void {
+  committed(stream: string, firstRevision: number, events: readonly CarriedEvent[], result: AppendResult): void {
     const batch = recordedBatch(this.streamPrefix, stream, firstRevision, events, result);
     if (batch) this.hold(result.categoryBefore!, batch);
   }

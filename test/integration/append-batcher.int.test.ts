@@ -48,6 +48,29 @@ describe('AppendBatcher', () => {
     expect((await store.readStream(stream)).map((e) => e.id)).toEqual(events.map((e) => e.id));
   });
 
+  it('appends the events of calls that straddle the bound in bounded appends, in order, settling each call once all of its events committed', async () => {
+    const stream = 'audit-prj_appendbatchercalls0000000000';
+    const [d] = fc.sample(decision, { numRuns: 1, seed: 3 });
+    const events = Array.from({ length: 3 * 700 }, (_, i) =>
+      encodeEvent(StatementDecided, d!, { event_id: `00000000-0000-4000-8002-${String(i).padStart(12, '0')}`, correlation_id: 'test', actor: 'ingest', at: d!.ts }),
+    );
+    const commits: [number, number][] = [];
+    const batcher = new AppendBatcher(store, async (_stream, before, after) => {
+      commits.push([before, after]);
+    });
+    const committedWhenSettled: number[] = [];
+    const calls = [0, 1, 2].map((call) => batcher.appendAll(stream, events.slice(call * 700, (call + 1) * 700)).then(() => committedWhenSettled.push(commits.at(-1)![1])));
+    await Promise.all(calls);
+    expect(commits).toEqual([
+      [0, MAX_EVENTS_PER_APPEND],
+      [MAX_EVENTS_PER_APPEND, 2 * MAX_EVENTS_PER_APPEND],
+      [2 * MAX_EVENTS_PER_APPEND, 2_100],
+    ]);
+    // The second call's last events went in the second append, the third's in the third.
+    expect(committedWhenSettled).toEqual([MAX_EVENTS_PER_APPEND, 2 * MAX_EVENTS_PER_APPEND, 2_100]);
+    expect((await store.readStream(stream)).map((e) => e.id)).toEqual(events.map((e) => e.id));
+  });
+
   it('with a linger, an idle stream’s append starts at once and the events of the next linger share one append', async () => {
     const stream = 'audit-prj_appendbatcherlinger000000000';
     const [d] = fc.sample(decision, { numRuns: 1, seed: 2 });

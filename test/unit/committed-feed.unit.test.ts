@@ -16,6 +16,13 @@ describe('CommittedFeed', () => {
     expect(feed.size).toBe(0);
   });
 
+  it('keeps the events’ members and the decision each carries, and nothing else the store does not keep', async () => {
+    const feed = new CommittedFeed('audit-');
+    const carried = events(2).map((event, i) => ({ ...event, decision: { n: i }, extra: i }));
+    feed.committed('audit-p1', 0, carried, result(2, 2n, 0n));
+    expect(await feed.next(0n)).toStrictEqual(carried.map(({ extra: _, ...event }, i) => ({ ...event, stream: 'audit-p1', revision: i, position: BigInt(i + 1) })));
+  });
+
   it('holds nothing it cannot place: a duplicate, a result without the category’s position, another category', () => {
     const feed = new CommittedFeed('audit-');
     feed.committed('audit-p1', 0, events(2), { ...result(2, 5n, 3n), duplicate: true });
