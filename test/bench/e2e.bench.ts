@@ -114,12 +114,13 @@ function printReport(deployment: DeploymentName, results: Results<Target>, cpu: 
         // A target that cannot serve the mode (PgBouncer before 1.21 and prepared statements) has no row.
         if (cells.every((v) => Number.isNaN(v))) return [];
         const total = cells.filter((v) => !Number.isNaN(v)).reduce((a, b) => a + b, 0);
-        return [[`${mode} ${target}`, String(clients), ...cells.map((v) => (Number.isNaN(v) ? '' : number.format(v))), number.format(total)]];
+        const bench = cpu.median(mode, clients, target, 'bench');
+        return [[`${mode} ${target}`, String(clients), ...cells.map((v) => (Number.isNaN(v) ? '' : number.format(v))), number.format(total), Number.isNaN(bench) ? '' : number.format(bench)]];
       }),
     ),
   );
-  console.log(`\nCPU per transaction (µs, /proc/<pid>/stat; medians over the rounds; upstream PG = the backends of the bench database, for PgBouncer's and direct's rows too)\n`);
-  console.log(table(['run', 'c', ...groups, 'PgBouncer', 'total'], cpuRows));
+  console.log(`\nCPU per transaction (µs, /proc/<pid>/stat; medians over the rounds; upstream PG = the backends of the bench database, for PgBouncer's and direct's rows too; bench = this process, not in the total)\n`);
+  console.log(table(['run', 'c', ...groups, 'PgBouncer', 'total', 'bench'], cpuRows));
 
   const failures = results.failures(MODES, CLIENTS, TARGETS);
   if (failures.length > 0) console.log(`\nFailed runs (shown as fail above):\n${failures.join('\n')}`);
@@ -246,8 +247,9 @@ async function measure(deployment: Deployment, admin: pg.Client, direct: Endpoin
   await eachRun({ rounds: ROUNDS, modes: MODES, clients: CLIENTS, targets: TARGETS, serves }, results, signal, async ({ mode, clients, target, round, progress }) => {
     const logPrefix = clients === 1 ? join(logs, `${deployment.name}-${target}-${mode}-${round}`) : undefined;
     const through = target === 'open' || target === 'realistic';
-    const upstreamBackends = { 'upstream PG': backendsOf(admin, direct.database) };
-    const meter = new CpuMeter(through ? deployment.processes : target === 'PgBouncer' ? { PgBouncer: async () => [bouncer.pid], ...upstreamBackends } : upstreamBackends);
+    // The bench's own process too: it samples the others every 250 ms while they run.
+    const upstreamBackends = { 'upstream PG': backendsOf(admin, direct.database), bench: async () => [process.pid] };
+    const meter = new CpuMeter(through ? { ...deployment.processes, bench: upstreamBackends.bench } : target === 'PgBouncer' ? { PgBouncer: async () => [bouncer.pid], ...upstreamBackends } : upstreamBackends);
     await headroom(admin, clients);
     await meter.begin();
     const outcome = await select(pgbench, endpoints[target], { mode, clients, seconds: SECONDS, ...scriptOf(mode), ...(logPrefix ? { logPrefix } : {}) }, signal).finally(() => meter.stop());
