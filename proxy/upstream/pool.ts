@@ -45,8 +45,10 @@ export interface PoolStats {
 /** Opens a connection, up to ReadyForQuery; `signal` aborts when the pool closes. */
 export type OpenConnection = (signal: AbortSignal) => Promise<UpstreamConnection>;
 
-/** What DISCARD ALL may bring: its CommandComplete, ParameterStatus for settings it resets, notices, a late notification, an error, ReadyForQuery. */
+/** What the reset may bring: CommandComplete, ParameterStatus for settings it resets, notices, a late notification, an error, ReadyForQuery. */
 const RESET_MESSAGES = 'CSNAEZ';
+
+const RESET_QUERIES = Buffer.concat([serialize.query('SET statement_timeout = 0'), serialize.query('DISCARD ALL')]);
 
 interface Waiter {
   /** The credential it acquires for, whose connections are counted; undefined: not counted. */
@@ -539,18 +541,24 @@ export class UpstreamPool {
     return Number.isFinite(next) ? next : undefined;
   }
 
-  /** DISCARD ALL, read up to its ReadyForQuery; true when it succeeded and no transaction is open. */
+  /**
+   * DISCARD ALL, read up to its ReadyForQuery; true when it succeeded and no transaction is open.
+   * The session's own statement_timeout is lifted first, in a query of its own (DISCARD ALL cannot
+   * share a query string): a client's `SET statement_timeout = 1` would otherwise cancel the reset
+   * whenever the backend is descheduled for a millisecond, and the connection be destroyed.
+   */
   async #reset(connection: UpstreamConnection): Promise<boolean> {
     try {
       return await bounded(this.#label, this.#target.connectTimeoutMs, undefined, async (guard) => {
         guard(connection.socket);
         const reader = new MessageReader(connection.inlet, RESET_MESSAGES, this.#label);
-        connection.socket.write(serialize.query('DISCARD ALL'));
+        connection.socket.write(RESET_QUERIES);
         let failed = false;
+        let ready = 0;
         for (;;) {
           const message = await reader.next();
           if (message.name === 'error') failed = true;
-          if (message.name === 'readyForQuery') {
+          if (message.name === 'readyForQuery' && ++ready === 2) {
             reader.detach();
             return !failed && (message as ReadyForQueryMessage).status === 'I';
           }

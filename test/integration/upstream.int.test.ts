@@ -505,6 +505,26 @@ describe('UpstreamPool', () => {
     }
   });
 
+  it("resets a connection whose session set statement_timeout to 1 ms, the reset not cancelled by it", async () => {
+    const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig({ max_connections: 1 }));
+    try {
+      const connection = await pool.acquire();
+      // Dropping 300 temp tables takes DISCARD ALL far longer than a millisecond.
+      await query(connection, `do $$ begin for i in 1..300 loop execute format('create temp table pgw_slow_reset_%s (x int)', i); end loop; end $$`);
+      await query(connection, 'set statement_timeout = 1');
+      await pool.release(connection, { reset: true });
+      expect(pool.stats()).toEqual({ size: 1, idle: 1, inUse: 0, waiting: 0 });
+
+      const again = await pool.acquire();
+      expect(again.id).toBe(connection.id);
+      expect(await scalar(again, `select count(*)::text from pg_class where relname like 'pgw_slow_reset_%' and relpersistence = 't'`)).toBe('0');
+      expect(await scalar(again, 'show statement_timeout')).toBe('0');
+      await pool.release(again, { reset: false });
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('lets a holder park a connection and take it up again, and reclaims the oldest parked one at max_connections', async () => {
     const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig({ max_connections: 2 }));
     try {
