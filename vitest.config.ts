@@ -14,6 +14,9 @@ const shared = { testTimeout: 30_000, hookTimeout: 60_000 };
 
 export default defineConfig({
   test: {
+    // Vitest's default is one worker fewer than the cores: one, on the 2-core CI machine. Most files wait on
+    // processes, sockets and databases (a whole run keeps the cores about half busy), so two run side by side.
+    maxWorkers: 2,
     // Run once for the whole run (the root project's); the projects see what it provides.
     globalSetup: ['test/support/global-setup.ts'],
     reporters: ['verbose', './test/support/summary-reporter.ts'],
@@ -24,7 +27,8 @@ export default defineConfig({
       { test: { ...shared, name: 'shared', include: SHARED, exclude: OWN_PROCESS, isolate: false } },
       // A worker of their own: the end-to-end files' browsers, processes and pools do not grow the other files' heap.
       { test: { ...shared, name: 'e2e', include: [E2E], exclude: OWN_PROCESS, isolate: false } },
-      { test: { ...shared, name: 'own-process', include: OWN_PROCESS } },
+      // Last and alone (a group of its own): one of them bounds wall time, which other files' load would stretch.
+      { test: { ...shared, name: 'own-process', include: OWN_PROCESS, sequence: { groupOrder: 1 } } },
       // Any other test file gets a fresh process, as every file used to.
       { test: { ...shared, name: 'isolated', include: ['test/**/*.test.ts'], exclude: [UNIT, E2E, ...SHARED, 'test/bench/**', 'node_modules/**'] } },
     ],

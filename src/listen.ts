@@ -1,3 +1,5 @@
+import { createServer } from 'node:net';
+
 /** A listener that could not bind: one line naming the address and the setting that chose it. */
 export class ListenError extends Error {
   override readonly name = 'ListenError';
@@ -25,4 +27,12 @@ export async function listenOn<T>(variable: string, host: string, port: number, 
     if (reason) throw new ListenError(variable, `${host}:${port}`, reason);
     throw error;
   }
+}
+
+/** Binds `host:port` and lets it go again: a taken port fails as listenOn's ListenError would. Port 0 (any free port) is never taken. */
+export async function ensureFree(variable: string, host: string, port: number): Promise<void> {
+  if (port === 0) return;
+  const probe = createServer();
+  await listenOn(variable, host, port, () => new Promise<void>((resolve, reject) => probe.once('error', reject).listen({ host, port }, resolve)));
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
 }

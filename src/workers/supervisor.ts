@@ -21,6 +21,7 @@ import type { Config } from '../config.js';
 import { loadKeyring } from '../control-plane.js';
 import type { PartState } from '../http/app.js';
 import type { Logger } from '../logger.js';
+import { ensureFree } from '../listen.js';
 import { generatedFile, openBus, serve, type Running } from '../main.js';
 import { openStateDatabase } from '../state.js';
 import type { Channel } from './channel.js';
@@ -52,6 +53,10 @@ export async function superviseServe(config: Config, logger: Logger, options: Wo
     for (const step of cleanup.reverse()) await step().catch((error: unknown) => logger.error({ err: error }, 'shutdown step failed'));
   };
   try {
+    // A taken port ends the start before anything starts: found only once the workers ran, their stop had to wait for them.
+    for (const [variable, port] of [['PGWARD_PROXY_PORT', config.PGWARD_PROXY_PORT], ['PGWARD_HTTP_PORT', config.PGWARD_HTTP_PORT]] as const) {
+      await ensureFree(variable, config.PGWARD_LISTEN_HOST, port);
+    }
     const state = await openStateDatabase(config, { reuseRunning: false, logger });
     cleanup.push(() => state.close());
     logger.info({ state: state.source }, 'state database ready');

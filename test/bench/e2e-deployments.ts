@@ -23,6 +23,7 @@ import { freePort } from '../support/free-port.js';
 import { PIPELINE_NODE_OPTIONS } from '../../src/workers/worker-process.js';
 import { processes, provision, startPgward, stateUrlOf, type Login, type ProcessInfo, type PgwardProcess, type Provisioned, type Upstream } from '../support/pgward-process.js';
 import { REALISTIC_POLICY } from './proxy-gateway.js';
+import { initialize, type Endpoint } from './proxy-pgbench.js';
 import type { Teardown } from './proxy-servers.js';
 
 export const DEPLOYMENTS = ['serve', 'split'] as const;
@@ -63,6 +64,33 @@ function withDatabase(url: string, database: string): string {
   const parsed = new URL(url);
   parsed.pathname = `/${database}`;
   return parsed.toString();
+}
+
+/** The upstream of a bench: a fresh database of the machine's PostgreSQL, filled by `pgbench -i -s <scale>`, dropped at teardown. */
+export interface BenchUpstream {
+  /** A connection to the machine's PostgreSQL (database postgres), closed at teardown. */
+  readonly admin: pg.Client;
+  /** pgbench's login to it, straight. */
+  readonly direct: Endpoint;
+  /** What pgward registers. */
+  readonly upstream: Upstream;
+  readonly version: string;
+}
+
+export async function benchUpstream(pgbenchBinary: string, scale: number, teardown: Teardown, signal: AbortSignal): Promise<BenchUpstream> {
+  const { port, username: user } = new URL(MACHINE_PG);
+  const admin = new pg.Client({ host: '127.0.0.1', port: Number(port), user, database: 'postgres' });
+  await admin.connect();
+  teardown.add(() => admin.end());
+  const database = `pgward_e2e_bench_${randomBytes(4).toString('hex')}`;
+  await admin.query(`create database ${database}`);
+  teardown.add(() => admin.query(`drop database if exists ${database} with (force)`));
+  const version = (await admin.query<{ version: string }>('select version()')).rows[0]!.version;
+  // The machine's PostgreSQL trusts local connections: the password is what PgBouncer and pgward are given, never checked upstream.
+  const password = `bench-${process.pid}`;
+  const direct: Endpoint = { port: Number(port), user, password, database };
+  await initialize(pgbenchBinary, direct, scale, signal);
+  return { admin, direct, upstream: { host: '127.0.0.1', port: Number(port), database, user, password }, version };
 }
 
 /** The pids of the backends connected to `database` on the machine's PostgreSQL, through the bench's admin connection. */

@@ -20,15 +20,14 @@
  * (1,10,50), PGWARD_BENCH_DEPLOYMENTS (serve,split), NATS_URL (nats://127.0.0.1:4222), PGWARD_BENCH_NODE_OPTIONS
  * (node options of every pgward process, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` for a profile of each).
  */
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import pg from 'pg';
 import { auditEntryCount, verifyAudit, type Login } from '../support/pgward-process.js';
 import { benchSettings, describeOutcome, eachRun, loadAverage, median, PGBOUNCER, prepareWorkspace, runBench, number, ratio, Results, subset, table, verdict, type Pick } from './bench-kit.js';
 import { CpuMeter } from './e2e-cpu.js';
-import { backendsOf, DEPLOYMENTS, startServe, startSplit, type Credential, type Deployment, type DeploymentName } from './e2e-deployments.js';
+import { backendsOf, benchUpstream, DEPLOYMENTS, startServe, startSplit, type Credential, type Deployment, type DeploymentName } from './e2e-deployments.js';
 import { writeFile } from 'node:fs/promises';
-import { cacheScript, initialize, isCacheMode, runArgs, select, type Endpoint, type Mode, type Outcome } from './proxy-pgbench.js';
+import { cacheScript, isCacheMode, runArgs, select, type Endpoint, type Mode, type Outcome } from './proxy-pgbench.js';
 import { startPgBouncer, Teardown, type Cluster } from './proxy-servers.js';
 
 const ALL_MODES: readonly Mode[] = ['simple', 'extended', 'prepared', 'cache-hits', 'cache-mixed'];
@@ -287,18 +286,9 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
   const { binaries, runAs, dir, logs } = await prepareWorkspace('bench-e2e', teardown, log);
   log(`settings: ${SECONDS} s runs, ${WARMUP_SECONDS} s warm-up, ${ROUNDS} rounds, modes ${MODES.join(',')}, clients ${CLIENTS.join(',')}, deployments ${DEPLOYMENT_NAMES.join(',')}`);
 
-  const admin = new pg.Client({ host: '127.0.0.1', port: MACHINE_PG.port, user: MACHINE_PG.user, database: 'postgres' });
-  await admin.connect();
-  teardown.add(() => admin.end());
-  const database = `pgward_e2e_bench_${randomBytes(4).toString('hex')}`;
-  await admin.query(`create database ${database}`);
-  teardown.add(() => admin.query(`drop database if exists ${database} with (force)`));
-  const version = (await admin.query<{ version: string }>('select version()')).rows[0]!.version;
+  const { admin, direct, upstream, version } = await benchUpstream(binaries.pgbench, SCALE, teardown, signal);
+  const { database, password } = direct;
   log(`upstream: the machine's PostgreSQL on 127.0.0.1:${MACHINE_PG.port} (${version}), database ${database}; pgbench -i -s ${SCALE}`);
-  // The machine's PostgreSQL trusts local connections: the password is what PgBouncer and pgward are given, never checked upstream.
-  const password = `bench-${process.pid}`;
-  const direct: Endpoint = { port: MACHINE_PG.port, user: MACHINE_PG.user, password, database };
-  await initialize(binaries.pgbench, direct, SCALE, signal);
   for (const mode of MODES.filter((m) => CACHE_MODES.includes(m))) {
     scripts.set(mode, join(dir, `${mode}.sql`));
     await writeFile(scripts.get(mode)!, cacheScript(mode, SCALE));
@@ -307,7 +297,6 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
   const cluster: Cluster = { port: MACHINE_PG.port, user: MACHINE_PG.user, password, url: (name) => `postgresql://${MACHINE_PG.user}@127.0.0.1:${MACHINE_PG.port}/${name}` };
   const bouncer = await startPgBouncer(dir, PGBOUNCER, cluster, database, runAs, teardown);
   log(`PgBouncer ${bouncer.version} on 127.0.0.1:${bouncer.port}: transaction mode, pool 10, SCRAM auth${bouncer.servesPrepared ? '' : '; prepared statements not served by this version (prepared rows n/a)'}`);
-  const upstream = { host: '127.0.0.1', port: MACHINE_PG.port, database, user: MACHINE_PG.user, password };
 
   for (const name of DEPLOYMENT_NAMES) {
     const scope = new Teardown();

@@ -64,7 +64,7 @@ async function untilOrderExists(id: number, what: string): Promise<void> {
   const upstream = new pg.Client({ connectionString: gateway.upstream.url });
   await upstream.connect();
   try {
-    await waitFor(async () => (await upstream.query('select 1 from orders where id = $1', [id])).rowCount === 1, 3_000, what);
+    await waitFor(async () => (await upstream.query('select 1 from orders where id = $1', [id])).rowCount === 1, 10_000, what);
   } finally {
     await upstream.end();
   }
