@@ -72,6 +72,12 @@ export async function auditEntries(db: pg.Pool, projectId: string, fromSeq = 1, 
   );
 }
 
+/** How many entries the project's read model holds. */
+export async function auditEntryCount(db: pg.Pool, projectId: string): Promise<number> {
+  const { rows } = await db.query<{ n: string }>('select count(*) as n from rm.audit_entries where project_id = $1', [projectId]);
+  return Number(rows[0]!.n);
+}
+
 /** Rows per page of auditEntryPages; the caller holds one page, and one more is read ahead. */
 const ENTRY_PAGE = 10_000;
 

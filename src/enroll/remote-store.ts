@@ -53,9 +53,10 @@ export class RemoteEventStore implements ProxyStore {
     return body.events.map((event) => fromWire(WireEvent.parse(event)));
   }
 
-  async readStream(stream: string, fromRevision = 0): Promise<RecordedEvent[]> {
+  /** The control plane answers with the whole stream from `fromRevision`: maxCount is applied here. */
+  async readStream(stream: string, fromRevision = 0, maxCount?: number): Promise<RecordedEvent[]> {
     const body = await this.client.json<{ events: unknown[] }>('GET', `/v1/data-plane/streams/${encodeURIComponent(stream)}?from=${fromRevision}`);
-    return body.events.map((event) => fromWire(WireEvent.parse(event)));
+    return body.events.slice(0, maxCount).map((event) => fromWire(WireEvent.parse(event)));
   }
 
   async append(stream: string, events: readonly NewEvent[], expected: ExpectedRevision): Promise<AppendResult> {

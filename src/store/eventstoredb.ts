@@ -202,9 +202,9 @@ export function createEventStoreDbStore(connectionString: string): EventStore {
       }
     },
 
-    async readStream(stream, fromRevision = 0) {
+    async readStream(stream, fromRevision = 0, maxCount) {
       try {
-        return await readEvents(stream, { fromRevision: BigInt(fromRevision) });
+        return await readEvents(stream, { fromRevision: BigInt(fromRevision), ...(maxCount === undefined ? {} : { maxCount: BigInt(maxCount) }) });
       } catch (error) {
         throw fail(error);
       }

@@ -81,8 +81,8 @@ export interface EventStore {
   /** Whether global positions are dense (no holes between consecutive events). */
   readonly densePositions: boolean;
   append(stream: string, events: readonly NewEvent[], expected: ExpectedRevision): Promise<AppendResult>;
-  /** Events of one stream in revision order, from `fromRevision` (inclusive). Empty for a missing stream. */
-  readStream(stream: string, fromRevision?: number): Promise<RecordedEvent[]>;
+  /** Events of one stream in revision order, from `fromRevision` (inclusive), at most `maxCount` (all unless given). Empty for a missing stream. */
+  readStream(stream: string, fromRevision?: number, maxCount?: number): Promise<RecordedEvent[]>;
   /** Events with a position strictly greater than `after`, in position order. */
   readAll(after: bigint, options?: ReadAllOptions): Promise<RecordedEvent[]>;
   /** Catch-up from `after`, then live. Ends when closed. */

@@ -132,11 +132,11 @@ export async function createPostgresEventStore(connectionString: string, options
     transaction: <T>(work: (tx: Pick<EventStore, 'append'>) => Promise<T>): Promise<T> =>
       inTransaction(pool, (client) => work({ append: (stream, events, expected) => appendWith(client, stream, events, expected) })),
 
-    async readStream(stream, fromRevision = 0) {
+    async readStream(stream, fromRevision = 0, maxCount) {
       const { rows } = await pool.query<EventRow>(
         `select position, stream, revision, event_id, type, data, metadata from pgward.events
-          where stream = $1 and revision >= $2 order by revision`,
-        [stream, fromRevision],
+          where stream = $1 and revision >= $2 order by revision limit $3`,
+        [stream, fromRevision, maxCount ?? null],
       );
       return rows.map(toRecorded);
     },

@@ -90,6 +90,16 @@ export function eventStoreContract(name: string, make: () => Promise<EventStore>
         expect((await store.append(stream, [event(), event()], 'any')).nextExpectedRevision).toBe(2);
         expect((await store.readStream(stream)).map((e) => e.revision)).toEqual([0, 1, 2]);
       });
+
+      it('reads a stream a page at a time: from a revision, at most maxCount', async () => {
+        const stream = newStream();
+        await store.append(stream, [event(), event(), event(), event(), event()], 'no_stream');
+        expect((await store.readStream(stream, 0, 2)).map((e) => e.revision)).toEqual([0, 1]);
+        expect((await store.readStream(stream, 2, 2)).map((e) => e.revision)).toEqual([2, 3]);
+        expect((await store.readStream(stream, 4, 2)).map((e) => e.revision)).toEqual([4]);
+        expect(await store.readStream(stream, 5, 2)).toEqual([]);
+        expect((await store.readStream(stream, 1)).map((e) => e.revision)).toEqual([1, 2, 3, 4]);
+      });
     });
 
     describe('idempotence and atomicity', () => {

@@ -13,6 +13,8 @@ import { canonicalBytes } from '../../src/crypto/canonical-json.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { pino } from 'pino';
 import { spentSince } from '../../queries/budget-usage.js';
+import { auditVerify } from '../../src/audit/cli.js';
+import { loadConfig } from '../../src/config.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { runOnce } from '../support/wire.js';
 import { placed } from '../support/decisions.js';
@@ -91,6 +93,7 @@ describe('the audit trail', () => {
     expect(again.json()).toEqual(signed.json());
     expect(await verify()).toMatchObject({ ok: true, verified_count: trail.length });
 
+    const original = (await gateway.api.pool.query<{ sql: string }>(`select sql from rm.audit_entries where project_id = $1 and seq = 3`, [gateway.projectId])).rows[0]!.sql;
     await gateway.api.pool.query(`update rm.audit_entries set sql = 'select 1 -- edited' where project_id = $1 and seq = 3`, [gateway.projectId]);
     expect(await verify()).toMatchObject({ ok: false, failure_reason: 'hash_mismatch', first_broken_seq: 3 });
 
@@ -106,6 +109,25 @@ describe('the audit trail', () => {
       const report = JSON.parse(cli.stdout) as { failure_reason: string; first_broken_seq: number; from_events: { verification: { ok: boolean; verified_count: number }; first_diverging_row_seq: number } };
       expect(report).toMatchObject({ failure_reason: 'hash_mismatch', first_broken_seq: 3 });
       expect(report.from_events).toMatchObject({ verification: { ok: true, verified_count: trail.length }, first_diverging_row_seq: 3 });
+
+      // A page of two entries at a time: the same findings across the pages' edges, and a row the events do not give found after them.
+      const config = loadConfig({ PGWARD_STATE_URL: gateway.api.database.url, PGWARD_DATA_DIR: dataDir, PGWARD_AUDIT_ANCHOR_KEY: join(dataDir, 'anchor.pem') });
+      const state = { store: gateway.api.store, pool: gateway.api.pool };
+      const args = ['--project', gateway.projectId, '--from-events'];
+      const paged = await auditVerify(config, args, state, 2);
+      expect(paged.ok).toBe(false);
+      expect(paged.report).toEqual({ ...report, verified_at: paged.report.verified_at, from_events: { ...report.from_events, verification: { ...report.from_events.verification, verified_at: paged.report.from_events!.verification.verified_at } } });
+      await gateway.api.pool.query(`update rm.audit_entries set sql = $2 where project_id = $1 and seq = 3`, [gateway.projectId, original]);
+      expect((await auditVerify(config, args, state, 2)).ok).toBe(true);
+      // A row past the last entry (a copy of it one seq on): the events give no entry for it.
+      const columns = (await gateway.api.pool.query<{ name: string }>(`select column_name as name from information_schema.columns where table_schema = 'rm' and table_name = 'audit_entries'`)).rows.map(({ name }) => name);
+      const copied = columns.map((name) => (name === 'seq' ? 'seq + 1' : name === 'id' ? `id || '-extra'` : name));
+      await gateway.api.pool.query(`insert into rm.audit_entries (${columns.join(', ')}) select ${copied.join(', ')} from rm.audit_entries where project_id = $1 and seq = $2`, [gateway.projectId, trail.length]);
+      const extra = await auditVerify(config, args, state, 2);
+      expect(extra.ok).toBe(false);
+      expect(extra.report.from_events).toMatchObject({ verification: { ok: true, verified_count: trail.length }, first_diverging_row_seq: trail.length + 1, entries: trail.length });
+      await gateway.api.pool.query(`delete from rm.audit_entries where project_id = $1 and seq = $2`, [gateway.projectId, trail.length + 1]);
+      await gateway.api.pool.query(`update rm.audit_entries set sql = 'select 1 -- edited' where project_id = $1 and seq = 3`, [gateway.projectId]);
 
       const exported = spawnSync(process.execPath, [resolve('bin/pgward.js'), 'audit', 'export', '--project', gateway.projectId], {
         env: { ...process.env, PGWARD_STATE_URL: gateway.api.database.url, PGWARD_DATA_DIR: dataDir, PGWARD_AUDIT_ANCHOR_KEY: join(dataDir, 'anchor.pem') },

@@ -10,9 +10,9 @@ export function countingStore(store: EventStore): { store: EventStore; reads(): 
   const subscriptions: Subscription[] = [];
   const counted: EventStore = {
     ...store,
-    readStream: (stream, fromRevision) => {
+    readStream: (stream, fromRevision, maxCount) => {
       direct += 1;
-      return store.readStream(stream, fromRevision);
+      return store.readStream(stream, fromRevision, maxCount);
     },
     readAll: (after, options) => {
       direct += 1;
