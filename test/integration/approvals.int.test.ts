@@ -135,7 +135,13 @@ describe('approval requests over REST', () => {
 
   it('lists by id with status and credential filters and pages', async () => {
     const ids = [await held({ credentialId: null }), await held({ credentialId: null }), await held({ credentialId: null })].sort();
-    const all = (await api.call(viewer, { method: 'GET', url: url('?page_size=100') })).json() as { approvals: { id: string; status: string; credential_id: string | null }[] };
+    const listAll = async () => (await api.call(viewer, { method: 'GET', url: url('?page_size=100') })).json() as { approvals: { id: string; status: string; credential_id: string | null }[] };
+    // held() appends to the store; the listing reads the read model, which takes them a moment later (longer on a loaded machine).
+    let all = await listAll();
+    for (const deadline = Date.now() + 10_000; !ids.every((id) => all.approvals.some((a) => a.id === id)) && Date.now() < deadline; all = await listAll()) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(all.approvals.map((a) => a.id)).toEqual(expect.arrayContaining(ids));
     expect(all.approvals.map((a) => a.id)).toEqual([...all.approvals.map((a) => a.id)].sort());
     const unattributed = (await api.call(viewer, { method: 'GET', url: url(`?status=pending&page_size=2`) })).json() as { approvals: { id: string; status: string }[]; next_page_token: string };
     expect(unattributed.approvals.every((a) => a.status === 'pending')).toBe(true);
