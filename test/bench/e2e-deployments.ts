@@ -78,8 +78,9 @@ export interface BenchUpstream {
 }
 
 export async function benchUpstream(pgbenchBinary: string, scale: number, teardown: Teardown, signal: AbortSignal): Promise<BenchUpstream> {
-  const { port, username: user } = new URL(MACHINE_PG);
-  const admin = new pg.Client({ host: '127.0.0.1', port: Number(port), user, database: 'postgres' });
+  const machine = new URL(MACHINE_PG);
+  const [port, user] = [Number(machine.port), machine.username];
+  const admin = new pg.Client({ host: '127.0.0.1', port, user, database: 'postgres' });
   await admin.connect();
   teardown.add(() => admin.end());
   const database = `pgward_e2e_bench_${randomBytes(4).toString('hex')}`;
@@ -88,9 +89,9 @@ export async function benchUpstream(pgbenchBinary: string, scale: number, teardo
   const version = (await admin.query<{ version: string }>('select version()')).rows[0]!.version;
   // The machine's PostgreSQL trusts local connections: the password is what PgBouncer and pgward are given, never checked upstream.
   const password = `bench-${process.pid}`;
-  const direct: Endpoint = { port: Number(port), user, password, database };
+  const direct: Endpoint = { port, user, password, database };
   await initialize(pgbenchBinary, direct, scale, signal);
-  return { admin, direct, upstream: { host: '127.0.0.1', port: Number(port), database, user, password }, version };
+  return { admin, direct, upstream: { host: '127.0.0.1', ...direct }, version };
 }
 
 /** The pids of the backends connected to `database` on the machine's PostgreSQL, through the bench's admin connection. */

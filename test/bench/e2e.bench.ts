@@ -36,7 +36,6 @@ const TARGETS = ['direct', 'PgBouncer', 'open', 'realistic'] as const;
 type Target = (typeof TARGETS)[number];
 const PGWARD_TARGETS: readonly Credential[] = ['open', 'realistic'];
 const SCALE = 10;
-const MACHINE_PG = { port: 5432, user: 'postgres' };
 /**
  * Statements pgbench sends before its transactions, on a connection of its own: the branch count
  * that gives it the scale and the query on pgbench_accounts' partitioning. pgward audits them like
@@ -288,13 +287,13 @@ async function bench(teardown: Teardown, signal: AbortSignal): Promise<void> {
 
   const { admin, direct, upstream, version } = await benchUpstream(binaries.pgbench, SCALE, teardown, signal);
   const { database, password } = direct;
-  log(`upstream: the machine's PostgreSQL on 127.0.0.1:${MACHINE_PG.port} (${version}), database ${database}; pgbench -i -s ${SCALE}`);
+  log(`upstream: the machine's PostgreSQL on 127.0.0.1:${direct.port} (${version}), database ${database}; pgbench -i -s ${SCALE}`);
   for (const mode of MODES.filter((m) => CACHE_MODES.includes(m))) {
     scripts.set(mode, join(dir, `${mode}.sql`));
     await writeFile(scripts.get(mode)!, cacheScript(mode, SCALE));
   }
 
-  const cluster: Cluster = { port: MACHINE_PG.port, user: MACHINE_PG.user, password, url: (name) => `postgresql://${MACHINE_PG.user}@127.0.0.1:${MACHINE_PG.port}/${name}` };
+  const cluster: Cluster = { port: direct.port, user: direct.user, password, url: (name) => `postgresql://${direct.user}@127.0.0.1:${direct.port}/${name}` };
   const bouncer = await startPgBouncer(dir, PGBOUNCER, cluster, database, runAs, teardown);
   log(`PgBouncer ${bouncer.version} on 127.0.0.1:${bouncer.port}: transaction mode, pool 10, SCRAM auth${bouncer.servesPrepared ? '' : '; prepared statements not served by this version (prepared rows n/a)'}`);
 
