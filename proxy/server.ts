@@ -9,7 +9,7 @@ import { disableForHoneytoken } from '../commands/credentials/disable-for-honeyt
 import type { CredentialRow } from '../projections/credentials.js';
 import type { Plan } from '../src/events/organizations.js';
 import { plans } from '../src/plans.js';
-import type { DecisionSink } from '../src/bus/port.js';
+import type { ConsumerBacklog, DecisionSink } from '../src/bus/port.js';
 import type { Keyring } from '../src/crypto/seal.js';
 import { encodeEvent } from '../src/events/envelope.js';
 import { CredentialUsed } from '../src/events/credentials.js';
@@ -41,6 +41,7 @@ import { DEFAULT_HEALTH_THRESHOLDS, type HealthThresholds } from './replica-heal
 import { RecentWrites } from './recent-writes.js';
 import { ReplicaMonitor } from './replica-monitor.js';
 import { endSessionsOnClose, type Admission } from './admission.js';
+import { AuditBackPressure, type BackPressureLimits } from './audit-backpressure.js';
 import { DEFAULT_READ_YOUR_WRITES_MS } from './replica-routing.js';
 import type { LinkPeer } from './relay/link.js';
 import { startRelayListener, type RunningRelayListener } from './relay/listener.js';
@@ -74,6 +75,14 @@ export interface ProxyOptions {
   readonly budgets?: Budgets;
   /** Whether this proxy may serve agents at all (an enrolled data plane whose token was revoked may not): proxy/admission.ts. */
   readonly admission?: Admission;
+  /**
+   * Ingest's backlog on the bus (its durable consumer's), for the audit's back-pressure
+   * (audit-backpressure.ts); without it the proxy never waits for ingest.
+   */
+  readonly auditBacklog?: () => Promise<ConsumerBacklog | undefined>;
+  readonly auditBackPressureLimits?: BackPressureLimits;
+  /** How often the backlog is asked while the proxy makes decisions (50 ms unless given). */
+  readonly auditBackPressureIntervalMs?: number;
   /** Read replicas' health probes and read routing (docs/replicas.md); defaults otherwise. */
   readonly replicas?: Partial<ReplicaOptions>;
   /** Accept PROXY protocol v2 headers from these peers (PGWARD_PROXY_PROTOCOL_TRUSTED); without it no header is parsed. */
@@ -172,6 +181,32 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   });
   monitor.start();
   const registry = new SessionRegistry();
+  const auditBackPressure = options.auditBacklog
+    ? new AuditBackPressure(
+        options.auditBacklog,
+        {
+          changed: (change, held) => {
+            if (change === 'engaged') metrics.auditBackPressureEngaged.inc();
+            if (change !== 'released') logger.info({ change, credentials: held.credentials, everyone: held.everyone }, 'ingest is behind: holding the clients of the credentials that cause it');
+            for (const session of registry.all()) {
+              try {
+                session.followAuditHold();
+              } catch (error) {
+                logger.error({ err: error, session: session.id }, 'a session could not follow the audit hold');
+              }
+            }
+          },
+          sampled: (oldestAgeMs, holding) => {
+            metrics.auditLag.set((oldestAgeMs ?? 0) / 1000);
+            metrics.auditBackPressure.set(holding ? 1 : 0);
+          },
+          failed: (error) => logger.error({ err: error }, 'a sample of the audit back-pressure failed; sampling goes on'),
+        },
+        options.auditBackPressureLimits,
+        options.auditBackPressureIntervalMs,
+      )
+    : undefined;
+  auditBackPressure?.start();
   const catalogs = new CatalogSnapshots(CATALOG_TIMING, (databaseId, error) =>
     // An upstream error's message already holds its cause's: logged as classified, not as an error chain that repeats it.
     logger.warn({ database: databaseId, ...(error instanceof UpstreamError ? failureLogFields(classifyUpstreamFailure(error)) : { err: error }) }, 'could not read the upstream catalog; its statements are refused once the last snapshot is too old'),
@@ -257,6 +292,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
     cacheControls,
     ipRules,
     ...(options.admission ? { admission: options.admission } : {}),
+    ...(auditBackPressure ? { auditBackPressure } : {}),
     ...(options.tls ? { tls: options.tls } : {}),
     ...(options.tls && options.domainCertificates ? { sni: options.domainCertificates.sniCallback } : {}),
   };
@@ -274,6 +310,7 @@ export async function startProxy(options: ProxyOptions): Promise<RunningProxy> {
   const stopParts = async (): Promise<void> => {
     await relayListener?.stop();
     monitor.stop();
+    auditBackPressure?.stop();
     await decisions.close();
     catalogs.close();
     await upstreams.close();

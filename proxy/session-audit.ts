@@ -7,6 +7,7 @@ import type { SessionBudgets } from './budgets.js';
 import { decisionMembers, sessionMembers, textMembers } from './decision-json.js';
 import { decisionRecord, END_NOT_SEEN, FAILED_UPSTREAM, recordedRefusal, type DecisionFacts } from './decision-record.js';
 import type { Decision, DecisionPublisher } from './decisions.js';
+import { addressKey, type AuditHold } from './audit-backpressure.js';
 import type { ProxyMetrics } from './metrics.js';
 import type { StatementDecision } from './policy/hook.js';
 import type { Trip } from './policy/rules.js';
@@ -76,6 +77,8 @@ export interface AuditContext {
   readonly budgets: SessionBudgets;
   readonly identity: { readonly region: string };
   readonly logger: Pick<BaseLogger, 'info' | 'warn'>;
+  /** Told each statement decision of a credential: the back-pressure holds the credentials that make the most. */
+  readonly auditBackPressure?: Pick<AuditHold, 'used'>;
 }
 
 /** The audit of one session: its records carry where they came from; the credential is the caller's, passed in. */
@@ -109,6 +112,7 @@ export class SessionAudit {
   }
 
   private mark(phase: 'opened' | 'closed', credential: CredentialRow, at: string): void {
+    this.context.auditBackPressure?.used(credential.credential_id);
     this.context.decisions.publishSession({ phase, project_id: credential.project_id, session_id: this.sessionId, credential_id: credential.credential_id, at });
   }
 
@@ -127,6 +131,7 @@ export class SessionAudit {
     this.context.metrics.statementsOf(failed ? 'error' : event).inc();
     this.context.metrics.latency.observe(latencyUs / 1e6);
     this.context.budgets.spent(credential, statement.bytes);
+    this.context.auditBackPressure?.used(credential.credential_id);
     this.context.decisions.publishMembers(
       credential.project_id,
       decisionMembers(this.members, statement.text, {
@@ -151,6 +156,7 @@ export class SessionAudit {
   /** A statement the policy allowed that did not run: no upstream connection could be had for it (`rule` says why). */
   notRun(credential: CredentialRow, statement: Statement, rule: string, reason: string): void {
     this.context.metrics.statementsOf('blocked').inc();
+    this.context.auditBackPressure?.used(credential.credential_id);
     this.context.decisions.publishMembers(
       credential.project_id,
       decisionMembers(this.members, statement.text, { event: 'blocked', ran: false, rule, reason, rows: 0, bytes: 0, latencyUs: null, ts: statement.ts, region: this.context.identity.region }),
@@ -161,6 +167,7 @@ export class SessionAudit {
   refused(credential: CredentialRow, sql: string, refusal: StatementRefusal): void {
     const recorded = recordedRefusal(refusal);
     logRecordedRefusal(this.context.logger, recorded, { source: 'wire', session: this.sessionId, credential_id: credential.credential_id, project_id: credential.project_id });
+    this.context.auditBackPressure?.used(credential.credential_id);
     this.context.decisions.publish(
       this.decision(credential, { ...recorded, projectId: credential.project_id, sql, kind: refusal.kind, rows: 0, bytes: 0, latencyUs: null, ts: new Date().toISOString(), tablesRead: refusal.tablesRead, tablesWritten: refusal.tablesWritten, tablesBlocked: refusal.tablesBlocked }),
     );
@@ -169,6 +176,8 @@ export class SessionAudit {
 
   /** Publishes a decision of this session that ran nothing (a refused login, an expiry, a migration's progress). */
   publish(credential: CredentialRow | undefined, facts: Omit<DecisionFacts, keyof SessionFacts | 'ran'>): void {
+    // Before the login completed (a refused login) it counts against the client's address, whichever credential it named.
+    this.context.auditBackPressure?.used(this.opened ? this.opened.credential_id : addressKey(this.clientIp));
     this.context.decisions.publish(this.decision(credential, facts));
   }
 

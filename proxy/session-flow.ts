@@ -40,6 +40,11 @@ export class SessionFlow {
     if (this.readingHeld++ === 0) this.host.client().pause();
   }
 
+  /** A client inlet taking over (TLS on the same socket) stays unread while reading is held. */
+  adopt(client: Inlet): void {
+    if (this.readingHeld > 0) client.pause();
+  }
+
   releaseReading(): void {
     if (--this.readingHeld === 0 && !this.host.closed()) this.host.client().resume();
   }

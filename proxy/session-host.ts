@@ -1,4 +1,5 @@
 import type { Admission } from './admission.js';
+import type { AuditHold } from './audit-backpressure.js';
 import type { SniCallback } from '../src/domains/certificates.js';
 import type { IpRulesRow } from '../projections/ip-rules.js';
 import type { SecureContext } from 'node:tls';
@@ -68,6 +69,8 @@ export interface SessionContext {
   readonly ipRules?: LiveView<IpRulesRow>;
   /** Whether logins are admitted at all (proxy/admission.ts); absent: always. */
   readonly admission?: Admission;
+  /** Whose clients wait while ingest is behind (proxy/audit-backpressure.ts); absent: never anyone's. */
+  readonly auditBackPressure?: AuditHold;
 }
 
 export type Protocol = 'simple' | 'extended';

@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import type { Session } from './session.js';
 
 /** Sessions by cancel key and by credential: for CancelRequest routing and live enforcement. */
@@ -5,8 +6,12 @@ export class SessionRegistry {
   private readonly byKey = new Map<number, Session>();
   private readonly byCredential = new Map<string, Set<Session>>();
 
-  add(session: Session, processId: number): void {
+  /** Registers a session under a random process id (its cancel key's half) no live session holds, and returns it. */
+  add(session: Session, draw: () => number = () => randomInt(1, 2 ** 31 - 1)): number {
+    let processId = draw();
+    while (this.byKey.has(processId)) processId = draw();
     this.byKey.set(processId, session);
+    return processId;
   }
 
   bind(session: Session, credentialId: string): void {

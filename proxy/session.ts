@@ -1,4 +1,4 @@
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import type { CredentialRow } from '../projections/credentials.js';
@@ -64,11 +64,13 @@ export class Session implements SessionHost {
   private client: Inlet;
   private socket: Socket;
   private readonly framer: FrontendFramer;
-  private readonly processId = randomInt(1, 2 ** 31 - 1);
+  private readonly processId: number;
   /** When the client connected: its connection is recorded as opened then (docs/http-api.md, connection_seconds). */
   private readonly connectedAt = new Date().toISOString();
   private readonly secretKey = randomBytes(4);
   private state: 'login' | 'ready' | 'closed' = 'login';
+  /** Whether the audit's back-pressure holds this client's reading (followAuditHold). */
+  private heldForAudit = false;
   /** Until the login completes (session-login-phase.ts). */
   private login: LoginPhase | undefined;
   private busy = false;
@@ -156,7 +158,7 @@ export class Session implements SessionHost {
     this.holds = new SessionHolds(this, this.gate, this.access);
     this.extended = new ExtendedProtocol(this, this.gate, this.access, this.guarded, this.results, this.holds);
     this.simple = new SimpleQuery(this, this.gate, this.guarded, this.holds, this.results);
-    context.registry.add(this, this.processId);
+    this.processId = context.registry.add(this);
     context.metrics.connections.inc();
     context.metrics.connectionsTotal.inc();
     this.login = new LoginPhase({
@@ -170,6 +172,7 @@ export class Session implements SessionHost {
       loggedIn: (login) => this.loggedIn(login),
     });
     this.attach(client);
+    this.followAuditHold();
   }
 
   /** Read through a getter: the state changes across awaits, which narrowing cannot see. */
@@ -183,6 +186,25 @@ export class Session implements SessionHost {
     client.socket.setNoDelay(true);
     client.socket.setKeepAlive(true, CLIENT_KEEPALIVE_MS);
     client.receive(this.clientReceiver);
+    this.flow.adopt(client);
+  }
+
+  /**
+   * The audit's back-pressure (audit-backpressure.ts): a logged-in client whose credential it holds
+   * is not read, and what it sent already is not handled, while ingest catches up. A login (or a
+   * cancel request) is read, as it runs no statement, unless its address's refused logins are what
+   * ingest is behind on.
+   */
+  followAuditHold(): void {
+    const hold = this.context.auditBackPressure;
+    if (!hold || this.state === 'closed') return;
+    // Not logged in yet: held only while this address's refused logins flood.
+    const held = this.state === 'ready' ? hold.holds(this.credential?.credential_id) : hold.holdsAddress(this.clientAddress);
+    if (held === this.heldForAudit) return;
+    this.heldForAudit = held;
+    if (held) return this.flow.holdReading();
+    this.flow.releaseReading();
+    if (!this.busy) void this.drain();
   }
 
   private readonly clientReceiver: Receiver = {
@@ -203,7 +225,8 @@ export class Session implements SessionHost {
     this.busy = true;
     try {
       for (;;) {
-        if (this.state === 'closed') return;
+        // Held for the audit: the messages already read (pipelined, up to the framer's bound) wait too.
+        if (this.state === 'closed' || this.heldForAudit) return;
         let frame: FrontendFrame | undefined;
         try {
           frame = this.framer.next();
@@ -289,6 +312,7 @@ export class Session implements SessionHost {
     this.context.onLogin?.(credential.credential_id);
     this.scheduleExpiry(credential);
     this.state = 'ready';
+    this.followAuditHold();
     this.context.metrics.logins.inc({ outcome: 'ok' });
     this.socket.write(loginReply(serverFinal, server.parameters, this.processId, this.secretKey));
     this.releaseIfIdle();

@@ -10,7 +10,7 @@ import { projectionStatus } from '../projections/maintenance.js';
 import { ensureReadModels, runProjection, type RunningProjection } from '../projections/runner.js';
 import { createMemoryBus } from './bus/memory.js';
 import { createMemoryFanout, type Fanout } from './bus/fanout.js';
-import type { DecisionBus } from './bus/port.js';
+import { INGEST_DURABLE, type DecisionBus } from './bus/port.js';
 import { instanceId, replicaSettings, tlsFiles, type Config } from './config.js';
 import { listenOn } from './listen.js';
 import { Budgets } from '../proxy/budgets.js';
@@ -215,6 +215,7 @@ export async function serve(config: Config, logger: Logger, roles: ReadonlySet<R
       const proxy = await listenOn('PGWARD_PROXY_PORT', config.PGWARD_LISTEN_HOST, config.PGWARD_PROXY_PORT, () => startProxy({
         store,
         bus,
+        auditBacklog: () => bus.backlog(INGEST_DURABLE),
         budgets,
         ...(fanout ? { cacheFanout: fanout } : {}),
         keyring: keyring!,

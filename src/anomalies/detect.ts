@@ -8,6 +8,7 @@ import { addExact, type ExactSum } from '../audit/exact-sum.js';
 import { decisionGroup, type AuditEventKind } from '../events/audit.js';
 import { AnomalyKind, effectiveRule, type Rule, type SpikeKind, type StoredRules } from '../events/anomaly-rules.js';
 import type { AnomalySeverity } from '../events/anomalies.js';
+import { base32Id } from '../ids.js';
 
 export const HOUR_MS = 3_600_000;
 const SAMPLES = 5;
@@ -86,14 +87,9 @@ export const SEVERITY: Readonly<Record<AnomalyKind, AnomalySeverity>> = {
   canary_tripped: 'critical',
 };
 
-const ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
-
 /** `ano_` and 26 base32 characters of SHA-256 over the window's identity: a replay derives the same id. */
 export function anomalyId(projectId: string, credentialId: string, kind: AnomalyKind, windowStart: string): string {
-  const digest = hash('sha256', `${projectId}\u0000${credentialId}\u0000${kind}\u0000${windowStart}`, 'buffer');
-  let out = 'ano_';
-  for (let i = 0; i < 26; i++) out += ALPHABET[digest[i]! & 31];
-  return out;
+  return base32Id('ano_', hash('sha256', `${projectId}\u0000${credentialId}\u0000${kind}\u0000${windowStart}`, 'binary'));
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { sha256Latin1 } from '../crypto/sha256.js';
+import { base32Id } from '../ids.js';
 import { z } from 'zod';
 import { AuditEventKind, type AuditGapRecorded, type DecisionRecord, StatementDecided } from '../events/audit.js';
 import { AuditEntryId, KeyId, ProjectId, Region, Sha256Hex, text, Timestamp } from '../events/fields.js';
@@ -94,8 +95,6 @@ export class AuditEntryError extends Error {
   override readonly name = 'AuditEntryError';
 }
 
-const ID_ALPHABET = 'abcdefghijklmnopqrstuvwxyz234567';
-
 function checkSeq(seq: number): void {
   if (!Number.isSafeInteger(seq) || seq < 1) throw new AuditEntryError('seq must be a positive safe integer');
 }
@@ -104,10 +103,7 @@ function checkSeq(seq: number): void {
 export function auditEntryId(projectId: string, seq: number): string {
   checkSeq(seq);
   // The digest as a latin1 string: its bytes without a Buffer.
-  const digest = sha256Latin1(`pgward-audit-id\0${projectId}\0${seq}`);
-  let id = 'aud_';
-  for (let i = 0; i < 26; i += 1) id += ID_ALPHABET[digest.charCodeAt(i) & 31];
-  return id;
+  return base32Id('aud_', sha256Latin1(`pgward-audit-id\0${projectId}\0${seq}`));
 }
 
 /** The prev_hash of a project's first chained entry: hex SHA-256("pgward-audit-genesis\0" ‖ project id). */

@@ -12,7 +12,7 @@
  */
 import type { Channel } from '../workers/channel.js';
 import { DEFAULT_MAX_MESSAGE_BYTES } from './memory.js';
-import { consumeSettings, type BusMessage, type ConsumeOptions, type Consumer, type DecisionBus, type Delivery } from './port.js';
+import { consumeSettings, type BusMessage, type ConsumeOptions, type Consumer, type ConsumerBacklog, type DecisionBus, type Delivery } from './port.js';
 
 interface ConsumeAsk {
   readonly cid: number;
@@ -31,6 +31,7 @@ export function serveBusOver(bus: DecisionBus, channel: Channel): { detach(): Pr
   channel.answer<ConsumeAsk>('bus.consume', async ({ cid, options }) => {
     consumers.set(cid, await bus.consume(options, (delivery) => channel.ask('bus.deliver', { cid, delivery } satisfies DeliverAsk)));
   });
+  channel.answer<string>('bus.backlog', (durable) => bus.backlog(durable));
   channel.answer<number>('bus.stop', async (cid) => {
     const consumer = consumers.get(cid);
     consumers.delete(cid);
@@ -79,6 +80,9 @@ export function busOver(channel: Channel): DecisionBus {
           handlers.delete(cid);
         },
       };
+    },
+    async backlog(durable) {
+      return channel.ask<ConsumerBacklog | undefined>('bus.backlog', durable);
     },
     async close() {
       await Promise.all([...handlers.keys()].map((cid) => channel.ask('bus.stop', cid).catch(() => undefined)));

@@ -4,7 +4,7 @@
  * its delivered, unacknowledged messages; a failed message counts against maxInFlight until it is
  * acknowledged, as with JetStream's max_ack_pending.
  */
-import { consumeSettings, MessageTooLargeError, type BusMessage, type ConsumeOptions, type Consumer, type DecisionBus, type Delivery } from './port.js';
+import { consumeSettings, MessageTooLargeError, type BusMessage, type ConsumeOptions, type Consumer, type ConsumerBacklog, type DecisionBus, type Delivery } from './port.js';
 
 const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 /** Messages every durable has acknowledged are dropped from the log in batches of this size. */
@@ -39,6 +39,8 @@ interface Durable {
   next: number;
   /** Delivered and not yet acknowledged, by log offset. */
   readonly unacked: Map<number, Unacked>;
+  /** Messages acknowledged so far. */
+  acknowledged: number;
 }
 
 interface LiveConsumer {
@@ -47,6 +49,11 @@ interface LiveConsumer {
 }
 
 type Handler = (delivery: Delivery) => Promise<void>;
+
+/** A message in the log, and when it was published (performance.now()). */
+interface Held extends BusMessage {
+  readonly at: number;
+}
 
 export class MemoryBusClosedError extends Error {
   override readonly name = 'MemoryBusClosedError';
@@ -68,7 +75,7 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
   const maxRetainedBytes = options.maxRetainedBytes ?? DEFAULT_MAX_RETAINED_BYTES;
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   /** Offsets below `released` were acknowledged by every durable: their slots are empty, awaiting the next splice. */
-  const log: (BusMessage | undefined)[] = [];
+  const log: (Held | undefined)[] = [];
   let base = 0;
   let released = 0;
   let retainedBytes = 0;
@@ -126,6 +133,7 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
         .then(
           () => {
             durable.unacked.delete(offset);
+            durable.acknowledged += 1;
             compact();
           },
           () => {
@@ -195,7 +203,7 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
       if (retainedBytes + message.data.length > maxRetainedBytes) throw new MemoryBusFullError(`${retainedBytes} bytes`);
       dedupUntil.set(message.id, now + duplicateWindowMs);
       retainedBytes += message.data.length;
-      log.push({ id: message.id, data: message.data.slice() });
+      log.push({ id: message.id, data: message.data.slice(), at: now });
       wakeAll();
     },
 
@@ -206,13 +214,23 @@ export function createMemoryBus(options: MemoryBusOptions = {}): DecisionBus {
       if (durable === undefined) {
         // A durable created after others acknowledged messages starts at the oldest message still
         // held (every one some durable has not acknowledged), past the slots already emptied.
-        durable = { next: released, unacked: new Map() };
+        durable = { next: released, unacked: new Map(), acknowledged: 0 };
         durables.set(options.durable, durable);
       }
       const consumer = startConsumer(durable, maxInFlight, retryDelayMs, handler);
       consumers.add(consumer);
       consumer.pump();
       return { stop: () => consumer.stop() };
+    },
+
+    async backlog(name: string): Promise<ConsumerBacklog | undefined> {
+      const durable = durables.get(name);
+      if (durable === undefined) return undefined;
+      const end = base + log.length;
+      let oldest = durable.next;
+      for (const offset of durable.unacked.keys()) oldest = Math.min(oldest, offset);
+      const oldestAgeMs = oldest < end ? performance.now() - log[oldest - base]!.at : 0;
+      return { pending: end - durable.next + durable.unacked.size, acknowledged: durable.acknowledged, oldestAgeMs };
     },
 
     async close(): Promise<void> {

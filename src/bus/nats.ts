@@ -17,7 +17,7 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { connect, nanos, type NatsConnection } from '@nats-io/transport-node';
-import { consumeSettings, MessageTooLargeError, type ConsumeOptions, type Consumer, type DecisionBus } from './port.js';
+import { consumeSettings, MessageTooLargeError, type ConsumeOptions, type Consumer, type ConsumerBacklog, type DecisionBus } from './port.js';
 
 const DEFAULT_STREAM = 'PGWARD_DECISIONS';
 const DEFAULT_SUBJECT = 'pgward.decisions';
@@ -25,6 +25,8 @@ const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 const DEFAULT_ACK_WAIT_MS = 30_000;
 /** max_payload counts the headers too: this much is left for the Nats-Msg-Id header. */
 const HEADER_ROOM_BYTES = 1024;
+/** Publish times kept for backlog() at most: a consumer that never acknowledges does not grow them without bound. */
+const MAX_TRACKED_PUBLISHES = 100_000;
 
 export interface NatsBusOptions {
   /** e.g. nats://127.0.0.1:4222 */
@@ -85,6 +87,12 @@ export async function connectNatsBus(options: NatsBusOptions): Promise<DecisionB
 
   const js = jsm.jetstream();
   const consumers = new Set<Consumer>();
+  /**
+   * When this connection published each of its messages (stream sequence → Date.now()), until a
+   * backlog() finds it acknowledged: the age of the oldest without fetching a stored message (a
+   * batch of up to max_payload) from the server at every sample.
+   */
+  const publishedAt = new Map<number, number>();
 
   const maxMessageBytes = nc.info!.max_payload - HEADER_ROOM_BYTES;
   return {
@@ -93,7 +101,10 @@ export async function connectNatsBus(options: NatsBusOptions): Promise<DecisionB
 
     async publish(message) {
       if (message.data.length > maxMessageBytes) throw new MessageTooLargeError(message.data.length, maxMessageBytes);
-      await js.publish(subject, message.data, { msgID: message.id });
+      const ack = await js.publish(subject, message.data, { msgID: message.id });
+      if (ack.duplicate) return;
+      publishedAt.set(ack.seq, Date.now());
+      if (publishedAt.size > MAX_TRACKED_PUBLISHES) publishedAt.delete(publishedAt.keys().next().value!);
     },
 
     async consume(consumeOptions: ConsumeOptions, handler) {
@@ -123,6 +134,28 @@ export async function connectNatsBus(options: NatsBusOptions): Promise<DecisionB
       };
       consumers.add(live);
       return live;
+    },
+
+    async backlog(durable): Promise<ConsumerBacklog | undefined> {
+      try {
+        const info = await jsm.consumers.info(stream, durable);
+        const pending = info.num_pending + info.num_ack_pending;
+        const acknowledged = info.ack_floor.stream_seq;
+        // Every message at or below the ack floor is acknowledged; of this connection's messages above it, the oldest
+        // was published first (publishes settle about in sequence order). Other publishers' messages are their own to watch.
+        let oldestAt: number | undefined;
+        for (const [seq, at] of publishedAt) {
+          if (seq > acknowledged) {
+            oldestAt = at;
+            break;
+          }
+          publishedAt.delete(seq);
+        }
+        return { pending, acknowledged, oldestAgeMs: pending === 0 || oldestAt === undefined ? 0 : Math.max(0, Date.now() - oldestAt) };
+      } catch (error) {
+        if (isApiError(error, JetStreamApiCodes.ConsumerNotFound)) return undefined;
+        throw error;
+      }
     },
 
     async close() {

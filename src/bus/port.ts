@@ -27,6 +27,9 @@ export interface ConsumeOptions {
   readonly retryDelayMs?: number;
 }
 
+/** Ingest's durable consumer of decisions, shared by every ingest process; publishers ask its backlog (proxy/audit-backpressure.ts). */
+export const INGEST_DURABLE = 'ingest';
+
 export const DEFAULT_MAX_IN_FLIGHT = 1;
 export const DEFAULT_RETRY_DELAY_MS = 1000;
 
@@ -56,6 +59,19 @@ export class MessageTooLargeError extends Error {
   }
 }
 
+/** How far a durable consumer is behind the bus. */
+export interface ConsumerBacklog {
+  /** Messages published and not yet acknowledged by the durable: never delivered, or delivered and under way. */
+  readonly pending: number;
+  /** Grows whenever the durable acknowledges a message, and only then: whether it is making progress. */
+  readonly acknowledged: number;
+  /**
+   * How long the oldest message the durable has not acknowledged has been on the bus (0 with none
+   * pending). On NATS, of the messages this connection published: each publisher watches its own.
+   */
+  readonly oldestAgeMs: number;
+}
+
 /** What a publisher needs of the bus: an enrolled data plane's is its channel to the control plane (src/enroll/remote-bus.ts). */
 export type DecisionSink = Pick<DecisionBus, 'publish' | 'maxMessageBytes'>;
 
@@ -68,5 +84,7 @@ export interface DecisionBus {
   readonly maxMessageBytes: number;
   publish(message: BusMessage): Promise<void>;
   consume(options: ConsumeOptions, handler: (delivery: Delivery) => Promise<void>): Promise<Consumer>;
+  /** The backlog of the durable consumer of that name; undefined when no consumer of that name was ever made. */
+  backlog(durable: string): Promise<ConsumerBacklog | undefined>;
   close(): Promise<void>;
 }

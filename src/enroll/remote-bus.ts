@@ -1,5 +1,6 @@
-import type { BusMessage, DecisionSink } from '../bus/port.js';
+import type { BusMessage, ConsumerBacklog, DecisionSink } from '../bus/port.js';
 import type { ChannelClient } from './channel-client.js';
+import { AuditBacklogAnswer } from './wire.js';
 
 /**
  * The decision publisher's bus on an enrolled data plane (DecisionSink): each message is POSTed to
@@ -9,6 +10,9 @@ import type { ChannelClient } from './channel-client.js';
  * ids from each decision's proxy, boot epoch and sequence number).
  */
 export class RemoteBus implements DecisionSink {
+  /** Stands in for ingest's acknowledged count, which the control plane does not tell: it moves at each answer that ingest progresses. */
+  private progressed = 0;
+
   constructor(
     private readonly client: ChannelClient,
     readonly maxMessageBytes: number,
@@ -16,5 +20,13 @@ export class RemoteBus implements DecisionSink {
 
   async publish(message: BusMessage): Promise<void> {
     await this.client.json('POST', '/v1/data-plane/decisions', { id: message.id, data: Buffer.from(message.data).toString('base64') });
+  }
+
+  /** The control plane's ingest backlog, as the proxy's audit back-pressure reads a bus's (proxy/audit-backpressure.ts); undefined without an ingest consumer. */
+  async auditBacklog(): Promise<ConsumerBacklog | undefined> {
+    const answer = AuditBacklogAnswer.parse(await this.client.json('GET', '/v1/data-plane/audit-backlog'));
+    if (answer.behind_ms === null) return undefined;
+    if (answer.progressing) this.progressed += 1;
+    return { pending: answer.pending ? 1 : 0, acknowledged: this.progressed, oldestAgeMs: answer.behind_ms };
   }
 }

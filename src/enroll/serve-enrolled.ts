@@ -39,10 +39,15 @@ export async function serveEnrolled(config: Config, logger: Logger, enrollment: 
   client.onEnd((end) => admission.close(`its enrollment token was ${end.reason} (${end.detail})`));
   const metrics = createMetrics('proxy');
   const tls = await loadTls({ ...tlsFiles(config), hosts: [config.PGWARD_PUBLIC_HOST, config.PGWARD_LISTEN_HOST], onGenerated: (what) => log.info({ set: 'PGWARD_TLS_CERT and PGWARD_TLS_KEY to use your own' }, what) });
+  const bus = new RemoteBus(client, info.max_message_bytes);
   const proxy = await listenOn('PGWARD_PROXY_PORT', config.PGWARD_LISTEN_HOST, config.PGWARD_PROXY_PORT, () =>
     startProxy({
       store: new RemoteEventStore(client),
-      bus: new RemoteBus(client, info.max_message_bytes),
+      bus,
+      // The control plane's ingest is behind: this proxy holds its heaviest agents as the control plane's own proxies do.
+      auditBacklog: () => bus.auditBacklog(),
+      // Asked over HTTP of a control plane that serves many data planes: five times a second, not twenty.
+      auditBackPressureIntervalMs: 200,
       keyring: dataPlaneKeyring(enrollment.token),
       logger: log,
       metrics: metrics.registry,

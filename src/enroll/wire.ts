@@ -63,3 +63,12 @@ export const EnrollmentInfo = z.object({
   max_message_bytes: z.int().min(1024),
 });
 export type EnrollmentInfo = z.infer<typeof EnrollmentInfo>;
+
+/**
+ * Ingest's progress on the control plane, for an enrolled proxy's audit back-pressure: how long the
+ * oldest decision ingest has not taken has waited (to 100 ms; null: no ingest consumer), whether any
+ * waits, and whether ingest took any within the stall time (ingest-progress.ts), told alike to every
+ * asker. No counts: those would tell one enrollment how much every project sends.
+ */
+export const AuditBacklogAnswer = z.object({ behind_ms: z.int().min(0).nullable(), pending: z.boolean(), progressing: z.boolean() });
+export type AuditBacklogAnswer = z.infer<typeof AuditBacklogAnswer>;

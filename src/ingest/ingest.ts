@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { auditStream, type AuditEventPayload } from '../../projections/audit.js';
 import type { BusRecord } from '../../proxy/decisions.js';
-import type { Consumer, DecisionBus, Delivery } from '../bus/port.js';
+import { INGEST_DURABLE, type Consumer, type DecisionBus, type Delivery } from '../bus/port.js';
 import { AuditGapRecorded } from '../events/audit.js';
 import { connectionStream } from '../../projections/connections.js';
 import { SessionsRecord, WireSessionClosed, WireSessionOpened } from '../events/connections.js';
@@ -217,7 +217,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   };
 
   let lastDelivery = 0;
-  const consumer: Consumer = await options.bus.consume({ durable: 'ingest', maxInFlight: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT, retryDelayMs: 500 }, async (delivery) => {
+  const consumer: Consumer = await options.bus.consume({ durable: INGEST_DURABLE, maxInFlight: options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT, retryDelayMs: 500 }, async (delivery) => {
     lastDelivery = Date.now();
     try {
       const outcome = await handle(delivery);

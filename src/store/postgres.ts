@@ -133,10 +133,16 @@ export async function createPostgresEventStore(connectionString: string, options
       inTransaction(pool, (client) => work({ append: (stream, events, expected) => appendWith(client, stream, events, expected) })),
 
     async readStream(stream, fromRevision = 0, maxCount) {
+      // A stream's revisions are dense, so a page is a bounded range: with only `revision >= $2`, stale statistics
+      // of a large stream planned a bitmap scan of everything after $2, sorted for its limit (1.2 s a page of 10,000
+      // at 1,000,000 events, where the range's index scan reads only the page).
       const { rows } = await pool.query<EventRow>(
-        `select position, stream, revision, event_id, type, data, metadata from pgward.events
-          where stream = $1 and revision >= $2 order by revision limit $3`,
-        [stream, fromRevision, maxCount ?? null],
+        maxCount === undefined
+          ? `select position, stream, revision, event_id, type, data, metadata from pgward.events
+              where stream = $1 and revision >= $2 order by revision`
+          : `select position, stream, revision, event_id, type, data, metadata from pgward.events
+              where stream = $1 and revision >= $2 and revision < $2 + $3 order by revision`,
+        maxCount === undefined ? [stream, fromRevision] : [stream, fromRevision, maxCount],
       );
       return rows.map(toRecorded);
     },

@@ -253,6 +253,46 @@ export function decisionBusContract(name: string, make: () => Promise<DecisionBu
       expect(Buffer.from(deliveries[0]!.data).equals(full)).toBe(true);
     });
 
+    it('reports a durable backlog: none before it exists, then its pending messages, the age of the oldest, and a count that grows only with acknowledgements', async () => {
+      const bus = await open();
+      const name = durable();
+      expect(await bus.backlog(name)).toBeUndefined();
+      for (const id of ['b1', 'b2', 'b3', 'b4', 'b5']) await bus.publish({ id, data: encoder.encode(id) });
+      const held = gate();
+      const taken: string[] = [];
+      const consumer = await bus.consume({ durable: name, maxInFlight: 2 }, async (d) => {
+        taken.push(d.id);
+        if (d.id === 'b1' || d.id === 'b2') await held.promise;
+        if (d.id === 'b3' && d.attempt === 1) throw new Error('once');
+      });
+      await waitUntil('two deliveries in flight', () => taken.length === 2);
+      // Two delivered and under way, three never delivered: all five pending, none acknowledged.
+      const start = (await bus.backlog(name))!;
+      expect(start.pending).toBe(5);
+      // b1 still waits, and ages.
+      const young = (await bus.backlog(name))!.oldestAgeMs;
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      expect((await bus.backlog(name))!.oldestAgeMs).toBeGreaterThanOrEqual(young + 50);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      expect((await bus.backlog(name))!.acknowledged).toBe(start.acknowledged);
+      held.open();
+      await waitUntil('every message taken, b3 twice', () => taken.length === 6);
+      let after = (await bus.backlog(name))!;
+      for (const deadline = Date.now() + 10_000; after.pending > 0 && Date.now() < deadline; after = (await bus.backlog(name))!) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(after).toMatchObject({ pending: 0, oldestAgeMs: 0 });
+      expect(after.acknowledged).toBeGreaterThan(start.acknowledged);
+      await bus.publish({ id: 'b6', data: encoder.encode('b6') });
+      await waitUntil('b6 taken', () => taken.includes('b6'));
+      await consumer.stop();
+      await bus.publish({ id: 'b7', data: encoder.encode('b7') });
+      const one = (await bus.backlog(name))!;
+      expect(one.pending).toBe(1);
+      expect(one.oldestAgeMs).toBeLessThan(5_000);
+      expect(await bus.backlog(durable())).toBeUndefined();
+    });
+
     it('refuses to publish after close', async () => {
       const bus = await open();
       await bus.close();

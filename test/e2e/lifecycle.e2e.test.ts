@@ -17,7 +17,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { generateAnchorKey } from '../../src/crypto/checkpoint.js';
 import { freePort } from '../support/free-port.js';
-import { admin, freshDatabase, type TestDatabase } from '../support/pg.js';
+import { admin, freshDatabase, upstreamLogin, type TestDatabase } from '../support/pg.js';
 import { auditEntryCount, processes, provision, stateUrlOf, verifyAudit, waitFor, type Login } from '../support/pgward-process.js';
 
 const BIN = resolve('bin/pgward.js');
@@ -202,7 +202,7 @@ function portTaken(port: number): Promise<Server> {
   });
 }
 
-const upstreamOf = () => ({ host: '127.0.0.1', port: Number(new URL(upstream.url).port || 5432), database: upstream.name, user: new URL(upstream.url).username || 'postgres', password: 'unused-under-trust' });
+const upstreamOf = () => upstreamLogin(upstream);
 
 async function agentClient(port: number, login: Login, errors: Error[]): Promise<pg.Client> {
   const client = new pg.Client({ host: '127.0.0.1', port, ...login, ssl: false });

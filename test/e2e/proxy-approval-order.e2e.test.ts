@@ -27,6 +27,7 @@ function slowProgressRows(bus: DecisionBus): DecisionBus {
       await bus.publish(message);
     },
     consume: (options, handler) => bus.consume(options, handler),
+    backlog: (durable) => bus.backlog(durable),
     close: () => bus.close(),
   };
 }

@@ -75,8 +75,10 @@ describe('honeytokens on the wire', () => {
     expect(rest.map((d) => d.event)).not.toContain('query');
     // The read model may trail the event that closed the session by a moment.
     await waitFor(async () => (await credentialStatus(agent.credential.id)) === 'disabled', 2000, 'credential disabled in the read model');
-    const disabled = (await gateway.api.store.readStream(`credential-${agent.credential.id}`)).map(decodeEvent).at(-1)!;
-    expect(disabled.type).toBe('CredentialDisabled.v1');
+    // The login's CredentialUsed is appended without waiting and may land after the disable.
+    const events = (await gateway.api.store.readStream(`credential-${agent.credential.id}`)).map(decodeEvent);
+    expect(events.filter((event) => event.type === 'CredentialDisabled.v1')).toHaveLength(1);
+    const disabled = events.find((event) => event.type === 'CredentialDisabled.v1')!;
     expect(disabled.metadata.actor).toBe(`honeytoken:${tableCanary}`);
     expect(disabled.data).toEqual({ credential_id: agent.credential.id, reason: `a statement touched honeytoken ${tableCanary}` });
     expect(await loginError(agent.connection_string)).toBe('28P01');

@@ -14,7 +14,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateAnchorKey } from '../../src/crypto/checkpoint.js';
 import { freePort } from '../support/free-port.js';
-import { freshDatabase, type TestDatabase } from '../support/pg.js';
+import { freshDatabase, upstreamLogin, type TestDatabase } from '../support/pg.js';
 import { pgwardCli, startPgward, verifyAudit, waitFor, type PgwardProcess } from '../support/pgward-process.js';
 
 let dir: string;
@@ -66,8 +66,8 @@ describe('a self-hosted data plane enrolled with a control plane', () => {
       if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${body}`);
       return JSON.parse(body) as Record<string, unknown>;
     };
-    const upstreamUrl = new URL(upstream.url);
-    const database = { host: '127.0.0.1', port: Number(upstreamUrl.port || 5432), name: upstream.name, username: upstreamUrl.username || 'postgres', password: 'unused-under-trust', ssl_mode: 'disable' };
+    const upstreamAs = upstreamLogin(upstream);
+    const database = { host: upstreamAs.host, port: upstreamAs.port, name: upstreamAs.database, username: upstreamAs.user, password: upstreamAs.password, ssl_mode: 'disable' };
     const { project } = (await call('POST', '/v1/projects', { name: 'on-prem', org_id: orgId, self_hosted: true, database })) as { project: { id: string } };
     const policy = (await call('POST', `/v1/projects/${project.id}/policies`, { name: 'reader', read_only: true, allowed_tables: ['public.items'] })) as { id: string };
     const agent = (await call('POST', `/v1/projects/${project.id}/agents`, { name: 'bot', policy_profile_id: policy.id })) as { connection_string: string };
@@ -126,7 +126,8 @@ describe('a self-hosted data plane enrolled with a control plane', () => {
     const after = spawnSync('psql', [login.toString(), '-XAtc', 'select 1'], { encoding: 'utf8', timeout: 20_000 });
     expect(after.status).not.toBe(0);
     expect(after.stderr).toMatch(/this pgward data plane no longer serves: its enrollment token was revoked/);
-    expect(dataPlane.output()).toMatch(/this data plane no longer serves agents/);
+    // Read from its stdout pipe by this process's event loop, which spawnSync above held.
+    await waitFor('the data plane to log that it refuses agents', () => dataPlane.output(), (output) => /this data plane no longer serves agents/.test(output), 10_000);
     const again = pgwardCli(['serve', '--role', 'proxy', '--enroll', enrollment.token, '--control-plane', control.httpUrl], { PATH: process.env.PATH, PGWARD_DATA_DIR: join(dir, 'again'), PGWARD_PROXY_PORT: String(await freePort()), PGWARD_HTTP_PORT: String(await freePort()) });
     expect(again.status).toBe(1);
     expect(again.stderr).toMatch(/^pgward: the control plane ended this data plane’s channel \(revoked\): the enrollment token pgw_enr_.{4}… was revoked at /);

@@ -11,7 +11,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startAgentLoad } from '../support/agent-load.js';
 import { freePort } from '../support/free-port.js';
-import { freshDatabase, type TestDatabase } from '../support/pg.js';
+import { freshDatabase, upstreamLogin, type TestDatabase } from '../support/pg.js';
 import { auditEntryCount, metricValue, provision, startPgward, stateUrlOf, verifyAudit, waitFor, workerPid, type PgwardProcess } from '../support/pgward-process.js';
 
 const CLIENTS = 4;
@@ -76,7 +76,7 @@ describe('pgward serve: the proxy apart from its workers', () => {
   it('keeps serving while the ingest+projection worker is killed, the API worker is killed, and the ingest+projection worker stalls, mid-load; each is restarted; every statement is audited once and the chain verifies', async () => {
     server = await startPgward(['serve'], env, httpPort);
     const serverPid = server.child.pid!;
-    const { projectId, logins } = await provision({ httpUrl: server.httpUrl, env }, { host: '127.0.0.1', port: Number(new URL(upstream.url).port || 5432), database: upstream.name, user: new URL(upstream.url).username || 'postgres', password: 'unused-under-trust' }, { open: { allowed_tables: ['public.*'] } });
+    const { projectId, logins } = await provision({ httpUrl: server.httpUrl, env }, upstreamLogin(upstream), { open: { allowed_tables: ['public.*'] } });
 
     const load = await startAgentLoad(proxyPort, logins.open!, CLIENTS, PAUSE_MS);
     await waitFor('statements flowing', () => load.done.length, (n) => n >= 200);

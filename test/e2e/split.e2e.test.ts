@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateAnchorKey } from '../../src/crypto/checkpoint.js';
 import { startAgentLoad } from '../support/agent-load.js';
 import { freePort } from '../support/free-port.js';
-import { freshDatabase, type TestDatabase } from '../support/pg.js';
+import { freshDatabase, upstreamLogin, type TestDatabase } from '../support/pg.js';
 import { auditEntryCount, metricValue, provision, startPgward, verifyAudit, waitFor, type PgwardProcess } from '../support/pgward-process.js';
 
 const natsUrl = process.env.NATS_URL ?? '';
@@ -91,10 +91,9 @@ describe.skipIf(natsUrl === '')('the split deployment: proxy, audit pipeline and
     let pipeline = await start(PIPELINE);
     const api = await start(['serve', '--role', 'api']);
     await start(['serve', '--role', 'proxy']);
-    const upstreamUrl = new URL(upstream.url);
     const { projectId, logins } = await provision(
       { httpUrl: api.httpUrl, env },
-      { host: '127.0.0.1', port: Number(upstreamUrl.port || 5432), database: upstream.name, user: upstreamUrl.username || 'postgres', password: 'unused-under-trust' },
+      upstreamLogin(upstream),
       { open: { allowed_tables: ['public.*'] } },
     );
 

@@ -182,10 +182,12 @@ describe('self-host enrollment tokens', () => {
 
 describe('the data-plane channel', () => {
   it('refuses a missing, malformed or unknown token and an organization API key (401)', async () => {
-    for (const authorization of [undefined, 'Bearer nope', `Bearer pgw_enr_${'A'.repeat(43)}`, `Bearer ${scale.apiKey}`]) {
-      const response = await api.app.inject({ method: 'GET', url: '/v1/data-plane/enrollment', headers: authorization ? { authorization } : {} });
-      expect(response.statusCode, authorization).toBe(401);
-      expect(response.headers['content-type']).toContain('application/problem+json');
+    for (const url of ['/v1/data-plane/enrollment', '/v1/data-plane/audit-backlog']) {
+      for (const authorization of [undefined, 'Bearer nope', `Bearer pgw_enr_${'A'.repeat(43)}`, `Bearer ${scale.apiKey}`]) {
+        const response = await api.app.inject({ method: 'GET', url, headers: authorization ? { authorization } : {} });
+        expect(response.statusCode, `${url} ${authorization}`).toBe(401);
+        expect(response.headers['content-type']).toContain('application/problem+json');
+      }
     }
   });
 
@@ -243,6 +245,38 @@ describe('the data-plane channel', () => {
     await send(`${created.id}:x:1:1..2`, own);
     await waitFor(() => published.length === 1, 5_000, 'the decision message on the control plane’s bus');
     expect(published[0]).toEqual({ id: `${created.id}:x:1:1..2`, data: JSON.stringify(own) });
+  });
+
+  it('tells an enrolled proxy how far behind ingest is and whether it progresses, and no counts', async () => {
+    const created = await token(hosted);
+    const { client } = channel(created.token);
+    const remote = new RemoteBus(client, 1024 * 1024);
+    const raw = await client.json<Record<string, unknown>>('GET', '/v1/data-plane/audit-backlog');
+    expect(Object.keys(raw).sort()).toEqual(['behind_ms', 'pending', 'progressing']);
+    await waitFor(async () => (await remote.auditBacklog())?.pending === 0, 10_000, 'nothing waiting for ingest');
+    // Ingest stopped: the decision sent waits, older at each ask, and ingest takes nothing meanwhile.
+    await ingest.stop();
+    let stalled = -1;
+    try {
+      const proxyId = `${created.id}:lag`;
+      const waiting = { ...sampleDecision(hosted, proxyId), seq: '1' };
+      await remote.publish({ id: `${proxyId}:${waiting.boot_epoch}:1..1`, data: Buffer.from(JSON.stringify({ kind: 'decision', decision: waiting })) });
+      await remote.auditBacklog();
+      // Past the control plane's stall time (a second without an acknowledgement): no asker is told of progress.
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      const first = (await remote.auditBacklog())!;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const second = (await remote.auditBacklog())!;
+      expect(first.pending).toBe(1);
+      expect(first.oldestAgeMs).toBeGreaterThanOrEqual(1_100);
+      expect(first.oldestAgeMs % 100).toBe(0);
+      expect(second.acknowledged).toBe(first.acknowledged);
+      stalled = second.acknowledged;
+    } finally {
+      ingest = await startIngest({ store: api.store, bus, logger, holeGraceMs: 600_000, appendLingerMs: 2 });
+    }
+    await waitFor(async () => (await remote.auditBacklog())?.pending === 0, 10_000, 'ingest caught up');
+    expect((await remote.auditBacklog())!.acknowledged).toBeGreaterThan(stalled);
   });
 
   it('a decision message sent again (a retry after a lost answer) reaches the audit stream once', async () => {

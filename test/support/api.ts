@@ -1,3 +1,4 @@
+import type { BackPressureLimits } from '../../proxy/audit-backpressure.js';
 import type { Budgets } from '../../proxy/budgets.js';
 import type { Fanout } from '../../src/bus/fanout.js';
 import { randomBytes } from 'node:crypto';
@@ -20,7 +21,7 @@ import { relayLinks } from '../../proxy/relay/options.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import { parseKeyring } from '../../src/crypto/seal.js';
 import type { Plan } from '../../src/events/organizations.js';
-import { buildApp } from '../../src/http/app.js';
+import { buildApp, type ControlPlane } from '../../src/http/app.js';
 import { createMetrics } from '../../src/metrics.js';
 import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
@@ -52,7 +53,7 @@ function testAuditDeps(anchorPem: string, keys: HmacKeyring) {
   return { keys, anchorPublicKey: anchor.publicKey, signer: { keyId: 'pgward-audit-anchor', privateKey: anchor.privateKey } };
 }
 
-type ApiOptions = { bus?: DecisionBus; budgets?: Budgets; logger?: Logger; trustProxy?: readonly string[]; cacheFanout?: Fanout };
+type ApiOptions = { bus?: DecisionBus; budgets?: Budgets; logger?: Logger; trustProxy?: readonly string[]; cacheFanout?: Fanout; mcpBackPressureLimits?: BackPressureLimits };
 
 let templateMade: Promise<void> | undefined;
 
@@ -76,6 +77,11 @@ async function stateDatabase(label: string): Promise<TestDatabase> {
   });
   await templateMade;
   return freshDatabase(label, serverUrl, template);
+}
+
+/** The control plane with the hosted MCP's audit back-pressure marks a test sets, else as built. */
+function withMcpLimits(plane: ControlPlane, limits: BackPressureLimits | undefined): ControlPlane {
+  return limits ? { ...plane, deps: { ...plane.deps, decisions: { ...plane.deps.decisions, backPressureLimits: limits } } } : plane;
 }
 
 /** The real control plane (composition, plugins, routes, projections) over a fresh database; `env` is its configuration (PGWARD_AUDIT_HMAC_KEYS keys the audit chain). */
@@ -105,7 +111,7 @@ async function startApiOn(database: TestDatabase, env: NodeJS.ProcessEnv = {}, o
     observe: metrics.observe,
     health: async () => ({}),
     ...(options.trustProxy ? { trustProxy: options.trustProxy } : {}),
-    controlPlane: controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, logger, projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets, options.cacheFanout, await relayLinks(config)),
+    controlPlane: withMcpLimits(controlPlane(config, parseKeyring(config.PGWARD_MASTER_KEY!), store, pool, logger, projections, testAuditDeps(anchorPem, auditKeys), bus, options.budgets, options.cacheFanout, await relayLinks(config)), options.mcpBackPressureLimits),
   });
   return {
     app,

@@ -1,3 +1,4 @@
+import type { BackPressureLimits } from '../../proxy/audit-backpressure.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type { Fanout } from '../../src/bus/fanout.js';
 import { tmpdir } from 'node:os';
@@ -62,7 +63,7 @@ export async function startGateway(
   env: NodeJS.ProcessEnv = {},
   logger: Logger = pino({ level: 'silent' }),
   replicas: ProxyOptions['replicas'] = {},
-  more: { readonly proxy?: Partial<ProxyOptions>; readonly trustProxy?: readonly string[]; readonly publishVia?: (bus: DecisionBus) => DecisionBus; readonly apiCacheFanout?: Fanout } = {},
+  more: { readonly proxy?: Partial<ProxyOptions>; readonly trustProxy?: readonly string[]; readonly publishVia?: (bus: DecisionBus) => DecisionBus; readonly apiCacheFanout?: Fanout; readonly mcpBackPressureLimits?: BackPressureLimits } = {},
 ): Promise<TestGateway> {
   const proxyPort = await freePort();
   const bus = createMemoryBus();
@@ -73,7 +74,7 @@ export async function startGateway(
   const budgets = new Budgets((scope, day, month) => spentSince(readModels.pool!, scope, day, month), () => undefined);
   // The proxy's generated TLS material: GET /v1/proxy/ca.pem serves its CA.
   const tlsDir = await mkdtemp(join(tmpdir(), 'pgward-tls-'));
-  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), PGWARD_DATA_DIR: tlsDir, ...env }, { bus: publishing, budgets, logger, ...(more.trustProxy ? { trustProxy: more.trustProxy } : {}), ...(more.apiCacheFanout ? { cacheFanout: more.apiCacheFanout } : {}) });
+  const api = await startApi(label, { PGWARD_PUBLIC_HOST: '127.0.0.1', PGWARD_PROXY_PORT: String(proxyPort), PGWARD_DATA_DIR: tlsDir, ...env }, { bus: publishing, budgets, logger, ...(more.trustProxy ? { trustProxy: more.trustProxy } : {}), ...(more.apiCacheFanout ? { cacheFanout: more.apiCacheFanout } : {}), ...(more.mcpBackPressureLimits ? { mcpBackPressureLimits: more.mcpBackPressureLimits } : {}) });
   readModels.pool = api.pool;
   const upstream = await freshDatabase(`${label}_up`, upstreamServerUrl);
   const seed = new pg.Client({ connectionString: upstream.url });

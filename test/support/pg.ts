@@ -40,3 +40,13 @@ export async function freshDatabase(label: string, serverUrl: string = inject('p
     drop: () => admin(serverUrl, (client) => client.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`)).then(() => undefined),
   };
 }
+
+/**
+ * How pgward logs in to a test database as an upstream: its URL's host, port, database, user and
+ * password (the embedded server's, when PGWARD_TEST_PG_URL is not set), or a placeholder password
+ * under the machine's trust authentication.
+ */
+export function upstreamLogin(database: TestDatabase): { host: string; port: number; database: string; user: string; password: string } {
+  const url = new URL(database.url);
+  return { host: url.hostname, port: Number(url.port || 5432), database: database.name, user: decodeURIComponent(url.username) || 'postgres', password: decodeURIComponent(url.password) || 'unused-under-trust' };
+}

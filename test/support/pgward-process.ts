@@ -144,12 +144,13 @@ export async function stateUrlOf(env: NodeJS.ProcessEnv): Promise<string> {
   return (await openStateDatabase(loadConfig(env), { reuseRunning: true })).url;
 }
 
-/** The project's entries in the audit read model, counted straight from the state database: cheap enough to poll. */
-export async function auditEntryCount(stateUrl: string, projectId: string): Promise<number> {
+/** The project's entries in the audit read model (only its gap markers: `gapMarkers`), counted straight from the state database: cheap enough to poll. */
+export async function auditEntryCount(stateUrl: string, projectId: string, gapMarkers = false): Promise<number> {
   const client = new pg.Client({ connectionString: stateUrl });
   await client.connect();
   try {
-    return Number((await client.query<{ n: string }>('select count(*) as n from rm.audit_entries where project_id = $1', [projectId])).rows[0]!.n);
+    const where = gapMarkers ? "project_id = $1 and event = 'gap_marker'" : 'project_id = $1';
+    return Number((await client.query<{ n: string }>(`select count(*) as n from rm.audit_entries where ${where}`, [projectId])).rows[0]!.n);
   } finally {
     await client.end();
   }

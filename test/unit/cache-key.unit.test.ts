@@ -71,7 +71,7 @@ describe('the result cache key', () => {
       fc.property(fc.constantFrom(...STATEMENTS), policyArb, policyArb, fc.constantFrom('c1', 'c2'), fc.constantFrom('c1', 'c2'), (sql, a, b, first, second) => {
         const [policyA, policyB] = [policyRow(a), policyRow(b)];
         const [decisionA, decisionB] = [decided(sql, policyA, first), decided(sql, policyB, second)];
-        if (!decisionA || !decisionB) return;
+        fc.pre(decisionA !== undefined && decisionB !== undefined);
         compared++;
         const shownDiffers = decisionA.sql !== decisionB.sql || JSON.stringify(decisionA.maskedColumns) !== JSON.stringify(decisionB.maskedColumns) || JSON.stringify(decisionA.rowFiltered) !== JSON.stringify(decisionB.rowFiltered);
         const sameKey = keyOf(decisionA, policyA, first) === keyOf(decisionB, policyB, second);
@@ -79,9 +79,10 @@ describe('the result cache key', () => {
         // Equal keys only for equal runs: the upstream gives both the same rows.
         if (sameKey) expect(decisionA.sql).toBe(decisionB.sql);
       }),
-      { numRuns: 250 },
+      { numRuns: 100 },
     );
-    expect(compared).toBeGreaterThan(20);
+    // Runs where either lookup is refused or uncacheable are skipped and replaced, so every run compares two keys.
+    expect(compared).toBe(100);
   });
 
   it('is one key for one policy, credential and statement, so the cache serves repeats', () => {

@@ -9,7 +9,9 @@ import { decisionRefusal } from '../../enroll/decision-check.js';
 import { ProjectStreams } from '../../enroll/project-streams.js';
 import { resealFor } from '../../enroll/reseal.js';
 import { dataPlaneKeyring, ENROLLMENT_TOKEN } from '../../enroll/token.js';
-import { DATA_PLANE_PREFIXES, ENROLLMENT_END_HEADER, ExpectedRevision, fromWire, toWire, WireNewEvent, type ChannelEnd } from '../../enroll/wire.js';
+import { DATA_PLANE_PREFIXES, ENROLLMENT_END_HEADER, ExpectedRevision, fromWire, toWire, WireNewEvent, type AuditBacklogAnswer, type ChannelEnd } from '../../enroll/wire.js';
+import { INGEST_DURABLE } from '../../bus/port.js';
+import { IngestProgress } from '../../enroll/ingest-progress.js';
 import { StoreError, type RecordedEvent } from '../../store/port.js';
 import { Problem } from '../problem.js';
 import { visibleProject } from './projects.js';
@@ -173,6 +175,12 @@ export function dataPlaneRoutes(app: Api, deps: ApiDeps): void {
       return reply.code(202).send({ accepted: true });
     },
   );
+
+  const progress = new IngestProgress(() => deps.decisions.bus.backlog(INGEST_DURABLE));
+  app.get('/v1/data-plane/audit-backlog', { schema: { hide: true }, config: { public: true } }, async (request): Promise<AuditBacklogAnswer> => {
+    await authenticate(request.headers.authorization);
+    return progress.answer(performance.now());
+  });
 
   app.get(
     '/v1/data-plane/subscribe',

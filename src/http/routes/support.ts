@@ -1,3 +1,4 @@
+import type { BackPressureLimits } from '../../../proxy/audit-backpressure.js';
 import type { Budgets } from '../../../proxy/budgets.js';
 import type { Fanout } from '../../bus/fanout.js';
 import type { KeyObject } from 'node:crypto';
@@ -41,7 +42,7 @@ export interface ApiDeps {
   /** Waits (bounded) until every read model fed by `stream` has applied `position`, so a write is visible to the next read. */
   readonly settle: (stream: string, position: bigint) => Promise<void>;
   /** Where the hosted agent MCP publishes its statement decisions: the proxy's bus, under its own publisher id, in this region. */
-  readonly decisions: { readonly bus: DecisionBus; readonly publisherId: string; readonly region: string };
+  readonly decisions: { readonly bus: DecisionBus; readonly publisherId: string; readonly region: string; readonly backPressureLimits?: BackPressureLimits };
   /** How the hosted MCP (and the policy what-if) reach the databases of other regions: PGWARD_REGION_PEERS and PGWARD_RELAY_SECRET; without it such a database is refused (region.no_peer). */
   readonly relay?: RelayLinks;
   /** How the hosted MCP routes reads to replicas (PGWARD_REPLICA_*, PGWARD_READ_YOUR_WRITES_MS); without it its statements all run on the primary. */

@@ -59,6 +59,7 @@ export function mcpDecision(origin: McpOrigin, outcome: Outcome): Decision {
 export function audit(context: AgentContext, outcome: Outcome): void {
   if (outcome.ran) context.budgets.spent(context.credential, outcome.bytes ?? 0);
   else logRecordedRefusal(context.log, outcome, { source: 'mcp', session: context.sessionId, credential_id: context.credential.credential_id, project_id: context.credential.project_id });
+  context.services.auditHold?.used(context.credential.credential_id);
   context.services.decisions.publish(mcpDecision(originOf(context), outcome));
 }
 
@@ -66,5 +67,6 @@ const originOf = (context: AgentContext): McpOrigin => ({ credential: context.cr
 
 /** Resolves once the decision bus holds the outcome's record; rejects when it cannot take it (a refusal's record, not counted against a budget). */
 export function auditStrict(context: AgentContext, outcome: Outcome & { readonly ran: false }): Promise<void> {
+  context.services.auditHold?.used(context.credential.credential_id);
   return context.services.decisions.publishStrict(mcpDecision(originOf(context), outcome));
 }

@@ -1,3 +1,4 @@
+import type { AuditHold } from '../../../proxy/audit-backpressure.js';
 import type { EventStore } from '../../store/port.js';
 import type pg from 'pg';
 import type { BaseLogger } from 'pino';
@@ -19,6 +20,8 @@ export interface AgentServices {
   readonly pool: pg.Pool;
   readonly databases: AgentDatabases;
   readonly decisions: DecisionPublisher;
+  /** Told each decision of a credential: the audit's back-pressure holds the credentials that make the most. */
+  readonly auditHold?: Pick<AuditHold, 'used'>;
   /** Budget tallies of every credential this process serves, as the proxy keeps its own. */
   readonly budgets: Budgets;
   /** The data-plane region audit entries carry. */

@@ -2,9 +2,11 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { Budgets, sessionBudgets } from '../../../proxy/budgets.js';
 import { DecisionPublisher } from '../../../proxy/decisions.js';
+import { AuditBackPressure } from '../../../proxy/audit-backpressure.js';
 import { evolvePolicyRoles, upstreamChoice, type PolicyRoles, type UpstreamChoice } from '../../../proxy/views/policy-roles.js';
 import type { PolicyRow } from '../../../projections/policies.js';
 import type { EventStore } from '../../store/port.js';
+import { INGEST_DURABLE } from '../../bus/port.js';
 import { projectOrganization, spentSince } from '../../../queries/budget-usage.js';
 import type { Plan } from '../../events/organizations.js';
 import { plans } from '../../plans.js';
@@ -48,6 +50,9 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
   const decisions = new DecisionPublisher(deps.decisions.bus, { proxyId: deps.decisions.publisherId, bootEpoch }, DECISION_BUFFER, (error) =>
     app.log.warn({ err: error }, 'decision bus refused an MCP record; retrying'),
   );
+  // The audit's back-pressure, as on the wire (docs/architecture.md): the requests of the agents that cause ingest's backlog wait while it catches up.
+  const backPressure = new AuditBackPressure(() => deps.decisions.bus.backlog(INGEST_DURABLE), {}, deps.decisions.backPressureLimits);
+  backPressure.start();
   const budgets =
     deps.budgets ??
     new Budgets(
@@ -60,14 +65,16 @@ export function agentMcpRoutes(app: Api, deps: ApiDeps, databases: AgentDatabase
   const unshare = deps.cacheFanout && cache.caches.share(deps.cacheFanout, (credentialId) => databases.reads?.writes.wrote(credentialId));
   app.addHook('onClose', async () => {
     unshare?.();
+    backPressure.stop();
     await cache.stop();
     await decisions.close();
   });
 
-  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, budgets, region: deps.decisions.region, docs: await (docs ??= loadAgentDocs()), store: deps.store, cache });
+  const services = async (): Promise<AgentServices> => ({ pool: deps.pool, databases, decisions, auditHold: backPressure, budgets, region: deps.decisions.region, docs: await (docs ??= loadAgentDocs()), store: deps.store, cache });
 
   const serve = async (request: FastifyRequest, reply: FastifyReply, projectId?: string): Promise<void> => {
     const credential = await authenticateAgent(deps, request, projectId);
+    await backPressure.clear(credential.credential_id);
     const clientIp = normalAddress(request.ip);
     // The request id may be the client's own X-Request-Id: prefixed with the credential, no agent can put its records in another's session.
     const sessionId = `mcp.${credential.credential_id}.${request.id}`.slice(0, 128);
