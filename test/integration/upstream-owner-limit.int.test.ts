@@ -2,17 +2,19 @@
  * The pool's per-owner (per-credential) limit, against the real test server: an owner holds at
  * most perCredentialLimit connections, parked ones included; its acquirers beyond that wait for
  * its own connections and fail with OWNER_LIMIT, while other owners' acquirers are served.
+ * Each pool first opens the connections its test takes (openIdle).
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { UpstreamConnection, UpstreamTarget } from '../../proxy/upstream/connection.js';
 import { PoolError, UpstreamPool } from '../../proxy/upstream/pool.js';
 import { perCredentialLimit, type PoolConfig } from '../../src/events/databases.js';
 import { freshDatabase, type TestDatabase } from '../support/pg.js';
+import { openIdle } from '../support/upstream-pool.js';
 
 let database: TestDatabase;
 const pools: UpstreamPool[] = [];
 
-function poolOf(config: Partial<PoolConfig>): UpstreamPool {
+async function poolOf(config: Partial<PoolConfig>, warm: number): Promise<UpstreamPool> {
   const url = new URL(database.url);
   const target: UpstreamTarget = {
     host: url.hostname,
@@ -26,6 +28,7 @@ function poolOf(config: Partial<PoolConfig>): UpstreamPool {
   };
   const pool = new UpstreamPool(target, { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 300, ...config });
   pools.push(pool);
+  await openIdle(pool, warm);
   return pool;
 }
 
@@ -49,7 +52,7 @@ describe('perCredentialLimit', () => {
 
 describe('UpstreamPool owners', () => {
   it('serves another owner while one waits at its limit, then fails the waiter with OWNER_LIMIT', async () => {
-    const pool = poolOf({});
+    const pool = await poolOf({}, 4);
     const a1 = await pool.acquire({ owner: 'a' });
     const a2 = await pool.acquire({ owner: 'a' });
     const a3 = failure(pool.acquire({ owner: 'a' }));
@@ -69,7 +72,7 @@ describe('UpstreamPool owners', () => {
   });
 
   it('fails a waiter with ACQUIRE_TIMEOUT when its share is the whole pool', async () => {
-    const pool = poolOf({ max_connections: 1 });
+    const pool = await poolOf({ max_connections: 1 }, 1);
     const held = await pool.acquire({ owner: 'a' });
     const refused = await failure(pool.acquire({ owner: 'a' }));
     expect((refused as PoolError).code).toBe('ACQUIRE_TIMEOUT');
@@ -77,7 +80,7 @@ describe('UpstreamPool owners', () => {
   });
 
   it("hands a released connection to the owner's waiter once it is under its limit", async () => {
-    const pool = poolOf({ acquire_timeout_ms: 5_000 });
+    const pool = await poolOf({ acquire_timeout_ms: 5_000 }, 0);
     const [a1, a2] = [await pool.acquire({ owner: 'a' }), await pool.acquire({ owner: 'a' })];
     const a3 = pool.acquire({ owner: 'a' });
     await pool.release(a1, { reset: false });
@@ -89,7 +92,7 @@ describe('UpstreamPool owners', () => {
   });
 
   it('counts parked connections: at its limit an owner takes back its own parked one, never another idle one', async () => {
-    const pool = poolOf({ max_connections_per_credential: 1 });
+    const pool = await poolOf({ max_connections_per_credential: 1 }, 2);
     const idle = await pool.acquire({ owner: 'b' });
     const held = await pool.acquire({ owner: 'a' });
     await pool.release(idle, { reset: false });
@@ -105,7 +108,7 @@ describe('UpstreamPool owners', () => {
   });
 
   it("moves a parked connection taken by another owner to that owner's count", async () => {
-    const pool = poolOf({ max_connections: 1 });
+    const pool = await poolOf({ max_connections: 1 }, 1);
     const held: UpstreamConnection = await pool.acquire({ owner: 'a' });
     pool.park(held, () => undefined);
     const taken = pool.tryAcquire('b');

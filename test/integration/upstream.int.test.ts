@@ -16,6 +16,7 @@ import { createScramVerifier, parseClientFirst, serverFirst, verifyClientFinal }
 import { scramClientFinal, scramClientFirst, verifyServerFinal } from '../../src/crypto/scram-client.js';
 import { startEmbeddedPostgres, type EmbeddedPg } from '../../src/pg/embedded.js';
 import { freePort } from '../support/free-port.js';
+import { openIdle } from '../support/upstream-pool.js';
 
 const SCRAM_PASSWORD = 'scram-secret-Ω';
 const MD5_PASSWORD = 'md5-secret';
@@ -447,6 +448,7 @@ describe('UpstreamPool', () => {
   it('serves waiters in FIFO order, times them out with ACQUIRE_TIMEOUT and lets them abort', async () => {
     const pool = new UpstreamPool(target({ applicationName: appName() }), poolConfig({ max_connections: 1, acquire_timeout_ms: 300 }));
     try {
+      await openIdle(pool, 1);
       const first = await pool.acquire();
       const order: number[] = [];
       const second = pool.acquire().then((connection) => (order.push(2), connection));
