@@ -1,5 +1,4 @@
 import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { ANOMALY_WINDOWS } from '../projections/anomaly-windows.js';
 import { projectionsFor } from '../projections/index.js';
@@ -13,6 +12,7 @@ import { createMemoryFanout, type Fanout } from './bus/fanout.js';
 import { INGEST_DURABLE, type DecisionBus } from './bus/port.js';
 import { instanceId, replicaSettings, tlsFiles, type Config } from './config.js';
 import { listenOn } from './listen.js';
+import { closeApp } from './http/close-app.js';
 import { Budgets } from '../proxy/budgets.js';
 import { startProxy } from '../proxy/server.js';
 import { spentSince } from '../queries/budget-usage.js';
@@ -42,16 +42,6 @@ const SWEEP_INTERVAL_MS = 5_000;
 /** Logs a key or certificate generated into the data directory: where it is, and what would replace it. */
 export function generatedFile(logger: Logger, what: string, variable: string): (file: string) => void {
   return (file) => logger.info({ file }, `generated ${what} into the data directory (set ${variable} to use your own)`);
-}
-
-/** Closes the HTTP server: requests under way get `drainMs` to finish, then their connections are cut. */
-async function closeApp(app: FastifyInstance, drainMs: number): Promise<void> {
-  const cut = setTimeout(() => app.server.closeAllConnections(), drainMs);
-  try {
-    await app.close();
-  } finally {
-    clearTimeout(cut);
-  }
 }
 
 function auditDeps(config: Config, anchor: AnchorKeyPair) {

@@ -4,6 +4,7 @@ import { startProxy } from '../../proxy/server.js';
 import { loadTls } from '../../proxy/tls.js';
 import { instanceId, tlsFiles, type Config } from '../config.js';
 import { buildApp, type PartState } from '../http/app.js';
+import { closeApp } from '../http/close-app.js';
 import { listenOn } from '../listen.js';
 import type { Logger } from '../logger.js';
 import type { Running } from '../main.js';
@@ -93,7 +94,7 @@ export async function serveEnrolled(config: Config, logger: Logger, enrollment: 
     metrics: metrics.registry,
     health,
     async stop() {
-      await Promise.all([app.close(), proxy.stop()]);
+      await Promise.all([closeApp(app, config.PGWARD_DRAIN_TIMEOUT_MS), proxy.stop()]);
     },
   };
 }

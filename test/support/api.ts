@@ -22,6 +22,7 @@ import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js
 import { parseKeyring } from '../../src/crypto/seal.js';
 import type { Plan } from '../../src/events/organizations.js';
 import { buildApp, type ControlPlane } from '../../src/http/app.js';
+import { closeApp } from '../../src/http/close-app.js';
 import { createMetrics } from '../../src/metrics.js';
 import { createPool } from '../../src/pg/pool.js';
 import { createPostgresEventStore, type PostgresEventStore } from '../../src/store/postgres.js';
@@ -139,7 +140,8 @@ async function startApiOn(database: TestDatabase, env: NodeJS.ProcessEnv = {}, o
       return (created.json() as { project: { id: string } }).project.id;
     },
     async stop() {
-      await app.close();
+      // A client that connected and sent nothing (a data plane stopped mid-reconnect) would hold a plain close.
+      await closeApp(app, 1_000);
       if (!options.bus) await bus.close();
       await Promise.all(runners.map((r) => r.stop()));
       await raiser.stop();
