@@ -215,7 +215,7 @@ describe('one credential cannot take the whole pool', () => {
   });
 
   it("refuses a credential's statement beyond its limit with 53300, and serves it once one of its connections is free", async () => {
-    await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 500, max_connections_per_credential: 1 } });
+    await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 1_500, max_connections_per_credential: 1 } });
     try {
       const agent = await agentWith('one at a time', {});
       const [first, second] = [await connectAgentClient(agent), await connectAgentClient(agent)];
@@ -237,7 +237,7 @@ describe('one credential cannot take the whole pool', () => {
   });
 
   it('holds on the hosted MCP too: a second call of the credential is refused while another credential is served', async () => {
-    await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 500, max_connections_per_credential: 1 } });
+    await patchDatabase(gateway, { pool_config: { mode: 'transaction', max_connections: 4, min_connections: 0, idle_timeout_ms: 60_000, acquire_timeout_ms: 1_500, max_connections_per_credential: 1 } });
     const busy = await agentWith('mcp busy', { statement_timeout_ms: 3_000 });
     const other = await agentWith('mcp other', {});
     const [a, b] = [await connectAgent(mcpBase, busy.mcp_token, 'busy'), await connectAgent(mcpBase, other.mcp_token, 'other')];
