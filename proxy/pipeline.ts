@@ -89,6 +89,8 @@ export interface PipelineEvents {
 export class ResponsePipeline {
   private readonly queue: Expectation[] = [];
   private held: Buffer[] = [];
+  /** While a cut chunk is handled: the statements it ended, whose audit waits until the client's bytes are written. */
+  private ended: Statement[] | undefined;
 
   constructor(
     private readonly write: (pieces: readonly Buffer[]) => void,
@@ -136,6 +138,19 @@ export class ResponsePipeline {
       for (const message of scanned) this.account(message);
       return;
     }
+    // The statements this chunk ends are audited once the client has its bytes, as on the path above.
+    const ended: Statement[] = [];
+    this.ended = ended;
+    try {
+      this.cutAndWrite(chunk, scanned, edit, endsInError);
+    } finally {
+      this.ended = undefined;
+      for (const statement of ended) this.events.completed(statement);
+    }
+  }
+
+  /** onServerChunk when replies are made, hidden, rewritten, tapped or held: the chunk is cut at message boundaries. */
+  private cutAndWrite(chunk: Buffer, scanned: readonly ScannedMessage[], edit: ErrorEdit | undefined, endsInError: boolean): void {
     const out: Buffer[] = [];
     let cursor = 0;
     // Bytes passed on unchanged since the last cut leave as one view of the chunk (cutRun).
@@ -238,7 +253,8 @@ export class ResponsePipeline {
 
   private complete(statement: Statement): void {
     statement.settled?.(!statement.failed);
-    this.events.completed(statement);
+    if (this.ended) this.ended.push(statement);
+    else this.events.completed(statement);
   }
 
   /** The connection is gone: every statement still waiting is lost, whether or not it ran. */

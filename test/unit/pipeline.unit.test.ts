@@ -149,3 +149,37 @@ describe('a ReadyForQuery the session must see first', () => {
     });
   }
 });
+
+describe('a statement ended in a chunk the pipeline cuts (a tapped, rewritten or synthesized reply)', () => {
+  // Its audit record need not delay the reply; what it settles (a cursor, the result cache's capture) is settled before.
+  it('is settled before the client is written to and audited after, in the order the statements ended', () => {
+    const order: string[] = [];
+    const pipeline = new ResponsePipeline(() => order.push('written'), {
+      completed: (s) => order.push(`audited ${s.text}`),
+      prepareFailed: () => undefined,
+      ready: () => order.push('ready'),
+    });
+    const first = { ...statement(), text: 'first', settled: () => order.push('settled first') };
+    const second = { ...statement(), text: 'second', settled: () => order.push('settled second') };
+    pipeline.expect(server('C', { statement: first, tap: () => order.push('tapped') }));
+    pipeline.expect(synthetic(encodeCloseComplete()));
+    pipeline.expect(server('Z', { statement: second }));
+    const chunk = Buffer.concat([row, encodeCommandComplete('SELECT 1'), encodeCommandComplete('SELECT 0'), encodeReadyForQuery('I')]);
+    pipeline.onServerChunk(chunk, new BackendScanner().scan(chunk));
+    expect(order).toEqual(['tapped', 'tapped', 'settled first', 'ready', 'settled second', 'written', 'audited first', 'audited second']);
+  });
+
+  it('is still audited when writing to the client throws', () => {
+    const audited: string[] = [];
+    const pipeline = new ResponsePipeline(
+      () => {
+        throw new Error('write failed');
+      },
+      { completed: (s) => audited.push(s.text), prepareFailed: () => undefined, ready: () => undefined },
+    );
+    pipeline.expect(server('Z', { statement: { ...statement(), text: 'only' }, tap: () => undefined }));
+    const chunk = Buffer.concat([encodeCommandComplete('SELECT 0'), encodeReadyForQuery('I')]);
+    expect(() => pipeline.onServerChunk(chunk, new BackendScanner().scan(chunk))).toThrow('write failed');
+    expect(audited).toEqual(['only']);
+  });
+});
