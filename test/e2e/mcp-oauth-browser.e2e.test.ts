@@ -135,7 +135,7 @@ describe('an MCP client authorized by a person in Chromium (docs/identity.md)', 
     expect((await call('/api/auth/two-factor/verify-totp', { code: totp(secret) })).status).toBe(200);
 
     const page = await newPage();
-    const { provider, transport } = await startAuthorization(page);
+    const { provider } = await startAuthorization(page);
     await signIn(page, 'tom@example.test');
     const second = page.getByRole('form', { name: 'Verify with an authentication code' });
     await page.getByRole('heading', { level: 1, name: 'Enter your authentication code' }).waitFor();
@@ -153,9 +153,13 @@ describe('an MCP client authorized by a person in Chromium (docs/identity.md)', 
     expect(arrived.get('error')).toBe('access_denied');
     expect(arrived.get('code')).toBe(null);
     expect(arrived.get('state')).toBe(provider.authorizationUrl!.searchParams.get('state'));
-    // The client never got a code: it holds no token, and /v1/mcp still refuses it.
+    // The client never got a code: it holds no token, and /v1/mcp still refuses it. Its registration is asked
+    // without the browser: sending the page to authorize again could race the callback's page still loading.
     expect(provider.saved).toBeUndefined();
-    await expect(new Client({ name: 'oauth-browser-test', version: '1.0.0' }).connect(transport)).rejects.toBeInstanceOf(UnauthorizedError);
+    const unauthorized = new MemoryOAuthClient(redirect);
+    unauthorized.info = provider.info;
+    await expect(new Client({ name: 'oauth-browser-test', version: '1.0.0' }).connect(new StreamableHTTPClientTransport(new URL(`${base}/v1/mcp`), { authProvider: unauthorized }))).rejects.toBeInstanceOf(UnauthorizedError);
+    expect(unauthorized.authorizationUrl?.searchParams.get('client_id')).toBe(provider.info!.client_id);
     await page.context().close();
   });
 
