@@ -100,6 +100,7 @@ export function createProxyMetrics(registry: Registry) {
     replicaTransitions: new Counter({ name: 'pgward_proxy_replica_transitions_total', help: 'Read replicas entering (in) and leaving (out) rotation', labelNames: ['to'], registers: [registry] }),
     /** The result cache's lookups of one outcome. */
     cacheLookupsOf: tallied({ name: 'pgward_proxy_cache_lookups_total', help: 'Result cache lookups by outcome (hit, stale, miss, bypass)', labelName: 'outcome', registry }),
+    cacheColdSkips: talliedTotal({ name: 'pgward_proxy_cache_cold_skips_total', help: 'Statements of cold shapes run past the result cache without a lookup (also counted as bypass)', registry }),
     cacheEvictions: talliedTotal({ name: 'pgward_proxy_cache_evictions_total', help: 'Result cache entries evicted for room (max_entries or the byte bound)', registry }),
     cacheBytes: talliedGauge({ name: 'pgward_proxy_cache_bytes', help: 'Bytes the result cache holds', registry }),
     relayLinks: new Gauge({ name: 'pgward_relay_links', help: 'Relay links this proxy serves as the peer, open now, by the origin’s region (docs/regions.md)', labelNames: ['peer_region'], registers: [registry] }),

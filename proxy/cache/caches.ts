@@ -14,6 +14,8 @@ export type CacheOutcome = 'hit' | 'stale' | 'miss' | 'bypass';
 /** The counters the caches feed (metrics.ts). */
 export interface CacheMetrics {
   lookup(outcome: CacheOutcome): void;
+  /** A statement of a cold shape ran past the cache without a lookup (counted as a bypass too). */
+  skipped(): void;
   evicted(count: number): void;
   bytes(delta: number): void;
 }
@@ -42,6 +44,8 @@ export class ResultCaches {
     readonly metrics: CacheMetrics,
     private readonly maxBytes = DEFAULT_MAX_BYTES,
     private readonly now: () => number = Date.now,
+    /** Draws which statements of a cold shape are looked up (cold-shapes.ts). */
+    private readonly random: () => number = Math.random,
   ) {}
 
   /**
@@ -64,7 +68,7 @@ export class ResultCaches {
       known.store.configure(limitsOf(config, this.maxBytes));
       return known.store;
     }
-    const store = new ResultStore(limitsOf(config, this.maxBytes), this.metrics, this.now);
+    const store = new ResultStore(limitsOf(config, this.maxBytes), this.metrics, this.now, this.random);
     this.stores.set(databaseId, { store, config });
     return store;
   }
@@ -136,10 +140,11 @@ function parseJson(data: Uint8Array): unknown {
 }
 
 /** The caches' counters on the proxy's prom-client registry. */
-export function cacheMetricsOf(metrics: Pick<ProxyMetrics, 'cacheLookupsOf' | 'cacheEvictions' | 'cacheBytes'>): CacheMetrics {
+export function cacheMetricsOf(metrics: Pick<ProxyMetrics, 'cacheLookupsOf' | 'cacheColdSkips' | 'cacheEvictions' | 'cacheBytes'>): CacheMetrics {
   const lookups = { hit: metrics.cacheLookupsOf('hit'), stale: metrics.cacheLookupsOf('stale'), miss: metrics.cacheLookupsOf('miss'), bypass: metrics.cacheLookupsOf('bypass') };
   return {
     lookup: (outcome) => lookups[outcome].inc(),
+    skipped: () => metrics.cacheColdSkips.inc(),
     evicted: (count) => metrics.cacheEvictions.inc(count),
     bytes: (delta) => metrics.cacheBytes.inc(delta),
   };

@@ -182,12 +182,25 @@ export class SessionCache {
     return this.caches?.sharing ? this.caches.flushed() : undefined;
   }
 
-  /** Looks a statement up: the outcome is counted in the metrics; a miss comes with the capture that stores its result. */
+  /**
+   * Looks a statement up: the outcome is counted in the metrics; a miss comes with the capture that
+   * stores its result. A statement of a cold shape (cold-shapes.ts) is not looked up unless drawn,
+   * and is a bypass; a shape with a rule of its own is always looked up, as its rule asks.
+   */
   plan(lookup: CacheLookup): CachePlan {
     const caches = this.caches;
     if (!caches) return BYPASS;
     const store = caches.storeOf(lookup.databaseId);
-    const plan = store && lookup.rule?.bypass !== true && !uncacheable(lookup.sql, lookup.decision, lookup) ? this.lookupIn(store, lookup) : BYPASS;
+    let plan = BYPASS;
+    if (store && lookup.rule?.bypass !== true && !uncacheable(lookup.sql, lookup.decision, lookup)) {
+      const { coldShapes } = store;
+      if (lookup.rule !== undefined) plan = this.lookupIn(store, lookup);
+      else if (coldShapes.skips(lookup.decision)) caches.metrics.skipped();
+      else {
+        plan = this.lookupIn(store, lookup);
+        coldShapes.looked(lookup.decision, plan.outcome !== 'miss');
+      }
+    }
     caches.metrics.lookup(plan.outcome);
     return plan;
   }

@@ -1,3 +1,5 @@
+import { ColdShapes } from './cold-shapes.js';
+
 /**
  * Cached results of one database: least recently used entries go beyond `maxEntries` or
  * `maxBytes`; an entry is fresh for `ttlMs`, then stale for `swrMs` (served while exactly one
@@ -86,12 +88,17 @@ export class ResultStore {
   private newest: Entry | undefined;
   /** Fingerprints of keys that missed once while the store was full (admits). */
   private seen = new Uint32Array(0);
+  /** The statement shapes whose lookups have stopped paying (cold-shapes.ts), by the policy's decision for their text. */
+  readonly coldShapes: ColdShapes<object>;
 
   constructor(
     private limits: StoreLimits,
     private readonly events: StoreEvents,
     private readonly now: () => number = Date.now,
-  ) {}
+    random: () => number = Math.random,
+  ) {
+    this.coldShapes = new ColdShapes(random);
+  }
 
   get size(): number {
     return this.entries.size;

@@ -37,7 +37,7 @@ const policy = {
 const NO_CANARIES: readonly never[] = [];
 const context = { credential: { credential_id: 'cred_bench' } as CredentialRow, policy, protocol: PROTOCOL, honeytokens: { canariesOf: () => NO_CANARIES, tripped: () => undefined } } as const;
 const config = { enabled: process.env.PGWARD_BENCH_CACHE !== 'off', ttl_seconds: 60, max_entries: 10_000, swr_seconds: 30 };
-const session = new SessionCache(new ResultCaches(() => config, { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined }));
+const session = new SessionCache(new ResultCaches(() => config, { lookup: () => undefined, skipped: () => undefined, evicted: () => undefined, bytes: () => undefined }));
 
 const dataRow = Buffer.from([0x44, 0, 0, 0, 11, 0, 1, 0, 0, 0, 1, 0x30]);
 const commandComplete = encodeCommandComplete('SELECT 1');

@@ -3,7 +3,8 @@
  * extended protocol (unnamed and named statements, text and binary results). The same SELECT twice
  * is a miss then a hit in the audit trail; an UPDATE through the gateway makes the next read a miss
  * with the new value; two credentials whose policies mask differently never see each other's
- * cached rows; an extended-protocol hit returns exactly what its miss returned.
+ * cached rows; an extended-protocol hit returns exactly what its miss returned; a shape whose keys
+ * never repeat stops being looked up, and is looked up again once they do.
  */
 import { execFile } from 'node:child_process';
 import type { Socket } from 'node:net';
@@ -12,6 +13,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WINDOW as COLD_WINDOW } from '../../proxy/cache/cold-shapes.js';
 import { startIngest, type RunningIngest } from '../../src/ingest/ingest.js';
 import { startGateway, type AgentSecrets, type TestGateway } from '../support/gateway.js';
 import { createPolicy, patchDatabase, registerOn, withAgentClient } from '../support/proxy-agents.js';
@@ -238,6 +240,33 @@ describe('the result cache on the extended protocol (node-postgres)', () => {
       expect((await client.query({ text, values: [31], queryMode: 'extended' } as pg.QueryConfig)).rows).toEqual([{ customer: 'c1' }]);
     });
     expect(await statuses(plain, text, 3)).toEqual(['miss', 'miss', 'hit']);
+  });
+
+  it('skips the lookups of a shape whose keys never repeat, answering each right, and looks it up again once its keys repeat', async () => {
+    const text = 'select total from orders where id = $1';
+    const counter = async (name: string): Promise<number> => Number((await gateway.metrics.metrics()).match(new RegExp(`^${name} (\\d+)$`, 'm'))?.[1] ?? 0);
+    const hits = () => counter('pgward_proxy_cache_lookups_total\\{outcome="hit"\\}');
+    const skips = () => counter('pgward_proxy_cache_cold_skips_total');
+    const skipsBefore = await skips();
+    await withAgentClient(plain, async (client) => {
+      const total = async (id: number): Promise<unknown> => (await client.query({ text, values: [id], queryMode: 'extended' } as pg.QueryConfig)).rows[0]?.total;
+      // A window of distinct keys (ids past the table's 1,000 are rows of no one: still distinct results).
+      for (let id = 1; id <= COLD_WINDOW; id++) expect(await total(id)).toBe(id <= 1000 ? (id * 1.5).toFixed(1) : undefined);
+      expect(await skips()).toBe(skipsBefore);
+      for (let id = 1; id <= 100; id++) expect(await total(id)).toBe((id * 1.5).toFixed(1));
+      // About 15 in 16 of them skipped; the drawn ones were looked up (and hit: the window kept them).
+      const skipped = (await skips()) - skipsBefore;
+      expect(skipped).toBeGreaterThan(70);
+      expect(skipped).toBeLessThan(100);
+      // One key again and again: its drawn lookups hit, the shape warms, and then every run is a hit.
+      let run = 0;
+      for (let runs = 0; run < 20 && runs < 8 * COLD_WINDOW; runs++) {
+        const before = await hits();
+        expect(await total(5)).toBe('7.5');
+        run = (await hits()) === before + 1 ? run + 1 : 0;
+      }
+      expect(run).toBe(20);
+    });
   });
 
   it('masked rows stay masked on hits, and the other policy’s hits stay unmasked', async () => {

@@ -100,7 +100,7 @@ describe('the proxy’s use of the controls', () => {
 
   it('a purge the view folds drops the database’s entries and keeps no result started before it', () => {
     const config = { enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 0 };
-    const caches = new ResultCaches(() => config, { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined });
+    const caches = new ResultCaches(() => config, { lookup: () => undefined, skipped: () => undefined, evicted: () => undefined, bytes: () => undefined });
     let listener: ((key: string, before: { purges: number } | undefined, after: { purges: number } | undefined) => void) | undefined;
     purgeOnRequest({ onChange: (heard) => (listener = heard) }, caches);
     const store = caches.storeOf('db_1')!;

@@ -10,7 +10,7 @@ import { ResultCaches } from '../../proxy/cache/caches.js';
 import type { CachedResult } from '../../proxy/cache/store.js';
 
 const CONFIG = { enabled: true, ttl_seconds: 60, max_entries: 100, swr_seconds: 0 };
-const NO_METRICS = { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined };
+const NO_METRICS = { lookup: () => undefined, skipped: () => undefined, evicted: () => undefined, bytes: () => undefined };
 const result = (tables: readonly string[]): CachedResult => ({ reply: Buffer.from('row'), rows: 1, tables });
 const settle = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 0));
 

@@ -2,14 +2,12 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { CredentialRow } from '../../projections/credentials.js';
-import type { PolicyRow } from '../../projections/policies.js';
 import { NO_CACHE_HINT, uncacheable } from '../../proxy/cache/cacheable.js';
 import { ResultCaches } from '../../proxy/cache/caches.js';
 import { cachedReply, Capture, paramTypesOf, SessionCache, writtenTables } from '../../proxy/cache/session-cache.js';
 import { entryBytes, ResultStore, type CachedResult, type StoreLimits } from '../../proxy/cache/store.js';
-import { decideStatement, type StatementDecision } from '../../proxy/policy/hook.js';
 import { loadParser } from '../../proxy/policy/parser.js';
+import { allowedUnder, openPolicy } from '../support/allowed-decision.js';
 import { encodeCommandComplete, encodeErrorResponse, encodeReadyForQuery, BackendScanner } from '../../proxy/protocol/backend.js';
 
 beforeAll(loadParser);
@@ -155,7 +153,7 @@ describe('the result store', () => {
 });
 
 describe('the caches of a proxy', () => {
-  const metrics = { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined };
+  const metrics = { lookup: () => undefined, skipped: () => undefined, evicted: () => undefined, bytes: () => undefined };
 
   it('follow each database’s cache_config as it is now: off, no entries, no time, unparsable or unknown turn it off and drop its entries', () => {
     const on = { enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 30 };
@@ -178,16 +176,8 @@ describe('the caches of a proxy', () => {
   });
 });
 
-const policy = {
-  policy_id: 'pol_cache', revision: 1, status: 'active', read_only: false, allowed_tables: ['public.*'], masked_columns: {}, allow_catalog: true, max_rows: null,
-  honeytokens: [], statement_allow: null, statement_deny: [], denied_tables: [], migration_safety: 'off', row_filters: {}, max_affected_rows: null, write_mode: 'normal',
-} as unknown as PolicyRow;
-
-function allowed(sql: string): Extract<StatementDecision, { action: 'allow' }> {
-  const decision = decideStatement(sql, { credential: { credential_id: 'cred_cache' } as CredentialRow, policy, protocol: 'simple', honeytokens: { canariesOf: () => [], tripped: () => undefined } });
-  if (decision.action !== 'allow') throw new Error(`${sql}: ${decision.reason}`);
-  return decision;
-}
+const policy = openPolicy('pol_cache', { allow_catalog: true });
+const allowed = (sql: string) => allowedUnder(policy, sql);
 
 const OUTSIDE = { inTransaction: false, pinned: false };
 
@@ -259,7 +249,7 @@ describe('what is cacheable', () => {
 
 describe('a session’s writes', () => {
   it('invalidate as they are decided and again as their transaction ends, so a read between write and commit is not kept', () => {
-    const caches = new ResultCaches(() => ({ enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 0 }), { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined });
+    const caches = new ResultCaches(() => ({ enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 0 }), { lookup: () => undefined, skipped: () => undefined, evicted: () => undefined, bytes: () => undefined });
     const store = caches.storeOf('db_1')!;
     const session = new SessionCache(caches);
     session.decided('db_1', allowed('update orders set total = 1'), 'cred_1');
@@ -307,7 +297,7 @@ describe('a capture', () => {
     for (const bytes of [rowDescription, dataRow, encodeCommandComplete('SELECT 1'), encodeReadyForQuery('T')]) inTransaction.tap(scan(bytes)[0]!, bytes);
     inTransaction.settled(true);
     expect(store.lookup('t').outcome).toBe('miss');
-    const caches = new ResultCaches(() => ({ enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 0 }), { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined });
+    const caches = new ResultCaches(() => ({ enabled: true, ttl_seconds: 60, max_entries: 10, swr_seconds: 0 }), { lookup: () => undefined, skipped: () => undefined, evicted: () => undefined, bytes: () => undefined });
     const session = new SessionCache(caches);
     const sql = 'select * from orders';
     for (const [status, kept] of [['T', 'miss'], ['E', 'miss'], ['I', 'hit']] as const) {

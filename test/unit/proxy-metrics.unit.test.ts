@@ -99,10 +99,11 @@ describe('proxy metrics', () => {
     );
   });
 
-  it('adds the result cache’s lookups, evictions and bytes to their metrics at each scrape', async () => {
+  it('adds the result cache’s lookups, cold skips, evictions and bytes to their metrics at each scrape', async () => {
     const made = registry();
     const cache = cacheMetricsOf(createProxyMetrics(made));
     for (const outcome of ['hit', 'hit', 'miss', 'bypass', 'hit'] as const) cache.lookup(outcome);
+    cache.skipped();
     cache.evicted(2);
     cache.bytes(700);
     cache.bytes(-200);
@@ -111,6 +112,7 @@ describe('proxy metrics', () => {
     expect(first).toContain('pgward_proxy_cache_lookups_total{outcome="miss",role="proxy"} 1\n');
     expect(first).toContain('pgward_proxy_cache_lookups_total{outcome="bypass",role="proxy"} 1\n');
     expect(first).not.toContain('outcome="stale"');
+    expect(first).toContain('pgward_proxy_cache_cold_skips_total{role="proxy"} 1\n');
     expect(first).toContain('pgward_proxy_cache_evictions_total{role="proxy"} 2\n');
     expect(first).toContain('pgward_proxy_cache_bytes{role="proxy"} 500\n');
 

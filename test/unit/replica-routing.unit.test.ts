@@ -1,37 +1,13 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { CredentialRow } from '../../projections/credentials.js';
-import type { PolicyRow } from '../../projections/policies.js';
-import { decideStatement, type StatementDecision } from '../../proxy/policy/hook.js';
 import { loadParser } from '../../proxy/policy/parser.js';
+import { allowedUnder, openPolicy } from '../support/allowed-decision.js';
 import { RecentWrites } from '../../proxy/recent-writes.js';
 import { placementOf } from '../../proxy/replica-routing.js';
 
 beforeAll(loadParser);
 
-const policy = {
-  policy_id: 'pol_routing',
-  revision: 1,
-  status: 'active',
-  read_only: false,
-  allowed_tables: ['public.*'],
-  masked_columns: {},
-  allow_catalog: false,
-  max_rows: null,
-  honeytokens: [],
-  statement_allow: null,
-  statement_deny: [],
-  denied_tables: [],
-  migration_safety: 'off',
-  row_filters: {},
-  max_affected_rows: null,
-  write_mode: 'normal',
-} as unknown as PolicyRow;
-
-function allowed(sql: string): Extract<StatementDecision, { action: 'allow' }> {
-  const decision = decideStatement(sql, { credential: { credential_id: 'cred_routing' } as CredentialRow, policy, protocol: 'simple', honeytokens: { canariesOf: () => [], tripped: () => undefined } });
-  if (decision.action !== 'allow') throw new Error(`${sql}: ${decision.reason}`);
-  return decision;
-}
+const policy = openPolicy('pol_routing');
+const allowed = (sql: string) => allowedUnder(policy, sql);
 
 describe('read routing: where an allowed statement may run', () => {
   it.each([

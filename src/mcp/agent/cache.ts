@@ -26,7 +26,7 @@ export type AgentCachePlan =
 const BYPASS: AgentCachePlan = { outcome: 'bypass' };
 
 // The API process exports no cache metrics of its own yet: the audit trail counts MCP outcomes.
-const UNCOUNTED: CacheMetrics = { lookup: () => undefined, evicted: () => undefined, bytes: () => undefined };
+const UNCOUNTED: CacheMetrics = { lookup: () => undefined, skipped: () => undefined, evicted: () => undefined, bytes: () => undefined };
 
 /**
  * The hosted MCP's result cache. The per-shape rules and purges come from a live view of the
