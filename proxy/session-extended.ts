@@ -160,7 +160,7 @@ export class ExtendedProtocol {
       const wire = allowed && maxRows === 0 ? this.results.cache.boundOf(portal) : undefined;
       const plan = allowed && wire ? this.results.plan(allowed.sql, allowed.decision, 'extended', statement, wire, this.batchChanged) : undefined;
       if (plan?.outcome === 'hit' || plan?.outcome === 'stale') return this.results.answer(statement, plan, 'extended');
-      if (plan?.outcome !== 'miss') this.batchChanged = true;
+      if (plan?.outcome !== 'miss' && !(plan?.outcome === 'bypass' && plan.cold)) this.batchChanged = true;
       const miss = missHooks(plan);
       if (miss) statement.settled = miss.settled;
       context.budgets.admit(host.credential!);

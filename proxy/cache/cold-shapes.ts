@@ -1,6 +1,6 @@
 /**
  * Which statement shapes of one database's cache have stopped paying for their lookups. A lookup
- * that misses costs the proxy a key and a probe on every statement (about 6 µs, docs/benchmarks.md),
+ * that misses costs the proxy a key and a probe on every statement (about 6.5 µs, docs/benchmarks.md session 24),
  * and a shape whose keys never repeat, such as point reads spread over a large table, misses on
  * nearly every one. A shape whose hits fall under one in COLD_BELOW of a window of lookups goes
  * cold: its statements then run past the cache unlooked, except a random one in SAMPLE_EVERY, which

@@ -31,9 +31,11 @@ export interface CacheLookup extends CacheSituation {
 export type CachePlan =
   | { readonly outcome: 'hit' | 'stale'; readonly result: CachedResult }
   | { readonly outcome: 'miss'; /** Undefined when the store does not admit the key (ResultStore.admits). */ readonly capture: Capture | undefined }
-  | { readonly outcome: 'bypass' };
+  /** `cold`: a read of a cold shape not drawn for a lookup (cold-shapes.ts), which changes nothing a later read of its batch sees. */
+  | { readonly outcome: 'bypass'; readonly cold?: true };
 
 const BYPASS: CachePlan = { outcome: 'bypass' };
+const COLD: CachePlan = { outcome: 'bypass', cold: true };
 const UNCAPTURED: CachePlan = { outcome: 'miss', capture: undefined };
 
 /**
@@ -184,8 +186,10 @@ export class SessionCache {
 
   /**
    * Looks a statement up: the outcome is counted in the metrics; a miss comes with the capture that
-   * stores its result. A statement of a cold shape (cold-shapes.ts) is not looked up unless drawn,
-   * and is a bypass; a shape with a rule of its own is always looked up, as its rule asks.
+   * stores its result. On the extended protocol, a statement of a cold shape (cold-shapes.ts) is not
+   * looked up unless drawn; a shape with a rule of its own is always looked up, as its rule asks.
+   * The simple protocol's shapes are not tallied: a text with literals gets a decision object of its
+   * own each time (the policy's numeric shapes), which no tally would outlive.
    */
   plan(lookup: CacheLookup): CachePlan {
     const caches = this.caches;
@@ -194,9 +198,11 @@ export class SessionCache {
     let plan = BYPASS;
     if (store && lookup.rule?.bypass !== true && !uncacheable(lookup.sql, lookup.decision, lookup)) {
       const { coldShapes } = store;
-      if (lookup.rule !== undefined) plan = this.lookupIn(store, lookup);
-      else if (coldShapes.skips(lookup.decision)) caches.metrics.skipped();
-      else {
+      if (lookup.rule !== undefined || lookup.protocol !== 'extended') plan = this.lookupIn(store, lookup);
+      else if (coldShapes.skips(lookup.decision)) {
+        caches.metrics.skipped();
+        plan = COLD;
+      } else {
         plan = this.lookupIn(store, lookup);
         coldShapes.looked(lookup.decision, plan.outcome !== 'miss');
       }
