@@ -77,7 +77,8 @@ describe('identity helpers', () => {
     expect(signInOptions(parsed)).toEqual({ passkey: true, providers: [{ id: 'acme', name: 'Acme', kind: 'saml' }, { id: 'okta', name: 'okta', kind: 'oidc' }] });
     const refused = (change: Record<string, unknown>) => () => parseSsoProviders(JSON.stringify([{ ...saml, ...change }]));
     expect(refused({ idp_certificate: 'not a certificate' })).toThrow(/^0\.idp_certificate: expected the identity provider’s signing certificate as PEM/);
-    expect(refused({ idp_certificate: cert.replace(/[A-Za-z]{8}(?=\n)/, 'AAAAAAAA') })).toThrow(/^0\.idp_certificate: /);
+    // Its DER's first bytes (the outer SEQUENCE's tag and length) zeroed: a body that never parses, wherever the key's bytes fall.
+    expect(refused({ idp_certificate: cert.replace(/(-----BEGIN CERTIFICATE-----\r?\n)[A-Za-z0-9+/]{8}/, '$1AAAAAAAA') })).toThrow(/^0\.idp_certificate: /);
     expect(refused({ entry_point: 'ftp://idp.acme.example/sso' })).toThrow(/^0\.entry_point: expected the http\(s\) single sign-on URL/);
     expect(refused({ idp_entity_id: undefined })).toThrow(/^0\.idp_entity_id: /);
     expect(refused({ client_secret: 's' })).toThrow(/^0: Unrecognized key: "client_secret"/);
