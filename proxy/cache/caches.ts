@@ -44,8 +44,8 @@ export class ResultCaches {
     readonly metrics: CacheMetrics,
     private readonly maxBytes = DEFAULT_MAX_BYTES,
     private readonly now: () => number = Date.now,
-    /** Draws which statements of a cold shape are looked up (cold-shapes.ts). */
-    private readonly random: () => number = Math.random,
+    /** Draws which statements of a cold shape are looked up (cold-shapes.ts); Math.random unless given. */
+    private readonly random?: () => number,
   ) {}
 
   /**

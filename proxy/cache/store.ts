@@ -95,7 +95,7 @@ export class ResultStore {
     private limits: StoreLimits,
     private readonly events: StoreEvents,
     private readonly now: () => number = Date.now,
-    random: () => number = Math.random,
+    random?: () => number,
   ) {
     this.coldShapes = new ColdShapes(random);
   }

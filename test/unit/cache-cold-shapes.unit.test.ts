@@ -106,7 +106,7 @@ describe('a session’s lookups of a cold shape', () => {
       pinned: false,
       rule,
     });
-    return { session, counts, lookup, store: caches.storeOf('db_1')! };
+    return { caches, session, counts, lookup, store: caches.storeOf('db_1')! };
   }
 
   it('skips the lookup of reads whose keys never repeat once a window missed, counting each as a bypass and a cold skip', () => {
@@ -134,6 +134,17 @@ describe('a session’s lookups of a cold shape', () => {
     const rule = { bypass: false, timing: { ttlMs: 5_000 } } as const;
     for (let key = 0; key < 3 * WINDOW; key++) expect(ruled.session.plan(lookup(key, rule)).outcome).toBe('miss');
     expect(ruled.counts.skipped).toBe(0);
+  });
+
+  it('is one tally for every session of the database under the policy, and none for another policy’s decision on the same text', () => {
+    const { caches, session, counts, lookup } = sessionOn(NEVER_DRAWN);
+    for (let key = 0; key < WINDOW; key++) session.plan(lookup(key));
+    const another = new SessionCache(caches);
+    expect(another.plan(lookup(WINDOW))).toEqual({ outcome: 'bypass', cold: true });
+    const otherPolicy = openPolicy('pol_cold_other', { allow_catalog: true });
+    const theirs = { ...lookup(WINDOW + 1), decision: allowedUnder(otherPolicy, sql, 'extended'), policy: otherPolicy };
+    expect(another.plan(theirs).outcome).toBe('miss');
+    expect(counts.skipped).toBe(1);
   });
 
   it('notices a cold shape whose keys start to repeat: its drawn lookups keep results, hit, and warm it', () => {
