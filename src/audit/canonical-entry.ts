@@ -1,11 +1,11 @@
 /**
  * RFC 8785 canonical JSON of an audit entry without prev_hash and entry_hash (what its hash
- * covers), written field by field in JCS key order instead of sorting keys per entry. The bytes
+ * covers), its fields copied in JCS key order instead of sorting keys per entry. The bytes
  * are those of `canonicalize` (test/unit/canonical-entry.unit.test.ts compares both on random
  * entries); an object of any other shape than the entry's takes the generic path.
  */
 import { canonicalize } from '../crypto/canonical-json.js';
-import { member, numberMember, presentMember, shapeCheck, stringMember, UNDEFINED } from '../crypto/canonical-fields.js';
+import { orderedText, shapeCheck } from '../crypto/canonical-fields.js';
 import type { AuditEntry, HashedEntryContent } from './entry.js';
 
 export type CanonicalEntryInput = HashedEntryContent & Partial<Pick<AuditEntry, 'prev_hash' | 'entry_hash'>>;
@@ -57,44 +57,22 @@ function generic(entry: CanonicalEntryInput): string {
   return canonicalize(content);
 }
 
+/** The entry's fields in JCS key order. */
+// prettier-ignore
+const ordered = (e: CanonicalEntryInput): Record<string, unknown> => ({
+  approval_id: e.approval_id, boot_epoch: e.boot_epoch, bytes_out: e.bytes_out, cache_status: e.cache_status, client_ip: e.client_ip,
+  credential_id: e.credential_id, decision_rule: e.decision_rule, event: e.event, gap: e.gap, id: e.id, key_id: e.key_id, latency_ms: e.latency_ms,
+  latency_us: e.latency_us, normalized_sql: e.normalized_sql, parsed: e.parsed, project_id: e.project_id, proxy_id: e.proxy_id, proxy_seq: e.proxy_seq,
+  query_hash: e.query_hash, ran_on: e.ran_on, reason: e.reason, region: e.region, replica_id: e.replica_id, rows_returned: e.rows_returned, seq: e.seq,
+  session_id: e.session_id, source: e.source, sql: e.sql, statement_kind: e.statement_kind, tables_blocked: e.tables_blocked, tables_read: e.tables_read,
+  tables_written: e.tables_written, ts: e.ts, upstream_region: e.upstream_region,
+});
+
 export function canonicalEntryText(entry: CanonicalEntryInput): string {
-  const v2 = hasPlacedEntryKeys(entry);
-  if (!v2 && !hasEntryKeys(entry)) return generic(entry);
-  const text =
-    `{"approval_id":${stringMember(entry.approval_id)}` +
-    `,"boot_epoch":${numberMember(entry.boot_epoch)}` +
-    `,"bytes_out":${numberMember(entry.bytes_out)}` +
-    `,"cache_status":${stringMember(entry.cache_status)}` +
-    `,"client_ip":${stringMember(entry.client_ip)}` +
-    `,"credential_id":${stringMember(entry.credential_id)}` +
-    `,"decision_rule":${stringMember(entry.decision_rule)}` +
-    `,"event":${stringMember(entry.event)}` +
-    `,"gap":${member(entry.gap)}` +
-    `,"id":${stringMember(entry.id)}` +
-    `,"key_id":${stringMember(entry.key_id)}` +
-    `,"latency_ms":${numberMember(entry.latency_ms)}` +
-    `,"latency_us":${numberMember(entry.latency_us)}` +
-    `,"normalized_sql":${stringMember(entry.normalized_sql)}` +
-    `,"parsed":${member(entry.parsed)}` +
-    `,"project_id":${stringMember(entry.project_id)}` +
-    `,"proxy_id":${stringMember(entry.proxy_id)}` +
-    `,"proxy_seq":${numberMember(entry.proxy_seq)}` +
-    `,"query_hash":${stringMember(entry.query_hash)}` +
-    presentMember(v2, 'ran_on', entry.ran_on) +
-    `,"reason":${stringMember(entry.reason)}` +
-    `,"region":${stringMember(entry.region)}` +
-    presentMember(v2, 'replica_id', entry.replica_id) +
-    `,"rows_returned":${numberMember(entry.rows_returned)}` +
-    `,"seq":${numberMember(entry.seq)}` +
-    `,"session_id":${stringMember(entry.session_id)}` +
-    `,"source":${stringMember(entry.source)}` +
-    `,"sql":${stringMember(entry.sql)}` +
-    `,"statement_kind":${stringMember(entry.statement_kind)}` +
-    `,"tables_blocked":${member(entry.tables_blocked)}` +
-    `,"tables_read":${member(entry.tables_read)}` +
-    `,"tables_written":${member(entry.tables_written)}` +
-    `,"ts":${stringMember(entry.ts)}` +
-    presentMember(v2, 'upstream_region', entry.upstream_region) +
-    '}';
-  return text.includes(UNDEFINED) ? generic(entry) : text;
+  const placed = hasPlacedEntryKeys(entry);
+  if (!placed && !hasEntryKeys(entry)) return generic(entry);
+  const members = ordered(entry);
+  // Not read through the prototype: an entry without placement has none, whatever its prototype holds.
+  if (!placed) members.ran_on = members.replica_id = members.upstream_region = undefined;
+  return orderedText(members) ?? generic(entry);
 }

@@ -5,7 +5,7 @@
  * carries only some values exactly, so an entry holding any other (a non-finite number, undefined,
  * a class instance, another shape) goes as null, and the walk digests it on the calling thread.
  */
-import { shapeCheck } from '../crypto/canonical-fields.js';
+import { jsonScalar, shapeCheck } from '../crypto/canonical-fields.js';
 import { CANONICAL_ENTRY_FIELDS, CANONICAL_PLACEMENT_FIELDS } from './canonical-entry.js';
 import type { RecordedEntry } from './digest-records.js';
 
@@ -18,29 +18,17 @@ const MAX_DEPTH = 16;
 
 /** True when JSON.parse(JSON.stringify(value)) has the canonical JSON of value. */
 function exactInJson(value: unknown, depth: number): boolean {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return true;
-    case 'number':
-      // -0 comes back as 0, whose canonical JSON it shares.
-      return Number.isFinite(value);
-    case 'object': {
-      if (value === null) return true;
-      if (depth === MAX_DEPTH) return false;
-      if (Array.isArray(value)) {
-        for (let i = 0; i < value.length; i++) if (!exactInJson(value[i], depth + 1)) return false;
-        return true;
-      }
-      const prototype: unknown = Object.getPrototypeOf(value);
-      if (prototype !== Object.prototype && prototype !== null) return false;
-      // An undefined member is absent from both JSON and canonical JSON.
-      for (const member of Object.values(value)) if (member !== undefined && !exactInJson(member, depth + 1)) return false;
-      return true;
-    }
-    default:
-      return false;
+  if (typeof value !== 'object' || value === null) return jsonScalar(value);
+  if (depth === MAX_DEPTH) return false;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (!exactInJson(value[i], depth + 1)) return false;
+    return true;
   }
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (prototype !== Object.prototype && prototype !== null) return false;
+  // An undefined member is absent from both JSON and canonical JSON.
+  for (const member of Object.values(value)) if (member !== undefined && !exactInJson(member, depth + 1)) return false;
+  return true;
 }
 
 /**

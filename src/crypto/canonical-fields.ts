@@ -2,27 +2,48 @@
  * Building blocks of fixed-order canonical JSON encoders: for an object of a known shape, writing
  * its members in JCS key order (sorted once, in the encoder's source) gives the bytes of
  * `canonicalize` without sorting keys per object. An encoder checks the shape first and leaves
- * any other object, or one with an undefined member, to `canonicalize`.
+ * any other object, or one with a member JSON.stringify would write otherwise, to `canonicalize`.
  */
-import { canonicalize, canonicalString } from './canonical-json.js';
 
-/** Stands for an undefined member, which the generic path omits: canonical JSON never holds a raw control character. */
-export const UNDEFINED = '\u0000';
-
-export function member(value: unknown): string {
-  return value === undefined ? UNDEFINED : canonicalize(value);
+/** A string, a boolean, a finite number or null: JSON.stringify writes it as canonicalize does, and JSON.parse gives it back. */
+export function jsonScalar(value: unknown): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      // -0 is written 0, as canonicalize writes it.
+      return Number.isFinite(value);
+    default:
+      return value === null;
+  }
 }
 
-/** A string or null member, as member writes it, without the generic dispatch for the common case. */
-export function stringMember(value: unknown): string {
-  if (typeof value === 'string') return canonicalString(value);
-  return value === null ? 'null' : member(value);
+/**
+ * True when JSON.stringify writes `value` as `canonicalize` does: a jsonScalar, or an array of them.
+ * Objects are not: canonicalize sorts their keys and ignores a toJSON, where JSON.stringify keeps
+ * their insertion order and calls it.
+ */
+export function jsonExact(value: unknown): boolean {
+  if (jsonScalar(value)) return true;
+  // An array's toJSON (an own one, or one added to Array.prototype) JSON.stringify would call.
+  if (!Array.isArray(value) || (value as { toJSON?: unknown }).toJSON !== undefined) return false;
+  for (let i = 0; i < value.length; i++) if (!jsonScalar(value[i])) return false;
+  return true;
 }
 
-/** A number or null member, as member writes it: a finite number is its ECMAScript string, as in JSON.stringify (-0 included). */
-export function numberMember(value: unknown): string {
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  return value === null ? 'null' : member(value);
+/**
+ * The canonical JSON of `ordered`, an object whose members were written in JCS key order: JSON.stringify
+ * writes it into one flat string, where joining member texts leaves a rope of pieces behind each
+ * text (most of what an audit decision allocated). An undefined member is left out, as canonicalize
+ * leaves it out. Undefined when another member is not jsonExact.
+ */
+export function orderedText(ordered: Record<string, unknown>): string | undefined {
+  for (const key in ordered) {
+    const value = ordered[key];
+    if (value !== undefined && !jsonExact(value)) return undefined;
+  }
+  return JSON.stringify(ordered);
 }
 
 /** Key lists kept per shape: objects from one source share one insertion order, so most checks are a comparison. */
@@ -49,9 +70,4 @@ export function shapeCheck(fields: readonly string[], ignored: readonly string[]
     if (fits && seen.length < SHAPES_KEPT) seen.push(own);
     return fits;
   };
-}
-
-/** `,"name":value` (a string or null member) in its key-order place when the shape has the member; nothing when it has not. */
-export function presentMember(present: boolean, name: string, value: unknown): string {
-  return present ? `,"${name}":${stringMember(value)}` : '';
 }

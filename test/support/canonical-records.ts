@@ -13,12 +13,14 @@ const number = fc.oneof(
 );
 const scalar = fc.oneof(text, number, fc.boolean(), fc.constant(null));
 export const anyValue = fc.oneof({ weight: 4, arbitrary: scalar }, { weight: 1, arbitrary: fc.array(text, { maxLength: 4 }) }, { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 2 }) });
+/** Values JSON.stringify writes as canonicalize does (scalars, and arrays of them): records of only these take an encoder's fast path. */
+export const exactValue = fc.oneof({ weight: 4, arbitrary: scalar }, { weight: 1, arbitrary: fc.array(scalar, { maxLength: 4 }) });
 
-/** Records of `fields`, any member values, any key insertion order, with any of `optional` (set to `optionalValue`). */
-export function recordsOf(fields: readonly string[], optional: readonly string[] = [], optionalValue: unknown = 'ab'.repeat(32)): fc.Arbitrary<Record<string, unknown>> {
+/** Records of `fields`, member values of `value` (any), any key insertion order, with any of `optional` (set to `optionalValue`). */
+export function recordsOf(fields: readonly string[], optional: readonly string[] = [], optionalValue: unknown = 'ab'.repeat(32), value: fc.Arbitrary<unknown> = anyValue): fc.Arbitrary<Record<string, unknown>> {
   return fc
     .record({
-      values: fc.tuple(...fields.map(() => anyValue)),
+      values: fc.tuple(...fields.map(() => value)),
       present: fc.subarray([...optional]),
       order: fc.shuffledSubarray([...fields, ...optional], { minLength: fields.length + optional.length }),
     })

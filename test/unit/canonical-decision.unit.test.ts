@@ -5,7 +5,7 @@ import { StatementDecided, StatementDecidedV1 } from '../../src/events/audit.js'
 import { CANONICAL_DECISION_FIELDS, CANONICAL_PLACEMENT_FIELDS, canonicalDecisionText, type DecisionMembers } from '../../src/events/canonical-decision.js';
 import { placed } from '../support/decisions.js';
 import { canonicalMetadataText, encodeEvent, EventMetadata } from '../../src/events/envelope.js';
-import { genericOutcome, outcome, recordsOf, reshaped } from '../support/canonical-records.js';
+import { exactValue, genericOutcome, outcome, recordsOf, reshaped } from '../support/canonical-records.js';
 
 const FIELDS = Object.keys(StatementDecided.schema.shape);
 const V1_FIELDS = Object.keys(StatementDecidedV1.schema.shape);
@@ -88,6 +88,28 @@ describe('canonical JSON of a StatementDecided payload', () => {
       }),
       { numRuns: 2_000 },
     );
+  });
+
+  it('is byte-identical to the generic canonical JSON for objects of its fields whose every value JSON.stringify writes as canonicalize does', () => {
+    fc.assert(
+      fc.property(fc.oneof(recordsOf(FIELDS, [], undefined, exactValue), recordsOf(V1_FIELDS, [], undefined, exactValue)), (record) => {
+        expect(specialized(record)).toEqual(genericOutcome(record));
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it('writes an array with a toJSON as canonicalize does, not as JSON.stringify would', () => {
+    const tables = Object.assign(['b', 'a'], { toJSON: () => 'not the array' });
+    const record = Object.fromEntries(V1_FIELDS.map((key) => [key, key === 'tables_read' ? tables : 'x']));
+    expect(specialized(record)).toEqual(genericOutcome(record));
+    expect(specialized(record)).toContain('"tables_read":["b","a"]');
+  });
+
+  it('leaves out placement a v1 payload inherits from its prototype, as canonicalize does', () => {
+    const record = Object.assign(Object.create({ ran_on: 'replica', replica_id: 'r1', upstream_region: 'eu' }) as object, Object.fromEntries(V1_FIELDS.map((key) => [key, 'x'])));
+    expect(specialized(record)).toEqual(genericOutcome(record));
+    expect(specialized(record)).not.toContain('ran_on');
   });
 
   it('is byte-identical to the generic canonical JSON for objects of another shape', () => {

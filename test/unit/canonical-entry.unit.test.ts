@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CANONICAL_ENTRY_FIELDS, CANONICAL_PLACEMENT_FIELDS, canonicalEntryText, type CanonicalEntryInput } from '../../src/audit/canonical-entry.js';
 import { AuditLogEntry } from '../../src/audit/entry.js';
-import { genericOutcome, outcome, recordsOf, reshaped } from '../support/canonical-records.js';
+import { exactValue, genericOutcome, outcome, recordsOf, reshaped } from '../support/canonical-records.js';
 
 const FIELDS = Object.keys(AuditLogEntry.shape).filter((key) => key !== 'prev_hash' && key !== 'entry_hash');
 
@@ -28,6 +28,32 @@ describe('canonical JSON of an audit entry', () => {
       }),
       { numRuns: 2_000 },
     );
+  });
+
+  it('is byte-identical to the generic canonical JSON for entries whose every value JSON.stringify writes as canonicalize does', () => {
+    const exact = fc.oneof(recordsOf(FIELDS, HASHES, undefined, exactValue), recordsOf(UNPLACED_FIELDS, HASHES, undefined, exactValue));
+    fc.assert(
+      fc.property(exact, (record) => {
+        expect(specialized(record)).toEqual(generic(record));
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it('writes an object member, and an array with a toJSON, as canonicalize does, not as JSON.stringify would', () => {
+    const tables = Object.assign(['b', 'a'], { toJSON: () => 'not the array' });
+    const withArray = Object.fromEntries(FIELDS.map((key) => [key, key === 'gap' ? null : key === 'tables_read' ? tables : 'x']));
+    expect(specialized(withArray)).toEqual(generic(withArray));
+    expect(specialized(withArray)).toContain('"tables_read":["b","a"]');
+    const withObject = Object.fromEntries(FIELDS.map((key) => [key, key === 'gap' ? { to: 2, from: 1 } : 'x']));
+    expect(specialized(withObject)).toEqual(generic(withObject));
+    expect(specialized(withObject)).toContain('"gap":{"from":1,"to":2}');
+  });
+
+  it('leaves out placement an entry without it inherits from its prototype, as canonicalize does', () => {
+    const record = Object.assign(Object.create({ ran_on: 'replica', replica_id: 'r1', upstream_region: 'eu' }) as object, Object.fromEntries(UNPLACED_FIELDS.map((key) => [key, 'x'])));
+    expect(specialized(record)).toEqual(generic(record));
+    expect(specialized(record)).not.toContain('ran_on');
   });
 
   it('is byte-identical to the generic canonical JSON for objects of another shape', () => {
