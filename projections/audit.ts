@@ -83,7 +83,7 @@ function prepareEvents(events: readonly RecordedEvent[], keyring: HmacKeyring, h
     const handedOn = handed?.take(event, keyring);
     const content = handedOn ? undefined : entryOf(event, event.revision);
     const prepared = handedOn ?? (content && prepareOwnEntry(content, keyring));
-    if (prepared) out.push({ entry: prepared.entry, text: prepared.text, key: prepared.key, event });
+    if (prepared) out.push({ entry: prepared.entry, bytes: prepared.bytes, key: prepared.key, event });
   }
   return out;
 }
@@ -120,7 +120,7 @@ export function chainEvents(events: readonly RecordedEvent[], tips: Map<string, 
 
 /**
  * The entries of consecutive events of one stream from `firstRevision` on, prepared for chaining
- * (undefined for events that are not entries). Their canonical texts' bytes are the Merkle leaves,
+ * (undefined for events that are not entries). Their canonical bytes are the Merkle leaves,
  * which do not depend on the chain's hashes.
  */
 export function prepareStreamEvents(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): (PreparedEntry | undefined)[] {
@@ -132,7 +132,7 @@ export function prepareStreamEvents(events: readonly AuditEventPayload[], firstR
 
 /** The Merkle leaves of the audit events among `events`, consecutive events of one stream from `firstRevision` on. */
 export function leavesOf(events: readonly AuditEventPayload[], firstRevision: number, keyring: HmacKeyring): Buffer[] {
-  return prepareStreamEvents(events, firstRevision, keyring).flatMap((prepared) => (prepared ? [Buffer.from(prepared.text, 'utf8')] : []));
+  return prepareStreamEvents(events, firstRevision, keyring).flatMap((prepared) => (prepared ? [prepared.bytes] : []));
 }
 
 /** A jsonb column's field: its value's JSON text, or null. */

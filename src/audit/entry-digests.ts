@@ -38,6 +38,13 @@ export class EntryDigests implements DigestSource {
     this.#end = PREV + this.#buffer.write(text, PREV, 'utf8');
   }
 
+  /** load for an entry whose canonical bytes (UTF-8 of canonicalEntryText) are written already. */
+  loadBytes(bytes: Uint8Array): void {
+    if (this.#buffer.length < PREV + bytes.length) this.#buffer = Buffer.alloc(PREV + bytes.length);
+    this.#buffer.set(bytes, PREV);
+    this.#end = PREV + bytes.length;
+  }
+
   entryHash(prevHash: string, key: Uint8Array | undefined): string {
     this.#buffer.write(prevHash, 0, 'hex');
     const covered = this.#buffer.subarray(0, this.#end);

@@ -74,7 +74,7 @@ describe('entries handed from ingest to the audit projection', () => {
     }
     const memo = new PreparedEntries();
     handOver(memo, handed, 3, keyrings[0]!);
-    expect(memo.take(event!, keyrings[0]!)?.text).toEqual(prepareStreamEvents(recorded, 3, keyrings[0]!)[0]!.text);
+    expect(memo.take(event!, keyrings[0]!)?.bytes).toEqual(prepareStreamEvents(recorded, 3, keyrings[0]!)[0]!.bytes);
     expect(memo.take(event!, keyrings[0]!)).toBeUndefined();
   });
 
