@@ -71,8 +71,5 @@ const ordered = (e: CanonicalEntryInput): Record<string, unknown> => ({
 export function canonicalEntryText(entry: CanonicalEntryInput): string {
   const placed = hasPlacedEntryKeys(entry);
   if (!placed && !hasEntryKeys(entry)) return generic(entry);
-  const members = ordered(entry);
-  // Not read through the prototype: an entry without placement has none, whatever its prototype holds.
-  if (!placed) members.ran_on = members.replica_id = members.upstream_region = undefined;
-  return orderedText(members) ?? generic(entry);
+  return orderedText(ordered(entry), placed ? [] : CANONICAL_PLACEMENT_FIELDS) ?? generic(entry);
 }

@@ -36,9 +36,11 @@ export function jsonExact(value: unknown): boolean {
  * The canonical JSON of `ordered`, an object whose members were written in JCS key order: JSON.stringify
  * writes it into one flat string, where joining member texts leaves a rope of pieces behind each
  * text (most of what an audit decision allocated). An undefined member is left out, as canonicalize
- * leaves it out. Undefined when another member is not jsonExact.
+ * leaves it out, and so are the members named in `absent`: those the source object's shape lacks,
+ * whose values `ordered` read through its prototype. Undefined when another member is not jsonExact.
  */
-export function orderedText(ordered: Record<string, unknown>): string | undefined {
+export function orderedText(ordered: Record<string, unknown>, absent: readonly string[] = []): string | undefined {
+  for (const key of absent) ordered[key] = undefined;
   for (const key in ordered) {
     const value = ordered[key];
     if (value !== undefined && !jsonExact(value)) return undefined;

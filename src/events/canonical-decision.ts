@@ -61,8 +61,5 @@ const ordered = (p: DecisionMembers): Record<string, unknown> => ({
 export function canonicalDecisionText(payload: DecisionMembers): string {
   const v2 = hasV2Keys(payload);
   if (!v2 && !hasV1Keys(payload)) return canonicalize(payload);
-  const members = ordered(payload);
-  // Not read through the prototype: a v1 payload has no placement, whatever its prototype holds.
-  if (!v2) members.ran_on = members.replica_id = members.upstream_region = undefined;
-  return orderedText(members) ?? canonicalize(payload);
+  return orderedText(ordered(payload), v2 ? [] : CANONICAL_PLACEMENT_FIELDS) ?? canonicalize(payload);
 }
