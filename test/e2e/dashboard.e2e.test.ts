@@ -273,6 +273,32 @@ describe('the dashboard in Chromium', () => {
     await nav('Agents');
   });
 
+  it('lists the status chosen last on the approvals page, when an earlier status’s list answers after it', async () => {
+    // The pending lists answer late: the one the live stream's `ready` asks for lands after the
+    // failed list asked for by the choice made meanwhile, and must not replace it.
+    let lateAnswers = 0;
+    await page.route(/\/approvals\?.*status=pending/, async (route) => {
+      const response = await route.fetch();
+      await new Promise((resolve) => setTimeout(resolve, 700));
+      await route.fulfill({ response });
+      lateAnswers += 1;
+    });
+    try {
+      await nav('Approvals');
+      await page.locator('[data-approvals-mode="live"]').waitFor();
+      const answered = lateAnswers;
+      await page.getByLabel('Show', { exact: true }).selectOption('failed');
+      await page.locator('article[data-approval]').first().waitFor({ timeout: 1_500 });
+      await expect.poll(() => lateAnswers, { timeout: 3_000 }).toBe(answered + 1);
+      await page.waitForTimeout(100);
+      const headings = await page.locator('article[data-approval] h3').allTextContents();
+      expect(headings).toEqual(['UPDATE held (failed)']);
+    } finally {
+      await page.unroute(/\/approvals\?.*status=pending/);
+    }
+    await nav('Agents');
+  });
+
   it('rotates an agent’s secrets (shown once: the old password is refused, the new one logs in) and revokes it', async () => {
     await page.getByRole('button', { name: 'Enable agent reporter' }).click();
     await page.getByRole('button', { name: 'Disable agent reporter (kill-switch)' }).waitFor();

@@ -67,8 +67,14 @@ export async function approvalsPage(context) {
     seen = signature;
     clear(list, approvals.length === 0 ? h('p', { class: 'muted', text: 'No requests.' }) : approvals.map((request) => card(request, base, notes, refresh)));
   };
+  // Lists asked for earlier (another status, or before the stream's `ready`) may answer after a later
+  // one: only the last one asked for is shown.
+  let asked = 0;
   const refresh = async (force = false) => {
-    listed = (await api.get(withQuery(base, { page_size: 100, status: wanted() }))).approvals;
+    const ticket = ++asked;
+    const { approvals } = await api.get(withQuery(base, { page_size: 100, status: wanted() }));
+    if (ticket !== asked) return;
+    listed = approvals;
     render(force);
   };
   const failed = (error) => (summary.textContent = `Refresh failed: ${error.message}`);
