@@ -6,13 +6,14 @@ import { storedDecision } from '../src/audit/stored-decision.js';
 import { AuditGapRecorded, isDecisionType, type DecisionRecord } from '../src/events/audit.js';
 import { decodeData } from '../src/events/envelope.js';
 import { copyField } from '../src/pg/copy-in.js';
+import { AUDIT_CATEGORY } from '../src/store/categories.js';
 import type { RecordedEvent } from '../src/store/port.js';
 import { auditUsageTables, usageUpserts } from './audit-usage.js';
 import { cacheShapeTables, cacheShapeUpserts } from './cache-shapes.js';
 import type { Projection, ProjectionTx } from './projection.js';
 import { upsertAll } from './upserts.js';
 
-export const AUDIT_STREAM_PREFIX = 'audit-';
+export const AUDIT_STREAM_PREFIX = AUDIT_CATEGORY;
 
 export function auditStream(projectId: string): string {
   return `${AUDIT_STREAM_PREFIX}${projectId}`;

@@ -8,6 +8,20 @@
 export const CATEGORY_PATTERN = '^[A-Za-z0-9_]{1,40}-';
 const category = new RegExp(CATEGORY_PATTERN);
 
+/**
+ * The category of the audit streams: under load nearly every event. The PostgreSQL store indexes
+ * the events of all other categories apart by position (`events_beside_audit`), so that a reader of
+ * those (the control plane, audit checkpoints, session marks) steps from one of its events to the
+ * next instead of visiting every decision appended between them.
+ */
+export const AUDIT_CATEGORY = 'audit-';
+
+/** True when no stream of AUDIT_CATEGORY starts with any of these prefixes; false for no prefixes (every stream). */
+export function readsBesideAudit(streamPrefixes: readonly string[] | undefined): boolean {
+  if (!streamPrefixes?.length) return false;
+  return streamPrefixes.every((prefix) => !prefix.startsWith(AUDIT_CATEGORY) && !AUDIT_CATEGORY.startsWith(prefix));
+}
+
 /** Notified on every append, whatever the stream: for subscribers whose filter names no category. */
 export const ALL_EVENTS_CHANNEL = 'pgward_events';
 /** Channel names are prefixed with this and the category (at most 55 bytes, under PostgreSQL's 63). */

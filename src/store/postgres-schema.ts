@@ -4,7 +4,7 @@
  * so the global position is dense and follows commit order: a reader that saw position p has
  * seen every event below p, because the lock is released only after commit.
  */
-import { ALL_EVENTS_CHANNEL, CATEGORY_CHANNEL_PREFIX, CATEGORY_PATTERN } from './categories.js';
+import { ALL_EVENTS_CHANNEL, AUDIT_CATEGORY, CATEGORY_CHANNEL_PREFIX, CATEGORY_PATTERN } from './categories.js';
 
 export const APPEND_LOCK_KEY = 7_294_061_112;
 
@@ -41,6 +41,22 @@ returns table ("position" bigint, stream text, revision integer, event_id uuid, 
 language sql stable set enable_seqscan = off set enable_bitmapscan = off set enable_sort = off as $$
   select e.position, e.stream, e.revision, e.event_id, e.type, e.data, e.metadata from pgward.events e
    where e.position > p_after and (p_patterns is null or e.stream like any(p_patterns))
+   order by e.position limit p_limit
+$$;
+
+-- The events of every category but the audit streams', by position: an append of decisions adds no
+-- entry here, and a reader of other categories (read_events_beside_audit) steps from one of its events
+-- to the next, where the primary key's order made it visit every decision appended between them (the
+-- webhook outbox, woken by each signed audit checkpoint, visited the thousand decisions it covers).
+create index if not exists events_beside_audit on pgward.events (position) where stream not like '${AUDIT_CATEGORY}%';
+
+-- read_events for patterns that match no audit stream (categories.ts readsBesideAudit): the same rows,
+-- found through events_beside_audit.
+create or replace function pgward.read_events_beside_audit(p_after bigint, p_patterns text[], p_limit integer)
+returns table ("position" bigint, stream text, revision integer, event_id uuid, type text, data bytea, metadata bytea)
+language sql stable set enable_seqscan = off set enable_bitmapscan = off set enable_sort = off as $$
+  select e.position, e.stream, e.revision, e.event_id, e.type, e.data, e.metadata from pgward.events e
+   where e.position > p_after and e.stream not like '${AUDIT_CATEGORY}%' and e.stream like any(p_patterns)
    order by e.position limit p_limit
 $$;
 

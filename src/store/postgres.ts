@@ -17,7 +17,7 @@ import {
   type Subscription,
 } from './port.js';
 import { wakeableSubscription } from './subscription.js';
-import { categoryOf, wakeChannels } from './categories.js';
+import { categoryOf, readsBesideAudit, wakeChannels } from './categories.js';
 import { NotificationListener } from '../pg/listener.js';
 
 const DEFAULT_BATCH = 1000;
@@ -119,7 +119,8 @@ export async function createPostgresEventStore(connectionString: string, options
   async function readAll(after: bigint, readOptions: ReadAllOptions = {}): Promise<RecordedEvent[]> {
     const limit = readOptions.limit ?? DEFAULT_BATCH;
     const patterns = readOptions.streamPrefixes?.map(likePrefix) ?? null;
-    const { rows } = await pool.query<EventRow>('select * from pgward.read_events($1, $2, $3)', [after, patterns, limit]);
+    const read = readsBesideAudit(readOptions.streamPrefixes) ? 'read_events_beside_audit' : 'read_events';
+    const { rows } = await pool.query<EventRow>(`select * from pgward.${read}($1, $2, $3)`, [after, patterns, limit]);
     return rows.map(toRecorded);
   }
 

@@ -145,6 +145,43 @@ describe('categories: audit appends wake no control-plane reader', () => {
     }
   });
 
+  it('a reader of other categories steps over the decisions appended between its events: its read visits none of them', async () => {
+    await appendDecisions();
+    const from = (await pool.query<{ position: string }>(`select max(position) as position from pgward.events where stream like 'audit-%'`)).rows[0]!.position;
+    await appendDecisions();
+    const renamed = await writer.append(`project-${projectIds[1]}`, [encodeEvent(ProjectUpdated, { project_id: projectIds[1]!, changes: { name: 'moved' } }, meta())], 'any');
+    // Its sessions count their function calls, reported as they end.
+    await pool.query(`alter database ${database.name} set track_functions = 'all'`);
+    const calls = async () =>
+      Object.fromEntries((await pool.query<{ funcname: string; calls: string }>(`select funcname, calls from pg_stat_user_functions where funcname like 'read_events%'`)).rows.map((row) => [row.funcname, Number(row.calls)]));
+    const callsBefore = await calls();
+    const reader = await createPostgresEventStore(database.url, { poolSize: 1 });
+    expect((await reader.readAll(BigInt(from), { streamPrefixes: ['project-'] })).map((event) => event.position)).toEqual([renamed.position]);
+    await reader.close();
+    await waitFor(async () => ((await calls()).read_events_beside_audit ?? 0) > (callsBefore.read_events_beside_audit ?? 0), 'the reader’s calls reported');
+    expect((await calls()).read_events ?? 0).toBe(callsBefore.read_events ?? 0);
+    // The read the reader made, planned and run as it runs it, its plan told back as a notice.
+    const plans: string[] = [];
+    const client = await pool.connect();
+    try {
+      client.on('notice', (notice) => plans.push(notice.message ?? ''));
+      await client.query(`load 'auto_explain'`);
+      await client.query(`set auto_explain.log_min_duration = 0; set auto_explain.log_analyze = on; set auto_explain.log_nested_statements = on;
+        set auto_explain.log_format = json; set auto_explain.log_level = notice; set client_min_messages = notice`);
+      const { rows } = await client.query<{ position: string }>('select position from pgward.read_events_beside_audit($1, $2, 1000)', [from, ['project-%']]);
+      expect(rows.map((row) => BigInt(row.position))).toEqual([renamed.position]);
+    } finally {
+      client.release(true);
+    }
+    const scan = plans.map((text) => JSON.parse(text.slice(text.indexOf('{'))) as { Plan: { Plans?: { 'Node Type': string; 'Index Name'?: string; 'Actual Rows': number; 'Rows Removed by Filter'?: number }[] } })
+      .flatMap((plan) => plan.Plan.Plans ?? [])
+      .find((node) => node['Node Type'] === 'Index Scan');
+    // 20,000 decisions lie after `from`: the scan visits only the events of other categories there.
+    const besideAudit = (await pool.query<{ n: number }>(`select count(*)::int as n from pgward.events where position > $1 and stream not like 'audit-%'`, [from])).rows[0]!.n;
+    expect(scan).toMatchObject({ 'Index Name': 'events_beside_audit', 'Actual Rows': 1 });
+    expect(scan!['Actual Rows'] + (scan!['Rows Removed by Filter'] ?? 0)).toBe(besideAudit);
+  });
+
   it('the runners of one database share one LISTEN session for resets, since PostgreSQL wakes every listening session on each append', async () => {
     const reader = await counted();
     // Sessions of earlier tests' runners may linger in pg_stat_activity: only sessions these runners opened count.

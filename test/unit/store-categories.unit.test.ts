@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ALL_EVENTS_CHANNEL, categoryOf, wakeChannels } from '../../src/store/categories.js';
+import { ALL_EVENTS_CHANNEL, AUDIT_CATEGORY, categoryOf, readsBesideAudit, wakeChannels } from '../../src/store/categories.js';
 
 const name = fc.oneof(fc.string({ maxLength: 60 }), fc.stringMatching(/^[A-Za-z0-9_]{0,45}-?[a-z0-9_-]{0,20}$/), fc.string({ unit: 'grapheme', maxLength: 30 }));
 
@@ -38,6 +38,26 @@ describe('stream categories', () => {
     fc.assert(
       fc.property(name, (prefix) => {
         for (const channel of wakeChannels([prefix])) expect(Buffer.byteLength(channel)).toBeLessThanOrEqual(63);
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('a filter reads beside the audit streams when none of its prefixes can start an audit stream’s name', () => {
+    expect(readsBesideAudit(['webhook-', 'credential-', 'auditcp-', 'anomaly-'])).toBe(true);
+    expect(readsBesideAudit(['connection-'])).toBe(true);
+    expect(readsBesideAudit(['webhook-', 'audit-prj_1'])).toBe(false);
+    expect(readsBesideAudit(['audit-'])).toBe(false);
+    expect(readsBesideAudit(['aud'])).toBe(false);
+    expect(readsBesideAudit([''])).toBe(false);
+    expect(readsBesideAudit([])).toBe(false);
+    expect(readsBesideAudit(undefined)).toBe(false);
+    // Beside the audit streams exactly when no audit stream's name starts with a prefix.
+    const auditStream = fc.oneof(name, fc.constantFrom('prj_1', 'x', '')).map((rest) => `${AUDIT_CATEGORY}${rest}`);
+    fc.assert(
+      fc.property(fc.array(fc.oneof(name, auditStream.map((stream) => stream.slice(0, 3)), auditStream), { minLength: 1, maxLength: 4 }), auditStream, (prefixes, stream) => {
+        if (readsBesideAudit(prefixes)) expect(prefixes.some((prefix) => stream.startsWith(prefix))).toBe(false);
+        else expect(prefixes.some((prefix) => `${AUDIT_CATEGORY}${prefix.slice(AUDIT_CATEGORY.length)}`.startsWith(prefix))).toBe(true);
       }),
       { numRuns: 2000 },
     );
