@@ -11,11 +11,11 @@
  * `credential` is '' for entries without one (credential ids are never empty).
  */
 import { addExact, type ExactSum } from '../src/audit/exact-sum.js';
-import { latencyBucket } from '../src/audit/latency-buckets.js';
+import { countBucket, latencyBucket } from '../src/audit/latency-buckets.js';
 import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
 import { ROLLUP_FILLFACTOR, type ReadModelTable } from './projection.js';
-import { added, type Upsert } from './upserts.js';
+import { added, denseBuckets, summedBuckets, type Upsert } from './upserts.js';
 
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
@@ -43,8 +43,8 @@ interface LatencyRow {
   project_id: string;
   day: string;
   credential: string;
-  bucket: number;
-  entries: number;
+  /** The count of latency bucket n at index n (latency-buckets.ts countBucket). */
+  buckets: number[];
 }
 
 /** The start of the UTC unit holding `at` (ms); keys use it as a number, rows as an ISO string made once per row. */
@@ -90,11 +90,10 @@ function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; late
     }
     if (entry.latency_us === null || !outcomeOf(entry.event).ran) continue;
     const day = startOf(at, DAY_MS);
-    const bucket = latencyBucket(entry.latency_us);
-    const latencyKey = `${day} ${bucket} ${owner}`;
-    const latency = latencies.get(latencyKey);
-    if (latency) latency.entries += 1;
-    else latencies.set(latencyKey, { project_id: entry.project_id, day: iso(day), credential, bucket, entries: 1 });
+    const latencyKey = `${day} ${owner}`;
+    let latency = latencies.get(latencyKey);
+    if (!latency) latencies.set(latencyKey, (latency = { project_id: entry.project_id, day: iso(day), credential, buckets: [] }));
+    countBucket(latency.buckets, latencyBucket(entry.latency_us));
   }
   return { hours: [...hours.values()], latencies: [...latencies.values()] };
 }
@@ -135,11 +134,17 @@ export const auditUsageTables: readonly ReadModelTable[] = [
     orderBy: 'project_id, hour, credential, event, cache_status, timed',
   },
   {
-    name: 'audit_latency_daily',
+    // A day's histogram in one row, where a row a bucket made each batch update hundreds of rows.
+    name: 'audit_latency_histograms',
     fillfactor: ROLLUP_FILLFACTOR,
-    columns: `project_id text not null, day timestamptz not null, credential text not null, bucket integer not null, entries bigint not null,
-      primary key (project_id, day, credential, bucket)`,
-    orderBy: 'project_id, day, credential, bucket',
+    columns: 'project_id text not null, day timestamptz not null, credential text not null, buckets bigint[] not null, primary key (project_id, day, credential)',
+    orderBy: 'project_id, day, credential',
+    absorbs: {
+      table: 'audit_latency_daily',
+      copy: (into, from) => `insert into ${into} as t (project_id, day, credential, buckets)
+        select o.project_id, o.day, o.credential, ${denseBuckets(from, ['project_id', 'day', 'credential'])} from ${from} o group by o.project_id, o.day, o.credential
+        on conflict (project_id, day, credential) do update set ${summedBuckets('buckets')}`,
+    },
   },
   {
     name: 'session_spans',
@@ -159,7 +164,7 @@ export function usageUpserts(entries: readonly AuditEntryContent[]): Upsert[] {
       onConflict: `(project_id, hour, credential, event, cache_status, timed) do update set ${added(['entries', 'rows_returned', 'bytes_out', 'latency_us'])},
         first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
     },
-    { table: 'audit_latency_daily', rows: latencies, onConflict: `(project_id, day, credential, bucket) do update set ${added(['entries'])}` },
+    { table: 'audit_latency_histograms', rows: latencies, onConflict: `(project_id, day, credential) do update set ${summedBuckets('buckets')}` },
     {
       table: 'session_spans',
       rows: sessionSpans(entries),

@@ -10,12 +10,12 @@
  * the same result when it returned as many rows and bytes. The entries of one project come in its
  * stream's order however they are batched, so the counts are the same in a rebuild.
  */
-import { latencyBucket } from '../src/audit/latency-buckets.js';
+import { countBucket, latencyBucket } from '../src/audit/latency-buckets.js';
 import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
 import { add, type Sum } from './audit-usage.js';
 import { ROLLUP_FILLFACTOR, type ReadModelTable } from './projection.js';
-import { added, type Upsert } from './upserts.js';
+import { added, denseBuckets, summedBuckets, type Upsert } from './upserts.js';
 
 interface ShapeRow {
   project_id: string;
@@ -37,22 +37,15 @@ interface ShapeRow {
   last_bytes: number | null;
   first_seen: string;
   last_seen: string;
-}
-
-interface ShapeLatencyRow {
-  project_id: string;
-  credential: string;
-  query_hash: string;
-  bucket: number;
-  entries: number;
+  /** The latencies' histogram: the count of latency bucket n at index n (latency-buckets.ts countBucket). */
+  latency_buckets: number[];
 }
 
 const FROM_CACHE: ReadonlySet<string> = new Set(['hit', 'stale']);
 
 /** The shapes' rows of a batch of entries (in their streams' order). */
-export function shapeRollup(entries: readonly AuditEntryContent[]): { shapes: ShapeRow[]; latencies: ShapeLatencyRow[] } {
+export function shapeRollup(entries: readonly AuditEntryContent[]): ShapeRow[] {
   const shapes = new Map<string, ShapeRow>();
-  const latencies = new Map<string, ShapeLatencyRow>();
   for (const entry of entries) {
     if (entry.query_hash === '' || !outcomeOf(entry.event).ran) continue;
     const credential = entry.credential_id ?? '';
@@ -63,7 +56,7 @@ export function shapeRollup(entries: readonly AuditEntryContent[]): { shapes: Sh
       row = {
         project_id: entry.project_id, credential, query_hash: entry.query_hash, normalized_sql: entry.normalized_sql, statement_kind: entry.statement_kind,
         calls: 0, timed: 0, latency_us: 0, bytes_out: 0, runs: 0, refreshes: 0, same_results: 0,
-        first_rows: null, first_bytes: null, last_rows: null, last_bytes: null, first_seen: entry.ts, last_seen: entry.ts,
+        first_rows: null, first_bytes: null, last_rows: null, last_bytes: null, first_seen: entry.ts, last_seen: entry.ts, latency_buckets: [],
       };
       shapes.set(key, row);
     }
@@ -74,11 +67,7 @@ export function shapeRollup(entries: readonly AuditEntryContent[]): { shapes: Sh
     if (entry.latency_us !== null) {
       row.timed += 1;
       row.latency_us = add(row.latency_us, entry.latency_us);
-      const bucket = latencyBucket(entry.latency_us);
-      const latencyKey = `${bucket} ${key}`;
-      const latency = latencies.get(latencyKey);
-      if (latency) latency.entries += 1;
-      else latencies.set(latencyKey, { project_id: entry.project_id, credential, query_hash: entry.query_hash, bucket, entries: 1 });
+      countBucket(row.latency_buckets, latencyBucket(entry.latency_us));
     }
     if (FROM_CACHE.has(entry.cache_status)) continue;
     if (row.runs === 0) {
@@ -92,7 +81,7 @@ export function shapeRollup(entries: readonly AuditEntryContent[]): { shapes: Sh
     row.last_rows = entry.rows_returned;
     row.last_bytes = entry.bytes_out;
   }
-  return { shapes: [...shapes.values()], latencies: [...latencies.values()] };
+  return [...shapes.values()];
 }
 
 export const cacheShapeTables: readonly ReadModelTable[] = [
@@ -102,14 +91,17 @@ export const cacheShapeTables: readonly ReadModelTable[] = [
     columns: `project_id text not null, credential text not null, query_hash text not null, normalized_sql text not null, statement_kind text not null,
       calls bigint not null, timed bigint not null, latency_us bigint not null, bytes_out bigint not null, runs bigint not null, refreshes bigint not null,
       same_results bigint not null, first_rows bigint, first_bytes bigint, last_rows bigint, last_bytes bigint,
-      first_seen timestamptz not null, last_seen timestamptz not null, primary key (project_id, credential, query_hash)`,
+      first_seen timestamptz not null, last_seen timestamptz not null, latency_buckets bigint[] not null default '{}', primary key (project_id, credential, query_hash)`,
     orderBy: 'project_id, credential, query_hash',
-  },
-  {
-    name: 'cache_shape_latency',
-    fillfactor: ROLLUP_FILLFACTOR,
-    columns: 'project_id text not null, credential text not null, query_hash text not null, bucket integer not null, entries bigint not null, primary key (project_id, credential, query_hash, bucket)',
-    orderBy: 'project_id, credential, query_hash, bucket',
+    addedColumns: [`latency_buckets bigint[] not null default '{}'`],
+    // The histogram had a table of its own, a row a bucket: each batch updated hundreds of rows.
+    absorbs: {
+      table: 'cache_shape_latency',
+      copy: (into, from) => `update ${into} as s set latency_buckets = h.buckets
+        from (select o.project_id, o.credential, o.query_hash, ${denseBuckets(from, ['project_id', 'credential', 'query_hash'])} as buckets
+                from ${from} o group by o.project_id, o.credential, o.query_hash) as h
+       where s.project_id = h.project_id and s.credential = h.credential and s.query_hash = h.query_hash`,
+    },
   },
 ];
 
@@ -119,7 +111,7 @@ const SAME = `${BRIDGE} and t.last_rows = excluded.first_rows and t.last_bytes =
 
 /** The upserts that add the entries (in their streams' order) to cacheShapeTables. */
 export function cacheShapeUpserts(entries: readonly AuditEntryContent[]): Upsert[] {
-  const { shapes, latencies } = shapeRollup(entries);
+  const shapes = shapeRollup(entries);
   const lastOf = (column: string) => `${column} = case when excluded.runs > 0 then excluded.${column} else t.${column} end`;
   const firstOf = (column: string) => `${column} = case when t.runs > 0 then t.${column} else excluded.${column} end`;
   return [
@@ -130,8 +122,7 @@ export function cacheShapeUpserts(entries: readonly AuditEntryContent[]): Upsert
         refreshes = t.refreshes + excluded.refreshes + (case when ${BRIDGE} then 1 else 0 end),
         same_results = t.same_results + excluded.same_results + (case when ${SAME} then 1 else 0 end),
         ${firstOf('first_rows')}, ${firstOf('first_bytes')}, ${lastOf('last_rows')}, ${lastOf('last_bytes')}, runs = t.runs + excluded.runs,
-        first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
+        first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen), ${summedBuckets('latency_buckets')}`,
     },
-    { table: 'cache_shape_latency', rows: latencies, onConflict: `(project_id, credential, query_hash, bucket) do update set ${added(['entries'])}` },
   ];
 }

@@ -42,6 +42,12 @@ export interface ReadModelTable {
    */
   readonly fillfactor?: number;
   /**
+   * A table of an earlier version whose rows this one took over: while it exists, `copy` (SQL, given
+   * both tables' qualified names) adds its rows to this one, and it is dropped, in the migration that
+   * finds it.
+   */
+  readonly absorbs?: { readonly table: string; readonly copy: (into: string, from: string) => string };
+  /**
    * Columns no query filters, joins, groups or orders by: ANALYZE gathers no statistics on them
    * (`set statistics 0`). On a wide table written at every decision (the audit entries), autovacuum's
    * analyses otherwise spend most of their time sorting samples of hashes, SQL text and JSON.
@@ -76,6 +82,10 @@ function indexDdl(table: string, on: string, index: string | NamedIndex, positio
   return `create index if not exists ${pg.escapeIdentifier(name)} on ${on} (${columns})${where === undefined ? '' : ` where ${where}`};`;
 }
 
+function absorbDdl(into: string, from: string, copy: (into: string, from: string) => string): string {
+  return `do $absorb$ begin if to_regclass(${pg.escapeLiteral(from)}) is not null then ${copy(into, from)}; drop table ${from}; end if; end $absorb$;`;
+}
+
 export function tableDdl(schema: string, table: ReadModelTable): string {
   const name = qualified(schema, table.name);
   const indexes = (table.indexes ?? []).map((index, i) => indexDdl(table.name, name, index, i));
@@ -85,7 +95,8 @@ export function tableDdl(schema: string, table: ReadModelTable): string {
   const storage = table.fillfactor === undefined ? [] : [`alter table ${name} set (fillfactor = ${table.fillfactor});`];
   // After the added columns, some of which may be among them.
   const unanalyzed = table.unanalyzedColumns?.length ? [`alter table ${name} ${table.unanalyzedColumns.map((c) => `alter column ${pg.escapeIdentifier(c)} set statistics 0`).join(', ')};`] : [];
-  return [`create table if not exists ${name} (${table.columns});`, ...storage, ...added, ...unanalyzed, ...indexes, ...retired].join('\n');
+  const absorbed = table.absorbs === undefined ? [] : [absorbDdl(name, qualified(schema, table.absorbs.table), table.absorbs.copy)];
+  return [`create table if not exists ${name} (${table.columns});`, ...storage, ...added, ...unanalyzed, ...indexes, ...retired, ...absorbed].join('\n');
 }
 
 export function projectionTx(client: pg.ClientBase, schema: string): ProjectionTx {

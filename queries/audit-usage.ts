@@ -57,7 +57,8 @@ async function histogramPercentilesOf(client: pg.ClientBase, projectId: string, 
   const { innerStart, innerEnd } = splitWindow(start, end, DAY_MS);
   const { rows } = await client.query<{ credential: string; bucket: bigint; entries: string }>(
     `select credential, bucket, sum(entries) as entries from (
-       select credential, bucket, entries from rm.audit_latency_daily where project_id = $1 and day >= $4 and day < $5
+       select d.credential, b.n - 1 as bucket, b.entries from rm.audit_latency_histograms d, unnest(d.buckets) with ordinality as b (entries, n)
+        where d.project_id = $1 and d.day >= $4 and d.day < $5 and b.entries > 0
        union all
        select coalesce(credential_id, ''), ${latencyBucketSql('latency_us')}, 1 from rm.audit_entries
         where ${atEdges} and event = any($6) and latency_us is not null

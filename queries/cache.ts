@@ -56,10 +56,10 @@ export async function listShapeStats(db: pg.Pool, projectId: string, databaseId:
   );
   const hashes = rows.map((row) => row.query_hash);
   const { rows: buckets } = await db.query<{ query_hash: string; bucket: number; entries: string }>(
-    `select l.query_hash, l.bucket, sum(l.entries) as entries
-       from rm.cache_shape_latency l join rm.credentials c on c.credential_id = l.credential
-      where l.project_id = $1 and c.database_id = $2 and l.query_hash = any($3::text[])
-      group by l.query_hash, l.bucket`,
+    `select s.query_hash, (b.n - 1)::integer as bucket, sum(b.entries) as entries
+       from rm.cache_shapes s join rm.credentials c on c.credential_id = s.credential, unnest(s.latency_buckets) with ordinality as b (entries, n)
+      where s.project_id = $1 and c.database_id = $2 and s.query_hash = any($3::text[]) and b.entries > 0
+      group by s.query_hash, b.n`,
     [projectId, databaseId, hashes],
   );
   const histograms = new Map(hashes.map((hash) => [hash, new Map<number, number>()]));

@@ -30,6 +30,15 @@ export function bucketFloor(bucket: number): number {
   return (bucket - shift * SUB) * 2 ** shift;
 }
 
+/**
+ * Counts one latency of `bucket` into `counts`, a histogram held densely (the count of bucket n at
+ * index n; zeros up to the highest bucket counted): how the rollups store a histogram in one row.
+ */
+export function countBucket(counts: number[], bucket: number): void {
+  while (counts.length <= bucket) counts.push(0);
+  counts[bucket]! += 1;
+}
+
 /** latencyBucket as a SQL expression over the bigint expression `us` (exact integer arithmetic, no floating log). */
 export function latencyBucketSql(us: string): string {
   const shift = `(65 - position('1' in (${us})::bit(64)::text) - ${BITS})`;

@@ -66,7 +66,7 @@ describe('the rollups every batch updates in place', () => {
         (row) => [row.relname, row.reloptions],
       ),
     );
-  const ROLLUPS = ['anomaly_baselines', 'anomaly_windows', 'audit_latency_daily', 'audit_usage_hourly', 'cache_shape_latency', 'cache_shapes'];
+  const ROLLUPS = ['anomaly_baselines', 'anomaly_windows', 'audit_latency_histograms', 'audit_usage_hourly', 'cache_shapes'];
 
   it('leave half of each page free (fillfactor 50), on a fresh read model and on tables an earlier version made; the other tables keep the default', async () => {
     database ??= await freshDatabase('read_model_columns');
@@ -80,6 +80,40 @@ describe('the rollups every batch updates in place', () => {
       expect(Object.keys(options).filter((table) => options[table] !== null)).toEqual(ROLLUPS);
       for (const table of ROLLUPS) expect(options[table]).toEqual(['fillfactor=50']);
     }
+  });
+});
+
+describe('the latency histograms', () => {
+  it('of an earlier version, a row a bucket, become a row a day and credential and a column of each shape, their counts kept; the old tables are dropped', async () => {
+    database ??= await freshDatabase('read_model_columns');
+    pool ??= createPool(database.url);
+    const audit = auditProjection({ keys: new Map() });
+    const shapes = audit.tables.find((table) => table.name === 'cache_shapes')!;
+    const earlierShapes = { ...shapes, columns: shapes.columns.replace(`, latency_buckets bigint[] not null default '{}'`, ''), addedColumns: [], absorbs: undefined };
+    expect(earlierShapes.columns).not.toContain('latency_buckets');
+    await pool.query(`create schema rm_hist; ${tableDdl('rm_hist', earlierShapes)}
+      create table rm_hist.audit_latency_daily (project_id text not null, day timestamptz not null, credential text not null, bucket integer not null, entries bigint not null,
+        primary key (project_id, day, credential, bucket));
+      create table rm_hist.cache_shape_latency (project_id text not null, credential text not null, query_hash text not null, bucket integer not null, entries bigint not null,
+        primary key (project_id, credential, query_hash, bucket));
+      insert into rm_hist.audit_latency_daily values ('prj_1', '2026-11-27', 'agt_1', 3, 2), ('prj_1', '2026-11-27', 'agt_1', 0, 1), ('prj_1', '2026-11-27', '', 5, 7),
+        ('prj_1', '2026-11-28', 'agt_1', 1, 4);
+      insert into rm_hist.cache_shapes (project_id, credential, query_hash, normalized_sql, statement_kind, calls, timed, latency_us, bytes_out, runs, refreshes, same_results,
+          first_seen, last_seen)
+        values ('prj_1', 'agt_1', 'aa', 'select $1', 'select', 3, 3, 9, 30, 3, 2, 1, now(), now()), ('prj_1', 'agt_1', 'bb', 'select 2', 'select', 1, 0, 0, 10, 1, 0, 0, now(), now());
+      insert into rm_hist.cache_shape_latency values ('prj_1', 'agt_1', 'aa', 2, 1), ('prj_1', 'agt_1', 'aa', 4, 2)`);
+    await ensureReadModel(pool, audit, 'rm_hist');
+    await ensureReadModel(pool, audit, 'rm_hist');
+    expect((await pool.query(`select project_id, to_char(day, 'YYYY-MM-DD') as day, credential, buckets from rm_hist.audit_latency_histograms order by 1, 2, 3`)).rows).toEqual([
+      { project_id: 'prj_1', day: '2026-11-27', credential: '', buckets: ['0', '0', '0', '0', '0', '7'] },
+      { project_id: 'prj_1', day: '2026-11-27', credential: 'agt_1', buckets: ['1', '0', '0', '2'] },
+      { project_id: 'prj_1', day: '2026-11-28', credential: 'agt_1', buckets: ['0', '4'] },
+    ]);
+    expect((await pool.query('select query_hash, latency_buckets from rm_hist.cache_shapes order by 1')).rows).toEqual([
+      { query_hash: 'aa', latency_buckets: ['0', '0', '1', '0', '2'] },
+      { query_hash: 'bb', latency_buckets: [] },
+    ]);
+    expect((await pool.query(`select to_regclass('rm_hist.audit_latency_daily') as daily, to_regclass('rm_hist.cache_shape_latency') as shapes`)).rows).toEqual([{ daily: null, shapes: null }]);
   });
 });
 

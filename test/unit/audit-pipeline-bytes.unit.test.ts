@@ -19,7 +19,7 @@ import { decisionEvent } from '../../src/ingest/decision-event.js';
 import type { EventStore, NewEvent, RecordedEvent } from '../../src/store/port.js';
 import { decision, decisionV1, placed } from '../support/decisions.js';
 
-const PINNED = 'dddd810ddbe0c9e75600773daa1f5c2a9651f5d32a765537ad88a1491f48d721';
+const PINNED = '0b9a132583bb71c50107a1f2dbb4eb4dc67dbe94e9d6813fbb945c316a72cdab';
 
 const keyrings: HmacKeyring[] = [{ keys: new Map() }, { current: 'k1', keys: new Map([['k1', Buffer.alloc(32, 7)]]) }];
 const AT = '2026-11-27T02:00:00.000Z';

@@ -38,14 +38,17 @@ const entry = (cache_status: AuditEntryContent['cache_status'], rows: number, at
 
 describe('the shapes the audit projection rolls up', () => {
   it('counts refreshes (runs upstream after the first) and those that returned the run before’s rows and bytes; hits are no runs', () => {
-    const { shapes, latencies } = shapeRollup([entry('miss', 3, 1), entry('hit', 3, 2), entry('miss', 3, 3), entry('bypass', 4, 4), entry('stale', 4, 5), entry('miss', 4, 6)]);
+    const shapes = shapeRollup([entry('miss', 3, 1), entry('hit', 3, 2), entry('miss', 3, 3), entry('bypass', 4, 4), entry('stale', 4, 5), entry('miss', 4, 6, { latency_us: 3 })]);
     expect(shapes).toHaveLength(1);
-    expect(shapes[0]).toMatchObject({ calls: 6, runs: 4, refreshes: 3, same_results: 2, first_rows: 3, first_bytes: 30, last_rows: 4, last_bytes: 40, timed: 6, latency_us: 6000, bytes_out: 210 });
-    expect(latencies).toEqual([{ project_id: 'prj_1', credential: 'agt_1', query_hash: 'ab'.repeat(8), bucket: latencyBucket(1000), entries: 6 }]);
+    expect(shapes[0]).toMatchObject({ calls: 6, runs: 4, refreshes: 3, same_results: 2, first_rows: 3, first_bytes: 30, last_rows: 4, last_bytes: 40, timed: 6, latency_us: 5003, bytes_out: 210 });
+    // The histogram held densely: five latencies in the bucket of 1,000 µs, one in that of 3 µs, zeros between.
+    const buckets = shapes[0]!.latency_buckets;
+    expect(buckets).toHaveLength(latencyBucket(1000) + 1);
+    expect(buckets.flatMap((count, bucket) => (count === 0 ? [] : [[bucket, count]]))).toEqual([[3, 1], [latencyBucket(1000), 5]]);
   });
 
   it('keeps credentials and projects apart, and passes over refusals and entries without a hash', () => {
-    const { shapes } = shapeRollup([
+    const shapes = shapeRollup([
       entry('miss', 1, 1), entry('miss', 1, 2, { credential_id: 'agt_2' }), entry('miss', 1, 3, { project_id: 'prj_2' }),
       entry('none', 0, 4, { event: 'blocked' }), entry('miss', 1, 5, { query_hash: '' }),
     ]);
