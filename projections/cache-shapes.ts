@@ -15,7 +15,7 @@ import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
 import { add, type Sum } from './audit-usage.js';
 import { ROLLUP_FILLFACTOR, type ReadModelTable } from './projection.js';
-import { added, denseBuckets, summedBuckets, type Upsert } from './upserts.js';
+import { added, denseBuckets, summedArrays, summedBuckets, type Upsert } from './upserts.js';
 
 interface ShapeRow {
   project_id: string;
@@ -97,7 +97,7 @@ export const cacheShapeTables: readonly ReadModelTable[] = [
     // The histogram had a table of its own, a row a bucket: each batch updated hundreds of rows.
     absorbs: {
       table: 'cache_shape_latency',
-      copy: (into, from) => `update ${into} as s set latency_buckets = h.buckets
+      copy: (into, from) => `update ${into} as s set latency_buckets = ${summedArrays('s.latency_buckets', 'h.buckets')}
         from (select o.project_id, o.credential, o.query_hash, ${denseBuckets(from, ['project_id', 'credential', 'query_hash'])} as buckets
                 from ${from} o group by o.project_id, o.credential, o.query_hash) as h
        where s.project_id = h.project_id and s.credential = h.credential and s.query_hash = h.query_hash`,

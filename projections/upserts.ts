@@ -49,8 +49,10 @@ export const added = (columns: readonly string[]): string => columns.map((c) => 
  * countBucket; bucket n at index n + 1 of the bigint[]), the shorter padded with zeros: the same
  * array however the entries were batched.
  */
-export const summedBuckets = (column: string): string =>
-  `${column} = array(select coalesce(s, 0) + coalesce(n, 0) from unnest(t.${column}, excluded.${column}) with ordinality as u (s, n, i) order by i)`;
+export const summedBuckets = (column: string): string => `${column} = ${summedArrays(`t.${column}`, `excluded.${column}`)}`;
+
+/** The element-wise sum of two dense histograms (bigint[] expressions), the shorter padded with zeros. */
+export const summedArrays = (a: string, b: string): string => `array(select coalesce(x, 0) + coalesce(y, 0) from unnest(${a}, ${b}) with ordinality as u (x, y, i) order by i)`;
 
 /**
  * The dense histogram (as summedBuckets reads it) of the rows of `from`, a table of an earlier layout

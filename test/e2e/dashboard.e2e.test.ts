@@ -435,6 +435,22 @@ describe('the dashboard in Chromium', () => {
     await other.close();
   });
 
+  it('polls the approvals on when each list answers only after the next poll was asked (a slow API)', async () => {
+    const slow = /\/approvals\?/;
+    await page.route(slow, async (route) => {
+      const response = await route.fetch();
+      await new Promise((resolve) => setTimeout(resolve, 2_600));
+      await route.fulfill({ response });
+    });
+    try {
+      await page.getByLabel('Show', { exact: true }).selectOption('failed');
+      await page.locator('article[data-approval] h3').first().waitFor({ timeout: 8_000 });
+      expect(await page.locator('article[data-approval] h3').allTextContents()).toEqual(['UPDATE held (failed)']);
+    } finally {
+      await page.unroute(slow);
+    }
+  });
+
   it('kept every secret out of URLs and logs, and the page raised no error (CSP included)', () => {
     expect(pageErrors).toEqual([]);
     const text = logs.lines.join('\n');

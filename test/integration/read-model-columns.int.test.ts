@@ -115,6 +115,27 @@ describe('the latency histograms', () => {
     ]);
     expect((await pool.query(`select to_regclass('rm_hist.audit_latency_daily') as daily, to_regclass('rm_hist.cache_shape_latency') as shapes`)).rows).toEqual([{ daily: null, shapes: null }]);
   });
+
+  it('add the old rows to counts the new layout holds already (an earlier version wrote beside this one), summed bucket by bucket', async () => {
+    database ??= await freshDatabase('read_model_columns');
+    pool ??= createPool(database.url);
+    const audit = auditProjection({ keys: new Map() });
+    const current = audit.tables.filter((table) => table.name === 'cache_shapes' || table.name === 'audit_latency_histograms').map((table) => ({ ...table, absorbs: undefined }));
+    await pool.query(`create schema rm_hist2; ${current.map((table) => tableDdl('rm_hist2', table)).join('\n')}
+      create table rm_hist2.audit_latency_daily (project_id text not null, day timestamptz not null, credential text not null, bucket integer not null, entries bigint not null,
+        primary key (project_id, day, credential, bucket));
+      create table rm_hist2.cache_shape_latency (project_id text not null, credential text not null, query_hash text not null, bucket integer not null, entries bigint not null,
+        primary key (project_id, credential, query_hash, bucket));
+      insert into rm_hist2.audit_latency_histograms values ('prj_1', '2026-11-27', 'agt_1', '{5,0,1}');
+      insert into rm_hist2.audit_latency_daily values ('prj_1', '2026-11-27', 'agt_1', 0, 1), ('prj_1', '2026-11-27', 'agt_1', 3, 2);
+      insert into rm_hist2.cache_shapes (project_id, credential, query_hash, normalized_sql, statement_kind, calls, timed, latency_us, bytes_out, runs, refreshes, same_results,
+          first_seen, last_seen, latency_buckets)
+        values ('prj_1', 'agt_1', 'aa', 'select $1', 'select', 3, 3, 9, 30, 3, 2, 1, now(), now(), '{0,0,0,0,0,4}');
+      insert into rm_hist2.cache_shape_latency values ('prj_1', 'agt_1', 'aa', 1, 1), ('prj_1', 'agt_1', 'aa', 5, 2)`);
+    await ensureReadModel(pool, audit, 'rm_hist2');
+    expect((await pool.query('select buckets from rm_hist2.audit_latency_histograms')).rows).toEqual([{ buckets: ['6', '0', '1', '2'] }]);
+    expect((await pool.query('select latency_buckets from rm_hist2.cache_shapes')).rows).toEqual([{ latency_buckets: ['0', '1', '0', '0', '0', '6'] }]);
+  });
 });
 
 describe('the audit entries', () => {

@@ -67,13 +67,23 @@ export async function approvalsPage(context) {
     seen = signature;
     clear(list, approvals.length === 0 ? h('p', { class: 'muted', text: 'No requests.' }) : approvals.map((request) => card(request, base, notes, refresh)));
   };
-  // Lists asked for earlier (another status, or before the stream's `ready`) may answer after a later
-  // one: only the last one asked for is shown.
+  // Lists may answer out of order (the stream's `ready` and the reader's choice of status ask at
+  // once; a slow API answers a poll after the next one is asked): an answer older than the one shown,
+  // or for a status no longer chosen, is dropped, and so is its failure.
   let asked = 0;
+  let shown = 0;
   const refresh = async (force = false) => {
     const ticket = ++asked;
-    const { approvals } = await api.get(withQuery(base, { page_size: 100, status: wanted() }));
-    if (ticket !== asked) return;
+    const status = wanted();
+    let approvals;
+    try {
+      ({ approvals } = await api.get(withQuery(base, { page_size: 100, status })));
+    } catch (error) {
+      if (ticket > shown && status === wanted()) throw error;
+      return;
+    }
+    if (ticket < shown || status !== wanted()) return;
+    shown = ticket;
     listed = approvals;
     render(force);
   };
