@@ -19,7 +19,7 @@ import { decisionEvent } from '../../src/ingest/decision-event.js';
 import type { EventStore, NewEvent, RecordedEvent } from '../../src/store/port.js';
 import { decision, decisionV1, placed } from '../support/decisions.js';
 
-const PINNED = '0b9a132583bb71c50107a1f2dbb4eb4dc67dbe94e9d6813fbb945c316a72cdab';
+const PINNED = '838ac1bd26ef6559afd4d085706db98bd9b1fbcb8c43a1e71560f8c4cbd0fa67';
 
 const keyrings: HmacKeyring[] = [{ keys: new Map() }, { current: 'k1', keys: new Map([['k1', Buffer.alloc(32, 7)]]) }];
 const AT = '2026-11-27T02:00:00.000Z';
