@@ -29,11 +29,7 @@ export class EntryDigests implements DigestSource {
 
   /** Writes the entry's canonical bytes: what the next entryHash and leafHash cover. */
   load(entry: CanonicalEntryInput): void {
-    this.loadText(canonicalEntryText(entry));
-  }
-
-  /** load for an entry whose canonical text (canonicalEntryText) is written already. */
-  loadText(text: string): void {
+    const text = canonicalEntryText(entry);
     if (this.#buffer.length < PREV + text.length * MAX_UTF8_PER_UNIT) this.#buffer = Buffer.alloc(PREV + text.length * MAX_UTF8_PER_UNIT);
     this.#end = PREV + this.#buffer.write(text, PREV, 'utf8');
   }
