@@ -89,7 +89,10 @@ export const DEFAULT_MAX_IN_FLIGHT = 64;
 
 export interface RunningIngest {
   stop(): Promise<void>;
-  /** Records unexplained holes whose grace period passed; runs on its own timer too. */
+  /**
+   * Records unexplained holes whose grace period passed, after any sweep in flight (the timer runs
+   * one every second): once it resolves, every hole due when it was called is recorded.
+   */
   sweepHoles(): Promise<number>;
 }
 
@@ -249,7 +252,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     return missingRuns(hole, present).map((run) => ({ ...hole, ...run }));
   };
 
-  const sweepHoles = async (): Promise<number> => {
+  const sweepDue = async (): Promise<number> => {
     const due = holes.due(Date.now());
     let recorded = 0;
     try {
@@ -265,8 +268,18 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     }
     return due.length;
   };
+  // One sweep at a time: a sweep takes the holes due out of the tracker before it records them, so
+  // a second sweep meanwhile would find nothing due and return before the first one's markers land.
+  let sweeping: Promise<number> | undefined;
+  const sweepHoles = async (): Promise<number> => {
+    while (sweeping) await sweeping.catch(() => undefined);
+    sweeping = sweepDue().finally(() => {
+      sweeping = undefined;
+    });
+    return sweeping;
+  };
   const timer = setInterval(() => {
-    void sweepHoles().catch((error: unknown) => logger.error({ err: error }, 'recording sequence holes failed'));
+    if (!sweeping) void sweepHoles().catch((error: unknown) => logger.error({ err: error }, 'recording sequence holes failed'));
     for (const projectId of unsigned) void sign(projectId);
   }, 1_000);
   timer.unref();
@@ -275,6 +288,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     sweepHoles,
     async stop() {
       clearInterval(timer);
+      await sweeping?.catch(() => undefined);
       // Let records still arriving (the proxy flushes its buffer as it stops) land before stopping: bounded.
       const deadline = Date.now() + 3_000;
       while (Date.now() - lastDelivery < 200 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));

@@ -3,7 +3,7 @@
  * - a hole whose late records arrive after the proxy's own gap marker explained the rest of it is
  *   not recorded a second time (HoleTracker);
  * - a hole whose recording failed (the store refused the append) is recorded by a later sweep, not
- *   lost;
+ *   lost; a sweep called while another is recording returns only after it;
  * - after a restart, records appended before it are no hole, and a hole is recorded only where the
  *   store lacks its records;
  * - an append that falls back to one event at a time (a redelivered record in the same append as
@@ -11,7 +11,7 @@
  * - a projection transaction whose connection dies while the pooled client is checked out rejects,
  *   and does not take the process down with an unhandled 'error' event.
  */
-import type pg from 'pg';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { applyBatch } from '../../projections/runner.js';
 import type { Projection } from '../../projections/projection.js';
@@ -64,8 +64,40 @@ describe('ingest: holes in a proxy sequence', () => {
     // This sweep (or the timer's, if it came first) tries to record 2..2 and fails.
     await ingest.sweepHoles().catch(() => 0);
     await admin(fixture.db.url, (client) => client.query('alter table pgward.events drop constraint no_gap_markers'));
-    await ingest.sweepHoles().catch(() => 0);
-    await waitFor(async () => (await gapMarkers()).length > 0, 2_500, 'the hole recorded').catch(() => undefined);
+    await ingest.sweepHoles();
+    expect(await gapMarkers()).toEqual([expect.objectContaining({ from_seq: '2', to_seq: '2', reason: 'sequence_hole' })]);
+  });
+
+  it('a sweep called while the timer’s sweep is recording a hole returns once that sweep’s marker is stored', async () => {
+    // A grace long enough that the hole 2..2 is not due before the store is locked.
+    const ingest = await fixture.start({ holeGraceMs: 1_500 });
+    await publish(batch(1));
+    await publish(batch(3));
+    await waitFor(async () => (await trail()).length === 2, 1_000, '1 and 3 appended');
+    // The store holds the timer's sweep at its first query, the check of which of 2..2 it lacks.
+    const blocker = new pg.Client({ connectionString: fixture.db.url });
+    await blocker.connect();
+    try {
+      await blocker.query('begin');
+      await blocker.query('lock table pgward.events in access exclusive mode');
+      // From another session: one in a transaction sees the activity of its transaction's start.
+      const holeChecksWaiting = () =>
+        admin(fixture.db.url, async (client) => {
+          const { rows } = await client.query<{ n: string }>(
+            "select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'select event_id from pgward.events where event_id = any%'",
+          );
+          return Number(rows[0]!.n);
+        });
+      await waitFor(async () => (await holeChecksWaiting()) === 1, 5_000, 'the timer’s sweep waiting on the store');
+      let returned = false;
+      const swept = ingest.sweepHoles().then(() => (returned = true));
+      await sleep(300);
+      expect(returned).toBe(false);
+      await blocker.query('commit');
+      await swept;
+    } finally {
+      await blocker.end();
+    }
     expect(await gapMarkers()).toEqual([expect.objectContaining({ from_seq: '2', to_seq: '2', reason: 'sequence_hole' })]);
   });
 });
