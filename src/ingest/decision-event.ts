@@ -2,6 +2,7 @@
  * The event ingest appends for one decision: its payload's canonical bytes, its metadata, and an
  * id derived from the proxy's (proxy_id, boot_epoch, seq), so a redelivered record is one event.
  */
+import { hash } from 'node:crypto';
 import type { AuditEventPayload } from '../../projections/audit.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
 import { decisionDefinition, type DecisionRecord } from '../events/audit.js';
@@ -12,11 +13,56 @@ export function eventIdFor(key: string): string {
   return derivedUuid(`pgward-ingest\0${key}`);
 }
 
-/** The dedup key of a decision, from its proxy's identity and sequence: its event id derives from it (a decision without them has the key of nulls it always had). */
+/** The dedup key of a decision, from its proxy's identity and sequence: its hashed event id derives from it (a decision without them has the key of nulls it always had). */
 export const decisionKey = (proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string => `decision:${proxyId}:${bootEpoch}:${seq}`;
 
+/** The sequence numbers a sequential id holds: the 62 bits its variant leaves in its last eight bytes. */
+const SEQUENTIAL_SEQ_LIMIT = 1n << 62n;
+const VARIANT_BITS = 1n << 63n;
+
+/** The first eight bytes (as hex, version nibble set) of the sequential ids of one proxy boot; most decisions of a message share one. */
+let lastBoot = { key: '', hex: '' };
+function bootHex(proxyId: string, bootEpoch: number): string {
+  const key = `${proxyId}\0${bootEpoch}`;
+  if (lastBoot.key !== key) {
+    const hex = hash('sha256', `pgward-ingest\0boot\0${key}`, 'hex');
+    lastBoot = { key, hex: `${hex.slice(0, 12)}8${hex.slice(13, 16)}` };
+  }
+  return lastBoot.hex;
+}
+
+/**
+ * The event id of a proxy's decision numbered `seq` of the boot (proxyId, bootEpoch): an RFC 9562
+ * version 8 UUID of 60 bits of a hash of the boot, then the sequence, so that one boot's decisions
+ * lie side by side, in order, in the store's unique index of event ids, where hashed ids (the
+ * `legacy` form, eventIdFor of decisionKey) land at random places of an index that grows with the
+ * trail: each insert then reads and dirties a leaf of its own, and once the index outgrows the
+ * buffer cache, reads it from disk (docs/audit.md, "Event ids"). The version tells the two forms
+ * apart, so neither collides with the other or with the derived (version 4) ids of other events.
+ * A decision without the proxy's identity, or a sequence past 62 bits, has the hashed form.
+ */
+export function decisionEventId(proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string {
+  if (proxyId === null || bootEpoch === null || seq === null) return legacyDecisionEventId(proxyId, bootEpoch, seq);
+  const n = BigInt(seq);
+  if (n < 0n || n >= SEQUENTIAL_SEQ_LIMIT) return legacyDecisionEventId(proxyId, bootEpoch, seq);
+  const boot = bootHex(proxyId, bootEpoch);
+  const tail = (n | VARIANT_BITS).toString(16);
+  return [boot.slice(0, 8), boot.slice(8, 12), boot.slice(12, 16), tail.slice(0, 4), tail.slice(4, 16)].join('-');
+}
+
+/** The hashed event id ingest gave decisions before decisionEventId: the id of every decision stored by an earlier release. */
+export const legacyDecisionEventId = (proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string => eventIdFor(decisionKey(proxyId, bootEpoch, seq));
+
+/** A decision's event id: decisionEventId, or the legacy form (a store that cannot look ids up keeps it; a redelivered record stored by an earlier release has it). */
+export type DecisionIdOf = (decision: DecisionRecord) => string;
+export const sequentialIdOf: DecisionIdOf = (d) => decisionEventId(d.proxy_id, d.boot_epoch, d.seq);
+export const legacyIdOf: DecisionIdOf = (d) => legacyDecisionEventId(d.proxy_id, d.boot_epoch, d.seq);
+
+/** The metadata of an event ingest appends with id `eventId` at `at`. */
+const metadataWithId = (eventId: string, at: string): EventMetadata => ({ event_id: eventId, correlation_id: 'ingest', actor: 'ingest', at });
+
 /** The metadata of an event ingest appends under `key` at `at`. */
-export const ingestMetadata = (key: string, at: string): EventMetadata => ({ event_id: eventIdFor(key), correlation_id: 'ingest', actor: 'ingest', at });
+export const ingestMetadata = (key: string, at: string): EventMetadata => metadataWithId(eventIdFor(key), at);
 
 /**
  * The events of decisions the schema accepted, received together at `at`, each with the decision
@@ -25,22 +71,20 @@ export const ingestMetadata = (key: string, at: string): EventMetadata => ({ eve
  * always of the schema's format (derivedUuid writes it): checked once, for the first, and the
  * others' canonical text is the first's with their own id in its place (last, in key order).
  */
-export function decisionEvents(decisions: readonly DecisionRecord[], at: string): (NewEvent & AuditEventPayload)[] {
+export function decisionEvents(decisions: readonly DecisionRecord[], at: string, idOf: DecisionIdOf = sequentialIdOf): (NewEvent & AuditEventPayload)[] {
   if (decisions.length === 0) return [];
-  const first = checkedMetadata(ingestMetadata(decisionKeyOf(decisions[0]!), at));
+  const first = checkedMetadata(metadataWithId(idOf(decisions[0]!), at));
   const text = canonicalMetadataText(first);
   const head = text.slice(0, text.lastIndexOf(first.event_id));
   const tail = text.slice(head.length + first.event_id.length);
   return decisions.map((decision, i) => {
-    const id = i === 0 ? first.event_id : eventIdFor(decisionKeyOf(decision));
+    const id = i === 0 ? first.event_id : idOf(decision);
     const definition = decisionDefinition(decision);
     return { id, type: definition.type, data: encodePayload(definition, decision), metadata: Buffer.from(`${head}${id}${tail}`, 'utf8'), decision };
   });
 }
 
 /** decisionEvents of one decision. */
-export function decisionEvent(decision: DecisionRecord, at: string): NewEvent & AuditEventPayload {
-  return decisionEvents([decision], at)[0]!;
+export function decisionEvent(decision: DecisionRecord, at: string, idOf: DecisionIdOf = sequentialIdOf): NewEvent & AuditEventPayload {
+  return decisionEvents([decision], at, idOf)[0]!;
 }
-
-const decisionKeyOf = (decision: DecisionRecord): string => decisionKey(decision.proxy_id, decision.boot_epoch, decision.seq);

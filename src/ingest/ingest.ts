@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { auditStream, type AuditEventPayload } from '../../projections/audit.js';
 import type { BusRecord } from '../../proxy/decisions.js';
 import { INGEST_DURABLE, type Consumer, type DecisionBus, type Delivery } from '../bus/port.js';
-import { AuditGapRecorded } from '../events/audit.js';
+import { AuditGapRecorded, type DecisionRecord } from '../events/audit.js';
 import { connectionStream } from '../../projections/connections.js';
 import { SessionsRecord, WireSessionClosed, WireSessionOpened } from '../events/connections.js';
 import { encodeEvent, parseJson, type EventDefinition, type EventMetadata } from '../events/envelope.js';
@@ -16,7 +16,7 @@ import { createCheckpointer } from '../audit/checkpointer.js';
 import type { PreparedEntries } from '../audit/prepared-entries.js';
 import type { CommittedWriter } from '../store/committed-feed.js';
 import { AppendBatcher } from './batcher.js';
-import { decisionEvents, decisionKey, eventIdFor, ingestMetadata } from './decision-event.js';
+import { decisionEventId, decisionEvents, ingestMetadata, legacyDecisionEventId, legacyIdOf, sequentialIdOf, type DecisionIdOf } from './decision-event.js';
 import { HoleTracker, missingRuns, type Hole } from './holes.js';
 
 export { eventIdFor } from './decision-event.js';
@@ -175,6 +175,21 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     }
   };
 
+  // A store that cannot look ids up (EventStoreDB) keeps the hashed ids: a redelivered record must
+  // get the id it was stored under, and only a lookup tells which form that was.
+  const idOf: DecisionIdOf = store.storedEventIds ? sequentialIdOf : legacyIdOf;
+
+  /**
+   * The ids of a redelivered record's decisions: the hashed form for those an earlier release
+   * stored under it (its ingest appended the record and stopped before acknowledging it), else
+   * idOf. A first delivery was never appended, so only redeliveries look.
+   */
+  const redeliveredIdOf = async (decisions: readonly DecisionRecord[]): Promise<DecisionIdOf> => {
+    if (!store.storedEventIds || idOf === legacyIdOf) return idOf;
+    const stored = await store.storedEventIds(decisions.map(legacyIdOf));
+    return stored.size === 0 ? idOf : (d) => (stored.has(legacyIdOf(d)) ? legacyIdOf(d) : idOf(d));
+  };
+
   const handle = async (delivery: Delivery): Promise<'appended' | 'dropped'> => {
     // Each record in a turn of the event loop of its own: the bus starts the records it delivers
     // together on microtasks, which would otherwise parse and encode all of them (a backlog's
@@ -204,7 +219,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       return 'appended';
     }
     const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map(parseStatementDecided);
-    const events = decisionEvents(decisions, now().toISOString());
+    const events = decisionEvents(decisions, now().toISOString(), delivery.attempt > 1 ? await redeliveredIdOf(decisions) : idOf);
     // One append call a stream: a message's decisions are mostly of one project.
     const byStream = new Map<string, (NewEvent & AuditEventPayload)[]>();
     for (let i = 0; i < decisions.length; i++) {
@@ -246,7 +261,11 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     const present = new Set<bigint>();
     for (let from = hole.from; from <= hole.to; from += HOLE_CHECK_CHUNK) {
       const ids = new Map<string, bigint>();
-      for (let seq = from; seq <= hole.to && seq < from + HOLE_CHECK_CHUNK; seq++) ids.set(eventIdFor(decisionKey(hole.proxyId, hole.bootEpoch, seq)), seq);
+      // Either form: decisions stored by an earlier release have the hashed one.
+      for (let seq = from; seq <= hole.to && seq < from + HOLE_CHECK_CHUNK; seq++) {
+        ids.set(decisionEventId(hole.proxyId, hole.bootEpoch, seq), seq);
+        ids.set(legacyDecisionEventId(hole.proxyId, hole.bootEpoch, seq), seq);
+      }
       for (const id of await store.storedEventIds([...ids.keys()])) present.add(ids.get(id)!);
     }
     return missingRuns(hole, present).map((run) => ({ ...hole, ...run }));
