@@ -7,7 +7,7 @@ import type { AuditEventPayload } from '../../projections/audit.js';
 import { derivedUuid } from '../crypto/derived-uuid.js';
 import { decisionDefinition, type DecisionRecord } from '../events/audit.js';
 import { canonicalMetadataText, checkedMetadata, encodePayload, type EventMetadata } from '../events/envelope.js';
-import type { NewEvent } from '../store/port.js';
+import type { DecisionIdForm, NewEvent } from '../store/port.js';
 
 export function eventIdFor(key: string): string {
   return derivedUuid(`pgward-ingest\0${key}`);
@@ -16,47 +16,51 @@ export function eventIdFor(key: string): string {
 /** The dedup key of a decision, from its proxy's identity and sequence: its hashed event id derives from it (a decision without them has the key of nulls it always had). */
 export const decisionKey = (proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string => `decision:${proxyId}:${bootEpoch}:${seq}`;
 
-/** The sequence numbers a sequential id holds: the 62 bits its variant leaves in its last eight bytes. */
-const SEQUENTIAL_SEQ_LIMIT = 1n << 62n;
-const VARIANT_BITS = 1n << 63n;
+/** The sequence numbers a sequential id holds: its last six bytes. A boot numbering past them (never, at any rate a proxy reaches) gets hashed ids. */
+const SEQUENTIAL_SEQ_LIMIT = 1n << 48n;
 
-/** The first eight bytes (as hex, version nibble set) of the sequential ids of one proxy boot; most decisions of a message share one. */
+/**
+ * The first ten bytes (as hex) of the sequential ids of one proxy boot: 74 bits of a hash of the
+ * boot around the version nibble (8) and the variant bits (10). Most decisions of a message share one.
+ */
 let lastBoot = { key: '', hex: '' };
 function bootHex(proxyId: string, bootEpoch: number): string {
   const key = `${proxyId}\0${bootEpoch}`;
   if (lastBoot.key !== key) {
     const hex = hash('sha256', `pgward-ingest\0boot\0${key}`, 'hex');
-    lastBoot = { key, hex: `${hex.slice(0, 12)}8${hex.slice(13, 16)}` };
+    const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16);
+    lastBoot = { key, hex: `${hex.slice(0, 12)}8${hex.slice(13, 16)}${variant}${hex.slice(17, 20)}` };
   }
   return lastBoot.hex;
 }
 
 /**
- * The event id of a proxy's decision numbered `seq` of the boot (proxyId, bootEpoch): an RFC 9562
- * version 8 UUID of 60 bits of a hash of the boot, then the sequence, so that one boot's decisions
- * lie side by side, in order, in the store's unique index of event ids, where hashed ids (the
- * `legacy` form, eventIdFor of decisionKey) land at random places of an index that grows with the
- * trail: each insert then reads and dirties a leaf of its own, and once the index outgrows the
- * buffer cache, reads it from disk (docs/audit.md, "Event ids"). The version tells the two forms
- * apart, so neither collides with the other or with the derived (version 4) ids of other events.
- * A decision without the proxy's identity, or a sequence past 62 bits, has the hashed form.
+ * The sequential event id of a proxy's decision numbered `seq` of the boot (proxyId, bootEpoch): an
+ * RFC 9562 version 8 UUID of 74 bits of a hash of the boot, then the sequence in its last six bytes,
+ * so that one boot's decisions lie side by side, in order, in the store's unique index of event
+ * ids, where hashed ids (legacyDecisionEventId) land at random places of an index that grows with
+ * the trail (docs/audit.md, "Event ids"). Its version tells it from the hashed and other derived
+ * ids (version 4). A decision without the proxy's identity, or numbered past 48 bits, has the hashed form.
  */
 export function decisionEventId(proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string {
   if (proxyId === null || bootEpoch === null || seq === null) return legacyDecisionEventId(proxyId, bootEpoch, seq);
   const n = BigInt(seq);
   if (n < 0n || n >= SEQUENTIAL_SEQ_LIMIT) return legacyDecisionEventId(proxyId, bootEpoch, seq);
   const boot = bootHex(proxyId, bootEpoch);
-  const tail = (n | VARIANT_BITS).toString(16);
-  return [boot.slice(0, 8), boot.slice(8, 12), boot.slice(12, 16), tail.slice(0, 4), tail.slice(4, 16)].join('-');
+  return [boot.slice(0, 8), boot.slice(8, 12), boot.slice(12, 16), boot.slice(16, 20), Number(n).toString(16).padStart(12, '0')].join('-');
 }
 
-/** The hashed event id ingest gave decisions before decisionEventId: the id of every decision stored by an earlier release. */
+/** The hashed event id of a decision: every decision's in a store whose ids are hashed (DecisionIdForm). */
 export const legacyDecisionEventId = (proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string => eventIdFor(decisionKey(proxyId, bootEpoch, seq));
 
-/** A decision's event id: decisionEventId, or the legacy form (a store that cannot look ids up keeps it; a redelivered record stored by an earlier release has it). */
+/** A decision's event id in one of the two forms. */
 export type DecisionIdOf = (decision: DecisionRecord) => string;
 export const sequentialIdOf: DecisionIdOf = (d) => decisionEventId(d.proxy_id, d.boot_epoch, d.seq);
 export const legacyIdOf: DecisionIdOf = (d) => legacyDecisionEventId(d.proxy_id, d.boot_epoch, d.seq);
+
+/** The id of a decision (by its proxy's identity and sequence) in a store of the form `form`. */
+export const decisionIdIn = (form: DecisionIdForm): ((proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null) => string) =>
+  form === 'sequential' ? decisionEventId : legacyDecisionEventId;
 
 /** The metadata of an event ingest appends with id `eventId` at `at`. */
 const metadataWithId = (eventId: string, at: string): EventMetadata => ({ event_id: eventId, correlation_id: 'ingest', actor: 'ingest', at });
@@ -68,7 +72,7 @@ export const ingestMetadata = (key: string, at: string): EventMetadata => metada
  * The events of decisions the schema accepted, received together at `at`, each with the decision
  * itself (for the checkpointer and the projections of this process). A record of an earlier proxy
  * release (no placement) is stored as the v1 it is. Their metadata differ in the event id alone,
- * always of the schema's format (derivedUuid writes it): checked once, for the first, and the
+ * always of the schema's format (derived, in either form): checked once, for the first, and the
  * others' canonical text is the first's with their own id in its place (last, in key order).
  */
 export function decisionEvents(decisions: readonly DecisionRecord[], at: string, idOf: DecisionIdOf = sequentialIdOf): (NewEvent & AuditEventPayload)[] {

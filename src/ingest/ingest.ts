@@ -16,7 +16,7 @@ import { createCheckpointer } from '../audit/checkpointer.js';
 import type { PreparedEntries } from '../audit/prepared-entries.js';
 import type { CommittedWriter } from '../store/committed-feed.js';
 import { AppendBatcher } from './batcher.js';
-import { decisionEventId, decisionEvents, ingestMetadata, legacyDecisionEventId, legacyIdOf, sequentialIdOf, type DecisionIdOf } from './decision-event.js';
+import { decisionEvents, decisionIdIn, ingestMetadata } from './decision-event.js';
 import { HoleTracker, missingRuns, type Hole } from './holes.js';
 
 export { eventIdFor } from './decision-event.js';
@@ -175,20 +175,11 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     }
   };
 
-  // A store that cannot look ids up (EventStoreDB) keeps the hashed ids: a redelivered record must
-  // get the id it was stored under, and only a lookup tells which form that was.
-  const idOf: DecisionIdOf = store.storedEventIds ? sequentialIdOf : legacyIdOf;
-
-  /**
-   * The ids of a redelivered record's decisions: the hashed form for those an earlier release
-   * stored under it (its ingest appended the record and stopped before acknowledging it), else
-   * idOf. A first delivery was never appended, so only redeliveries look.
-   */
-  const redeliveredIdOf = async (decisions: readonly DecisionRecord[]): Promise<DecisionIdOf> => {
-    if (!store.storedEventIds || idOf === legacyIdOf) return idOf;
-    const stored = await store.storedEventIds(decisions.map(legacyIdOf));
-    return stored.size === 0 ? idOf : (d) => (stored.has(legacyIdOf(d)) ? legacyIdOf(d) : idOf(d));
-  };
+  // One form of decisions' event ids for every ingest of the store, so that a redelivered record,
+  // whichever ingest handles it, is the event it was (docs/audit.md, "Event ids").
+  const idForm = (await store.decisionIdForm?.()) ?? 'hashed';
+  const decisionId = decisionIdIn(idForm);
+  const idOf = (d: DecisionRecord): string => decisionId(d.proxy_id, d.boot_epoch, d.seq);
 
   const handle = async (delivery: Delivery): Promise<'appended' | 'dropped'> => {
     // Each record in a turn of the event loop of its own: the bus starts the records it delivers
@@ -219,7 +210,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       return 'appended';
     }
     const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map(parseStatementDecided);
-    const events = decisionEvents(decisions, now().toISOString(), delivery.attempt > 1 ? await redeliveredIdOf(decisions) : idOf);
+    const events = decisionEvents(decisions, now().toISOString(), idOf);
     // One append call a stream: a message's decisions are mostly of one project.
     const byStream = new Map<string, (NewEvent & AuditEventPayload)[]>();
     for (let i = 0; i < decisions.length; i++) {
@@ -261,11 +252,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     const present = new Set<bigint>();
     for (let from = hole.from; from <= hole.to; from += HOLE_CHECK_CHUNK) {
       const ids = new Map<string, bigint>();
-      // Either form: decisions stored by an earlier release have the hashed one.
-      for (let seq = from; seq <= hole.to && seq < from + HOLE_CHECK_CHUNK; seq++) {
-        ids.set(decisionEventId(hole.proxyId, hole.bootEpoch, seq), seq);
-        ids.set(legacyDecisionEventId(hole.proxyId, hole.bootEpoch, seq), seq);
-      }
+      for (let seq = from; seq <= hole.to && seq < from + HOLE_CHECK_CHUNK; seq++) ids.set(decisionId(hole.proxyId, hole.bootEpoch, seq), seq);
       for (const id of await store.storedEventIds([...ids.keys()])) present.add(ids.get(id)!);
     }
     return missingRuns(hole, present).map((run) => ({ ...hole, ...run }));
@@ -307,7 +294,6 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
     sweepHoles,
     async stop() {
       clearInterval(timer);
-      await sweeping?.catch(() => undefined);
       // Let records still arriving (the proxy flushes its buffer as it stops) land before stopping: bounded.
       const deadline = Date.now() + 3_000;
       while (Date.now() - lastDelivery < 200 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));

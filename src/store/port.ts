@@ -76,6 +76,9 @@ export interface Subscription extends AsyncIterable<RecordedEvent> {
   close(): Promise<void>;
 }
 
+/** The two forms of decisions' event ids: see EventStore.decisionIdForm. */
+export type DecisionIdForm = 'sequential' | 'hashed';
+
 export interface EventStore {
   readonly kind: 'postgres' | 'eventstoredb';
   /** Whether global positions are dense (no holes between consecutive events). */
@@ -92,6 +95,14 @@ export interface EventStore {
    * (EventStoreDB indexes none) leaves it out, and callers do without.
    */
   storedEventIds?(ids: readonly string[]): Promise<Set<string>>;
+  /**
+   * The form of the event ids ingest gives the proxies' decisions in this store
+   * (src/ingest/decision-event.ts): `sequential` in a store whose first audit event comes after the
+   * first call, `hashed` in one that held audit events before it (stored by a release that knew
+   * only hashed ids); fixed at the first call, so that every ingest of the store gives a decision
+   * the same id, redelivered or not. Optional: an adapter without it keeps the hashed form.
+   */
+  decisionIdForm?(): Promise<DecisionIdForm>;
   /**
    * How many events with a position strictly greater than `after` `readAll` would return
    * without a limit: for a reader at checkpoint `after`, the events it has still to read.

@@ -73,6 +73,9 @@ do $do$ begin
   end if;
 end $do$;
 
+-- Facts about the store fixed once: decision_ids, the form of decisions' event ids (EventStore.decisionIdForm).
+create table if not exists pgward.store_settings (name text primary key, value text not null);
+
 -- How many events after p_after are of the streams matching any of p_patterns (all when null).
 -- With p_categories (the categories of every pattern) the count stops at their newest event, and
 -- costs nothing when that is not beyond p_after.

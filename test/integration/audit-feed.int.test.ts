@@ -176,7 +176,14 @@ describe('the audit projection fed by ingest in the same process', () => {
     // The restarted worker: its feed holds nothing of what was appended before.
     const { reads, projection } = await pipeline();
     await until('caught up', async () => [...(await entries()).values()].reduce((sum, seqs) => sum + seqs.length, 0) === 300);
-    const caughtUp = reads();
+    // The catch-up's last reads may still be under way when the entries are in: counted from when they stopped.
+    let caughtUp = reads();
+    await until('the catch-up’s reads over', async () => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const settled = reads() === caughtUp;
+      caughtUp = reads();
+      return settled;
+    });
     expect(caughtUp).toBeGreaterThan(0);
     await publish(randomDecisions(300, 24), 30);
     await expectComplete(projection);

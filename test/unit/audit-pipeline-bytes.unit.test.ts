@@ -21,7 +21,7 @@ import { decision, decisionV1, placed } from '../support/decisions.js';
 
 // The events' ids are decisionEventId's sequential form; with the hashed form (legacyIdOf) every other byte is the same,
 // and the digest is 838ac1bd26ef6559afd4d085706db98bd9b1fbcb8c43a1e71560f8c4cbd0fa67.
-const PINNED = '6476ab83e4137951da0708c165abde83389b31555a74bb8e42909c4eb7600dae';
+const PINNED = '0c06e7c234eae16e99666b57fcc32db2a53da4175c65622bc3ca3e1fb7dc104a';
 
 const keyrings: HmacKeyring[] = [{ keys: new Map() }, { current: 'k1', keys: new Map([['k1', Buffer.alloc(32, 7)]]) }];
 const AT = '2026-11-27T02:00:00.000Z';

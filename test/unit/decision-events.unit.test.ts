@@ -32,7 +32,7 @@ describe('decisionEvents', () => {
 });
 
 const boot = fc.record({ proxy: fc.stringMatching(PROXY_ID_PATTERN), epoch: fc.nat() });
-const seq = fc.bigInt({ min: 0n, max: (1n << 62n) - 1n });
+const seq = fc.bigInt({ min: 0n, max: (1n << 48n) - 1n });
 /** A UUID's 16 bytes in the order the store's uuid index compares them. */
 const bytesOf = (id: string): string => id.replaceAll('-', '');
 
@@ -43,11 +43,13 @@ describe('decisionEventId', () => {
         const [idA, idB] = [decisionEventId(proxy, epoch, a), decisionEventId(proxy, epoch, String(b))];
         expect(EventMetadata.shape.event_id.safeParse(idA).success).toBe(true);
         expect(idA[14]).toBe('8');
+        expect('89ab').toContain(idA[19]);
         expect(idA).not.toBe(legacyDecisionEventId(proxy, epoch, a));
         const [x, y] = [bytesOf(idA), bytesOf(idB)];
         expect(x < y ? -1 : x > y ? 1 : 0).toBe(a === b ? 0 : a < b ? -1 : 1);
-        // One boot's ids share their first eight bytes; the sequence is the last eight.
-        expect(bytesOf(idA).slice(0, 16)).toBe(bytesOf(idB).slice(0, 16));
+        // One boot's ids share their first ten bytes; the sequence is the last six.
+        expect(bytesOf(idA).slice(0, 20)).toBe(bytesOf(idB).slice(0, 20));
+        expect(BigInt(`0x${bytesOf(idA).slice(20)}`)).toBe(a);
       }),
       { numRuns: 500 },
     );
@@ -63,11 +65,17 @@ describe('decisionEventId', () => {
     );
   });
 
-  it('is the hashed form for a decision without its proxy’s identity, and for a sequence past 62 bits', () => {
+  it('is the hashed form for a decision without its proxy’s identity, and for a sequence past 48 bits', () => {
     expect(decisionEventId(null, null, null)).toBe(legacyDecisionEventId(null, null, null));
-    expect(decisionEventId('px-1', 1, 1n << 62n)).toBe(legacyDecisionEventId('px-1', 1, 1n << 62n));
+    expect(decisionEventId('px-1', 1, 1n << 48n)).toBe(legacyDecisionEventId('px-1', 1, 1n << 48n));
     expect(decisionEventId('px-1', 1, '9223372036854775807')).toBe(legacyDecisionEventId('px-1', 1, '9223372036854775807'));
-    expect(decisionEventId('px-1', 1, (1n << 62n) - 1n)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-bfff-ffffffffffff$/);
-    expect(decisionEventId('px-1', 1, 0n)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-8000-000000000000$/);
+    expect(decisionEventId('px-1', 1, (1n << 48n) - 1n)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-ffffffffffff$/);
+    expect(decisionEventId('px-1', 1, 0n)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-000000000000$/);
+  });
+
+  it('is derived as it was (stored ids must stay what they are)', () => {
+    expect(decisionEventId('px-1', 1, 42n)).toBe('1e284a34-ab65-86b6-b0e6-00000000002a');
+    expect(decisionEventId('px-1', 1, '43')).toBe('1e284a34-ab65-86b6-b0e6-00000000002b');
+    expect(decisionEventId('px-1', 2, 42n)).toBe('2deb859b-ff4c-8760-8fb4-00000000002a');
   });
 });
