@@ -40,7 +40,7 @@ function bootHex(proxyId: string, bootEpoch: number): string {
  * so that one boot's decisions lie side by side, in order, in the store's unique index of event
  * ids, where hashed ids (legacyDecisionEventId) land at random places of an index that grows with
  * the trail (docs/audit.md, "Event ids"). Its version tells it from the hashed and other derived
- * ids (version 4). A decision without the proxy's identity, or numbered past 48 bits, has the hashed form.
+ * ids (version 4). A decision without the proxy's identity, or numbered from 2^48 on, has the hashed form.
  */
 export function decisionEventId(proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string {
   if (proxyId === null || bootEpoch === null || seq === null) return legacyDecisionEventId(proxyId, bootEpoch, seq);
@@ -75,7 +75,7 @@ export const ingestMetadata = (key: string, at: string): EventMetadata => metada
  * always of the schema's format (derived, in either form): checked once, for the first, and the
  * others' canonical text is the first's with their own id in its place (last, in key order).
  */
-export function decisionEvents(decisions: readonly DecisionRecord[], at: string, idOf: DecisionIdOf = sequentialIdOf): (NewEvent & AuditEventPayload)[] {
+export function decisionEvents(decisions: readonly DecisionRecord[], at: string, idOf: DecisionIdOf): (NewEvent & AuditEventPayload)[] {
   if (decisions.length === 0) return [];
   const first = checkedMetadata(metadataWithId(idOf(decisions[0]!), at));
   const text = canonicalMetadataText(first);
@@ -89,6 +89,6 @@ export function decisionEvents(decisions: readonly DecisionRecord[], at: string,
 }
 
 /** decisionEvents of one decision. */
-export function decisionEvent(decision: DecisionRecord, at: string, idOf: DecisionIdOf = sequentialIdOf): NewEvent & AuditEventPayload {
+export function decisionEvent(decision: DecisionRecord, at: string, idOf: DecisionIdOf): NewEvent & AuditEventPayload {
   return decisionEvents([decision], at, idOf)[0]!;
 }

@@ -97,10 +97,10 @@ export interface EventStore {
   storedEventIds?(ids: readonly string[]): Promise<Set<string>>;
   /**
    * The form of the event ids ingest gives the proxies' decisions in this store
-   * (src/ingest/decision-event.ts): `sequential` in a store whose first audit event comes after the
-   * first call, `hashed` in one that held audit events before it (stored by a release that knew
-   * only hashed ids); fixed at the first call, so that every ingest of the store gives a decision
-   * the same id, redelivered or not. Optional: an adapter without it keeps the hashed form.
+   * (src/ingest/decision-event.ts), fixed when the store was made: `sequential` in a store made by
+   * a release that knows that form, `hashed` in one an earlier release made (whose ingest knows only
+   * that form), so that every ingest of the store gives a decision the same id, redelivered or not.
+   * Optional: an adapter without it keeps the hashed form.
    */
   decisionIdForm?(): Promise<DecisionIdForm>;
   /**

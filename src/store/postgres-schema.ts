@@ -23,6 +23,15 @@ $$;`;
 export const eventStoreSchemaSql = `
 create schema if not exists pgward;
 
+-- Facts about the store fixed once. decision_ids, the form of decisions' event ids (EventStore.decisionIdForm):
+-- sequential for a store this migration creates, hashed for one an earlier release made, whose ingest (still
+-- running in a rolling upgrade, or after a rollback) knows only hashed ids. Decided here, under the migration's
+-- lock and before any append of this release, so that no ingest of any release sees another form.
+create table if not exists pgward.store_settings (name text primary key, value text not null);
+insert into pgward.store_settings (name, value)
+  select 'decision_ids', case when to_regclass('pgward.events') is null then 'sequential' else 'hashed' end
+  on conflict (name) do nothing;
+
 create table if not exists pgward.events (
   position    bigint primary key,
   stream      text not null,
@@ -72,9 +81,6 @@ do $do$ begin
        where substring(e.stream from '${CATEGORY_PATTERN}') is not null group by 1;
   end if;
 end $do$;
-
--- Facts about the store fixed once: decision_ids, the form of decisions' event ids (EventStore.decisionIdForm).
-create table if not exists pgward.store_settings (name text primary key, value text not null);
 
 -- How many events after p_after are of the streams matching any of p_patterns (all when null).
 -- With p_categories (the categories of every pattern) the count stops at their newest event, and

@@ -9,7 +9,6 @@ import {
   satisfies,
   wrongExpectedRevision,
   type AppendResult,
-  type DecisionIdForm,
   type EventStore,
   type ExpectedRevision,
   type NewEvent,
@@ -18,7 +17,7 @@ import {
   type Subscription,
 } from './port.js';
 import { wakeableSubscription } from './subscription.js';
-import { AUDIT_CATEGORY, categoryOf, readsBesideAudit, wakeChannels } from './categories.js';
+import { categoryOf, readsBesideAudit, wakeChannels } from './categories.js';
 import { NotificationListener } from '../pg/listener.js';
 
 const DEFAULT_BATCH = 1000;
@@ -161,16 +160,8 @@ export async function createPostgresEventStore(connectionString: string, options
     },
 
     async decisionIdForm() {
-      // The first call records the form: hashed when the audit category already has events.
-      const { rows } = await pool.query<{ value: DecisionIdForm }>(
-        `with recorded as (
-           insert into pgward.store_settings (name, value)
-             select 'decision_ids', case when exists (select 1 from pgward.category_heads where category = $1) then 'hashed' else 'sequential' end
-             on conflict (name) do nothing returning value)
-         select value from recorded union all select value from pgward.store_settings where name = 'decision_ids'`,
-        [AUDIT_CATEGORY],
-      );
-      return rows[0]!.value;
+      const { rows } = await pool.query<{ value: string }>(`select value from pgward.store_settings where name = 'decision_ids'`);
+      return rows[0]?.value === 'sequential' ? 'sequential' : 'hashed';
     },
 
     async storedEventIds(ids) {

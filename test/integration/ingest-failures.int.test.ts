@@ -22,6 +22,7 @@ import { encodeEvent } from '../../src/events/envelope.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import { AuditCheckpointSigned, AuditGapRecorded, StatementDecided } from '../../src/events/audit.js';
 import { createPool } from '../../src/pg/pool.js';
+import { createPostgresEventStore } from '../../src/store/postgres.js';
 import { decisionEventId, decisionEvents, legacyDecisionEventId, legacyIdOf } from '../../src/ingest/decision-event.js';
 import { useIngestFixture } from '../support/ingest-fixture.js';
 import { admin } from '../support/pg.js';
@@ -141,9 +142,23 @@ describe('ingest: the form of decisions’ event ids', () => {
     expect(await fixture.store.decisionIdForm!()).toBe('sequential');
   });
 
-  /** Decisions `seqs` as a release before sequential ids stored them: under their hashed ids. */
-  const storedByEarlierRelease = (...seqs: number[]) =>
-    fixture.store.append(auditStream(PROJECT), decisionEvents(seqs.map(decisionAt), new Date().toISOString(), legacyIdOf), 'any');
+  it('a store made by this release stays sequential when migrated again with decisions in it', async () => {
+    await fixture.start();
+    await publish(batch(1));
+    await waitFor(async () => (await trail()).length === 1, 10_000, '1 appended');
+    await (await createPostgresEventStore(fixture.db.url, { poolSize: 1 })).close();
+    expect(await fixture.store.decisionIdForm!()).toBe('sequential');
+  });
+
+  /**
+   * The store as an earlier release made it (no store_settings; migrated by this release since), with
+   * decisions `seqs` stored by that release's ingest under their hashed ids.
+   */
+  async function storedByEarlierRelease(...seqs: number[]): Promise<void> {
+    await admin(fixture.db.url, (client) => client.query('drop table pgward.store_settings'));
+    await (await createPostgresEventStore(fixture.db.url, { poolSize: 1 })).close();
+    await fixture.store.append(auditStream(PROJECT), decisionEvents(seqs.map(decisionAt), new Date().toISOString(), legacyIdOf), 'any');
+  }
 
   it('a store that held decisions before keeps hashed ids: a record delivered again (repacked by its proxy, say) is appended once, its new decisions after it', async () => {
     await storedByEarlierRelease(1, 2, 3);

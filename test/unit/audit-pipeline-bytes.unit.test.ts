@@ -15,7 +15,7 @@ import { createCheckpointer } from '../../src/audit/checkpointer.js';
 import { PreparedEntries } from '../../src/audit/prepared-entries.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import type { DecisionRecord, StatementDecided } from '../../src/events/audit.js';
-import { decisionEvent } from '../../src/ingest/decision-event.js';
+import { decisionEvent, sequentialIdOf } from '../../src/ingest/decision-event.js';
 import type { EventStore, NewEvent, RecordedEvent } from '../../src/store/port.js';
 import { decision, decisionV1, placed } from '../support/decisions.js';
 
@@ -61,7 +61,7 @@ async function pipelineBytes(keyring: HmacKeyring): Promise<unknown[]> {
   const streams = new Map<string, RecordedEvent[]>();
   const handedByStream = new Map<string, (NewEvent & AuditEventPayload)[]>();
   for (const d of decisions()) {
-    const event = decisionEvent(d, AT);
+    const event = decisionEvent(d, AT, sequentialIdOf);
     out.push(event.id, event.type, Buffer.from(event.data).toString('hex'), Buffer.from(event.metadata).toString('hex'));
     const stream = auditStream(d.project_id);
     const recorded = streams.get(stream) ?? [];

@@ -5,7 +5,7 @@ import { decisionDefinition } from '../../src/events/audit.js';
 import { encodeParsed } from '../../src/events/envelope.js';
 import { PROXY_ID_PATTERN, type DecisionRecord } from '../../src/events/audit.js';
 import { EventMetadata } from '../../src/events/envelope.js';
-import { decisionEventId, decisionEvents, decisionKey, ingestMetadata, legacyDecisionEventId, legacyIdOf } from '../../src/ingest/decision-event.js';
+import { decisionEventId, decisionEvents, decisionKey, ingestMetadata, legacyDecisionEventId, legacyIdOf, sequentialIdOf } from '../../src/ingest/decision-event.js';
 import { decision, decisionV1 } from '../support/decisions.js';
 
 const at = fc.date({ min: new Date('0000-01-01T00:00:00.000Z'), max: new Date('9999-12-31T23:59:59.999Z'), noInvalidDate: true }).map((d) => d.toISOString());
@@ -16,8 +16,8 @@ describe('decisionEvents', () => {
       fc.property(fc.array(fc.oneof(decision, decisionV1), { maxLength: 8 }), at, (decisions, receivedAt) => {
         const metadata = (d: DecisionRecord): EventMetadata => ({ event_id: decisionEventId(d.proxy_id, d.boot_epoch, d.seq), correlation_id: 'ingest', actor: 'ingest', at: receivedAt });
         const expected = decisions.map((d) => ({ ...encodeParsed(decisionDefinition(d), d, metadata(d)), decision: d }));
-        expect(decisionEvents(decisions, receivedAt)).toEqual(expected);
-        // The hashed ids an earlier release gave them, for a redelivered record it stored.
+        expect(decisionEvents(decisions, receivedAt, sequentialIdOf)).toEqual(expected);
+        // In a store of hashed ids.
         const legacy = decisions.map((d) => ({ ...encodeParsed(decisionDefinition(d), d, ingestMetadata(decisionKey(d.proxy_id, d.boot_epoch, d.seq), receivedAt)), decision: d }));
         expect(decisionEvents(decisions, receivedAt, legacyIdOf)).toEqual(legacy);
       }),
@@ -27,7 +27,7 @@ describe('decisionEvents', () => {
 
   it('refuse a time the metadata schema does not take, as encodeParsed does', () => {
     const [d] = fc.sample(decision, { numRuns: 1, seed: 3 });
-    expect(() => decisionEvents([d!, d!], '2026-01-01T00:00:00Z')).toThrow();
+    expect(() => decisionEvents([d!, d!], '2026-01-01T00:00:00Z', sequentialIdOf)).toThrow();
   });
 });
 
