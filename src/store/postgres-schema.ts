@@ -26,7 +26,7 @@ create schema if not exists pgward;
 -- Facts about the store fixed once. decision_ids, the form of decisions' event ids (EventStore.decisionIdForm):
 -- sequential for a store this migration creates, hashed for one an earlier release made, whose ingest (still
 -- running in a rolling upgrade, or after a rollback) knows only hashed ids. Decided here, under the migration's
--- lock and before any append of this release, so that no ingest of any release sees another form.
+-- lock and before any append of this release, so that no ingest of this release sees another form.
 create table if not exists pgward.store_settings (name text primary key, value text not null);
 insert into pgward.store_settings (name, value)
   select 'decision_ids', case when to_regclass('pgward.events') is null then 'sequential' else 'hashed' end

@@ -161,7 +161,10 @@ export async function createPostgresEventStore(connectionString: string, options
 
     async decisionIdForm() {
       const { rows } = await pool.query<{ value: string }>(`select value from pgward.store_settings where name = 'decision_ids'`);
-      return rows[0]?.value === 'sequential' ? 'sequential' : 'hashed';
+      const value = rows[0]?.value;
+      if (value === 'sequential' || value === 'hashed') return value;
+      // A form of a later release, or a row lost (a partial restore): guessing would mix two forms in one store.
+      throw new StoreError('STORE_UNAVAILABLE', `pgward.store_settings decision_ids is ${value === undefined ? 'missing' : JSON.stringify(value)}; this release knows "sequential" and "hashed"`);
     },
 
     async storedEventIds(ids) {

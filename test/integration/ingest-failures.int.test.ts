@@ -150,6 +150,13 @@ describe('ingest: the form of decisions’ event ids', () => {
     expect(await fixture.store.decisionIdForm!()).toBe('sequential');
   });
 
+  it('an ingest refuses to start on a store whose form it does not know, or whose form is lost', async () => {
+    await admin(fixture.db.url, (client) => client.query(`update pgward.store_settings set value = 'later' where name = 'decision_ids'`));
+    await expect(fixture.start()).rejects.toThrow('pgward.store_settings decision_ids is "later"; this release knows "sequential" and "hashed"');
+    await admin(fixture.db.url, (client) => client.query('delete from pgward.store_settings'));
+    await expect(fixture.start()).rejects.toThrow('pgward.store_settings decision_ids is missing');
+  });
+
   /**
    * The store as an earlier release made it (no store_settings; migrated by this release since), with
    * decisions `seqs` stored by that release's ingest under their hashed ids.
