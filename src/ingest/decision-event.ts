@@ -53,11 +53,6 @@ export function decisionEventId(proxyId: string | null, bootEpoch: number | null
 /** The hashed event id of a decision: every decision's in a store whose ids are hashed (DecisionIdForm). */
 export const legacyDecisionEventId = (proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null): string => eventIdFor(decisionKey(proxyId, bootEpoch, seq));
 
-/** A decision's event id in one of the two forms. */
-export type DecisionIdOf = (decision: DecisionRecord) => string;
-export const sequentialIdOf: DecisionIdOf = (d) => decisionEventId(d.proxy_id, d.boot_epoch, d.seq);
-export const legacyIdOf: DecisionIdOf = (d) => legacyDecisionEventId(d.proxy_id, d.boot_epoch, d.seq);
-
 /** The id of a decision (by its proxy's identity and sequence) in a store of the form `form`. */
 export const decisionIdIn = (form: DecisionIdForm): ((proxyId: string | null, bootEpoch: number | null, seq: bigint | string | null) => string) =>
   form === 'sequential' ? decisionEventId : legacyDecisionEventId;
@@ -69,14 +64,17 @@ const metadataWithId = (eventId: string, at: string): EventMetadata => ({ event_
 export const ingestMetadata = (key: string, at: string): EventMetadata => metadataWithId(eventIdFor(key), at);
 
 /**
- * The events of decisions the schema accepted, received together at `at`, each with the decision
- * itself (for the checkpointer and the projections of this process). A record of an earlier proxy
+ * The events of decisions the schema accepted, received together at `at`, with ids of the store's
+ * `form`, each with the decision itself (for the checkpointer and the projections of this process).
+ * A record of an earlier proxy
  * release (no placement) is stored as the v1 it is. Their metadata differ in the event id alone,
  * always of the schema's format (derived, in either form): checked once, for the first, and the
  * others' canonical text is the first's with their own id in its place (last, in key order).
  */
-export function decisionEvents(decisions: readonly DecisionRecord[], at: string, idOf: DecisionIdOf): (NewEvent & AuditEventPayload)[] {
+export function decisionEvents(decisions: readonly DecisionRecord[], at: string, form: DecisionIdForm): (NewEvent & AuditEventPayload)[] {
   if (decisions.length === 0) return [];
+  const idIn = decisionIdIn(form);
+  const idOf = (d: DecisionRecord): string => idIn(d.proxy_id, d.boot_epoch, d.seq);
   const first = checkedMetadata(metadataWithId(idOf(decisions[0]!), at));
   const text = canonicalMetadataText(first);
   const head = text.slice(0, text.lastIndexOf(first.event_id));
@@ -89,6 +87,6 @@ export function decisionEvents(decisions: readonly DecisionRecord[], at: string,
 }
 
 /** decisionEvents of one decision. */
-export function decisionEvent(decision: DecisionRecord, at: string, idOf: DecisionIdOf): NewEvent & AuditEventPayload {
-  return decisionEvents([decision], at, idOf)[0]!;
+export function decisionEvent(decision: DecisionRecord, at: string, form: DecisionIdForm): NewEvent & AuditEventPayload {
+  return decisionEvents([decision], at, form)[0]!;
 }

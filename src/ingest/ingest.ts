@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { auditStream, type AuditEventPayload } from '../../projections/audit.js';
 import type { BusRecord } from '../../proxy/decisions.js';
 import { INGEST_DURABLE, type Consumer, type DecisionBus, type Delivery } from '../bus/port.js';
-import { AuditGapRecorded, type DecisionRecord } from '../events/audit.js';
+import { AuditGapRecorded } from '../events/audit.js';
 import { connectionStream } from '../../projections/connections.js';
 import { SessionsRecord, WireSessionClosed, WireSessionOpened } from '../events/connections.js';
 import { encodeEvent, parseJson, type EventDefinition, type EventMetadata } from '../events/envelope.js';
@@ -179,7 +179,6 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
   // whichever ingest handles it, is the event it was (docs/audit.md, "Event ids").
   const idForm = (await store.decisionIdForm?.()) ?? 'hashed';
   const decisionId = decisionIdIn(idForm);
-  const idOf = (d: DecisionRecord): string => decisionId(d.proxy_id, d.boot_epoch, d.seq);
 
   const handle = async (delivery: Delivery): Promise<'appended' | 'dropped'> => {
     // Each record in a turn of the event loop of its own: the bus starts the records it delivers
@@ -210,7 +209,7 @@ export async function startIngest(options: IngestOptions): Promise<RunningIngest
       return 'appended';
     }
     const decisions = (record.kind === 'batch' ? record.decisions : [record.decision]).map(parseStatementDecided);
-    const events = decisionEvents(decisions, now().toISOString(), idOf);
+    const events = decisionEvents(decisions, now().toISOString(), idForm);
     // One append call a stream: a message's decisions are mostly of one project.
     const byStream = new Map<string, (NewEvent & AuditEventPayload)[]>();
     for (let i = 0; i < decisions.length; i++) {

@@ -15,11 +15,11 @@ import { createCheckpointer } from '../../src/audit/checkpointer.js';
 import { PreparedEntries } from '../../src/audit/prepared-entries.js';
 import { generateAnchorKey, loadAnchorKey } from '../../src/crypto/checkpoint.js';
 import type { DecisionRecord, StatementDecided } from '../../src/events/audit.js';
-import { decisionEvent, sequentialIdOf } from '../../src/ingest/decision-event.js';
+import { decisionEvent } from '../../src/ingest/decision-event.js';
 import type { EventStore, NewEvent, RecordedEvent } from '../../src/store/port.js';
 import { decision, decisionV1, placed } from '../support/decisions.js';
 
-// The events' ids are decisionEventId's sequential form; with the hashed form (legacyIdOf) every other byte is the same,
+// The events' ids are decisionEventId's sequential form; with the hashed form every other byte is the same,
 // and the digest is 838ac1bd26ef6559afd4d085706db98bd9b1fbcb8c43a1e71560f8c4cbd0fa67.
 const PINNED = '0c06e7c234eae16e99666b57fcc32db2a53da4175c65622bc3ca3e1fb7dc104a';
 
@@ -61,7 +61,7 @@ async function pipelineBytes(keyring: HmacKeyring): Promise<unknown[]> {
   const streams = new Map<string, RecordedEvent[]>();
   const handedByStream = new Map<string, (NewEvent & AuditEventPayload)[]>();
   for (const d of decisions()) {
-    const event = decisionEvent(d, AT, sequentialIdOf);
+    const event = decisionEvent(d, AT, 'sequential');
     out.push(event.id, event.type, Buffer.from(event.data).toString('hex'), Buffer.from(event.metadata).toString('hex'));
     const stream = auditStream(d.project_id);
     const recorded = streams.get(stream) ?? [];

@@ -5,7 +5,7 @@ import { decisionDefinition } from '../../src/events/audit.js';
 import { encodeParsed } from '../../src/events/envelope.js';
 import { PROXY_ID_PATTERN, type DecisionRecord } from '../../src/events/audit.js';
 import { EventMetadata } from '../../src/events/envelope.js';
-import { decisionEventId, decisionEvents, decisionKey, ingestMetadata, legacyDecisionEventId, legacyIdOf, sequentialIdOf } from '../../src/ingest/decision-event.js';
+import { decisionEventId, decisionEvents, decisionKey, ingestMetadata, legacyDecisionEventId } from '../../src/ingest/decision-event.js';
 import { decision, decisionV1 } from '../support/decisions.js';
 
 const at = fc.date({ min: new Date('0000-01-01T00:00:00.000Z'), max: new Date('9999-12-31T23:59:59.999Z'), noInvalidDate: true }).map((d) => d.toISOString());
@@ -16,10 +16,10 @@ describe('decisionEvents', () => {
       fc.property(fc.array(fc.oneof(decision, decisionV1), { maxLength: 8 }), at, (decisions, receivedAt) => {
         const metadata = (d: DecisionRecord): EventMetadata => ({ event_id: decisionEventId(d.proxy_id, d.boot_epoch, d.seq), correlation_id: 'ingest', actor: 'ingest', at: receivedAt });
         const expected = decisions.map((d) => ({ ...encodeParsed(decisionDefinition(d), d, metadata(d)), decision: d }));
-        expect(decisionEvents(decisions, receivedAt, sequentialIdOf)).toEqual(expected);
+        expect(decisionEvents(decisions, receivedAt, 'sequential')).toEqual(expected);
         // In a store of hashed ids.
         const legacy = decisions.map((d) => ({ ...encodeParsed(decisionDefinition(d), d, ingestMetadata(decisionKey(d.proxy_id, d.boot_epoch, d.seq), receivedAt)), decision: d }));
-        expect(decisionEvents(decisions, receivedAt, legacyIdOf)).toEqual(legacy);
+        expect(decisionEvents(decisions, receivedAt, 'hashed')).toEqual(legacy);
       }),
       { numRuns: 300 },
     );
@@ -27,7 +27,7 @@ describe('decisionEvents', () => {
 
   it('refuse a time the metadata schema does not take, as encodeParsed does', () => {
     const [d] = fc.sample(decision, { numRuns: 1, seed: 3 });
-    expect(() => decisionEvents([d!, d!], '2026-01-01T00:00:00Z', sequentialIdOf)).toThrow();
+    expect(() => decisionEvents([d!, d!], '2026-01-01T00:00:00Z', 'sequential')).toThrow();
   });
 });
 
