@@ -2,8 +2,9 @@
  * Usage rollups of the audit trail, for the agent usage report (spec §2.4, docs/audit.md): per
  * project, UTC hour, credential, event, cache status and whether a latency was recorded, the
  * entry count and sums; and per project, UTC day and credential, a histogram of measured latencies
- * in log-linear buckets. The audit projection writes them from the entries it chains, in the same
- * transaction, so a report reading both in one snapshot sees the trail at one position. With them,
+ * in log-linear buckets, a row an octave (projections/latency-octaves.ts). The audit projection
+ * writes them from the entries it chains, in the same transaction, so a report reading both in one
+ * snapshot sees the trail at one position. With them,
  * each wire session's span (its first and last decision's time) for the daily usage aggregate's
  * connection_seconds (docs/http-api.md), for sessions whose connection the proxy did not record
  * (projections/connections.ts has those it did). Spans merge with least, greatest and a sum, so the
@@ -15,7 +16,8 @@ import { countBucket, latencyBucket } from '../src/audit/latency-buckets.js';
 import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
 import { ROLLUP_FILLFACTOR, type ReadModelTable } from './projection.js';
-import { added, denseBuckets, summedBuckets, type Upsert } from './upserts.js';
+import { octaveHistograms } from './latency-octaves.js';
+import { added, type Upsert } from './upserts.js';
 
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 86_400_000;
@@ -39,7 +41,7 @@ interface HourRow {
   last_seen: string;
 }
 
-interface LatencyRow {
+interface LatencyHistogram {
   project_id: string;
   day: string;
   credential: string;
@@ -58,9 +60,9 @@ const iso = (ms: number) => new Date(ms).toISOString();
  */
 const ownerKey = (projectId: string, credential: string): string => `${JSON.stringify(credential)}${projectId}`;
 
-function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; latencies: LatencyRow[] } {
+function rollup(entries: readonly AuditEntryContent[]): { hours: HourRow[]; latencies: LatencyHistogram[] } {
   const hours = new Map<string, HourRow>();
-  const latencies = new Map<string, LatencyRow>();
+  const latencies = new Map<string, LatencyHistogram>();
   // Entries in a row often share their timestamp: each parsed once.
   let ts: string | undefined;
   let at = NaN;
@@ -124,6 +126,13 @@ export function sessionSpans(entries: readonly Pick<AuditEntryContent, 'project_
   return [...spans.values()];
 }
 
+/** Each day's and credential's histogram of latencies. */
+const latencyOctaves = octaveHistograms(
+  'audit_latency_octaves',
+  [['project_id', 'text'], ['day', 'timestamptz'], ['credential', 'text']],
+  { rowsTable: 'audit_latency_daily', arrays: { table: 'audit_latency_histograms', column: 'buckets', tableStays: false } },
+);
+
 export const auditUsageTables: readonly ReadModelTable[] = [
   {
     name: 'audit_usage_hourly',
@@ -133,19 +142,7 @@ export const auditUsageTables: readonly ReadModelTable[] = [
       primary key (project_id, hour, credential, event, cache_status, timed)`,
     orderBy: 'project_id, hour, credential, event, cache_status, timed',
   },
-  {
-    // A day's histogram in one row, where a row a bucket made each batch update hundreds of rows.
-    name: 'audit_latency_histograms',
-    fillfactor: ROLLUP_FILLFACTOR,
-    columns: 'project_id text not null, day timestamptz not null, credential text not null, buckets bigint[] not null, primary key (project_id, day, credential)',
-    orderBy: 'project_id, day, credential',
-    absorbs: {
-      table: 'audit_latency_daily',
-      copy: (into, from) => `insert into ${into} as t (project_id, day, credential, buckets)
-        select o.project_id, o.day, o.credential, ${denseBuckets(from, ['project_id', 'day', 'credential'])} from ${from} o group by o.project_id, o.day, o.credential
-        on conflict (project_id, day, credential) do update set ${summedBuckets('buckets')}`,
-    },
-  },
+  latencyOctaves.table,
   {
     name: 'session_spans',
     columns: 'project_id text not null, session_id text not null, first_at timestamptz not null, last_at timestamptz not null, decisions bigint not null, primary key (project_id, session_id)',
@@ -164,7 +161,7 @@ export function usageUpserts(entries: readonly AuditEntryContent[]): Upsert[] {
       onConflict: `(project_id, hour, credential, event, cache_status, timed) do update set ${added(['entries', 'rows_returned', 'bytes_out', 'latency_us'])},
         first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
     },
-    { table: 'audit_latency_histograms', rows: latencies, onConflict: `(project_id, day, credential) do update set ${summedBuckets('buckets')}` },
+    latencyOctaves.upsert(latencies),
     {
       table: 'session_spans',
       rows: sessionSpans(entries),

@@ -15,7 +15,8 @@ import { outcomeOf } from '../src/audit/usage.js';
 import type { AuditEntryContent } from '../src/audit/entry.js';
 import { add, type Sum } from './audit-usage.js';
 import { ROLLUP_FILLFACTOR, type ReadModelTable } from './projection.js';
-import { added, denseBuckets, summedArrays, summedBuckets, type Upsert } from './upserts.js';
+import { octaveHistograms } from './latency-octaves.js';
+import { added, type Upsert } from './upserts.js';
 
 interface ShapeRow {
   project_id: string;
@@ -37,7 +38,7 @@ interface ShapeRow {
   last_bytes: number | null;
   first_seen: string;
   last_seen: string;
-  /** The latencies' histogram: the count of latency bucket n at index n (latency-buckets.ts countBucket). */
+  /** The batch's histogram of the latencies: the count of latency bucket n at index n (latency-buckets.ts countBucket), stored in cache_shape_latency_octaves. */
   latency_buckets: number[];
 }
 
@@ -84,6 +85,13 @@ export function shapeRollup(entries: readonly AuditEntryContent[]): ShapeRow[] {
   return [...shapes.values()];
 }
 
+/** Each shape's histogram of latencies (a column of cache_shapes before). */
+const latencyOctaves = octaveHistograms(
+  'cache_shape_latency_octaves',
+  [['project_id', 'text'], ['credential', 'text'], ['query_hash', 'text']],
+  { rowsTable: 'cache_shape_latency', arrays: { table: 'cache_shapes', column: 'latency_buckets', tableStays: true } },
+);
+
 export const cacheShapeTables: readonly ReadModelTable[] = [
   {
     name: 'cache_shapes',
@@ -91,18 +99,10 @@ export const cacheShapeTables: readonly ReadModelTable[] = [
     columns: `project_id text not null, credential text not null, query_hash text not null, normalized_sql text not null, statement_kind text not null,
       calls bigint not null, timed bigint not null, latency_us bigint not null, bytes_out bigint not null, runs bigint not null, refreshes bigint not null,
       same_results bigint not null, first_rows bigint, first_bytes bigint, last_rows bigint, last_bytes bigint,
-      first_seen timestamptz not null, last_seen timestamptz not null, latency_buckets bigint[] not null default '{}', primary key (project_id, credential, query_hash)`,
+      first_seen timestamptz not null, last_seen timestamptz not null, primary key (project_id, credential, query_hash)`,
     orderBy: 'project_id, credential, query_hash',
-    addedColumns: [`latency_buckets bigint[] not null default '{}'`],
-    // The histogram had a table of its own, a row a bucket: each batch updated hundreds of rows.
-    absorbs: {
-      table: 'cache_shape_latency',
-      copy: (into, from) => `update ${into} as s set latency_buckets = ${summedArrays('s.latency_buckets', 'h.buckets')}
-        from (select o.project_id, o.credential, o.query_hash, ${denseBuckets(from, ['project_id', 'credential', 'query_hash'])} as buckets
-                from ${from} o group by o.project_id, o.credential, o.query_hash) as h
-       where s.project_id = h.project_id and s.credential = h.credential and s.query_hash = h.query_hash`,
-    },
   },
+  latencyOctaves.table,
 ];
 
 /** A batch's first run upstream follows the stored last one: one more refresh, the same result when both match. */
@@ -117,12 +117,13 @@ export function cacheShapeUpserts(entries: readonly AuditEntryContent[]): Upsert
   return [
     {
       table: 'cache_shapes',
-      rows: shapes,
+      rows: shapes.map(({ latency_buckets: _, ...row }) => row),
       onConflict: `(project_id, credential, query_hash) do update set ${added(['calls', 'timed', 'latency_us', 'bytes_out'])},
         refreshes = t.refreshes + excluded.refreshes + (case when ${BRIDGE} then 1 else 0 end),
         same_results = t.same_results + excluded.same_results + (case when ${SAME} then 1 else 0 end),
         ${firstOf('first_rows')}, ${firstOf('first_bytes')}, ${lastOf('last_rows')}, ${lastOf('last_bytes')}, runs = t.runs + excluded.runs,
-        first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen), ${summedBuckets('latency_buckets')}`,
+        first_seen = least(t.first_seen, excluded.first_seen), last_seen = greatest(t.last_seen, excluded.last_seen)`,
     },
+    latencyOctaves.upsert(shapes.map(({ project_id, credential, query_hash, latency_buckets }) => ({ project_id, credential, query_hash, buckets: latency_buckets }))),
   ];
 }

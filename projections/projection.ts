@@ -41,18 +41,25 @@ export interface ReadModelTable {
    * with an entry in every index, and the table grows by a version a row a batch until vacuumed.
    */
   readonly fillfactor?: number;
-  /**
-   * A table of an earlier version whose rows this one took over: while it exists, `copy` (SQL, given
-   * both tables' qualified names) adds its rows to this one, and it is dropped, in the migration that
-   * finds it.
-   */
-  readonly absorbs?: { readonly table: string; readonly copy: (into: string, from: string) => string };
+  /** What this table took over from earlier versions, oldest first (Absorption). */
+  readonly absorbs?: readonly Absorption[];
   /**
    * Columns no query filters, joins, groups or orders by: ANALYZE gathers no statistics on them
    * (`set statistics 0`). On a wide table written at every decision (the audit entries), autovacuum's
    * analyses otherwise spend most of their time sorting samples of hashes, SQL text and JSON.
    */
   readonly unanalyzedColumns?: readonly string[];
+}
+
+/**
+ * A table of an earlier version whose rows a table took over, or one `column` of a table that stays:
+ * while it exists, `copy` (SQL, given both tables' qualified names) adds its rows to the new table,
+ * and it is dropped, in the migration that finds it.
+ */
+export interface Absorption {
+  readonly table: string;
+  readonly column?: string;
+  readonly copy: (into: string, from: string) => string;
 }
 
 /** ReadModelTable.fillfactor of the rollups: room for one more version of every row of a page. */
@@ -82,8 +89,15 @@ function indexDdl(table: string, on: string, index: string | NamedIndex, positio
   return `create index if not exists ${pg.escapeIdentifier(name)} on ${on} (${columns})${where === undefined ? '' : ` where ${where}`};`;
 }
 
-function absorbDdl(into: string, from: string, copy: (into: string, from: string) => string): string {
-  return `do $absorb$ begin if to_regclass(${pg.escapeLiteral(from)}) is not null then ${copy(into, from)}; drop table ${from}; end if; end $absorb$;`;
+function absorbDdl(into: string, schema: string, { table, column, copy }: Absorption): string {
+  const from = qualified(schema, table);
+  const found =
+    column === undefined
+      ? `to_regclass(${pg.escapeLiteral(from)}) is not null`
+      : `exists (select from pg_attribute where attrelid = to_regclass(${pg.escapeLiteral(from)}) and attname = ${pg.escapeLiteral(column)} and not attisdropped)`;
+  const drop = column === undefined ? `drop table ${from}` : `alter table ${from} drop column ${pg.escapeIdentifier(column)}`;
+  // Locked against writes first: a batch an earlier release's projector commits between the copy and the drop would be lost.
+  return `do $absorb$ begin if ${found} then lock table ${from} in share row exclusive mode; ${copy(into, from)}; ${drop}; end if; end $absorb$;`;
 }
 
 export function tableDdl(schema: string, table: ReadModelTable): string {
@@ -95,7 +109,7 @@ export function tableDdl(schema: string, table: ReadModelTable): string {
   const storage = table.fillfactor === undefined ? [] : [`alter table ${name} set (fillfactor = ${table.fillfactor});`];
   // After the added columns, some of which may be among them.
   const unanalyzed = table.unanalyzedColumns?.length ? [`alter table ${name} ${table.unanalyzedColumns.map((c) => `alter column ${pg.escapeIdentifier(c)} set statistics 0`).join(', ')};`] : [];
-  const absorbed = table.absorbs === undefined ? [] : [absorbDdl(name, qualified(schema, table.absorbs.table), table.absorbs.copy)];
+  const absorbed = (table.absorbs ?? []).map((absorption) => absorbDdl(name, schema, absorption));
   return [`create table if not exists ${name} (${table.columns});`, ...storage, ...added, ...unanalyzed, ...indexes, ...retired, ...absorbed].join('\n');
 }
 

@@ -43,20 +43,3 @@ function asJson(rows: readonly object[]): string {
 
 /** `c = t.c + excluded.c` for each column: a sum merged with the stored one. */
 export const added = (columns: readonly string[]): string => columns.map((c) => `${c} = t.${c} + excluded.${c}`).join(', ');
-
-/**
- * `c = ` the element-wise sum of the stored and the new dense histograms (latency-buckets.ts
- * countBucket; bucket n at index n + 1 of the bigint[]), the shorter padded with zeros: the same
- * array however the entries were batched.
- */
-export const summedBuckets = (column: string): string => `${column} = ${summedArrays(`t.${column}`, `excluded.${column}`)}`;
-
-/** The element-wise sum of two dense histograms (bigint[] expressions), the shorter padded with zeros. */
-export const summedArrays = (a: string, b: string): string => `array(select coalesce(x, 0) + coalesce(y, 0) from unnest(${a}, ${b}) with ordinality as u (x, y, i) order by i)`;
-
-/**
- * The dense histogram (as summedBuckets reads it) of the rows of `from`, a table of an earlier layout
- * with a row a bucket (`bucket`, `entries`), that share the `keys` of the row `o` of the outer query.
- */
-export const denseBuckets = (from: string, keys: readonly string[]): string =>
-  `array(select coalesce(e.entries, 0) from generate_series(0, max(o.bucket)) as g (b) left join ${from} e on ${keys.map((key) => `e.${key} = o.${key}`).join(' and ')} and e.bucket = g.b order by g.b)`;

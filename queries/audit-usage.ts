@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { DAY_MS, HOUR_MS } from '../projections/audit-usage.js';
 import type { AuditEntryEvent } from '../src/audit/entry.js';
-import { histogramPercentiles, latencyBucketSql } from '../src/audit/latency-buckets.js';
+import { histogramPercentiles, latencyBucketSql, OCTAVE_BUCKETS } from '../src/audit/latency-buckets.js';
 import { DROP_MARKERS_READ, outcomeOf, type DropMarker, type EntryGroup, type LatencyPercentiles } from '../src/audit/usage.js';
 import { AuditEventKind } from '../src/events/audit.js';
 import { inTransaction } from '../src/pg/transaction.js';
@@ -57,7 +57,7 @@ async function histogramPercentilesOf(client: pg.ClientBase, projectId: string, 
   const { innerStart, innerEnd } = splitWindow(start, end, DAY_MS);
   const { rows } = await client.query<{ credential: string; bucket: bigint; entries: string }>(
     `select credential, bucket, sum(entries) as entries from (
-       select d.credential, b.n - 1 as bucket, b.entries from rm.audit_latency_histograms d, unnest(d.buckets) with ordinality as b (entries, n)
+       select d.credential, d.octave * ${OCTAVE_BUCKETS} + b.n - 1 as bucket, b.entries from rm.audit_latency_octaves d, unnest(d.buckets) with ordinality as b (entries, n)
         where d.project_id = $1 and d.day >= $4 and d.day < $5 and b.entries > 0
        union all
        select coalesce(credential_id, ''), ${latencyBucketSql('latency_us')}, 1 from rm.audit_entries

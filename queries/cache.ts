@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import type { CacheControlsRow } from '../projections/cache-controls.js';
+import { OCTAVE_BUCKETS } from '../src/audit/latency-buckets.js';
 
 /** A database's cache counts over the audit trail: hits (fresh or stale) and misses. */
 export async function cacheTotals(db: pg.Pool, projectId: string, databaseId: string): Promise<{ hits: number; misses: number }> {
@@ -56,10 +57,10 @@ export async function listShapeStats(db: pg.Pool, projectId: string, databaseId:
   );
   const hashes = rows.map((row) => row.query_hash);
   const { rows: buckets } = await db.query<{ query_hash: string; bucket: number; entries: string }>(
-    `select s.query_hash, (b.n - 1)::integer as bucket, sum(b.entries) as entries
-       from rm.cache_shapes s join rm.credentials c on c.credential_id = s.credential, unnest(s.latency_buckets) with ordinality as b (entries, n)
-      where s.project_id = $1 and c.database_id = $2 and s.query_hash = any($3::text[]) and b.entries > 0
-      group by s.query_hash, b.n`,
+    `select h.query_hash, (h.octave * ${OCTAVE_BUCKETS} + b.n - 1)::integer as bucket, sum(b.entries) as entries
+       from rm.cache_shape_latency_octaves h join rm.credentials c on c.credential_id = h.credential, unnest(h.buckets) with ordinality as b (entries, n)
+      where h.project_id = $1 and c.database_id = $2 and h.query_hash = any($3::text[]) and b.entries > 0
+      group by h.query_hash, h.octave, b.n`,
     [projectId, databaseId, hashes],
   );
   const histograms = new Map(hashes.map((hash) => [hash, new Map<number, number>()]));

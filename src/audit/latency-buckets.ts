@@ -39,6 +39,32 @@ export function countBucket(counts: number[], bucket: number): void {
   counts[bucket]! += 1;
 }
 
+/**
+ * How many buckets a stored histogram row holds: bucket n is at index n mod 64 of row floor(n / 64),
+ * and from 64 µs on a row is one octave of latencies (its buckets share one width). A day's
+ * histogram spans 10–15 rows of 512 bytes, of which a batch updates the few its latencies fell in.
+ * One array of every bucket (7 KB under load) was compressed by TOAST at each update: 7.4 ms an
+ * update, against 1.0–1.3 ms for all 13 rows of the same counts (docs/benchmarks.md, session 28).
+ * Stored rows depend on it (and so on BITS): changing either needs a migration of the read models.
+ */
+export const OCTAVE_BUCKETS = SUB;
+
+/** A row of a stored histogram: its octave and the counts of that octave's OCTAVE_BUCKETS buckets. */
+export interface OctaveRow {
+  octave: number;
+  buckets: number[];
+}
+
+/** The rows of a dense histogram (countBucket's) holding any count, each of OCTAVE_BUCKETS counts, in octave order. */
+export function octavesOf(counts: readonly number[]): OctaveRow[] {
+  const rows: OctaveRow[] = [];
+  for (let start = 0; start < counts.length; start += OCTAVE_BUCKETS) {
+    const buckets = Array.from({ length: OCTAVE_BUCKETS }, (_, i) => counts[start + i] ?? 0);
+    if (buckets.some((count) => count > 0)) rows.push({ octave: start / OCTAVE_BUCKETS, buckets });
+  }
+  return rows;
+}
+
 /** latencyBucket as a SQL expression over the bigint expression `us` (exact integer arithmetic, no floating log). */
 export function latencyBucketSql(us: string): string {
   const shift = `(65 - position('1' in (${us})::bit(64)::text) - ${BITS})`;

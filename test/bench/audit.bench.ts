@@ -205,7 +205,7 @@ async function seed(storeUrl: string, pool: pg.Pool) {
     await projection.stop();
     await store.close();
   }
-  await pool.query('analyze rm.audit_entries, rm.audit_usage_hourly, rm.audit_latency_histograms');
+  await pool.query('analyze rm.audit_entries, rm.audit_usage_hourly, rm.audit_latency_octaves');
   return { appended: TOTAL_ENTRIES - from, appendSeconds, projectSeconds: (performance.now() - caughtUpStart) / 1000 };
 }
 

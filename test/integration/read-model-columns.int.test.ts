@@ -66,7 +66,7 @@ describe('the rollups every batch updates in place', () => {
         (row) => [row.relname, row.reloptions],
       ),
     );
-  const ROLLUPS = ['anomaly_baselines', 'anomaly_windows', 'audit_latency_histograms', 'audit_usage_hourly', 'cache_shapes'];
+  const ROLLUPS = ['anomaly_baselines', 'anomaly_windows', 'audit_latency_octaves', 'audit_usage_hourly', 'cache_shape_latency_octaves', 'cache_shapes'];
 
   it('leave half of each page free (fillfactor 50), on a fresh read model and on tables an earlier version made; the other tables keep the default', async () => {
     database ??= await freshDatabase('read_model_columns');
@@ -84,57 +84,83 @@ describe('the rollups every batch updates in place', () => {
 });
 
 describe('the latency histograms', () => {
-  it('of an earlier version, a row a bucket, become a row a day and credential and a column of each shape, their counts kept; the old tables are dropped', async () => {
+  /** A row of 64 bucket counts as the database returns it, `counts` at their indexes, zeros elsewhere. */
+  const octave = (counts: Record<number, number>): string[] => Array.from({ length: 64 }, (_, i) => String(counts[i] ?? 0));
+  const literal = (counts: Record<number, number>): string => `'{${octave(counts).join(',')}}'`;
+  const histograms = async (schema: string) => ({
+    days: (await pool!.query(`select project_id, to_char(day, 'YYYY-MM-DD') as day, credential, octave, buckets from ${schema}.audit_latency_octaves order by 1, 2, 3, 4`)).rows,
+    shapes: (await pool!.query(`select project_id, credential, query_hash, octave, buckets from ${schema}.cache_shape_latency_octaves order by 1, 2, 3, 4`)).rows,
+  });
+  const cacheShapeColumns = async (schema: string): Promise<string[]> =>
+    (await pool!.query<{ attname: string }>(`select attname from pg_attribute where attrelid = $1::regclass and attnum > 0 and not attisdropped order by attnum`, [`${schema}.cache_shapes`])).rows.map(
+      (row) => row.attname,
+    );
+  const CACHE_SHAPE = `insert into %s.cache_shapes (project_id, credential, query_hash, normalized_sql, statement_kind, calls, timed, latency_us, bytes_out, runs, refreshes, same_results,
+      first_seen, last_seen)`;
+
+  it('of the first layout, a row a bucket, become rows of 64 buckets (one octave) of each day and credential and of each shape, their counts kept, no row for an octave without one; the old tables are dropped', async () => {
     database ??= await freshDatabase('read_model_columns');
     pool ??= createPool(database.url);
     const audit = auditProjection({ keys: new Map() });
     const shapes = audit.tables.find((table) => table.name === 'cache_shapes')!;
-    const earlierShapes = { ...shapes, columns: shapes.columns.replace(`, latency_buckets bigint[] not null default '{}'`, ''), addedColumns: [], absorbs: undefined };
-    expect(earlierShapes.columns).not.toContain('latency_buckets');
-    await pool.query(`create schema rm_hist; ${tableDdl('rm_hist', earlierShapes)}
+    await pool.query(`create schema rm_hist; ${tableDdl('rm_hist', shapes)}
       create table rm_hist.audit_latency_daily (project_id text not null, day timestamptz not null, credential text not null, bucket integer not null, entries bigint not null,
         primary key (project_id, day, credential, bucket));
       create table rm_hist.cache_shape_latency (project_id text not null, credential text not null, query_hash text not null, bucket integer not null, entries bigint not null,
         primary key (project_id, credential, query_hash, bucket));
       insert into rm_hist.audit_latency_daily values ('prj_1', '2026-11-27', 'agt_1', 3, 2), ('prj_1', '2026-11-27', 'agt_1', 0, 1), ('prj_1', '2026-11-27', '', 5, 7),
-        ('prj_1', '2026-11-28', 'agt_1', 1, 4);
-      insert into rm_hist.cache_shapes (project_id, credential, query_hash, normalized_sql, statement_kind, calls, timed, latency_us, bytes_out, runs, refreshes, same_results,
-          first_seen, last_seen)
+        ('prj_1', '2026-11-28', 'agt_1', 1, 4), ('prj_1', '2026-11-27', 'agt_1', 70, 3), ('prj_1', '2026-11-27', 'agt_1', 200, 0);
+      ${CACHE_SHAPE.replace('%s', 'rm_hist')}
         values ('prj_1', 'agt_1', 'aa', 'select $1', 'select', 3, 3, 9, 30, 3, 2, 1, now(), now()), ('prj_1', 'agt_1', 'bb', 'select 2', 'select', 1, 0, 0, 10, 1, 0, 0, now(), now());
-      insert into rm_hist.cache_shape_latency values ('prj_1', 'agt_1', 'aa', 2, 1), ('prj_1', 'agt_1', 'aa', 4, 2)`);
+      insert into rm_hist.cache_shape_latency values ('prj_1', 'agt_1', 'aa', 2, 1), ('prj_1', 'agt_1', 'aa', 4, 2), ('prj_1', 'agt_1', 'aa', 130, 5)`);
     await ensureReadModel(pool, audit, 'rm_hist');
     await ensureReadModel(pool, audit, 'rm_hist');
-    expect((await pool.query(`select project_id, to_char(day, 'YYYY-MM-DD') as day, credential, buckets from rm_hist.audit_latency_histograms order by 1, 2, 3`)).rows).toEqual([
-      { project_id: 'prj_1', day: '2026-11-27', credential: '', buckets: ['0', '0', '0', '0', '0', '7'] },
-      { project_id: 'prj_1', day: '2026-11-27', credential: 'agt_1', buckets: ['1', '0', '0', '2'] },
-      { project_id: 'prj_1', day: '2026-11-28', credential: 'agt_1', buckets: ['0', '4'] },
-    ]);
-    expect((await pool.query('select query_hash, latency_buckets from rm_hist.cache_shapes order by 1')).rows).toEqual([
-      { query_hash: 'aa', latency_buckets: ['0', '0', '1', '0', '2'] },
-      { query_hash: 'bb', latency_buckets: [] },
-    ]);
+    expect(await histograms('rm_hist')).toEqual({
+      days: [
+        { project_id: 'prj_1', day: '2026-11-27', credential: '', octave: 0, buckets: octave({ 5: 7 }) },
+        { project_id: 'prj_1', day: '2026-11-27', credential: 'agt_1', octave: 0, buckets: octave({ 0: 1, 3: 2 }) },
+        { project_id: 'prj_1', day: '2026-11-27', credential: 'agt_1', octave: 1, buckets: octave({ 6: 3 }) },
+        { project_id: 'prj_1', day: '2026-11-28', credential: 'agt_1', octave: 0, buckets: octave({ 1: 4 }) },
+      ],
+      shapes: [
+        { project_id: 'prj_1', credential: 'agt_1', query_hash: 'aa', octave: 0, buckets: octave({ 2: 1, 4: 2 }) },
+        { project_id: 'prj_1', credential: 'agt_1', query_hash: 'aa', octave: 2, buckets: octave({ 2: 5 }) },
+      ],
+    });
+    expect((await pool.query('select query_hash, calls::int from rm_hist.cache_shapes order by 1')).rows).toEqual([{ query_hash: 'aa', calls: 3 }, { query_hash: 'bb', calls: 1 }]);
     expect((await pool.query(`select to_regclass('rm_hist.audit_latency_daily') as daily, to_regclass('rm_hist.cache_shape_latency') as shapes`)).rows).toEqual([{ daily: null, shapes: null }]);
   });
 
-  it('add the old rows to counts the new layout holds already (an earlier version wrote beside this one), summed bucket by bucket', async () => {
+  it('of the second layout, an array of every bucket (a row of its own, a column of each shape), and of the first, at once, add to the rows the octave layout holds, summed bucket by bucket; the column is dropped', async () => {
     database ??= await freshDatabase('read_model_columns');
     pool ??= createPool(database.url);
     const audit = auditProjection({ keys: new Map() });
-    const current = audit.tables.filter((table) => table.name === 'cache_shapes' || table.name === 'audit_latency_histograms').map((table) => ({ ...table, absorbs: undefined }));
+    const current = audit.tables.filter((table) => ['cache_shapes', 'audit_latency_octaves', 'cache_shape_latency_octaves'].includes(table.name)).map((table) => ({ ...table, absorbs: undefined }));
     await pool.query(`create schema rm_hist2; ${current.map((table) => tableDdl('rm_hist2', table)).join('\n')}
+      alter table rm_hist2.cache_shapes add column latency_buckets bigint[] not null default '{}';
+      create table rm_hist2.audit_latency_histograms (project_id text not null, day timestamptz not null, credential text not null, buckets bigint[] not null,
+        primary key (project_id, day, credential));
       create table rm_hist2.audit_latency_daily (project_id text not null, day timestamptz not null, credential text not null, bucket integer not null, entries bigint not null,
         primary key (project_id, day, credential, bucket));
       create table rm_hist2.cache_shape_latency (project_id text not null, credential text not null, query_hash text not null, bucket integer not null, entries bigint not null,
         primary key (project_id, credential, query_hash, bucket));
-      insert into rm_hist2.audit_latency_histograms values ('prj_1', '2026-11-27', 'agt_1', '{5,0,1}');
+      insert into rm_hist2.audit_latency_octaves values ('prj_1', '2026-11-27', 'agt_1', 0, ${literal({ 0: 10 })});
+      insert into rm_hist2.audit_latency_histograms values ('prj_1', '2026-11-27', 'agt_1', array[5, 0, 1] || array_fill(0::bigint, array[62]) || array[8]::bigint[]);
       insert into rm_hist2.audit_latency_daily values ('prj_1', '2026-11-27', 'agt_1', 0, 1), ('prj_1', '2026-11-27', 'agt_1', 3, 2);
-      insert into rm_hist2.cache_shapes (project_id, credential, query_hash, normalized_sql, statement_kind, calls, timed, latency_us, bytes_out, runs, refreshes, same_results,
-          first_seen, last_seen, latency_buckets)
+      ${CACHE_SHAPE.replace('%s', 'rm_hist2').replace('last_seen)', 'last_seen, latency_buckets)')}
         values ('prj_1', 'agt_1', 'aa', 'select $1', 'select', 3, 3, 9, 30, 3, 2, 1, now(), now(), '{0,0,0,0,0,4}');
       insert into rm_hist2.cache_shape_latency values ('prj_1', 'agt_1', 'aa', 1, 1), ('prj_1', 'agt_1', 'aa', 5, 2)`);
     await ensureReadModel(pool, audit, 'rm_hist2');
-    expect((await pool.query('select buckets from rm_hist2.audit_latency_histograms')).rows).toEqual([{ buckets: ['6', '0', '1', '2'] }]);
-    expect((await pool.query('select latency_buckets from rm_hist2.cache_shapes')).rows).toEqual([{ latency_buckets: ['0', '1', '0', '0', '0', '6'] }]);
+    expect(await histograms('rm_hist2')).toEqual({
+      days: [
+        { project_id: 'prj_1', day: '2026-11-27', credential: 'agt_1', octave: 0, buckets: octave({ 0: 16, 2: 1, 3: 2 }) },
+        { project_id: 'prj_1', day: '2026-11-27', credential: 'agt_1', octave: 1, buckets: octave({ 1: 8 }) },
+      ],
+      shapes: [{ project_id: 'prj_1', credential: 'agt_1', query_hash: 'aa', octave: 0, buckets: octave({ 1: 1, 5: 6 }) }],
+    });
+    expect(await cacheShapeColumns('rm_hist2')).not.toContain('latency_buckets');
+    expect(await cacheShapeColumns('rm_hist2')).toEqual(await cacheShapeColumns('rm_hist'));
+    expect((await pool.query(`select to_regclass('rm_hist2.audit_latency_histograms') as histograms`)).rows).toEqual([{ histograms: null }]);
   });
 });
 
