@@ -23,9 +23,9 @@ const summedBuckets = (column: string): string =>
 
 /**
  * Adds the histograms of `buckets` (a query of rows of the `keys`, bucket and entries: a row a bucket
- * of each key, as earlier layouts are read) to the rows of `into`, summed with the rows there.
+ * of each key, as earlier layouts are read) to the rows of `into`, merged with the rows there by `merge`.
  */
-function addOctaveRows(into: string, keys: readonly string[], buckets: string): string {
+function addOctaveRows(into: string, keys: readonly string[], buckets: string, merge: string): string {
   const of = (alias: string) => keys.map((key) => `${alias}.${key}`).join(', ');
   return `insert into ${into} as t (${keys.join(', ')}, octave, buckets)
     with b as (${buckets}), o as (select distinct ${keys.join(', ')}, bucket / ${OCTAVE_BUCKETS} as octave from b where entries > 0)
@@ -33,7 +33,7 @@ function addOctaveRows(into: string, keys: readonly string[], buckets: string): 
       from o cross join generate_series(0, ${OCTAVE_BUCKETS - 1}) as g (i)
       left join b on ${keys.map((key) => `b.${key} = o.${key}`).join(' and ')} and b.bucket = o.octave * ${OCTAVE_BUCKETS} + g.i
      group by ${of('o')}, o.octave
-    on conflict (${keys.join(', ')}, octave) do update set ${summedBuckets('buckets')}`;
+    on conflict ${merge}`;
 }
 
 /** A table of histograms and the upsert that adds a batch's to it. */
@@ -47,6 +47,8 @@ export interface OctaveHistograms {
 export function octaveHistograms(name: string, keys: readonly KeyColumn[], earlier: EarlierLayouts): OctaveHistograms {
   const keyNames = keys.map(([key]) => key);
   const names = keyNames.join(', ');
+  // A row's key already there: its counts and the new ones summed, bucket by bucket.
+  const merge = `(${names}, octave) do update set ${summedBuckets('buckets')}`;
   const fromArrays = (from: string) => `select ${keyNames.map((key) => `h.${key}`).join(', ')}, b.n - 1 as bucket, b.entries
     from ${from} h, unnest(h.${earlier.arrays.column}) with ordinality as b (entries, n)`;
   return {
@@ -56,14 +58,14 @@ export function octaveHistograms(name: string, keys: readonly KeyColumn[], earli
       columns: `${keys.map(([key, type]) => `${key} ${type} not null`).join(', ')}, octave integer not null, buckets bigint[] not null, primary key (${names}, octave)`,
       orderBy: `${names}, octave`,
       absorbs: [
-        { table: earlier.rowsTable, copy: (into, from) => addOctaveRows(into, keyNames, `select ${names}, bucket, entries from ${from}`) },
-        { table: earlier.arrays.table, ...(earlier.arrays.tableStays ? { column: earlier.arrays.column } : {}), copy: (into, from) => addOctaveRows(into, keyNames, fromArrays(from)) },
+        { table: earlier.rowsTable, copy: (into, from) => addOctaveRows(into, keyNames, `select ${names}, bucket, entries from ${from}`, merge) },
+        { table: earlier.arrays.table, ...(earlier.arrays.tableStays ? { column: earlier.arrays.column } : {}), copy: (into, from) => addOctaveRows(into, keyNames, fromArrays(from), merge) },
       ],
     },
     upsert: (histograms) => ({
       table: name,
       rows: histograms.flatMap(({ buckets, ...key }) => octavesOf(buckets).map((row) => ({ ...key, ...row }))),
-      onConflict: `(${names}, octave) do update set ${summedBuckets('buckets')}`,
+      onConflict: merge,
     }),
   };
 }
